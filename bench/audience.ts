@@ -1,0 +1,240 @@
+/**
+ * Audience sync and user-source index benchmark (issue 5).
+ *
+ *   npx tsx bench/audience.ts            # 1 000 000 members
+ *   AUDIENCE_MEMBERS=200000 npx tsx bench/audience.ts
+ *
+ * Starts a private nats-server (EVENTS max bytes raised so 1M identify calls fit; purged
+ * between phases), then: a first sync of a 1M-member audience (1M identify calls, 1M index
+ * records), a 1 % churn re-sync (0.5 % leave, 0.5 % join), an unchanged re-sync, and the cost of
+ * UserSourceIndex.remember / sourcesOf. Wall time, peak RSS and peak heap per phase.
+ */
+import { pathToFileURL } from "node:url";
+import { connect, type NatsConnection } from "nats";
+import { createLogger } from "../lib/log/logger.js";
+import { MembershipStore } from "../lib/membership/membership-store.js";
+import { DEFAULT_TOPOLOGY, EVENTS_STREAM, ensureTopology } from "../lib/nats/topology.js";
+import { USER_SOURCES_STREAM, UserSourceIndex } from "../lib/users/user-source-index.js";
+import type { SyncDeps } from "../services/ingest/sync/deps.js";
+import { type AudienceChunk, syncAudience } from "../services/ingest/sync/sync-audience.js";
+import { NatsServer } from "../test/helpers/nats-server.js";
+
+export interface Figure {
+  name: string;
+  value: number;
+  unit: string;
+  note?: string;
+}
+
+const CHUNK = 5_000;
+const MiB = 1024 * 1024;
+
+/** Member i: a 12-character id; consecutive i are scattered over the sort order. */
+const memberId = (i: number) => `usr_${(Math.imul(i, 2654435761) >>> 0).toString(16).padStart(8, "0")}`;
+
+async function* chunked(name: string, ids: Iterable<string>): AsyncGenerator<AudienceChunk> {
+  let chunk: string[] = [];
+  let first = true;
+  for (const id of ids) {
+    chunk.push(id);
+    if (chunk.length === CHUNK) {
+      yield { audienceName: first ? name : "", userIds: chunk };
+      first = false;
+      chunk = [];
+    }
+  }
+  yield { audienceName: first ? name : "", userIds: chunk };
+}
+
+function* idRange(from: number, to: number, skip?: (i: number) => boolean): Generator<string> {
+  for (let i = from; i < to; i++) if (!skip?.(i)) yield memberId(i);
+}
+
+/** Runs `fn`, sampling RSS and heap every 50 ms. */
+async function measure<T>(
+  fn: () => Promise<T>,
+): Promise<{ result: T; ms: number; rss: number; heap: number }> {
+  let rss = 0;
+  let heap = 0;
+  const sample = () => {
+    const m = process.memoryUsage();
+    rss = Math.max(rss, m.rss);
+    heap = Math.max(heap, m.heapUsed);
+  };
+  sample();
+  const timer = setInterval(sample, 50);
+  const started = performance.now();
+  try {
+    const result = await fn();
+    const ms = performance.now() - started;
+    sample();
+    return { result, ms, rss, heap };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+function round(x: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}
+
+async function rememberMany(idx: UserSourceIndex, count: number, prefix: string): Promise<number> {
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: 256 }, async () => {
+      while (next < count) await idx.remember(`${prefix}${next++}`, "bench");
+    }),
+  );
+  return Math.round(count / ((performance.now() - started) / 1000));
+}
+
+export async function benchAudience(): Promise<Figure[]> {
+  const n = Number(process.env.AUDIENCE_MEMBERS ?? 1_000_000);
+  const figures: Figure[] = [];
+  const server = await NatsServer.start();
+  let nc: NatsConnection | undefined;
+  let idx: UserSourceIndex | undefined;
+  try {
+    // noAsyncTraces: nats.js otherwise captures a stack trace per request (about 20 % of the
+    // client CPU of a publish); services should connect with it too.
+    nc = await connect({ servers: server.url, noAsyncTraces: true });
+    const jsm = await nc.jetstreamManager();
+    await ensureTopology(jsm, { ...DEFAULT_TOPOLOGY, eventsMaxBytes: 8 * 1024 * MiB });
+    const memberships = await MembershipStore.open(nc);
+    idx = await UserSourceIndex.open(nc);
+    const deps: SyncDeps = { nc, log: createLogger("bench", "silent"), memberships, index: idx };
+    const name = "High Value Users";
+    const baseline = process.memoryUsage();
+    figures.push({ name: "baseline RSS before syncs", value: round(baseline.rss / MiB, 0), unit: "MiB" });
+
+    // 1. First sync: every member joins.
+    const first = await measure(() => syncAudience(deps, "bench", chunked(name, idRange(0, n))));
+    const stored = (await jsm.streams.info(EVENTS_STREAM)).state;
+    figures.push(
+      { name: "first sync: members", value: first.result.members, unit: "members" },
+      { name: "first sync: wall time", value: round(first.ms / 1000, 1), unit: "s" },
+      {
+        name: "first sync: throughput",
+        value: Math.round(first.result.joined / (first.ms / 1000)),
+        unit: "members/s",
+        note: "identify publish + PubAck + index record each",
+      },
+      { name: "first sync: peak RSS", value: round(first.rss / MiB, 0), unit: "MiB" },
+      { name: "first sync: peak heap", value: round(first.heap / MiB, 0), unit: "MiB" },
+      {
+        name: "first sync: EVENTS stored",
+        value: stored.messages,
+        unit: "messages",
+        note: `${round(stored.bytes / MiB, 0)} MiB`,
+      },
+    );
+    await jsm.streams.purge(EVENTS_STREAM);
+
+    // 2. 1 % churn: 0.5 % leave (every 200th member), 0.5 % join (new ids).
+    const joiners = Math.floor(n / 200);
+    const churnIds = function* () {
+      yield* idRange(0, n, (i) => i % 200 === 7);
+      yield* idRange(n, n + joiners);
+    };
+    const churn = await measure(() => syncAudience(deps, "bench", chunked(name, churnIds())));
+    figures.push(
+      {
+        name: "1% churn re-sync: wall time",
+        value: round(churn.ms / 1000, 1),
+        unit: "s",
+        note: `${churn.result.joined} joined, ${churn.result.left} left, ${churn.result.members} members`,
+      },
+      { name: "1% churn re-sync: peak RSS", value: round(churn.rss / MiB, 0), unit: "MiB" },
+      { name: "1% churn re-sync: peak heap", value: round(churn.heap / MiB, 0), unit: "MiB" },
+      {
+        name: "1% churn re-sync: EVENTS stored",
+        value: (await jsm.streams.info(EVENTS_STREAM)).state.messages,
+        unit: "messages",
+      },
+    );
+    await jsm.streams.purge(EVENTS_STREAM);
+
+    // 3. Unchanged re-sync (same members, another order): nothing published, nothing written.
+    const sameIds = function* () {
+      yield* idRange(n, n + joiners);
+      yield* idRange(0, n, (i) => i % 200 === 7);
+    };
+    const same = await measure(() => syncAudience(deps, "bench", chunked(name, sameIds())));
+    figures.push(
+      {
+        name: "unchanged re-sync: wall time",
+        value: round(same.ms / 1000, 1),
+        unit: "s",
+        note: `${same.result.joined + same.result.left} changes`,
+      },
+      { name: "unchanged re-sync: peak RSS", value: round(same.rss / MiB, 0), unit: "MiB" },
+    );
+
+    // 4. User-source index.
+    const known = 1_000_000;
+    await idx.remember("known-user", "bench");
+    const t0 = performance.now();
+    for (let i = 0; i < known; i++) await idx.remember("known-user", "bench");
+    figures.push({
+      name: "index remember(): known pair",
+      value: round(((performance.now() - t0) * 1e6) / known, 0),
+      unit: "ns/op",
+      note: "awaited; memory only, no I/O",
+    });
+    const fresh = 20_000;
+    figures.push({
+      name: "index remember(): new pairs",
+      value: await rememberMany(idx, fresh, "new-user-"),
+      unit: "pairs/s",
+      note: "256 concurrent; one KV write each",
+    });
+    idx.clearMemory();
+    const writesBefore = idx.stats.writes;
+    figures.push({
+      name: "index remember(): stored pairs, cold memory",
+      value: await rememberMany(idx, fresh, "new-user-"),
+      unit: "pairs/s",
+      note: `as after a restart; ${idx.stats.writes - writesBefore} writes`,
+    });
+    const pairs = (await jsm.streams.info(USER_SOURCES_STREAM)).state.messages;
+    const candidates = Array.from({ length: 20 }, (_, i) => (i === 0 ? "bench" : `source-${i}`));
+    const lookups: Array<[string, () => Promise<string[]>]> = [
+      ["index sourcesOf(): 20 candidate sources", () => idx!.sourcesOf(memberId(12345), candidates)],
+      ["index sourcesOf(): key listing", () => idx!.sourcesOf(memberId(12345))],
+    ];
+    for (const [label, run] of lookups) {
+      const t = performance.now();
+      const found = await run();
+      figures.push({
+        name: label,
+        value: round(performance.now() - t, 1),
+        unit: "ms",
+        note: `${found.length} found in a bucket of ${pairs} pairs`,
+      });
+    }
+  } finally {
+    idx?.close();
+    await nc?.close().catch(() => {});
+    await server.stop();
+  }
+  return figures;
+}
+
+function printTable(figures: Figure[]): void {
+  const w = Math.max(...figures.map((f) => f.name.length));
+  const vw = Math.max(...figures.map((f) => String(f.value).length));
+  for (const f of figures) {
+    console.log(
+      `${f.name.padEnd(w)}  ${String(f.value).padStart(vw)} ${f.unit.padEnd(10)} ${f.note ?? ""}`.trimEnd(),
+    );
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
+  benchAudience().then(printTable, (err) => {
+    console.error(err);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,107 @@
+import Table from "cli-table3";
+
+/** Where the CLI writes; the process streams by default. */
+export interface Io {
+  stdout(text: string): void;
+  stderr(text: string): void;
+}
+
+export const processIo: Io = {
+  stdout: (text) => process.stdout.write(text),
+  stderr: (text) => process.stderr.write(text),
+};
+
+/**
+ * Everything the CLI prints goes through here: readable text and tables by default, JSON with
+ * `--json`. Secrets that must never be shown (the admin token) are masked as a last line of defence.
+ */
+export class Output {
+  readonly json: boolean;
+  readonly #io: Io;
+  #secrets: string[] = [];
+
+  constructor(io: Io, json: boolean) {
+    this.#io = io;
+    this.json = json;
+  }
+
+  /** Never print this value (short values are not masked: they would mangle ordinary text). */
+  hide(secret: string | undefined): void {
+    if (secret && secret.length >= 6) this.#secrets.push(secret);
+  }
+
+  line(text = ""): void {
+    this.#io.stdout(`${this.#mask(text)}\n`);
+  }
+
+  /** Notes for people (stderr), so stdout stays clean for pipes. */
+  note(text: string): void {
+    this.#io.stderr(`${this.#mask(text)}\n`);
+  }
+
+  /** Machine output: one JSON document on stdout. */
+  data(value: unknown): void {
+    this.line(JSON.stringify(value, jsonReplacer, 2));
+  }
+
+  /** A borderless, aligned table (`kubectl get` style); an empty list prints `empty` instead. */
+  table(head: string[], rows: string[][], empty: string): void {
+    if (rows.length === 0) {
+      this.line(empty);
+      return;
+    }
+    this.line(renderTable(head, rows));
+  }
+
+  /** `key: value` lines with aligned values, for one resource. */
+  fields(pairs: [string, string][]): void {
+    const width = Math.max(...pairs.map(([k]) => k.length)) + 1;
+    for (const [k, v] of pairs) this.line(`${`${k}:`.padEnd(width)} ${v}`.trimEnd());
+  }
+
+  #mask(text: string): string {
+    let out = text;
+    for (const s of this.#secrets) out = out.split(s).join("***");
+    return out;
+  }
+}
+
+const BLANK_CHARS = {
+  top: "",
+  "top-mid": "",
+  "top-left": "",
+  "top-right": "",
+  bottom: "",
+  "bottom-mid": "",
+  "bottom-left": "",
+  "bottom-right": "",
+  left: "",
+  "left-mid": "",
+  mid: "",
+  "mid-mid": "",
+  right: "",
+  "right-mid": "",
+  middle: "   ",
+};
+
+export function renderTable(head: string[], rows: string[][]): string {
+  const table = new Table({
+    head,
+    chars: BLANK_CHARS,
+    style: { head: [], border: [], "padding-left": 0, "padding-right": 0, compact: true },
+  });
+  table.push(...rows);
+  return table
+    .toString()
+    .split("\n")
+    .map((l) => l.trimEnd())
+    .join("\n");
+}
+
+/** bigint (uint64 sequences) as JSON numbers when exact, else strings. */
+function jsonReplacer(_key: string, value: unknown): unknown {
+  if (typeof value === "bigint") {
+    return value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : value.toString();
+  }
+  return value;
+}

@@ -1,0 +1,70 @@
+import type { JsonObject } from "@bufbuild/protobuf";
+import { InvalidArgumentError } from "commander";
+
+/** Flag value parsers for commander; a bad value is a usage error (exit 2) naming the flag. */
+
+/** For repeatable flags: `--url a --url b`. */
+export function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
+export function positiveInt(max: number) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < 1 || n > max) {
+      throw new InvalidArgumentError(`expected a whole number from 1 to ${max}`);
+    }
+    return n;
+  };
+}
+
+/** A stream sequence number (uint64, from 1). */
+export function sequence(value: string): bigint {
+  const t = value.trim();
+  if (!/^\d{1,20}$/.test(t) || BigInt(t) < 1n || BigInt(t) > 0xffffffffffffffffn) {
+    throw new InvalidArgumentError(`expected a stream sequence number (1, 2, …), got "${t}"`);
+  }
+  return BigInt(t);
+}
+
+/** Repeatable sequence numbers; also accepts `1,2,3`. */
+export function collectSequences(value: string, previous: bigint[] = []): bigint[] {
+  return [...previous, ...value.split(",").map(sequence)];
+}
+
+/** A JSON object (for Struct fields such as --properties). */
+export function jsonObject(value: string): JsonObject {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch (err) {
+    throw new InvalidArgumentError(`not valid JSON: ${(err as Error).message}`);
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+    throw new InvalidArgumentError('expected a JSON object, like \'{"plan":"pro"}\'');
+  }
+  return parsed as JsonObject;
+}
+
+/** An ISO 8601 date-time with a zone, for --timestamp. */
+export function isoDate(value: string): Date {
+  const d = new Date(value);
+  if (
+    !/^\d{4}-\d{2}-\d{2}T/.test(value) ||
+    !/(Z|[+-]\d{2}:?\d{2})$/i.test(value) ||
+    Number.isNaN(d.getTime())
+  ) {
+    throw new InvalidArgumentError("expected an ISO 8601 date-time with a zone, like 2026-11-21T09:30:00Z");
+  }
+  return d;
+}
+
+/** Repeatable `--header "Name: value"`. Later flags for the same name (any case) win. */
+export function collectHeader(value: string, previous: [string, string][] = []): [string, string][] {
+  const colon = value.indexOf(":");
+  if (colon <= 0) throw new InvalidArgumentError('expected "Name: value"');
+  const name = value.slice(0, colon).trim();
+  const headerValue = value.slice(colon + 1).trim();
+  if (name === "") throw new InvalidArgumentError('expected "Name: value"');
+  return [...previous.filter(([n]) => n.toLowerCase() !== name.toLowerCase()), [name, headerValue]];
+}

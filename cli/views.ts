@@ -1,0 +1,95 @@
+import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
+import { type DeadLetter, type Destination, Signing, type Source } from "../gen/hookpost/v1/admin_pb.js";
+
+/** The CLI's words for the signing modes (flags, apply files, output). */
+export type SigningName = "segment" | "standard-webhooks";
+export const SIGNING_NAMES: readonly SigningName[] = ["segment", "standard-webhooks"];
+
+export function signingName(s: Signing): SigningName {
+  return s === Signing.STANDARD_WEBHOOKS ? "standard-webhooks" : "segment";
+}
+
+export function signingValue(name: SigningName): Signing {
+  return name === "standard-webhooks" ? Signing.STANDARD_WEBHOOKS : Signing.SEGMENT;
+}
+
+/** Plain objects for `--json` and tables: the CLI's vocabulary, not the wire's. */
+export interface SourceView {
+  id: string;
+  name: string;
+  writeKeyPrefix: string;
+  createTime: string | null;
+}
+
+export interface DestinationView {
+  id: string;
+  name: string;
+  sourceIds: string[];
+  urls: string[];
+  headers: Record<string, string>;
+  sharedSecretSet: boolean;
+  signing: SigningName;
+  enabled: boolean;
+  createTime: string | null;
+  updateTime: string | null;
+}
+
+export interface DeadLetterView {
+  sequence: bigint;
+  messageId: string;
+  destinationId: string;
+  sourceId: string;
+  attempts: number;
+  reason: string;
+  outcomes: { url: string; status: number; error: string; detail: string }[];
+  firstAttemptTime: string | null;
+  deadTime: string | null;
+  body: string;
+}
+
+export function iso(ts: Timestamp | undefined): string | null {
+  return ts ? timestampDate(ts).toISOString() : null;
+}
+
+export function sourceView(s: Source): SourceView {
+  return { id: s.id, name: s.name, writeKeyPrefix: s.writeKeyPrefix, createTime: iso(s.createTime) };
+}
+
+export function destinationView(d: Destination): DestinationView {
+  return {
+    id: d.id,
+    name: d.name,
+    sourceIds: [...d.sourceIds],
+    urls: [...d.urls],
+    headers: { ...d.headers },
+    sharedSecretSet: d.sharedSecretSet,
+    signing: signingName(d.signing),
+    enabled: d.enabled ?? false,
+    createTime: iso(d.createTime),
+    updateTime: iso(d.updateTime),
+  };
+}
+
+export function deadLetterView(d: DeadLetter): DeadLetterView {
+  return {
+    sequence: d.sequence,
+    messageId: d.messageId,
+    destinationId: d.destinationId,
+    sourceId: d.sourceId,
+    attempts: d.attempts,
+    reason: d.reason,
+    outcomes: d.outcomes.map((o) => ({ url: o.url, status: o.status, error: o.error, detail: o.detail })),
+    firstAttemptTime: iso(d.firstAttemptTime),
+    deadTime: iso(d.deadTime),
+    body: d.body,
+  };
+}
+
+/** `https://a/x → HTTP 503`, `https://b/y → timeout (no answer in 5000 ms)`. */
+export function outcomeText(o: DeadLetterView["outcomes"][number]): string {
+  const parts: string[] = [];
+  if (o.status) parts.push(`HTTP ${o.status}`);
+  if (o.error && (o.error !== "http" || !o.status)) parts.push(o.error);
+  if (o.detail) parts.push(`(${o.detail})`);
+  return `${o.url} → ${parts.join(" ") || "?"}`;
+}

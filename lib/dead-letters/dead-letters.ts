@@ -1,0 +1,135 @@
+import {
+  headers,
+  type JetStreamClient,
+  type JetStreamManager,
+  type NatsConnection,
+  type StoredMsg,
+} from "nats";
+import { DEAD_STREAM, deadSubject, deliverySubject, isNotFound } from "../nats/topology.js";
+import { deliveryMsgId, MESSAGE_ID_HEADER, SOURCE_ID_HEADER } from "./delivery-headers.js";
+import type { DeadLetter, DeadLetterRecord } from "./record.js";
+
+export interface ListOptions {
+  /** Only records with a greater sequence (0: from the start). */
+  afterSequence?: number;
+  /** At most this many (default 100, at most 1000). */
+  pageSize?: number;
+}
+
+const DEFAULT_PAGE = 100;
+const MAX_PAGE = 1000;
+
+/**
+ * Dead letters live on the DEAD stream, one subject per destination. The dispatcher records them;
+ * the admin API lists and replays them. Reads use "next message by subject" lookups rather than a
+ * consumer, so listing never competes with anything and leaves no state behind.
+ */
+export class DeadLetters {
+  readonly #js: JetStreamClient;
+  readonly #jsm: JetStreamManager;
+
+  private constructor(js: JetStreamClient, jsm: JetStreamManager) {
+    this.#js = js;
+    this.#jsm = jsm;
+  }
+
+  static async open(nc: NatsConnection): Promise<DeadLetters> {
+    return new DeadLetters(nc.jetstream(), await nc.jetstreamManager());
+  }
+
+  /**
+   * Stores a record. `dedupKey` names the failed delivery, so a dispatcher that crashes between
+   * recording and acking records it once when the delivery comes back.
+   */
+  async record(record: DeadLetterRecord, dedupKey: string): Promise<number> {
+    const ack = await this.#js.publish(deadSubject(record.destinationId), JSON.stringify(record), {
+      msgID: `dead:${dedupKey}`,
+    });
+    return ack.seq;
+  }
+
+  /** Dead letters of one destination, oldest first. */
+  async list(destinationId: string, options: ListOptions = {}): Promise<DeadLetter[]> {
+    const size = Math.min(Math.max(1, options.pageSize || DEFAULT_PAGE), MAX_PAGE);
+    const out: DeadLetter[] = [];
+    let seq = (options.afterSequence ?? 0) + 1;
+    while (out.length < size) {
+      const m = await this.#next(destinationId, seq);
+      if (!m) break;
+      out.push(parse(m));
+      seq = m.seq + 1;
+    }
+    return out;
+  }
+
+  /** One dead letter, if `sequence` is a dead letter of this destination. */
+  async get(destinationId: string, sequence: number): Promise<DeadLetter | undefined> {
+    try {
+      const m = await this.#jsm.streams.getMessage(DEAD_STREAM, { seq: sequence });
+      return m.subject === deadSubject(destinationId) ? parse(m) : undefined;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * Puts dead letters back on DELIVERIES (same body and headers, a fresh retry window) and
+   * deletes their records. Without `sequences`, replays all of the destination's dead letters.
+   * The caller checks that the destination still exists. Returns how many were replayed;
+   * unknown sequences are skipped.
+   */
+  async replay(destinationId: string, sequences?: readonly number[]): Promise<{ replayed: number }> {
+    let replayed = 0;
+    if (sequences && sequences.length > 0) {
+      for (const seq of new Set(sequences)) {
+        const letter = await this.get(destinationId, seq);
+        if (letter && (await this.#replayOne(letter))) replayed++;
+      }
+      return { replayed };
+    }
+    // Stop at the current end: anything that dies again while we replay is not replayed twice.
+    const last = (await this.#jsm.streams.info(DEAD_STREAM)).state.last_seq;
+    let seq = 1;
+    for (;;) {
+      const m = await this.#next(destinationId, seq);
+      if (!m || m.seq > last) break;
+      if (await this.#replayOne(parse(m))) replayed++;
+      seq = m.seq + 1;
+    }
+    return { replayed };
+  }
+
+  async #replayOne(letter: DeadLetter): Promise<boolean> {
+    const h = headers();
+    h.set(MESSAGE_ID_HEADER, letter.messageId);
+    h.set(SOURCE_ID_HEADER, letter.sourceId);
+    // A fresh id (the original is still in the dedup window), yet the same for a repeated
+    // replay of the same record, so retrying a replay request does not deliver twice.
+    const msgID = `${deliveryMsgId(letter.sourceId, letter.messageId, letter.destinationId)}:replay:${letter.sequence}`;
+    await this.#js.publish(deliverySubject(letter.destinationId), letter.body, { msgID, headers: h });
+    try {
+      return await this.#jsm.streams.deleteMessage(DEAD_STREAM, letter.sequence, false);
+    } catch (err) {
+      // Replayed concurrently by someone else: the delivery was deduplicated, nothing lost.
+      if (isNotFound(err)) return false;
+      throw err;
+    }
+  }
+
+  async #next(destinationId: string, seq: number): Promise<StoredMsg | undefined> {
+    try {
+      // nats-server >= 2.9 answers "the first message on this subject at or after seq".
+      const query = { seq, next_by_subj: deadSubject(destinationId) } as unknown as { seq: number };
+      return await this.#jsm.streams.getMessage(DEAD_STREAM, query);
+    } catch (err) {
+      if (isNotFound(err) || /no message found/i.test((err as Error).message)) return undefined;
+      throw err;
+    }
+  }
+}
+
+function parse(m: StoredMsg): DeadLetter {
+  const record = JSON.parse(new TextDecoder().decode(m.data)) as DeadLetterRecord;
+  return { sequence: m.seq, ...record };
+}

@@ -1,0 +1,36 @@
+/** Why one URL of a delivery failed (the proto's UrlOutcome.error). */
+export type FailureKind = "timeout" | "connection" | "tls" | "ssrf" | "redirect" | "http";
+
+/** The last outcome of one URL (maps 1:1 onto hookpost.v1.UrlOutcome). */
+export interface UrlOutcomeRecord {
+  /** The URL as configured, with any password in it masked. */
+  url: string;
+  /** HTTP status, 0 when no response was received. */
+  status: number;
+  error: FailureKind;
+  detail: string;
+}
+
+/**
+ * A delivery the dispatcher gave up on, stored as JSON on hookpost.dead.<destinationId>.
+ * Maps 1:1 onto hookpost.v1.DeadLetter (times are ISO 8601 strings here).
+ */
+export interface DeadLetterRecord {
+  messageId: string;
+  destinationId: string;
+  sourceId: string;
+  /** The exact webhook body, byte for byte what was (or would have been) sent. */
+  body: string;
+  /** Delivery attempts made (JetStream deliveries of the message). */
+  attempts: number;
+  outcomes: UrlOutcomeRecord[];
+  reason: string;
+  /** When the delivery was stored on DELIVERIES, i.e. when the retry window started. */
+  firstAttemptTime: string;
+  deadTime: string;
+}
+
+/** A stored dead letter with its DEAD stream sequence (the handle for replay). */
+export interface DeadLetter extends DeadLetterRecord {
+  sequence: number;
+}

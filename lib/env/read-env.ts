@@ -1,0 +1,47 @@
+import { parseDuration } from "./duration.js";
+
+/** A configuration error: the service refuses to start and says which variable is wrong. */
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+}
+
+type Env = Record<string, string | undefined>;
+
+export function envString(env: Env, name: string, fallback: string): string {
+  const v = env[name];
+  return v === undefined || v === "" ? fallback : v;
+}
+
+export function envOptional(env: Env, name: string): string | undefined {
+  const v = env[name];
+  return v === undefined || v === "" ? undefined : v;
+}
+
+export function envInt(env: Env, name: string, fallback: number, min = 0): number {
+  const v = envOptional(env, name);
+  if (v === undefined) return fallback;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min)
+    throw new ConfigError(`${name} must be an integer >= ${min}, got "${v}"`);
+  return n;
+}
+
+export function envDuration(env: Env, name: string, fallbackMs: number): number {
+  const v = envOptional(env, name);
+  if (v === undefined) return fallbackMs;
+  try {
+    return parseDuration(v);
+  } catch (err) {
+    throw new ConfigError(`${name}: ${(err as Error).message}`);
+  }
+}
+
+export function envList(env: Env, name: string): string[] {
+  const v = envOptional(env, name);
+  return v === undefined
+    ? []
+    : v
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean);
+}

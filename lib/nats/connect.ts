@@ -1,0 +1,28 @@
+import { connect, type NatsConnection } from "nats";
+import type { Logger } from "../log/logger.js";
+
+/**
+ * Connects and keeps reconnecting forever: services must survive NATS restarts and
+ * come back on their own. Waits for the first connection too, so a service can start
+ * before NATS does.
+ */
+export async function connectNats(url: string, name: string, log: Logger): Promise<NatsConnection> {
+  const nc = await connect({
+    servers: url.split(","),
+    name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 500,
+    waitOnFirstConnect: true,
+    pingInterval: 5_000,
+    maxPingOut: 2,
+  });
+  log.info({ server: nc.getServer() }, "connected to NATS");
+  void (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === "disconnect" || s.type === "reconnect" || s.type === "error") {
+        log.warn({ event: s.type, data: String(s.data) }, "NATS connection status");
+      }
+    }
+  })();
+  return nc;
+}

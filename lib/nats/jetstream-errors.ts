@@ -1,0 +1,47 @@
+import { Code, HookpostError } from "../grpc/hookpost-error.js";
+
+interface NatsLikeError {
+  code?: string;
+  message?: string;
+  api_error?: { err_code?: number; description?: string };
+}
+
+/** The JetStream API description and client message of an error, for logs and answers. */
+export function jetStreamErrorText(err: unknown): string {
+  const e = err as NatsLikeError;
+  return `${e?.api_error?.description ?? ""} ${e?.message ?? String(err)}`.trim();
+}
+
+/** True when JetStream refused a write because the stream (or the server's storage) is full. */
+export function isStreamFull(err: unknown): boolean {
+  const code = (err as NatsLikeError)?.api_error?.err_code;
+  return (
+    code === 10077 || // store failed: maximum bytes/messages exceeded
+    code === 10023 || // insufficient resources
+    code === 10047 || // insufficient storage resources
+    /maximum (bytes|messages|messages per subject) exceeded|insufficient (storage )?resources/i.test(
+      jetStreamErrorText(err),
+    )
+  );
+}
+
+/**
+ * Maps a failure of JetStream (publish, object store, KV) to what a gRPC client should see:
+ * RESOURCE_EXHAUSTED when the stream is full, otherwise UNAVAILABLE (retrying is safe: every
+ * write of ours is idempotent). HookpostErrors pass through unchanged.
+ */
+export function natsFailure(what: string, err: unknown): HookpostError {
+  if (err instanceof HookpostError) return err;
+  const text = jetStreamErrorText(err);
+  if (isStreamFull(err)) {
+    return new HookpostError(
+      Code.RESOURCE_EXHAUSTED,
+      `${what}: the event stream is full (${text}); retry later`,
+      [],
+      { cause: err },
+    );
+  }
+  return new HookpostError(Code.UNAVAILABLE, `${what}: JetStream is unavailable (${text}); retry later`, [], {
+    cause: err,
+  });
+}

@@ -1,0 +1,25 @@
+/**
+ * Why a Standard Webhooks request was refused:
+ * - `missing_headers`: `webhook-id`, `webhook-timestamp` or `webhook-signature` is absent.
+ * - `invalid_timestamp`: `webhook-timestamp` is not a whole number of seconds.
+ * - `timestamp_too_old` / `timestamp_too_new`: outside the tolerance (replay protection).
+ * - `invalid_signature`: no `v1` signature matches.
+ * - `invalid_secret`: the secret is not `whsec_` + base64 (or raw key bytes).
+ */
+export type WebhookVerificationErrorCode =
+  | "missing_headers"
+  | "invalid_timestamp"
+  | "timestamp_too_old"
+  | "timestamp_too_new"
+  | "invalid_signature"
+  | "invalid_secret";
+
+export class WebhookVerificationError extends Error {
+  override readonly name = "WebhookVerificationError";
+  readonly code: WebhookVerificationErrorCode;
+
+  constructor(code: WebhookVerificationErrorCode, message: string) {
+    super(message);
+    this.code = code;
+  }
+}

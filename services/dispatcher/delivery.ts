@@ -1,0 +1,134 @@
+import type { JsMsg } from "nats";
+import type { ConfigStore } from "../../lib/config/config-store.js";
+import type { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
+import { MESSAGE_ID_HEADER, SOURCE_ID_HEADER } from "../../lib/dead-letters/delivery-headers.js";
+import type { Logger } from "../../lib/log/logger.js";
+import type { DispatcherMetrics } from "./metrics.js";
+import { type DeadCause, decide, type RetryPolicy } from "./retry.js";
+import type { AttemptOutcome, WebhookSender } from "./sender.js";
+
+export interface DeliveryDeps {
+  store: ConfigStore;
+  sender: WebhookSender;
+  deadLetters: DeadLetters;
+  policy: RetryPolicy;
+  ackWaitMs: number;
+  metrics: DispatcherMetrics;
+  logger: Logger;
+  /** Aborted when shutdown's grace period is over: in-flight requests stop and are handed back. */
+  shutdown: AbortSignal;
+}
+
+const decoder = new TextDecoder();
+
+/**
+ * Handles one message of a destination consumer: one attempt over the destination's URLs, then
+ * ack (delivered), nak with a delay (retry later) or dead-letter. Retries are JetStream
+ * redeliveries, so any replica may make the next attempt.
+ */
+export class DeliveryHandler {
+  readonly #d: DeliveryDeps;
+
+  constructor(deps: DeliveryDeps) {
+    this.#d = deps;
+  }
+
+  async handle(destinationId: string, msg: JsMsg): Promise<void> {
+    const d = this.#d;
+    // Read at every attempt, so URL, header, secret and enabled changes apply to retries too.
+    const dest = d.store.destination(destinationId);
+    if (!dest) {
+      // Deleted: its consumer and pending deliveries are being removed.
+      msg.term();
+      return;
+    }
+    if (!dest.enabled) {
+      // Disabled after this was pulled: hand it back; it waits with the rest of the backlog.
+      msg.nak();
+      d.metrics.deliveries.inc({ outcome: "handed_back" });
+      return;
+    }
+    const messageId = msg.headers?.get(MESSAGE_ID_HEADER) || `seq-${msg.seq}`;
+    // A long attempt (5 URLs x timeout) may outlast ack-wait: keep telling JetStream we're on it.
+    const keepAlive = setInterval(() => msg.working(), Math.max(250, Math.floor(d.ackWaitMs / 3)));
+    let result: Awaited<ReturnType<WebhookSender["deliver"]>>;
+    try {
+      result = await d.sender.deliver(dest, msg.data, messageId, d.shutdown);
+    } finally {
+      clearInterval(keepAlive);
+    }
+
+    if (result.delivered) {
+      msg.ack();
+      d.metrics.deliveries.inc({ outcome: "delivered" });
+      return;
+    }
+    if (d.shutdown.aborted || result.outcomes.some((o) => o.aborted)) {
+      // Not the endpoint's fault: another replica takes it over at once.
+      msg.nak();
+      d.metrics.deliveries.inc({ outcome: "handed_back" });
+      return;
+    }
+
+    const retryAfters = result.outcomes.map((o) => o.retryAfterMs).filter((v) => v !== undefined);
+    const decision = decide({
+      attempt: msg.info.deliveryCount,
+      retryable: result.outcomes.some((o) => o.retryable),
+      retryAfterMs: retryAfters.length > 0 ? Math.max(...retryAfters) : undefined,
+      firstTimeMs: msg.info.timestampNanos / 1e6,
+      nowMs: Date.now(),
+      policy: d.policy,
+    });
+    if (decision.action === "retry") {
+      msg.nak(decision.delayMs);
+      d.metrics.deliveries.inc({ outcome: "retry" });
+      d.metrics.retries.inc();
+      d.logger.debug(
+        { destinationId, messageId, attempt: msg.info.deliveryCount, delayMs: decision.delayMs },
+        "delivery retry scheduled",
+      );
+      return;
+    }
+    const reason = result.outcomes.length === 0 ? "destination has no URLs" : decision.reason;
+    await this.#deadLetter(destinationId, msg, messageId, result.outcomes, reason, decision.cause);
+  }
+
+  async #deadLetter(
+    destinationId: string,
+    msg: JsMsg,
+    messageId: string,
+    outcomes: AttemptOutcome[],
+    reason: string,
+    cause: DeadCause,
+  ): Promise<void> {
+    const d = this.#d;
+    try {
+      await d.deadLetters.record(
+        {
+          messageId,
+          destinationId,
+          sourceId: msg.headers?.get(SOURCE_ID_HEADER) ?? "",
+          body: decoder.decode(msg.data),
+          attempts: msg.info.deliveryCount,
+          outcomes: outcomes.map(({ url, status, error, detail }) => ({ url, status, error, detail })),
+          reason,
+          firstAttemptTime: new Date(msg.info.timestampNanos / 1e6).toISOString(),
+          deadTime: new Date().toISOString(),
+        },
+        `${destinationId}:${msg.seq}`,
+      );
+    } catch (err) {
+      // Never drop: without a record the delivery stays and is tried again.
+      d.logger.error({ destinationId, messageId, err: (err as Error).message }, "dead-letter write failed");
+      msg.nak(5000);
+      return;
+    }
+    msg.ack();
+    d.metrics.deliveries.inc({ outcome: "dead_letter" });
+    d.metrics.deadLetters.inc({ cause });
+    d.logger.warn(
+      { destinationId, messageId, attempts: msg.info.deliveryCount, reason },
+      "delivery dead-lettered",
+    );
+  }
+}

@@ -1,0 +1,100 @@
+import { headers, type JetStreamClient, type JsMsg } from "nats";
+import type { ConfigStore } from "../../lib/config/config-store.js";
+import {
+  deliveryMsgId,
+  MESSAGE_ID_HEADER,
+  SOURCE_ID_HEADER,
+} from "../../lib/dead-letters/delivery-headers.js";
+import type { Logger } from "../../lib/log/logger.js";
+import type { StoredCall } from "../../lib/model/stored-call.js";
+import { deliverySubject, type EventType } from "../../lib/nats/topology.js";
+import { renderBody } from "./body.js";
+import { webhooksEnabled } from "./integrations.js";
+import type { DispatcherMetrics } from "./metrics.js";
+
+export interface RouterDeps {
+  js: JetStreamClient;
+  store: ConfigStore;
+  metrics: DispatcherMetrics;
+  logger: Logger;
+}
+
+/** Wait before a call is routed again when DELIVERIES refused it (full, or NATS trouble). */
+const BACKPRESSURE_DELAY_MS = 2000;
+const TYPES = new Set<EventType>(["identify", "track", "page", "screen", "group", "alias", "delete"]);
+const decoder = new TextDecoder();
+
+/**
+ * Fans each stored call out to its destinations: one message per destination on DELIVERIES,
+ * carrying the rendered body. The call is acked only after every fan-out message is stored;
+ * a redelivered call publishes the same Nats-Msg-Ids, which JetStream deduplicates.
+ */
+export class Router {
+  readonly #d: RouterDeps;
+
+  constructor(deps: RouterDeps) {
+    this.#d = deps;
+  }
+
+  async handle(msg: JsMsg): Promise<void> {
+    const d = this.#d;
+    const call = parseStoredCall(msg.data);
+    if (typeof call === "string") {
+      // Cannot be routed, now or ever. Log where it was, never its content (it may hold PII).
+      d.logger.error({ seq: msg.seq, subject: msg.subject, problem: call }, "unreadable event dropped");
+      msg.term();
+      d.metrics.routed.inc({ outcome: "invalid" });
+      return;
+    }
+    if (!webhooksEnabled(call)) {
+      msg.ack();
+      d.metrics.routed.inc({ outcome: "filtered" });
+      return;
+    }
+    const targets = d.store.destinationsForSource(call.sourceId).filter((dest) => dest.enabled);
+    if (targets.length === 0) {
+      msg.ack();
+      d.metrics.routed.inc({ outcome: "no_destination" });
+      return;
+    }
+    const body = renderBody(call);
+    try {
+      await Promise.all(
+        targets.map((dest) => {
+          const h = headers();
+          h.set(MESSAGE_ID_HEADER, call.messageId);
+          h.set(SOURCE_ID_HEADER, call.sourceId);
+          return d.js.publish(deliverySubject(dest.id), body, {
+            msgID: deliveryMsgId(call.sourceId, call.messageId, dest.id),
+            headers: h,
+          });
+        }),
+      );
+    } catch (err) {
+      // Backpressure, never loss: the call stays on EVENTS and is routed again later.
+      d.logger.warn({ seq: msg.seq, err: (err as Error).message }, "fan-out failed; will retry");
+      msg.nak(BACKPRESSURE_DELAY_MS + Math.floor(Math.random() * 1000));
+      d.metrics.routed.inc({ outcome: "backpressure" });
+      return;
+    }
+    msg.ack();
+    d.metrics.routed.inc({ outcome: "routed" });
+  }
+}
+
+/** The stored call, or what is wrong with it. */
+export function parseStoredCall(data: Uint8Array): StoredCall | string {
+  let v: unknown;
+  try {
+    v = JSON.parse(decoder.decode(data));
+  } catch {
+    return "not JSON";
+  }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return "not an object";
+  const c = v as Partial<StoredCall>;
+  if (!TYPES.has(c.type as EventType)) return "unknown type";
+  if (typeof c.messageId !== "string" || c.messageId === "") return "no messageId";
+  if (typeof c.sourceId !== "string" || c.sourceId === "") return "no sourceId";
+  if (typeof c.timestamp !== "string" && typeof c.receivedAt !== "string") return "no timestamp";
+  return c as StoredCall;
+}

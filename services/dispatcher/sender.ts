@@ -1,0 +1,233 @@
+import type { Dispatcher } from "undici";
+import type { UrlOutcomeRecord } from "../../lib/dead-letters/record.js";
+import type { Logger } from "../../lib/log/logger.js";
+import type { DestinationRecord } from "../../lib/model/destination.js";
+import { signSegment, standardWebhookHeaders } from "../../receiver/mod.js";
+import { logUrl, maskUrl } from "./redact-url.js";
+import { parseRetryAfter } from "./retry.js";
+import { SsrfRefusedError } from "./ssrf.js";
+
+export const USER_AGENT = "Hookpost/1.0";
+/** Response bodies are read up to this much, then dropped. */
+const MAX_RESPONSE_BYTES = 64 * 1024;
+/** Names a static header may not take (the admin API refuses them too; this is the backstop). */
+const RESERVED =
+  /^(content-type|content-length|host|user-agent|x-signature|idempotency-key|transfer-encoding|connection|webhook-.*)$/i;
+
+export interface AttemptOutcome extends UrlOutcomeRecord {
+  ok: boolean;
+  retryable: boolean;
+  retryAfterMs?: number;
+  durationMs: number;
+  /** Cut short by shutdown: says nothing about the endpoint. */
+  aborted: boolean;
+}
+
+export interface DeliveryResult {
+  delivered: boolean;
+  /** Outcomes of the URLs tried, in order; the last one is the success when delivered. */
+  outcomes: AttemptOutcome[];
+}
+
+export interface SenderOptions {
+  agent: Dispatcher;
+  timeoutMs: number;
+  logger: Logger;
+  onAttempt?: (o: AttemptOutcome) => void;
+}
+
+/** POSTs one body to a destination's URLs in order until one answers 2xx. */
+export class WebhookSender {
+  readonly #o: SenderOptions;
+
+  constructor(o: SenderOptions) {
+    this.#o = o;
+  }
+
+  async deliver(
+    dest: DestinationRecord,
+    body: Uint8Array,
+    messageId: string,
+    signal: AbortSignal,
+  ): Promise<DeliveryResult> {
+    const outcomes: AttemptOutcome[] = [];
+    for (const url of dest.urls) {
+      const outcome = await this.attempt(url, this.#headers(dest, body, messageId, url), body, signal);
+      outcomes.push(outcome);
+      this.#o.onAttempt?.(outcome);
+      this.#log(dest, messageId, outcome);
+      if (outcome.ok) return { delivered: true, outcomes };
+      if (outcome.aborted) break;
+    }
+    return { delivered: false, outcomes };
+  }
+
+  #headers(
+    dest: DestinationRecord,
+    body: Uint8Array,
+    messageId: string,
+    url: string,
+  ): Record<string, string> {
+    const h: Record<string, string> = {};
+    for (const [name, value] of Object.entries(dest.headers ?? {})) if (!RESERVED.test(name)) h[name] = value;
+    const u = safeParse(url);
+    // Credentials in the URL become Basic auth, as curl does (the request line never carries them).
+    if (u?.username && !Object.keys(h).some((k) => k.toLowerCase() === "authorization")) {
+      const user = decodeURIComponent(u.username);
+      const pass = decodeURIComponent(u.password);
+      h.Authorization = `Basic ${Buffer.from(`${user}:${pass}`).toString("base64")}`;
+    }
+    h["Content-Type"] = "application/json";
+    h["User-Agent"] = USER_AGENT;
+    h["Idempotency-Key"] = messageId;
+    const secret = dest.sharedSecret;
+    if (secret) {
+      h["X-Signature"] = signSegment(body, secret);
+      if (dest.signing === "standard-webhooks") {
+        Object.assign(h, standardWebhookHeaders(messageId, body, secret));
+      }
+    }
+    return h;
+  }
+
+  /** One request. Never throws: every failure becomes an outcome. */
+  async attempt(
+    url: string,
+    headers: Record<string, string>,
+    body: Uint8Array,
+    signal: AbortSignal,
+  ): Promise<AttemptOutcome> {
+    const started = performance.now();
+    const done = (o: Omit<AttemptOutcome, "url" | "durationMs" | "aborted">): AttemptOutcome => ({
+      url: maskUrl(url),
+      durationMs: performance.now() - started,
+      aborted: signal.aborted,
+      ...o,
+    });
+    const u = safeParse(url);
+    if (!u || (u.protocol !== "http:" && u.protocol !== "https:")) {
+      return done({ ok: false, retryable: false, status: 0, error: "http", detail: "not an http(s) URL" });
+    }
+    const timeoutMs = this.#o.timeoutMs;
+    const ac = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      ac.abort(new Error("timeout"));
+    }, timeoutMs);
+    const onShutdown = () => ac.abort(new Error("shutdown"));
+    signal.addEventListener("abort", onShutdown, { once: true });
+    try {
+      const res = await this.#o.agent.request({
+        origin: u.origin,
+        path: `${u.pathname}${u.search}`,
+        method: "POST",
+        headers,
+        body,
+        signal: ac.signal,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      });
+      // The deadline covers the body too; then drop it (destroying a large one closes the socket).
+      let read = 0;
+      for await (const chunk of res.body) {
+        read += (chunk as Buffer).length;
+        if (read >= MAX_RESPONSE_BYTES) {
+          res.body.destroy();
+          break;
+        }
+      }
+      return done(statusOutcome(res.statusCode, res.headers["retry-after"]));
+    } catch (err) {
+      if (timedOut) {
+        return done({
+          ok: false,
+          retryable: true,
+          status: 0,
+          error: "timeout",
+          detail: `no answer within ${timeoutMs} ms`,
+        });
+      }
+      return done(errorOutcome(err));
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onShutdown);
+    }
+  }
+
+  #log(dest: DestinationRecord, messageId: string, o: AttemptOutcome): void {
+    if (o.ok || o.aborted) return;
+    const fields = {
+      destinationId: dest.id,
+      messageId,
+      url: logUrl(o.url),
+      status: o.status,
+      error: o.error,
+      detail: o.detail,
+      retryable: o.retryable,
+      ms: Math.round(o.durationMs),
+    };
+    if (o.error === "timeout") this.#o.logger.warn(fields, "webhook timed out");
+    else this.#o.logger.info(fields, "webhook attempt failed");
+  }
+}
+
+type StatusOutcome = Omit<AttemptOutcome, "url" | "durationMs" | "aborted">;
+
+function statusOutcome(status: number, retryAfter: string | string[] | undefined): StatusOutcome {
+  if (status >= 200 && status < 300) return { ok: true, retryable: false, status, error: "http", detail: "" };
+  if (status >= 300 && status < 400) {
+    return {
+      ok: false,
+      retryable: false,
+      status,
+      error: "redirect",
+      detail: `HTTP ${status}: redirects are not followed`,
+    };
+  }
+  const retryable = status === 408 || status === 429 || (status >= 500 && status < 600);
+  const out: StatusOutcome = { ok: false, retryable, status, error: "http", detail: `HTTP ${status}` };
+  if (status === 429 || status === 503) {
+    const ms = parseRetryAfter(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
+    if (ms !== undefined) out.retryAfterMs = ms;
+  }
+  return out;
+}
+
+const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT", "UND_ERR_CONNECT_TIMEOUT"]);
+const TLS_CODE = /CERT|SELF_SIGNED|UNABLE_TO_GET_ISSUER|UNABLE_TO_VERIFY|ERR_TLS|ERR_SSL|HOSTNAME_MISMATCH/;
+
+function errorOutcome(err: unknown): StatusOutcome {
+  const chain: Array<{ code?: string; message?: string }> = [];
+  for (let e = err as { cause?: unknown } | undefined, i = 0; e && i < 5; e = e.cause as typeof e, i++) {
+    chain.push(e as { code?: string; message?: string });
+  }
+  const first = chain[0] ?? {};
+  const detail = (e: { code?: string; message?: string }) =>
+    [e.code, e.message].filter(Boolean).join(": ").slice(0, 300);
+  const ssrf = chain.find((e) => e instanceof SsrfRefusedError);
+  if (ssrf)
+    return { ok: false, retryable: false, status: 0, error: "ssrf", detail: ssrf.message ?? "refused" };
+  const timeout = chain.find((e) => e.code !== undefined && TIMEOUT_CODES.has(e.code));
+  if (timeout) return { ok: false, retryable: true, status: 0, error: "timeout", detail: detail(timeout) };
+  const tls = chain.find((e) => e.code !== undefined && TLS_CODE.test(e.code));
+  if (tls) return { ok: false, retryable: false, status: 0, error: "tls", detail: detail(tls) };
+  if (first.code === "UND_ERR_INVALID_ARG") {
+    return {
+      ok: false,
+      retryable: false,
+      status: 0,
+      error: "http",
+      detail: `invalid request: ${first.message}`,
+    };
+  }
+  return { ok: false, retryable: true, status: 0, error: "connection", detail: detail(first) || String(err) };
+}
+
+function safeParse(url: string): URL | undefined {
+  try {
+    return new URL(url);
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,120 @@
+import type { GenService } from "@bufbuild/protobuf/codegenv2";
+import type { AdminService } from "../../../gen/hookpost/v1/admin_pb.js";
+import { AlreadyExistsError, type ConfigStore } from "../../../lib/config/config-store.js";
+import { Code, HookpostError, type ServiceImpl } from "../../../lib/grpc/mod.js";
+import type { Logger } from "../../../lib/log/logger.js";
+import {
+  generateWriteKey,
+  hashWriteKey,
+  type SourceRecord,
+  writeKeyPrefix,
+} from "../../../lib/model/source.js";
+import { throwIfInvalid } from "../invalid.js";
+import { generateId, idViolations, nameViolations, requiredIdViolations } from "./ids.js";
+import { sourceToProto } from "./to-proto.js";
+
+export type AdminMethods = typeof AdminService extends GenService<infer S> ? S : never;
+
+export interface AdminDeps {
+  store: ConfigStore;
+  log: Logger;
+  /** Called after a source is deleted (forgets which users it has seen). */
+  onSourceDeleted?: (id: string) => Promise<void>;
+  now?: () => Date;
+}
+
+export function sourceNotFound(id: string): HookpostError {
+  return new HookpostError(Code.NOT_FOUND, `source "${id}" does not exist`);
+}
+
+/**
+ * Sources: a name, an id and a write key. The key is shown once (create, rotate); only its
+ * hash is stored, so a lost key is replaced, never recovered.
+ *
+ * Deleting a source stops its write key at once and disconnects it from every destination
+ * (its id is removed from their source_ids). A destination left without sources is kept,
+ * with its settings and dead letters, but receives nothing until it is connected again.
+ * Calls of the source already accepted but not yet routed find no destination and are dropped.
+ */
+export function sourceHandlers(
+  deps: AdminDeps,
+): Pick<
+  ServiceImpl<AdminMethods>,
+  "createSource" | "getSource" | "listSources" | "deleteSource" | "rotateWriteKey"
+> {
+  const { store, log } = deps;
+  const now = deps.now ?? (() => new Date());
+  const existing = (id: string): SourceRecord => {
+    throwIfInvalid(requiredIdViolations(id));
+    const s = store.source(id);
+    if (!s) throw sourceNotFound(id);
+    return s;
+  };
+
+  return {
+    createSource: async (req) => {
+      throwIfInvalid([
+        ...nameViolations(req.name, "name"),
+        ...(req.id === "" ? [] : idViolations(req.id, "id")),
+      ]);
+      const id = req.id === "" ? generateId("src") : req.id;
+      if (store.source(id)) throw alreadyExists(id);
+      const writeKey = generateWriteKey();
+      const record: SourceRecord = {
+        id,
+        name: req.name.trim(),
+        writeKeyHash: hashWriteKey(writeKey),
+        writeKeyPrefix: writeKeyPrefix(writeKey),
+        createdAt: now().toISOString(),
+      };
+      try {
+        await store.createSource(record);
+      } catch (err) {
+        if (err instanceof AlreadyExistsError) throw alreadyExists(id);
+        throw err;
+      }
+      log.info({ sourceId: id }, "source created");
+      return { source: sourceToProto(record), writeKey };
+    },
+
+    getSource: async (req) => ({ source: sourceToProto(existing(req.id)) }),
+
+    listSources: async () => ({ sources: store.sources().map(sourceToProto) }),
+
+    deleteSource: async (req) => {
+      const source = existing(req.id);
+      await store.deleteSource(source.id);
+      const connected = store.destinationsForSource(source.id);
+      for (const d of connected) {
+        await store.putDestination({
+          ...d,
+          sourceIds: d.sourceIds.filter((s) => s !== source.id),
+          updatedAt: now().toISOString(),
+        });
+      }
+      await deps.onSourceDeleted?.(source.id);
+      log.info(
+        { sourceId: source.id, disconnectedDestinations: connected.map((d) => d.id) },
+        "source deleted",
+      );
+      return {};
+    },
+
+    rotateWriteKey: async (req) => {
+      const source = existing(req.id);
+      const writeKey = generateWriteKey();
+      const record: SourceRecord = {
+        ...source,
+        writeKeyHash: hashWriteKey(writeKey),
+        writeKeyPrefix: writeKeyPrefix(writeKey),
+      };
+      await store.putSource(record);
+      log.info({ sourceId: source.id }, "write key rotated");
+      return { source: sourceToProto(record), writeKey };
+    },
+  };
+}
+
+function alreadyExists(id: string): HookpostError {
+  return new HookpostError(Code.ALREADY_EXISTS, `a source with id "${id}" already exists`);
+}

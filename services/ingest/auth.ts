@@ -1,0 +1,66 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import type { Metadata } from "@grpc/grpc-js";
+import type { ConfigStore } from "../../lib/config/config-store.js";
+import { Code, HookpostError } from "../../lib/grpc/mod.js";
+import type { SourceRecord } from "../../lib/model/source.js";
+
+const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
+const BASIC_HINT = "send metadata `authorization: Basic base64(<write key>:)`";
+const BEARER_HINT = "send metadata `authorization: Bearer <admin token>`";
+
+function unauthenticated(message: string): HookpostError {
+  return new HookpostError(Code.UNAUTHENTICATED, message);
+}
+
+/** The one `authorization` value of a call, split into scheme and credentials. */
+function authorization(metadata: Metadata, hint: string): { scheme: string; credentials: string } {
+  const values = metadata.get("authorization");
+  if (values.length === 0) throw unauthenticated(`missing authorization: ${hint}`);
+  if (values.length > 1) throw unauthenticated(`more than one authorization value: ${hint}`);
+  const value = values[0];
+  if (typeof value !== "string") throw unauthenticated(`authorization must be text: ${hint}`);
+  const match = /^([A-Za-z]+) +(\S+) *$/.exec(value);
+  if (!match) throw unauthenticated(`malformed authorization: ${hint}`);
+  return { scheme: match[1]!.toLowerCase(), credentials: match[2]! };
+}
+
+/**
+ * Authenticates a call with a source's write key (`Basic base64(<write key>:)`, the key as
+ * user name and an empty password) and returns that source. Looks the key up in memory.
+ */
+export function authenticateSource(store: ConfigStore, metadata: Metadata): SourceRecord {
+  const { scheme, credentials } = authorization(metadata, BASIC_HINT);
+  if (scheme !== "basic") {
+    throw unauthenticated(`calls authenticate with a source write key: ${BASIC_HINT}`);
+  }
+  if (!BASE64.test(credentials)) throw unauthenticated(`authorization is not valid base64: ${BASIC_HINT}`);
+  const decoded = Buffer.from(credentials, "base64").toString("utf8");
+  const colon = decoded.indexOf(":");
+  const writeKey = colon < 0 ? decoded : decoded.slice(0, colon);
+  if (writeKey === "") throw unauthenticated(`the write key is empty: ${BASIC_HINT}`);
+  const source = store.sourceByWriteKey(writeKey);
+  if (!source) {
+    throw unauthenticated("unknown write key: it belongs to no source (deleted or rotated?)");
+  }
+  return source;
+}
+
+/** Checks an admin call's `Bearer <admin token>` in constant time. */
+export class AdminAuth {
+  readonly #digest: Buffer;
+
+  constructor(token: string) {
+    this.#digest = sha256(token);
+  }
+
+  check(metadata: Metadata): void {
+    const { scheme, credentials } = authorization(metadata, BEARER_HINT);
+    if (scheme !== "bearer") throw unauthenticated(`this call needs the admin token: ${BEARER_HINT}`);
+    // Comparing fixed-size digests keeps the time independent of where (and whether) they differ.
+    if (!timingSafeEqual(sha256(credentials), this.#digest)) throw unauthenticated("invalid admin token");
+  }
+}
+
+function sha256(text: string): Buffer {
+  return createHash("sha256").update(text).digest();
+}

@@ -1,0 +1,64 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { Code } from "../../lib/grpc/mod.js";
+import { Code as Codes } from "../../lib/grpc/mod.js";
+import type { PublishOutcome } from "./calls/publish.js";
+
+/** Prometheus metrics of one ingest instance (its own registry, so tests can run several). */
+export class IngestMetrics {
+  readonly registry = new Registry();
+  readonly #calls: Counter<"method" | "code">;
+  readonly #callSeconds: Histogram<"method">;
+  readonly #events: Counter<"type" | "outcome">;
+  readonly #publishSeconds: Histogram<"outcome">;
+  readonly #natsConnected: Gauge;
+
+  constructor(options: { defaultMetrics?: boolean } = {}) {
+    const registers = [this.registry];
+    this.#calls = new Counter({
+      name: "hookpost_ingest_calls_total",
+      help: "gRPC calls answered, by method and status code",
+      labelNames: ["method", "code"],
+      registers,
+    });
+    this.#callSeconds = new Histogram({
+      name: "hookpost_ingest_call_duration_seconds",
+      help: "Time to answer a gRPC call",
+      labelNames: ["method"],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    });
+    this.#events = new Counter({
+      name: "hookpost_ingest_events_total",
+      help: "Analytics calls published to JetStream, by call type and outcome",
+      labelNames: ["type", "outcome"],
+      registers,
+    });
+    this.#publishSeconds = new Histogram({
+      name: "hookpost_ingest_publish_duration_seconds",
+      help: "Time until JetStream confirmed (or refused) one call",
+      labelNames: ["outcome"],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5],
+      registers,
+    });
+    this.#natsConnected = new Gauge({
+      name: "hookpost_ingest_nats_connected",
+      help: "1 while the NATS connection is up",
+      registers,
+    });
+    if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry });
+  }
+
+  callEnded(method: string, code: Code, ms: number): void {
+    this.#calls.inc({ method, code: Codes[code] ?? String(code) });
+    this.#callSeconds.observe({ method }, ms / 1000);
+  }
+
+  published(type: string, outcome: PublishOutcome, ms: number): void {
+    this.#events.inc({ type, outcome });
+    this.#publishSeconds.observe({ outcome }, ms / 1000);
+  }
+
+  natsConnected(up: boolean): void {
+    this.#natsConnected.set(up ? 1 : 0);
+  }
+}

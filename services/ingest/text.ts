@@ -1,0 +1,27 @@
+/** True when the text holds a C0 control character (U+0000..U+001F) or DEL. */
+export function hasControlChar(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x20 || c === 0x7f) return true;
+  }
+  return false;
+}
+
+/** True when the text holds whitespace or a control character. */
+export function hasSpaceOrControl(text: string): boolean {
+  return hasControlChar(text) || /\s/.test(text);
+}
+
+/** True when every character may appear in an HTTP header value: tab, visible ASCII, space, obs-text. */
+export function isHeaderValueText(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c !== 0x09 && (c < 0x20 || c === 0x7f || c > 0xff)) return false;
+  }
+  return true;
+}
+
+/** True when the text holds CR, LF or NUL. */
+export function hasLineBreakOrNul(text: string): boolean {
+  return text.includes("\r") || text.includes("\n") || text.includes("\0");
+}

@@ -1,0 +1,209 @@
+/**
+ * `npm start`: the whole system on one machine for trying Hookpost. Starts nats-server
+ * (when NATS_URL is unset), ingest, one dispatcher and a demo webhook receiver, prints
+ * where everything listens and the commands to send a first event; Ctrl-C stops it all.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
+import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { splitHostPort } from "../../lib/ops/ops-server.js";
+import { DEMO_SECRET, startDemoReceiver } from "./demo-receiver.js";
+import { findNatsServer, type LocalNats, startLocalNats } from "./nats-process.js";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const dataDir = resolve(process.env.HOOKPOST_DATA_DIR ?? join(root, ".data"));
+const out = (line = "") => process.stdout.write(`${line}\n`);
+
+interface Service {
+  name: string;
+  proc: ChildProcess;
+  /** Resolves with the first log record whose msg is `waitFor`. */
+  ready: Promise<Record<string, unknown>>;
+}
+
+function startService(name: string, entry: string, env: NodeJS.ProcessEnv, waitFor: string): Service {
+  const proc = spawn(process.execPath, ["--import", "tsx", join(root, entry)], {
+    cwd: root,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+    // Own process group: Ctrl-C in the terminal signals only this launcher, which then stops the
+    // services in order (a SIGINT from the terminal followed by our SIGTERM would be a "second
+    // signal" to them, and they would exit without finishing their work).
+    detached: true,
+  });
+  const ready = new Promise<Record<string, unknown>>((resolveReady, reject) => {
+    proc.once("exit", (code) => reject(new Error(`${name} exited with code ${code} before it was ready`)));
+    for (const stream of [proc.stdout!, proc.stderr!]) {
+      createInterface({ input: stream }).on("line", (line) => {
+        let rec: Record<string, unknown> | undefined;
+        try {
+          rec = JSON.parse(line) as Record<string, unknown>;
+        } catch {
+          rec = undefined;
+        }
+        if (rec?.msg === waitFor) resolveReady(rec);
+        if (!rec || (typeof rec.level === "number" && rec.level >= 40) || process.env.HOOKPOST_VERBOSE) {
+          out(`[${name}] ${line}`);
+        }
+      });
+    }
+  });
+  return { name, proc, ready };
+}
+
+async function adminToken(): Promise<string> {
+  if (process.env.ADMIN_TOKEN) return process.env.ADMIN_TOKEN;
+  // Kept in the data folder so the token (and the CLI commands using it) survive restarts.
+  const file = join(dataDir, "admin-token");
+  if (existsSync(file)) return (await readFile(file, "utf8")).trim();
+  const token = randomBytes(24).toString("hex");
+  await writeFile(file, `${token}\n`, { mode: 0o600 });
+  await chmod(file, 0o600);
+  return token;
+}
+
+/** Every child process; they run in their own process groups, so none may outlive us. */
+const children: ChildProcess[] = [];
+process.on("exit", () => {
+  for (const p of children) if (p.exitCode === null && p.signalCode === null) p.kill("SIGTERM");
+});
+/** Stops the services in order, once they were started; before that a signal just exits. */
+let stopAll: (() => void) | undefined;
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => (stopAll ? stopAll() : process.exit(1)));
+}
+
+async function main(): Promise<void> {
+  await mkdir(dataDir, { recursive: true });
+  let nats: LocalNats | undefined;
+  let natsUrl = process.env.NATS_URL;
+  if (!natsUrl) {
+    const bin = findNatsServer();
+    if (!bin) {
+      out("NATS_URL is not set and nats-server is not installed. Either:");
+      out("  - install it:       sudo apt-get install -y nats-server   (Debian/Ubuntu), or");
+      out(
+        "  - run it in Docker: docker compose up -d nats   and then   NATS_URL=nats://127.0.0.1:4222 npm start",
+      );
+      process.exitCode = 1;
+      return;
+    }
+    nats = await startLocalNats(bin, join(dataDir, "nats"));
+    children.push(nats.process);
+    natsUrl = nats.url;
+  }
+
+  const token = await adminToken();
+  const receiverSetting = process.env.DEMO_RECEIVER_ADDR ?? "127.0.0.1:4000";
+  const receiver =
+    receiverSetting === "off"
+      ? undefined
+      : await (async () => {
+          const { host, port } = splitHostPort(receiverSetting);
+          return startDemoReceiver(host, port, (line) => out(`[receiver] ${line}`));
+        })();
+
+  const base: NodeJS.ProcessEnv = {
+    ...process.env,
+    NATS_URL: natsUrl,
+    ADMIN_TOKEN: token,
+    // Local trial: webhooks to this machine are allowed (the SSRF guard refuses them by default).
+    WEBHOOK_ALLOWED_CIDRS: process.env.WEBHOOK_ALLOWED_CIDRS ?? "127.0.0.0/8,::1/128",
+  };
+  const ingest = startService(
+    "ingest",
+    "services/ingest/main.ts",
+    {
+      ...base,
+      INGEST_ADDR: process.env.INGEST_ADDR ?? "127.0.0.1:50051",
+      OPS_ADDR: process.env.INGEST_OPS_ADDR ?? "127.0.0.1:9090",
+    },
+    "ingest listening",
+  );
+  const dispatcher = startService(
+    "dispatcher",
+    "services/dispatcher/main.ts",
+    { ...base, OPS_ADDR: process.env.DISPATCHER_OPS_ADDR ?? "127.0.0.1:9091" },
+    "dispatcher started",
+  );
+  const services = [ingest, dispatcher];
+  children.push(ingest.proc, dispatcher.proc);
+
+  let stopping = false;
+  const stop = async (code: number) => {
+    // Signals may come twice (tsx relays the terminal's SIGINT too): one stop is enough.
+    if (stopping) return;
+    stopping = true;
+    out("\nstopping…");
+    await Promise.all(
+      services.map(
+        (s) =>
+          new Promise<void>((done) => {
+            if (s.proc.exitCode !== null || s.proc.signalCode !== null) return done();
+            s.proc.once("exit", () => done());
+            s.proc.kill("SIGTERM");
+          }),
+      ),
+    );
+    receiver?.server.close();
+    if (nats) {
+      const n = nats.process;
+      await new Promise<void>((done) => {
+        if (n.exitCode !== null) return done();
+        n.once("exit", () => done());
+        n.kill("SIGTERM");
+      });
+    }
+    process.exit(code);
+  };
+  stopAll = () => void stop(0);
+
+  let ingestRec: Record<string, unknown>;
+  let dispatcherRec: Record<string, unknown>;
+  try {
+    [ingestRec, dispatcherRec] = await Promise.all([ingest.ready, dispatcher.ready]);
+  } catch (err) {
+    out(`error: ${(err as Error).message}`);
+    await stop(1);
+    return;
+  }
+  for (const s of services) {
+    s.proc.once("exit", (c) => {
+      if (stopping) return;
+      out(`${s.name} exited (${c})`);
+      void stop(1);
+    });
+  }
+
+  const endpoint = String(ingestRec.address);
+  const ops = ingestRec.ops ? String(ingestRec.ops) : undefined;
+  out("");
+  out("Hookpost is running.");
+  out(`  NATS (JetStream)   ${natsUrl}${nats ? `   (data in ${join(dataDir, "nats")})` : ""}`);
+  out(`  ingest gRPC        ${endpoint}`);
+  if (ops) out(`  ingest ops         http://${ops}/healthz /readyz /metrics`);
+  if (dispatcherRec.ops)
+    out(`  dispatcher ops     http://${String(dispatcherRec.ops)}/healthz /readyz /metrics`);
+  if (receiver)
+    out(`  demo receiver      ${receiver.url}   (verifies X-Signature with secret "${DEMO_SECRET}")`);
+  out(`  admin token        ${token}`);
+  out("");
+  out("Send a first event (in another terminal, from this folder):");
+  out(`  export HOOKPOST_ENDPOINT=${endpoint} ADMIN_TOKEN=${token}`);
+  out(`  npx hookpost sources create "My first source" --id demo     # prints the write key once`);
+  out(
+    `  npx hookpost destinations create --id demo-hook --name demo --source demo --url ${receiver?.url ?? "http://127.0.0.1:4000/webhook"} --secret ${DEMO_SECRET}`,
+  );
+  out(`  npx hookpost send track --write-key <the write key> --user-id user-1 --event "Signed Up"`);
+  out("");
+  out("Ctrl-C stops everything.");
+}
+
+main().catch((err) => {
+  out(`error: ${(err as Error).message}`);
+  process.exit(1);
+});

@@ -1,0 +1,183 @@
+import { describe, expect, it } from "vitest";
+import { parseApplyFile } from "../../cli/apply-file.js";
+import { diff } from "../../cli/commands/apply.js";
+import { InputError } from "../../cli/errors.js";
+import type { DestinationView } from "../../cli/views.js";
+
+function problems(text: string, name = "f.yaml", env: NodeJS.ProcessEnv = {}): string[] {
+  try {
+    parseApplyFile(text, name, env);
+  } catch (err) {
+    if (err instanceof InputError)
+      return [err.message, ...err.problems.map((p) => `${p.path}: ${p.message}`)];
+    throw err;
+  }
+  return [];
+}
+
+describe("apply file", () => {
+  it("parses a full file with defaults", () => {
+    const file = parseApplyFile(
+      `
+sources: [{ id: web, name: Web }]
+destinations:
+  - id: d1
+    name: D1
+    sources: [web]
+    urls: [https://a.example.com/h]
+    headers: { X-Version: 2 }
+    secretEnv: D1_SECRET
+`,
+      "f.yaml",
+      { D1_SECRET: "abc" },
+    );
+    expect(file.sources).toEqual([{ id: "web", name: "Web", path: "sources[0]" }]);
+    expect(file.destinations).toEqual([
+      {
+        id: "d1",
+        name: "D1",
+        sourceIds: ["web"],
+        urls: ["https://a.example.com/h"],
+        headers: { "X-Version": "2" },
+        secret: "abc",
+        signing: "segment",
+        enabled: true,
+        path: "destinations[0]",
+      },
+    ]);
+  });
+
+  it("names every problem by path", () => {
+    expect(
+      problems(`
+sources:
+  - { id: "bad id", name: "" }
+  - { id: web, name: Web }
+  - { id: web, name: Again }
+destinations:
+  - name: No id
+    sources: []
+    urls: [https://a, https://b, https://c, https://d, https://e, https://f]
+  - id: d2
+    name: D2
+    sources: [web, web]
+    urls: "https://a.example.com"
+    headers: { "bad name": x, Webhook-Id: y, X-A: "a\\nb" }
+    secret: plain
+    secretEnv: ALSO
+  - id: d3
+    name: D3
+    sources: [web]
+    urls: [https://a.example.com]
+    signing: standard-webhooks
+    secret: not-whsec
+    enabled: "yes"
+`),
+    ).toEqual([
+      "f.yaml has 14 problems; nothing was changed",
+      "sources[0].id: must be 1 to 64 letters, digits, '-' or '_' (line 3)",
+      "sources[0].name: must be a non-empty string (line 3)",
+      "destinations[0].id: is required (re-applies find things by id) (line 7)",
+      "destinations[0].sources: must be a non-empty list of source ids (line 8)",
+      "destinations[0].urls: at most 5 URLs, got 6 (line 9)",
+      'destinations[1].sources[1]: "web" is listed twice (line 12)',
+      "destinations[1].urls: must be a list of URLs (line 13)",
+      'destinations[1].headers["bad name"]: name must be an HTTP token (letters, digits and !#$%&\'*+-.^_`|~) (line 14)',
+      'destinations[1].headers["Webhook-Id"]: "Webhook-Id" is set by Hookpost and cannot be configured (line 14)',
+      'destinations[1].headers["X-A"]: value must not contain CR, LF or NUL (line 14)',
+      "destinations[1].secretEnv: give either `secret` or `secretEnv`, not both (line 16)",
+      "destinations[2].enabled: must be true or false (line 23)",
+      "destinations[2].secret: the shared secret is not a Standard Webhooks secret: it must start with whsec_ (line 22)",
+      'sources[2].id: "web" is also the id of sources[1]',
+    ]);
+  });
+
+  it("applies the server's rules: standard-webhooks needs a whsec_ secret, also from secretEnv", () => {
+    const file = (extra: string) => `
+destinations:
+  - id: d1
+    name: D1
+    sources: [web]
+    urls: [https://a.example.com]
+    signing: standard-webhooks
+${extra}`;
+    expect(problems(file(""))[1]).toBe(
+      "destinations[0].secret: standard-webhooks signing needs a shared secret (whsec_ + base64 of 24 to 64 random bytes) (line 3)",
+    );
+    expect(problems(file("    secretEnv: SW"), "f.yaml", { SW: "whsec_c2hvcnQ=" })[1]).toBe(
+      "destinations[0].secretEnv: the shared secret is not a Standard Webhooks secret: it decodes to 5 bytes; use 24 to 64 (line 8)",
+    );
+    const ok = parseApplyFile(file("    secretEnv: SW"), "f.yaml", {
+      SW: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+    });
+    expect(ok.destinations[0]!.secret).toBe("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+  });
+
+  it("refuses empty files, non-mappings, unknown top-level keys and bad syntax", () => {
+    expect(problems("")).toEqual([
+      "f.yaml has 1 problem; nothing was changed",
+      "(file): the file is empty: expected `sources:` and/or `destinations:`",
+    ]);
+    expect(problems("- a\n- b\n")[1]).toBe(
+      "(file): expected a mapping with `sources:` and/or `destinations:`",
+    );
+    expect(problems("source: []\n")[1]).toBe(
+      'source: unknown key (did you mean "sources"?); expected sources, destinations (line 1)',
+    );
+    expect(problems("sources: {id: x}\n")[1]).toBe("sources: expected a list (line 1)");
+    expect(problems("a: [\n")[0]).toMatch(/^f\.yaml is not valid YAML \(line \d+, column \d+\): /);
+    expect(problems('{"sources": [,]}', "f.json")[0]).toMatch(/^f\.json is not valid JSON: /);
+  });
+});
+
+describe("apply diff", () => {
+  const current: DestinationView = {
+    id: "d1",
+    name: "D1",
+    sourceIds: ["a", "b"],
+    urls: ["https://a.example.com"],
+    headers: { "x-team": "growth" },
+    sharedSecretSet: true,
+    signing: "segment",
+    enabled: true,
+    createTime: null,
+    updateTime: null,
+  };
+  const want = {
+    id: "d1",
+    name: "D1",
+    sourceIds: ["b", "a"],
+    urls: ["https://a.example.com/"],
+    headers: { "X-Team": "growth" },
+    secret: "s",
+    signing: "segment" as const,
+    enabled: true,
+    path: "destinations[0]",
+  };
+
+  it("ignores source order, URL normalisation and header-name case; secrets compare by presence", () => {
+    expect(diff(current, want, false)).toEqual([]);
+    expect(diff(current, want, true)).toEqual(["shared_secret"]);
+    const { secret: _secret, ...noSecret } = want;
+    expect(diff(current, noSecret, false)).toEqual(["shared_secret"]);
+    expect(diff({ ...current, sharedSecretSet: false }, noSecret, false)).toEqual([]);
+  });
+
+  it("names every changed field as an update-mask path", () => {
+    expect(
+      diff(
+        current,
+        {
+          ...want,
+          name: "New",
+          sourceIds: ["a"],
+          urls: ["https://b.example.com"],
+          headers: {},
+          signing: "standard-webhooks",
+          enabled: false,
+        },
+        false,
+      ),
+    ).toEqual(["name", "source_ids", "urls", "headers", "shared_secret", "signing", "enabled"]);
+  });
+});

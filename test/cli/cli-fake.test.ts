@@ -1,0 +1,728 @@
+import { execFileSync } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { FakeAdmin } from "./fake-admin.js";
+import { type CliResult, hookpost } from "./run-cli.js";
+
+// The CLI as a real process against a real gRPC server (in-memory state) on loopback.
+
+let fake: FakeAdmin;
+let dir: string;
+let env: Record<string, string>;
+
+beforeAll(async () => {
+  fake = await FakeAdmin.start();
+  dir = await mkdtemp(join(tmpdir(), "hookpost-cli-"));
+  env = { HOOKPOST_ENDPOINT: fake.address, ADMIN_TOKEN: fake.token };
+});
+
+afterAll(async () => {
+  await fake?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+beforeEach(() => {
+  fake.sources.clear();
+  fake.destinations.clear();
+  fake.deadLetters.clear();
+  fake.writes.length = 0;
+  fake.events.length = 0;
+});
+
+/** Every invocation: the admin token never appears in anything the CLI prints. */
+async function run(args: string[], extraEnv: Record<string, string | undefined> = {}, stdin?: string) {
+  const r = await hookpost(args, { ...env, ...extraEnv }, stdin);
+  expect(r.stdout + r.stderr).not.toContain(fake.token);
+  return r;
+}
+
+function ok(r: CliResult): CliResult {
+  expect(r.stderr, r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  return r;
+}
+
+async function file(name: string, text: string): Promise<string> {
+  const path = join(dir, name);
+  await writeFile(path, text);
+  return path;
+}
+
+describe("sources", () => {
+  it("create prints the write key once, clearly; list/get show only its prefix", async () => {
+    const created = ok(await run(["sources", "create", "Web app", "--id", "web"]));
+    const key = fake.sources.get("web")!.writeKey;
+    expect(created.stdout).toContain('Created source web ("Web app")');
+    expect(created.stdout).toMatch(/Write key \(shown once, store it now\):\n\n {4}hpk_\S+\n/);
+    expect(created.stdout).toContain(key);
+
+    const list = ok(await run(["sources", "list"]));
+    expect(list.stdout).toMatch(/^ID\s+NAME\s+KEY PREFIX\s+CREATED$/m);
+    expect(list.stdout).toMatch(new RegExp(`^web\\s+Web app\\s+${key.slice(0, 8)}…\\s+\\d{4}-`, "m"));
+    expect(list.stdout).not.toContain(key);
+
+    const get = ok(await run(["sources", "get", "web"]));
+    expect(get.stdout).toMatch(/^id:\s+web$/m);
+    expect(get.stdout).toMatch(/^name:\s+Web app$/m);
+    expect(get.stdout).not.toContain(key);
+  });
+
+  it("rotate-key prints the new key; delete removes the source", async () => {
+    ok(await run(["sources", "create", "App", "--id", "app"]));
+    const old = fake.sources.get("app")!.writeKey;
+    const rotated = ok(await run(["sources", "rotate-key", "app"]));
+    const fresh = fake.sources.get("app")!.writeKey;
+    expect(fresh).not.toBe(old);
+    expect(rotated.stdout).toContain(fresh);
+    expect(rotated.stdout).toContain("previous key no longer works");
+
+    const deleted = ok(await run(["sources", "delete", "app"]));
+    expect(deleted.stdout).toContain("Deleted source app.");
+    expect(fake.sources.has("app")).toBe(false);
+    expect(ok(await run(["sources", "list"])).stdout).toContain("No sources.");
+  });
+
+  it("--json prints parseable documents", async () => {
+    const created = ok(await run(["--json", "sources", "create", "Web", "--id", "web"]));
+    const body = JSON.parse(created.stdout) as { source: { id: string }; writeKey: string };
+    expect(body.source.id).toBe("web");
+    expect(body.writeKey).toBe(fake.sources.get("web")!.writeKey);
+    // --json also works after the command name
+    const list = JSON.parse(ok(await run(["sources", "list", "--json"])).stdout) as { id: string }[];
+    expect(list.map((s) => s.id)).toEqual(["web"]);
+  });
+
+  it("a missing source is a readable error, exit 1", async () => {
+    const r = await run(["sources", "get", "nope"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe("error: source nope not found\n");
+    expect(r.stdout).toBe("");
+  });
+});
+
+describe("destinations", () => {
+  beforeEach(async () => {
+    ok(await run(["sources", "create", "Web", "--id", "web"]));
+  });
+
+  it("create, get, list, update (only the given fields), delete", async () => {
+    const created = ok(
+      await run(
+        [
+          "destinations",
+          "create",
+          "--id",
+          "crm",
+          "--name",
+          "CRM",
+          "--source",
+          "web",
+          "--url",
+          "https://crm.example.com/a",
+          "--url",
+          "https://crm-backup.example.com/a",
+          "--header",
+          "X-Team: growth",
+          "--secret-env",
+          "CRM_SECRET",
+        ],
+        { CRM_SECRET: "s3cret-value" },
+      ),
+    );
+    expect(created.stdout).toContain('Created destination crm ("CRM")');
+    expect(created.stdout).not.toContain("s3cret-value");
+    const stored = fake.destinations.get("crm")!;
+    expect(stored.urls).toEqual(["https://crm.example.com/a", "https://crm-backup.example.com/a"]);
+    expect(stored.headers).toEqual({ "X-Team": "growth" });
+    expect(stored.sharedSecret).toBe("s3cret-value");
+    expect(stored.enabled).toBe(true);
+
+    const get = ok(await run(["destinations", "get", "crm"]));
+    expect(get.stdout).toMatch(/^shared secret:\s+set$/m);
+    expect(get.stdout).toMatch(/^ {2}1\. https:\/\/crm\.example\.com\/a$/m);
+    expect(get.stdout).toMatch(/^ {2}X-Team: growth$/m);
+
+    const list = ok(await run(["destinations", "list", "--source", "web"]));
+    expect(list.stdout).toMatch(/^crm\s+CRM\s+yes\s+web\s+https:\/\/crm\.example\.com\/a https/m);
+    expect(ok(await run(["destinations", "list", "--source", "other"])).stdout).toContain(
+      "No destinations for source other.",
+    );
+
+    fake.writes.length = 0;
+    const updated = ok(
+      await run(["destinations", "update", "crm", "--disable", "--url", "https://new.example.com/h"]),
+    );
+    expect(updated.stdout).toContain("Updated destination crm (urls, enabled)");
+    expect(fake.writes).toEqual(["UpdateDestination crm urls,enabled"]);
+    const after = fake.destinations.get("crm")!;
+    expect(after.enabled).toBe(false);
+    expect(after.urls).toEqual(["https://new.example.com/h"]);
+    expect(after.headers).toEqual({ "X-Team": "growth" }); // untouched
+    expect(after.sharedSecret).toBe("s3cret-value"); // untouched
+
+    ok(
+      await run([
+        "destinations",
+        "update",
+        "crm",
+        "--clear-secret",
+        "--enable",
+        "--signing",
+        "standard-webhooks",
+      ]),
+    );
+    expect(fake.writes.at(-1)).toBe("UpdateDestination crm shared_secret,signing,enabled");
+    expect(fake.destinations.get("crm")!.sharedSecret).toBe("");
+
+    const json = JSON.parse(ok(await run(["--json", "destinations", "get", "crm"])).stdout) as Record<
+      string,
+      unknown
+    >;
+    expect(json).toMatchObject({
+      id: "crm",
+      enabled: true,
+      signing: "standard-webhooks",
+      sharedSecretSet: false,
+    });
+
+    ok(await run(["destinations", "delete", "crm"]));
+    expect(fake.destinations.size).toBe(0);
+  });
+
+  it("field violations from the server are listed one per line", async () => {
+    const r = await run([
+      "destinations",
+      "create",
+      "--name",
+      "Bad",
+      "--source",
+      "web",
+      "--url",
+      "ftp://x",
+      "--url",
+      "https://ok.example.com",
+    ]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe("error: invalid request\n  destination.urls[0]: must be an absolute http(s) URL\n");
+    expect(fake.destinations.size).toBe(0);
+
+    const j = await run([
+      "--json",
+      "destinations",
+      "create",
+      "--name",
+      "Bad",
+      "--source",
+      "nope",
+      "--url",
+      "https://ok.example.com",
+    ]);
+    expect(j.code).toBe(1);
+    expect(JSON.parse(j.stderr)).toEqual({
+      error: {
+        code: "INVALID_ARGUMENT",
+        message: "invalid request",
+        fieldViolations: [{ field: "destination.source_ids[0]", description: 'unknown source "nope"' }],
+      },
+    });
+  });
+
+  it("usage errors exit 2 and send nothing", async () => {
+    fake.writes.length = 0;
+    const cases: [string[], RegExp][] = [
+      [
+        ["destinations", "create", "--name", "X", "--url", "https://a.example"],
+        /required option '--source <id>'/,
+      ],
+      [
+        [
+          "destinations",
+          "create",
+          "--name",
+          "X",
+          "--source",
+          "web",
+          "--url",
+          "https://a",
+          "--header",
+          "nocolon",
+        ],
+        /"Name: value"/,
+      ],
+      [
+        [
+          "destinations",
+          "create",
+          "--name",
+          "X",
+          "--source",
+          "web",
+          "--url",
+          "https://a",
+          "--signing",
+          "md5",
+        ],
+        /Allowed choices are segment, standard-webhooks/,
+      ],
+      [
+        [
+          "destinations",
+          "create",
+          "--name",
+          "X",
+          "--source",
+          "web",
+          "--url",
+          "https://a",
+          "--secret-env",
+          "NOT_SET_ANYWHERE",
+        ],
+        /environment variable NOT_SET_ANYWHERE is not set/,
+      ],
+      [["destinations", "update", "crm"], /nothing to change/],
+      [["destinations", "update", "crm", "--enable", "--disable"], /cannot be used with/],
+      [["destinations", "update", "crm", "--secret", "x", "--clear-secret"], /cannot be used with/],
+      [["bogus"], /unknown command 'bogus'/],
+      [["sources", "list", "--nope"], /unknown option '--nope'/],
+    ];
+    const results = await Promise.all(cases.map(([args]) => run(args)));
+    cases.forEach(([args, message], i) => {
+      expect(results[i]!.code, args.join(" ")).toBe(2);
+      expect(results[i]!.stderr, args.join(" ")).toMatch(message);
+    });
+    expect(fake.writes).toEqual([]);
+  });
+});
+
+describe("apply", () => {
+  const yaml = `
+sources:
+  - id: web
+    name: Web app
+  - { id: mobile, name: Mobile }
+destinations:
+  - id: crm
+    name: CRM
+    sources: [web, mobile]
+    urls: [https://crm.example.com/hooks]
+    headers:
+      X-Team: growth
+    secretEnv: CRM_SECRET
+  - id: audit
+    name: Audit
+    sources: [web]
+    urls: [https://audit.example.com/in, https://audit-2.example.com/in]
+    signing: standard-webhooks
+    secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+    enabled: false
+`;
+
+  it("creates what is missing, then a second run changes nothing; edits update only what differs", async () => {
+    const path = await file("hookpost.yaml", yaml);
+    const first = ok(await run(["apply", "-f", path], { CRM_SECRET: "crm-secret-1" }));
+    expect(first.stdout).toContain("source web: created");
+    expect(first.stdout).toContain("destination audit: created");
+    expect(first.stdout).toContain("Summary: 4 created, 0 updated, 0 unchanged.");
+    expect(first.stdout).toContain(`web: ${fake.sources.get("web")!.writeKey}`);
+    expect(first.stdout).toContain(`mobile: ${fake.sources.get("mobile")!.writeKey}`);
+    expect(first.stdout).not.toContain("crm-secret-1");
+    expect(fake.destinations.get("crm")!.sharedSecret).toBe("crm-secret-1");
+    expect(fake.destinations.get("audit")!.enabled).toBe(false);
+
+    fake.writes.length = 0;
+    const second = ok(await run(["apply", "-f", path], { CRM_SECRET: "crm-secret-1" }));
+    expect(second.stdout).toContain("Summary: 0 created, 0 updated, 4 unchanged.");
+    expect(second.stdout).not.toContain("Write keys");
+    expect(second.stdout).not.toContain("hpk_");
+    expect(second.stdout).toContain(
+      "Shared secrets are write-only, so not compared: crm, audit kept the current one (--update-secrets sends the file's).",
+    );
+    expect(fake.writes).toEqual([]);
+
+    const edited = await file(
+      "edited.yaml",
+      yaml.replace("X-Team: growth", "X-Team: sales").replace("enabled: false", "enabled: true"),
+    );
+    const third = ok(await run(["--json", "apply", "-f", edited], { CRM_SECRET: "crm-secret-1" }));
+    const report = JSON.parse(third.stdout) as {
+      summary: unknown;
+      results: { id: string; action: string; changes?: string[] }[];
+    };
+    expect(report.summary).toEqual({ created: 0, updated: 2, unchanged: 2 });
+    expect(report.results.find((r) => r.id === "crm")).toMatchObject({
+      action: "update",
+      changes: ["headers"],
+    });
+    expect(report.results.find((r) => r.id === "audit")).toMatchObject({
+      action: "update",
+      changes: ["enabled"],
+    });
+    expect(fake.writes).toEqual(["UpdateDestination crm headers", "UpdateDestination audit enabled"]);
+    expect(fake.destinations.get("crm")!.headers).toEqual({ "X-Team": "sales" });
+
+    fake.writes.length = 0;
+    ok(await run(["apply", "-f", edited, "--update-secrets"], { CRM_SECRET: "crm-secret-2" }));
+    expect(fake.writes).toEqual([
+      "UpdateDestination crm shared_secret",
+      "UpdateDestination audit shared_secret",
+    ]);
+    expect(fake.destinations.get("crm")!.sharedSecret).toBe("crm-secret-2");
+  });
+
+  it("--dry-run shows the plan and changes nothing; JSON files work too", async () => {
+    const path = await file(
+      "hookpost.json",
+      JSON.stringify({
+        sources: [{ id: "web", name: "Web" }],
+        destinations: [{ id: "d1", name: "D1", sources: ["web"], urls: ["https://d1.example.com"] }],
+      }),
+    );
+    const dry = ok(await run(["apply", "-f", path, "--dry-run"]));
+    expect(dry.stdout).toContain("destination d1: would be created");
+    expect(dry.stdout).toContain("Dry run, nothing was changed");
+    expect(fake.writes).toEqual([]);
+    ok(await run(["apply", "-f", path]));
+    expect(fake.writes).toEqual(["CreateSource web", "CreateDestination d1"]);
+  });
+
+  it("an invalid file is refused with every problem named by its path, and nothing changes", async () => {
+    const bad = await file(
+      "bad.yaml",
+      `
+sources:
+  - id: web
+    name: Web
+destinations:
+  - id: ok
+    name: OK
+    sources: [web]
+    urls: [https://ok.example.com]
+  - id: broken
+    name: Broken
+    sources: [web]
+    urls: [not-a-url, https://fine.example.com]
+    headers: { Content-Type: text/plain }
+    signing: md5
+    url: https://typo.example.com
+`,
+    );
+    const r = await run(["apply", "-f", bad]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toContain("error: ");
+    expect(r.stderr).toContain("has 4 problems; nothing was changed");
+    expect(r.stderr).toContain(
+      '  destinations[1].urls[0]: "not-a-url" is not an absolute URL (e.g. https://example.com/hook) (line 13)',
+    );
+    expect(r.stderr).toContain(
+      '  destinations[1].headers["Content-Type"]: "Content-Type" is set by Hookpost and cannot be configured (line 14)',
+    );
+    expect(r.stderr).toContain("  destinations[1].signing: must be one of segment, standard-webhooks");
+    expect(r.stderr).toContain('  destinations[1].url: unknown key (did you mean "urls"?)');
+    expect(fake.writes).toEqual([]);
+  });
+
+  it("unknown sources, missing files, bad YAML and unset secret variables are clear errors", async () => {
+    const unknown = await file(
+      "unknown.yaml",
+      "destinations:\n  - { id: d, name: D, sources: [ghost], urls: ['https://a.example.com'] }\n",
+    );
+    let r = await run(["apply", "-f", unknown]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(
+      '  destinations[0].sources[0]: unknown source "ghost" (not in the file and not on the server)',
+    );
+
+    r = await run(["apply", "-f", join(dir, "missing.yaml")]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^error: cannot read .*missing\.yaml: no such file\n$/);
+
+    r = await run(["apply", "-f", await file("broken.yaml", "sources: [\n  - id: web\n")]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^error: .*broken\.yaml is not valid YAML \(line \d+, column \d+\): /);
+
+    r = await run(["apply", "-f", await file("broken.json", '{"sources": [}')]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/broken\.json is not valid JSON/);
+
+    r = await run(["apply", "-f", await file("env.yaml", yaml)]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("  destinations[0].secretEnv: environment variable CRM_SECRET is not set");
+
+    r = await run(["apply"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("required option '-f, --file <file>'");
+    expect(fake.writes).toEqual([]);
+  });
+
+  it("reads the file from stdin with -f -", async () => {
+    const r = ok(await run(["apply", "-f", "-"], {}, "sources:\n  - { id: s1, name: S1 }\n"));
+    expect(r.stdout).toContain("source s1: created");
+  });
+});
+
+describe("send and delete-user", () => {
+  beforeEach(async () => {
+    ok(await run(["sources", "create", "Web", "--id", "web"]));
+  });
+
+  it("sends each call type with the write key and prints the message id", async () => {
+    const key = fake.sources.get("web")!.writeKey;
+    const track = ok(
+      await run([
+        "send",
+        "track",
+        "--write-key",
+        key,
+        "--user-id",
+        "u1",
+        "--event",
+        "Signed Up",
+        "--properties",
+        '{"plan":"pro","seats":3}',
+        "--context",
+        '{"ip":"1.2.3.4"}',
+        "--timestamp",
+        "2026-11-21T09:30:00Z",
+      ]),
+    );
+    const event = fake.events.at(-1)!;
+    expect(track.stdout).toBe(`Stored track call, message id ${event.request.messageId}\n`);
+    expect(event.request).toMatchObject({
+      userId: "u1",
+      event: "Signed Up",
+      properties: { plan: "pro", seats: 3 },
+    });
+
+    const json = JSON.parse(
+      ok(
+        await run(["--json", "send", "identify", "--user-id", "u1", "--traits", '{"email":"a@b.c"}'], {
+          HOOKPOST_WRITE_KEY: key,
+        }),
+      ).stdout,
+    ) as { type: string; messageId: string };
+    expect(json.type).toBe("identify");
+    expect(fake.events.at(-1)!.request.messageId).toBe(json.messageId);
+
+    for (const args of [
+      ["page", "--anonymous-id", "a1", "--name", "Home", "--properties", '{"url":"https://x"}'],
+      ["screen", "--user-id", "u1", "--name", "Settings"],
+      ["group", "--user-id", "u1", "--group-id", "g1", "--traits", '{"plan":"pro"}'],
+      ["alias", "--user-id", "u2", "--previous-id", "u1"],
+    ]) {
+      ok(await run(["send", ...args, "--write-key", key]));
+    }
+    expect(fake.events.map((e) => e.type)).toEqual(["track", "identify", "page", "screen", "group", "alias"]);
+  });
+
+  it("bad input is refused before anything is sent", async () => {
+    const key = fake.sources.get("web")!.writeKey;
+    const cases: [string[], RegExp][] = [
+      [
+        ["send", "track", "--user-id", "u", "--event", "E", "--properties", "{bad"],
+        /--properties <json>.*not valid JSON/,
+      ],
+      [["send", "track", "--user-id", "u", "--event", "E", "--properties", "[1]"], /expected a JSON object/],
+      [
+        ["send", "purchase", "--user-id", "u"],
+        /Allowed choices are identify, track, page, screen, group, alias/,
+      ],
+      [["send", "identify", "--user-id", "u", "--event", "E"], /--event does not apply to identify calls/],
+      [["send", "track", "--user-id", "u", "--event", "E", "--timestamp", "yesterday"], /ISO 8601/],
+    ];
+    const results = await Promise.all(cases.map(([args]) => run([...args, "--write-key", key])));
+    cases.forEach(([args, message], i) => {
+      expect(results[i]!.code, args.join(" ")).toBe(2);
+      expect(results[i]!.stderr, args.join(" ")).toMatch(message);
+    });
+    const noKey = await run(["send", "track", "--user-id", "u", "--event", "E"]);
+    expect(noKey.code).toBe(2);
+    expect(noKey.stderr).toContain("no write key");
+    expect(fake.events).toEqual([]);
+  });
+
+  it("server-side validation and a wrong write key are readable", async () => {
+    const key = fake.sources.get("web")!.writeKey;
+    const r = await run(["send", "track", "--write-key", key, "--event", "E"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe("error: invalid request\n  user_id: user_id or anonymous_id is required\n");
+    const wrong = await run(["send", "track", "--write-key", "hpk_wrong", "--user-id", "u", "--event", "E"]);
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain("error: unknown write key");
+    expect(wrong.stderr).toContain("hint: check the write key");
+    expect(wrong.stderr).not.toContain("hpk_wrong");
+  });
+
+  it("delete-user prints the request id and the sources", async () => {
+    const key = fake.sources.get("web")!.writeKey;
+    ok(await run(["send", "identify", "--write-key", key, "--user-id", "gone"]));
+    const r = ok(await run(["delete-user", "gone"]));
+    expect(r.stdout).toMatch(
+      /^Deletion request del_\S+ for user gone\.\nDestinations of source web will be notified\.\n$/,
+    );
+    const none = JSON.parse(ok(await run(["--json", "delete-user", "never-seen"])).stdout) as {
+      sourceIds: string[];
+    };
+    expect(none.sourceIds).toEqual([]);
+  });
+});
+
+describe("dead letters", () => {
+  beforeEach(async () => {
+    ok(await run(["sources", "create", "Web", "--id", "web"]));
+    ok(
+      await run([
+        "destinations",
+        "create",
+        "--id",
+        "d1",
+        "--name",
+        "D1",
+        "--source",
+        "web",
+        "--url",
+        "https://d1.example.com",
+      ]),
+    );
+  });
+
+  it("lists them as a table and as JSON, and replays all or some", async () => {
+    expect(ok(await run(["dead-letters", "list", "--destination", "d1"])).stdout).toBe(
+      "No dead letters for destination d1.\n",
+    );
+    const s1 = fake.addDeadLetter("d1", {
+      messageId: "m-1",
+      sourceId: "web",
+      body: '{"type":"track"}',
+      attempts: 7,
+      reason: "retry window exhausted",
+      outcomes: [
+        { url: "https://d1.example.com", status: 503, error: "http" },
+        { url: "https://d1-backup.example.com", status: 0, error: "timeout", detail: "no answer in 5000 ms" },
+      ],
+    });
+    const s2 = fake.addDeadLetter("d1", {
+      messageId: "m-2",
+      sourceId: "web",
+      attempts: 1,
+      reason: "not retryable",
+      outcomes: [{ url: "https://d1.example.com", status: 404, error: "http" }],
+    });
+    const table = ok(await run(["dead-letters", "list", "--destination", "d1"])).stdout;
+    expect(table).toMatch(/^SEQ\s+MESSAGE ID\s+ATTEMPTS\s+DEAD AT\s+REASON\s+LAST OUTCOMES$/m);
+    expect(table).toMatch(
+      new RegExp(`^${s1}\\s+m-1\\s+7\\s+retry window exhausted\\s+https://d1.example.com → HTTP 503$`, "m"),
+    );
+    expect(table).toContain("https://d1-backup.example.com → timeout (no answer in 5000 ms)");
+    expect(table).toMatch(
+      new RegExp(`^${s2}\\s+m-2\\s+1\\s+not retryable\\s+https://d1.example.com → HTTP 404$`, "m"),
+    );
+
+    const list = JSON.parse(
+      ok(await run(["--json", "dead-letters", "list", "--destination", "d1", "--limit", "1"])).stdout,
+    ) as {
+      sequence: number;
+      body: string;
+    }[];
+    expect(list).toEqual([expect.objectContaining({ sequence: Number(s1), body: '{"type":"track"}' })]);
+
+    const some = ok(await run(["dead-letters", "replay", "--destination", "d1", "--sequence", String(s2)]));
+    expect(some.stdout).toBe("Replayed 1 dead letter of destination d1.\n");
+    expect(fake.replayed.at(-1)).toEqual({ destinationId: "d1", sequences: [s2] });
+    const all = JSON.parse(
+      ok(await run(["--json", "dead-letters", "replay", "--destination", "d1"])).stdout,
+    ) as { replayed: number };
+    expect(all.replayed).toBe(1);
+    expect(fake.replayed.at(-1)).toEqual({ destinationId: "d1", sequences: [] });
+  });
+
+  it("checks its flags", async () => {
+    const cases = [
+      ["dead-letters", "list"],
+      ["dead-letters", "list", "--destination", "d1", "--limit", "0"],
+      ["dead-letters", "replay", "--destination", "d1", "--sequence", "x"],
+    ];
+    const results = await Promise.all(cases.map((args) => run(args)));
+    cases.forEach((args, i) => {
+      expect(results[i]!.code, args.join(" ")).toBe(2);
+    });
+  });
+});
+
+describe("connection and auth errors", () => {
+  it("an unreachable endpoint gets a hint, exit 1", async () => {
+    const r = await run(["sources", "list"], { HOOKPOST_ENDPOINT: "127.0.0.1:1" });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("error: cannot reach 127.0.0.1:1");
+    expect(r.stderr).toContain("hint: is the ingest running at 127.0.0.1:1?");
+  });
+
+  it("a wrong token is UNAUTHENTICATED with a hint about ADMIN_TOKEN, and is never printed", async () => {
+    const r = await hookpost(["sources", "list"], { ...env, ADMIN_TOKEN: "wrong-token-123456" });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("error: admin token missing or wrong");
+    expect(r.stderr).toContain("hint: check the admin token: set ADMIN_TOKEN");
+    expect(r.stdout + r.stderr).not.toContain("wrong-token-123456");
+    const flag = await hookpost(["--token", "wrong-token-123456", "--json", "sources", "list"], {
+      HOOKPOST_ENDPOINT: fake.address,
+    });
+    expect(JSON.parse(flag.stderr)).toMatchObject({ error: { code: "UNAUTHENTICATED" } });
+    expect(flag.stdout + flag.stderr).not.toContain("wrong-token-123456");
+  });
+
+  it("no token at all is a usage error", async () => {
+    const r = await hookpost(["sources", "list"], { HOOKPOST_ENDPOINT: fake.address });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("error: no admin token: set ADMIN_TOKEN or pass --token");
+  });
+
+  it("--help and --version exit 0", async () => {
+    const help = await run(["--help"]);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("Usage: hookpost");
+    expect(help.stdout).toContain("dead-letters");
+    const version = await run(["--version"]);
+    expect(version.code).toBe(0);
+    expect(version.stdout).toMatch(/^\d+\.\d+\.\d+\n$/);
+  });
+});
+
+describe("TLS", () => {
+  it("connects with --ca-file (or an https:// endpoint) and refuses an untrusted certificate", async () => {
+    const cert = join(dir, "cert.pem");
+    const key = join(dir, "key.pem");
+    execFileSync(
+      "openssl",
+      ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1"].concat([
+        "-subj",
+        "/CN=localhost",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost",
+      ]),
+      { stdio: "pipe" },
+    );
+    const tls = await FakeAdmin.start({ tls: { cert: await readFile(cert), key: await readFile(key) } });
+    try {
+      const tlsEnv = { HOOKPOST_ENDPOINT: tls.address, ADMIN_TOKEN: tls.token };
+      const [withCa, https, untrusted, plain] = await Promise.all([
+        hookpost(["--ca-file", cert, "sources", "list"], tlsEnv),
+        hookpost(["--endpoint", `https://${tls.address}`, "--ca-file", cert, "sources", "list"], tlsEnv),
+        hookpost(["--tls", "sources", "list"], tlsEnv),
+        hookpost(["--ca-file", join(dir, "no-such.pem"), "sources", "list"], tlsEnv),
+      ]);
+      expect(withCa.stdout).toContain("No sources.");
+      expect(withCa.code).toBe(0);
+      expect(https.code).toBe(0);
+      expect(untrusted.code).toBe(1);
+      expect(untrusted.stderr).toMatch(
+        /^error: cannot reach .*self-signed certificate\)\nhint: the server's TLS certificate is not trusted/,
+      );
+      expect(plain.code).toBe(2);
+      expect(plain.stderr).toContain("--ca-file: cannot read");
+    } finally {
+      await tls.close();
+    }
+  });
+});

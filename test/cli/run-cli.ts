@@ -1,0 +1,51 @@
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const BIN = fileURLToPath(new URL("../../bin/hookpost.js", import.meta.url));
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs `node bin/hookpost.js …` as a real child process, from the sources (not a stale dist/),
+ * with only the given Hookpost variables set (none leak in from the test's environment).
+ */
+export function hookpost(
+  args: string[],
+  env: Record<string, string | undefined> = {},
+  stdin?: string,
+): Promise<CliResult> {
+  const base = { ...process.env };
+  for (const k of Object.keys(base)) {
+    if (k === "ADMIN_TOKEN" || k.startsWith("HOOKPOST_")) delete base[k];
+  }
+  const child = spawn(process.execPath, [BIN, ...args], {
+    cwd: ROOT,
+    env: { ...base, HOOKPOST_CLI_FROM_SOURCE: "1", NO_COLOR: "1", ...env },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d: Buffer) => {
+    stdout += d.toString();
+  });
+  child.stderr.on("data", (d: Buffer) => {
+    stderr += d.toString();
+  });
+  child.stdin.end(stdin ?? "");
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`hookpost ${args.join(" ")} did not finish in 30 s\n${stdout}\n${stderr}`));
+    }, 30_000);
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}

@@ -1,0 +1,253 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { connect, type JetStreamClient, type JetStreamManager, type NatsConnection } from "nats";
+import pino from "pino";
+import { ConfigStore } from "../../lib/config/config-store.js";
+import { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
+import type { DestinationRecord } from "../../lib/model/destination.js";
+import type { StoredCall } from "../../lib/model/stored-call.js";
+import {
+  DEFAULT_TOPOLOGY,
+  DELIVERIES_STREAM,
+  destinationConsumer,
+  ensureTopology,
+  eventSubject,
+} from "../../lib/nats/topology.js";
+import { type DispatcherConfig, defaultDispatcherConfig } from "../../services/dispatcher/config.js";
+import { type RunningDispatcher, startDispatcher } from "../../services/dispatcher/dispatcher.js";
+import { NatsServer } from "../helpers/nats-server.js";
+
+export { type ReceivedRequest, Receiver, type Reply } from "../helpers/receiver.js";
+
+export interface TestCerts {
+  dir: string;
+  caCert: string;
+  serverCert: string;
+  serverKey: string;
+  selfSignedCert: string;
+  selfSignedKey: string;
+}
+
+/** A test CA with a server certificate for 127.0.0.1/localhost, and a self-signed one, via openssl. */
+export function makeCerts(): TestCerts {
+  const dir = mkdtempSync(join(tmpdir(), "hookpost-certs-"));
+  const f = (name: string) => join(dir, name);
+  const ossl = (...args: string[]) => execFileSync("openssl", args, { stdio: "pipe" });
+  const san = "subjectAltName=IP:127.0.0.1,DNS:localhost";
+  ossl(
+    "req",
+    "-x509",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-keyout",
+    f("ca.key"),
+    "-out",
+    f("ca.pem"),
+    "-days",
+    "2",
+    "-subj",
+    "/CN=Hookpost Test CA",
+  );
+  ossl(
+    "req",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-keyout",
+    f("server.key"),
+    "-out",
+    f("server.csr"),
+    "-subj",
+    "/CN=localhost",
+  );
+  writeFileSync(f("ext.cnf"), `${san}\nbasicConstraints=CA:FALSE\n`);
+  ossl(
+    "x509",
+    "-req",
+    "-in",
+    f("server.csr"),
+    "-CA",
+    f("ca.pem"),
+    "-CAkey",
+    f("ca.key"),
+    "-CAcreateserial",
+    "-out",
+    f("server.pem"),
+    "-days",
+    "2",
+    "-extfile",
+    f("ext.cnf"),
+  );
+  ossl(
+    "req",
+    "-x509",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-keyout",
+    f("self.key"),
+    "-out",
+    f("self.pem"),
+    "-days",
+    "2",
+    "-subj",
+    "/CN=localhost",
+    "-addext",
+    san,
+  );
+  return {
+    dir,
+    caCert: f("ca.pem"),
+    serverCert: f("server.pem"),
+    serverKey: f("server.key"),
+    selfSignedCert: f("self.pem"),
+    selfSignedKey: f("self.key"),
+  };
+}
+
+let seq = 0;
+
+/** A destination record with sensible test defaults. */
+export function destination(
+  partial: Partial<DestinationRecord> & Pick<DestinationRecord, "id" | "urls">,
+): DestinationRecord {
+  const now = new Date(Date.UTC(2026, 0, 1, 0, 0, 0, seq++)).toISOString();
+  return {
+    name: partial.id,
+    sourceIds: ["src1"],
+    headers: {},
+    signing: "segment",
+    enabled: true,
+    createdAt: now,
+    updatedAt: now,
+    ...partial,
+  };
+}
+
+/** Publishes a call to EVENTS the way ingest does (Nats-Msg-Id = message id). */
+export async function publishCall(js: JetStreamClient, call: StoredCall): Promise<void> {
+  await js.publish(eventSubject(call.sourceId, call.type), JSON.stringify(call), { msgID: call.messageId });
+}
+
+let callSeq = 0;
+
+export function track(partial: Partial<StoredCall> = {}): StoredCall {
+  callSeq++;
+  return {
+    type: "track",
+    messageId: `msg-${process.pid}-${callSeq}-${Math.random().toString(36).slice(2, 8)}`,
+    sourceId: "src1",
+    receivedAt: "2026-11-21T09:30:00.000Z",
+    timestamp: "2026-11-21T09:30:00.000Z",
+    userId: "u1",
+    event: "Signed Up",
+    properties: { plan: "pro" },
+    ...partial,
+  };
+}
+
+/** Test dispatcher settings: loopback allowed, short delays. */
+export function testConfig(natsUrl: string, overrides: Partial<DispatcherConfig> = {}): DispatcherConfig {
+  const base = defaultDispatcherConfig(natsUrl, {
+    allowedCidrs: ["127.0.0.0/8", "::1/128"],
+    webhookTimeoutMs: 5000,
+    retryBaseDelayMs: 100,
+    pullExpiresMs: 1000,
+    shutdownGraceMs: 2000,
+    ackWaitMs: 5000,
+  });
+  return { ...base, ...overrides, topology: { ...base.topology, ...overrides.topology } };
+}
+
+export async function waitUntil(
+  cond: () => boolean | Promise<boolean>,
+  timeoutMs = 10_000,
+  what = "condition",
+) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(25);
+  }
+}
+
+export function percentile(values: number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+export interface Pipeline {
+  server: NatsServer;
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  store: ConfigStore;
+  deadLetters: DeadLetters;
+  /**
+   * Puts a destination and waits until running dispatchers act on it (a new one: its consumer
+   * exists), so that calls published next are routed to it.
+   */
+  putDestination(record: DestinationRecord): Promise<void>;
+  /** Starts an in-process dispatcher on this server, closed by close(). */
+  dispatcher(overrides?: Partial<DispatcherConfig>): Promise<RunningDispatcher>;
+  close(): Promise<void>;
+}
+
+/** A private nats-server with the topology in place, a config store and dead-letter access. */
+export async function pipeline(): Promise<Pipeline> {
+  const server = await NatsServer.start();
+  const nc = await connect({ servers: server.url });
+  const jsm = await nc.jetstreamManager();
+  await ensureTopology(jsm, DEFAULT_TOPOLOGY);
+  const store = await ConfigStore.open(nc);
+  const deadLetters = await DeadLetters.open(nc);
+  const running: RunningDispatcher[] = [];
+  return {
+    server,
+    nc,
+    js: nc.jetstream(),
+    jsm,
+    store,
+    deadLetters,
+    async putDestination(record) {
+      const existed = store.destination(record.id) !== undefined;
+      await store.putDestination(record);
+      if (existed || running.length === 0) {
+        await sleep(250);
+        return;
+      }
+      await waitUntil(
+        () =>
+          jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(record.id)).then(
+            () => true,
+            () => false,
+          ),
+        5000,
+        `consumer of ${record.id}`,
+      );
+    },
+    async dispatcher(overrides = {}) {
+      const d = await startDispatcher(testConfig(server.url, overrides), { logger: quietLogger });
+      running.push(d);
+      const close = d.close;
+      d.close = () => {
+        if (running.includes(d)) running.splice(running.indexOf(d), 1);
+        return close();
+      };
+      return d;
+    },
+    async close() {
+      await Promise.all([...running].map((d) => d.close()));
+      store.close();
+      await nc.close();
+      await server.stop();
+    },
+  };
+}
+
+export const quietLogger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });

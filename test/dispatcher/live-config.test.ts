@@ -1,0 +1,179 @@
+import { createHmac } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ConfigStore } from "../../lib/config/config-store.js";
+import { DELIVERIES_STREAM, destinationConsumer, isNotFound } from "../../lib/nats/topology.js";
+import { destination, type Pipeline, pipeline, publishCall, Receiver, track, waitUntil } from "./helpers.js";
+
+/**
+ * Configuration changes reach a running dispatcher within 2 s, without restart. Changes are made
+ * through a separate ConfigStore connection, as the admin API on another replica would.
+ */
+
+let p: Pipeline;
+let admin: ConfigStore;
+let opsPort: number;
+const receivers: Receiver[] = [];
+
+async function receiver(): Promise<Receiver> {
+  const r = await Receiver.http();
+  receivers.push(r);
+  return r;
+}
+
+beforeAll(async () => {
+  p = await pipeline();
+  const d = await p.dispatcher({
+    retryBaseDelayMs: 100,
+    opsAddr: "127.0.0.1:0",
+    topology: { retryMaxDelayMs: 300 } as never,
+  });
+  opsPort = d.opsPort!;
+  admin = await ConfigStore.open(p.nc);
+});
+
+afterAll(async () => {
+  admin?.close();
+  await p?.close();
+  await Promise.all(receivers.map((r) => r.close()));
+});
+
+describe("live configuration", () => {
+  it("picks up a new destination, then a URL change, within 2 s; retries go to the new URL", async () => {
+    const a = await receiver();
+    const b = await receiver();
+    let t0 = Date.now();
+    await admin.putDestination(destination({ id: "move", sourceIds: ["mv"], urls: [a.url()] }));
+    const probes: string[] = [];
+    await waitUntil(
+      async () => {
+        const probe = track({ sourceId: "mv" });
+        probes.push(probe.messageId);
+        await publishCall(p.js, probe);
+        return a.requests.length > 0;
+      },
+      2000,
+      "first delivery to a new destination",
+    );
+    console.log(`new destination delivering after ${Date.now() - t0} ms`);
+    // Probes routed after the change reached the router arrive; earlier ones were not routed.
+    await sleep(300);
+    expect(a.messageIds().has(probes.at(-1)!)).toBe(true);
+
+    // The endpoint starts failing; the operator moves the destination; the retry lands on b.
+    a.respond = () => ({ status: 500 });
+    const stuck = track({ sourceId: "mv" });
+    await publishCall(p.js, stuck);
+    await waitUntil(() => a.requests.some((r) => r.headers["idempotency-key"] === stuck.messageId), 2000);
+    t0 = Date.now();
+    await admin.putDestination({ ...admin.destination("move")!, urls: [b.url()] });
+    await b.waitFor(1, 2000);
+    console.log(`URL change applied after ${Date.now() - t0} ms`);
+    expect(b.requests[0]!.headers["idempotency-key"]).toBe(stuck.messageId);
+  });
+
+  it("uses a changed secret and headers on the next attempt", async () => {
+    const r = await receiver();
+    // The first attempt answers late, so the change lands while it is in flight.
+    r.respond = (req) => (req.n === 1 ? { status: 503, delayMs: 400 } : { status: 200 });
+    await admin.putDestination(
+      destination({
+        id: "rotate",
+        sourceIds: ["rot"],
+        urls: [r.url()],
+        sharedSecret: "old",
+        headers: { "X-Env": "a" },
+      }),
+    );
+    await waitUntil(() => p.store.destination("rotate") !== undefined, 2000);
+    await sleep(200);
+    await publishCall(p.js, track({ sourceId: "rot" }));
+    await r.waitFor(1);
+    await admin.putDestination({
+      ...admin.destination("rotate")!,
+      sharedSecret: "new",
+      headers: { "X-Env": "b" },
+    });
+    await r.waitFor(2, 3000);
+    const [first, second] = r.requests;
+    expect(first!.headers["x-signature"]).toBe(createHmac("sha1", "old").update(first!.body).digest("hex"));
+    expect(second!.headers["x-signature"]).toBe(createHmac("sha1", "new").update(second!.body).digest("hex"));
+    expect([first!.headers["x-env"], second!.headers["x-env"]]).toEqual(["a", "b"]);
+  });
+
+  it("a disabled destination gets nothing; its pending retries wait and resume when it is enabled", async () => {
+    const r = await receiver();
+    r.respond = () => ({ status: 500 });
+    await admin.putDestination(destination({ id: "pause", sourceIds: ["pz"], urls: [r.url()] }));
+    await sleep(300);
+    const pending = [track({ sourceId: "pz" }), track({ sourceId: "pz" })];
+    for (const c of pending) await publishCall(p.js, c);
+    await r.waitFor(2);
+
+    await admin.putDestination({ ...admin.destination("pause")!, enabled: false });
+    await sleep(500); // in-flight attempts end
+    r.respond = () => ({ status: 200 });
+    const seen = r.requests.length;
+    const whileOff = track({ sourceId: "pz" });
+    await publishCall(p.js, whileOff);
+    await sleep(1500);
+    expect(r.requests.length).toBe(seen);
+
+    await admin.putDestination({ ...admin.destination("pause")!, enabled: true });
+    await waitUntil(
+      () =>
+        pending.every((c) =>
+          r.requests.some((x) => x.n > seen && x.headers["idempotency-key"] === c.messageId),
+        ),
+      3000,
+      "backlog after re-enabling",
+    );
+    await sleep(500);
+    // Calls that arrived while it was disabled were never routed to it.
+    expect(r.messageIds().has(whileOff.messageId)).toBe(false);
+  });
+
+  it("deleting a destination deletes its consumer and purges its pending deliveries", async () => {
+    const r = await receiver();
+    r.respond = () => ({ status: 500 });
+    await admin.putDestination(destination({ id: "gone", sourceIds: ["gn"], urls: [r.url()] }));
+    await sleep(300);
+    for (let i = 0; i < 3; i++) await publishCall(p.js, track({ sourceId: "gn" }));
+    await r.waitFor(3);
+    await admin.deleteDestination("gone");
+    await waitUntil(
+      async () => {
+        const info = await p.jsm.streams.info(DELIVERIES_STREAM, {
+          subjects_filter: "hookpost.deliveries.gone",
+        });
+        if ((info.state.subjects?.["hookpost.deliveries.gone"] ?? 0) > 0) return false;
+        try {
+          await p.jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer("gone"));
+          return false;
+        } catch (err) {
+          return isNotFound(err);
+        }
+      },
+      2000,
+      "consumer deletion and purge",
+    );
+    await sleep(300);
+    const seen = r.requests.length;
+    await publishCall(p.js, track({ sourceId: "gn" }));
+    await sleep(1000);
+    expect(r.requests.length).toBe(seen);
+  });
+
+  it("serves /healthz, /readyz and Prometheus /metrics on the ops port", async () => {
+    const get = (path: string) => fetch(`http://127.0.0.1:${opsPort}${path}`);
+    expect((await get("/healthz")).status).toBe(200);
+    expect((await get("/readyz")).status).toBe(200);
+    const metrics = await (await get("/metrics")).text();
+    expect(metrics).toMatch(/hookpost_dispatcher_deliveries_total\{outcome="delivered"\} \d+/);
+    expect(metrics).toMatch(/hookpost_dispatcher_attempt_seconds_bucket/);
+    expect(metrics).toMatch(/hookpost_dispatcher_retries_total \d+/);
+    expect(metrics).toMatch(/hookpost_dispatcher_consumer_backlog\{destination="move"\} \d+/);
+    expect(metrics).toMatch(/hookpost_dispatcher_events_routed_total\{outcome="routed"\}/);
+    expect((await get("/nope")).status).toBe(404);
+  });
+});

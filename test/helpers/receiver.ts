@@ -1,0 +1,125 @@
+import { readFileSync } from "node:fs";
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import type { AddressInfo, Socket } from "node:net";
+
+export interface ReceivedRequest {
+  method: string;
+  url: string;
+  headers: IncomingMessage["headers"];
+  body: Buffer;
+  /** Date.now() when the request was complete. */
+  at: number;
+  /** 1-based index of this request at this receiver. */
+  n: number;
+}
+
+/** What the receiver answers; `hang` never answers; `delayMs` waits before answering. */
+export interface Reply {
+  status?: number;
+  headers?: Record<string, string>;
+  body?: string;
+  delayMs?: number;
+  hang?: boolean;
+}
+
+type Responder = (req: ReceivedRequest) => Reply;
+
+/** A real HTTP(S) server on loopback that records every request it receives. */
+export class Receiver {
+  readonly requests: ReceivedRequest[] = [];
+  respond: Responder = () => ({ status: 200 });
+  /** TCP connections accepted (a TLS handshake failure still counts one). */
+  connections = 0;
+  readonly #server: ReturnType<typeof createHttpServer>;
+  readonly #sockets = new Set<Socket>();
+  readonly #protocol: string;
+  #waiters: Array<() => void> = [];
+
+  private constructor(server: ReturnType<typeof createHttpServer>, protocol: string) {
+    this.#server = server;
+    this.#protocol = protocol;
+    server.on("connection", (s: Socket) => {
+      this.connections++;
+      this.#sockets.add(s);
+      s.on("close", () => this.#sockets.delete(s));
+    });
+    server.on("request", (req: IncomingMessage, res: ServerResponse) => this.#onRequest(req, res));
+  }
+
+  static async http(host = "127.0.0.1"): Promise<Receiver> {
+    return Receiver.#listen(new Receiver(createHttpServer(), "http"), host);
+  }
+
+  static async https(certFile: string, keyFile: string, host = "127.0.0.1"): Promise<Receiver> {
+    const server = createHttpsServer({ cert: readFileSync(certFile), key: readFileSync(keyFile) });
+    return Receiver.#listen(new Receiver(server as never, "https"), host);
+  }
+
+  static async #listen(r: Receiver, host: string): Promise<Receiver> {
+    await new Promise<void>((resolve) => r.#server.listen(0, host, () => resolve()));
+    return r;
+  }
+
+  get port(): number {
+    return (this.#server.address() as AddressInfo).port;
+  }
+
+  url(path = "/hook", host = "127.0.0.1"): string {
+    return `${this.#protocol}://${host}:${this.port}${path}`;
+  }
+
+  #onRequest(req: IncomingMessage, res: ServerResponse): void {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const r: ReceivedRequest = {
+        method: req.method ?? "",
+        url: req.url ?? "",
+        headers: req.headers,
+        body: Buffer.concat(chunks),
+        at: Date.now(),
+        n: this.requests.length + 1,
+      };
+      this.requests.push(r);
+      const reply = this.respond(r);
+      for (const w of this.#waiters) w();
+      if (reply.hang) return;
+      const answer = () => {
+        if (res.destroyed) return;
+        res.writeHead(reply.status ?? 200, reply.headers ?? {});
+        res.end(reply.body ?? "");
+      };
+      if (reply.delayMs) setTimeout(answer, reply.delayMs);
+      else answer();
+    });
+  }
+
+  /** Resolves once `count` requests arrived (throws after `timeoutMs`). */
+  async waitFor(count: number, timeoutMs = 10_000): Promise<ReceivedRequest[]> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.requests.length < count) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`receiver got ${this.requests.length} of ${count} requests`);
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, Math.min(left, 200));
+        this.#waiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+      this.#waiters = [];
+    }
+    return this.requests;
+  }
+
+  /** Unique Idempotency-Key values received. */
+  messageIds(): Set<string> {
+    return new Set(this.requests.map((r) => String(r.headers["idempotency-key"])));
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.#sockets) s.destroy();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+}

@@ -1,0 +1,85 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { dirname, join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+
+export type LogRecord = Record<string, unknown>;
+
+/** A service (`services/<name>/main.ts`) running as a real child process through tsx. */
+export interface ServiceProcess {
+  proc: ChildProcess;
+  records: LogRecord[];
+  output: string[];
+  /** Exit code (null when killed by a signal). */
+  exited: Promise<number | null>;
+  /** The first log record with this msg (rejects on timeout or exit). */
+  waitFor(msg: string, timeoutMs?: number): Promise<LogRecord>;
+}
+
+export function spawnService(entry: string, env: Record<string, string>, cwd = ROOT): ServiceProcess {
+  return spawnNode(["--import", "tsx", join(cwd, entry)], env, cwd);
+}
+
+/** `node <args>` as a child process that logs pino JSON lines (a service, built or not). */
+export function spawnNode(args: string[], env: Record<string, string>, cwd = ROOT): ServiceProcess {
+  const proc = spawn(process.execPath, args, {
+    cwd,
+    // Only what a service needs: nothing of the test's environment leaks in.
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const records: LogRecord[] = [];
+  const output: string[] = [];
+  const waiters: { msg: string; resolve: (r: LogRecord) => void }[] = [];
+  for (const stream of [proc.stdout!, proc.stderr!]) {
+    createInterface({ input: stream }).on("line", (line) => {
+      output.push(line);
+      try {
+        const rec = JSON.parse(line) as LogRecord;
+        records.push(rec);
+        for (const w of waiters.filter((w) => w.msg === rec.msg)) w.resolve(rec);
+      } catch {
+        // not JSON (a Node warning)
+      }
+    });
+  }
+  const exited = new Promise<number | null>((res) => proc.once("exit", (code) => res(code)));
+  return {
+    proc,
+    records,
+    output,
+    exited,
+    waitFor: (msg, timeoutMs = 30_000) => {
+      const seen = records.find((r) => r.msg === msg);
+      if (seen) return Promise.resolve(seen);
+      return new Promise((res, rej) => {
+        const timer = setTimeout(
+          () => rej(new Error(`no "${msg}" log line within ${timeoutMs} ms:\n${output.join("\n")}`)),
+          timeoutMs,
+        );
+        waiters.push({
+          msg,
+          resolve: (r) => {
+            clearTimeout(timer);
+            res(r);
+          },
+        });
+        void exited.then((code) => {
+          clearTimeout(timer);
+          rej(new Error(`exited (${code}) before "${msg}":\n${output.join("\n")}`));
+        });
+      });
+    },
+  };
+}
+
+/** Resolves with the exit code, or rejects when the process is still running after `ms`. */
+export async function exitWithin(p: ServiceProcess, ms: number): Promise<number | null> {
+  const timeout = sleep(ms, "timeout" as const, { ref: false });
+  const r = await Promise.race([p.exited, timeout]);
+  if (r === "timeout") throw new Error(`still running ${ms} ms after the signal:\n${p.output.join("\n")}`);
+  return r;
+}

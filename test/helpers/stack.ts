@@ -1,0 +1,148 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { connect, type NatsConnection } from "nats";
+import pino from "pino";
+import { AdminService, type Destination, type DestinationSchema } from "../../gen/hookpost/v1/admin_pb.js";
+import { IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
+import { adminMetadata, createClient, writeKeyMetadata } from "../../lib/grpc/mod.js";
+import { DEFAULT_TOPOLOGY, DELIVERIES_STREAM, destinationConsumer } from "../../lib/nats/topology.js";
+import { type DispatcherConfig, defaultDispatcherConfig } from "../../services/dispatcher/config.js";
+import { type RunningDispatcher, startDispatcher } from "../../services/dispatcher/dispatcher.js";
+import type { IngestConfig } from "../../services/ingest/config.js";
+import { type IngestHandle, startIngest } from "../../services/ingest/ingest.js";
+import { NatsServer } from "./nats-server.js";
+import { Receiver } from "./receiver.js";
+
+export const STACK_ADMIN_TOKEN = "stack-admin-token-0123456789abcdef";
+
+export type AdminClient = ReturnType<typeof adminClient>;
+export type IngestClient = ReturnType<typeof ingestClient>;
+
+export const adminClient = (address: string) =>
+  createClient(AdminService, address, { metadata: adminMetadata(STACK_ADMIN_TOKEN) });
+export const ingestClient = (address: string, writeKey: string) =>
+  createClient(IngestService, address, { metadata: writeKeyMetadata(writeKey) });
+
+export interface StackOptions {
+  dispatchers?: number;
+  ingest?: Partial<IngestConfig>;
+  dispatcher?: Partial<DispatcherConfig>;
+}
+
+/**
+ * The whole pipeline in one test file: a private nats-server, an in-process ingest (gRPC on a
+ * free loopback port), dispatcher replicas allowed to deliver to loopback, and a recording
+ * webhook receiver.
+ */
+export class Stack {
+  readonly nats: NatsServer;
+  readonly ingest: IngestHandle;
+  readonly dispatchers: RunningDispatcher[] = [];
+  readonly receiver: Receiver;
+  readonly admin: AdminClient;
+  readonly nc: NatsConnection;
+  readonly #clients: Array<{ close(): void }> = [];
+  readonly #options: StackOptions;
+
+  private constructor(
+    nats: NatsServer,
+    ingest: IngestHandle,
+    receiver: Receiver,
+    nc: NatsConnection,
+    options: StackOptions,
+  ) {
+    this.nats = nats;
+    this.ingest = ingest;
+    this.receiver = receiver;
+    this.nc = nc;
+    this.admin = adminClient(ingest.address);
+    this.#clients.push(this.admin);
+    this.#options = options;
+  }
+
+  static async start(options: StackOptions = {}): Promise<Stack> {
+    const nats = await NatsServer.start();
+    const ingest = await startIngest(
+      {
+        natsUrl: nats.url,
+        address: "127.0.0.1:0",
+        adminToken: STACK_ADMIN_TOKEN,
+        publishTimeoutMs: 5_000,
+        logLevel: "silent",
+        topology: { ...DEFAULT_TOPOLOGY },
+        ...options.ingest,
+      },
+      { logger: pino({ level: "silent" }) },
+    );
+    const receiver = await Receiver.http();
+    const nc = await connect({ servers: nats.url });
+    const stack = new Stack(nats, ingest, receiver, nc, options);
+    for (let i = 0; i < (options.dispatchers ?? 1); i++) await stack.addDispatcher();
+    return stack;
+  }
+
+  dispatcherConfig(overrides: Partial<DispatcherConfig> = {}): DispatcherConfig {
+    return defaultDispatcherConfig(this.nats.url, {
+      allowedCidrs: ["127.0.0.0/8", "::1/128"],
+      retryBaseDelayMs: 100,
+      pullExpiresMs: 1000,
+      shutdownGraceMs: 2000,
+      ackWaitMs: 5000,
+      ...this.#options.dispatcher,
+      ...overrides,
+    });
+  }
+
+  async addDispatcher(overrides: Partial<DispatcherConfig> = {}): Promise<RunningDispatcher> {
+    const d = await startDispatcher(this.dispatcherConfig(overrides), { logger: pino({ level: "silent" }) });
+    this.dispatchers.push(d);
+    return d;
+  }
+
+  /** Creates a source through the admin API; returns its id, write key and a client using it. */
+  async source(name = "test source"): Promise<{ id: string; writeKey: string; client: IngestClient }> {
+    const r = await this.admin.createSource({ name });
+    const client = ingestClient(this.ingest.address, r.writeKey);
+    this.#clients.push(client);
+    return { id: r.source!.id, writeKey: r.writeKey, client };
+  }
+
+  /**
+   * Creates an enabled destination (default: the stack's receiver) and waits until the
+   * dispatchers have its consumer, so that calls sent next are routed to it.
+   */
+  async destination(init: MessageInitShape<typeof DestinationSchema>): Promise<Destination> {
+    const r = await this.admin.createDestination({
+      destination: { name: "hook", urls: [this.receiver.url()], enabled: true, ...init },
+    });
+    const d = r.destination!;
+    if (d.enabled && this.dispatchers.length > 0) await this.waitForConsumer(d.id);
+    return d;
+  }
+
+  async waitForConsumer(destinationId: string): Promise<void> {
+    const jsm = await this.nc.jetstreamManager();
+    for (let i = 0; i < 200; i++) {
+      const ok = await jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(destinationId)).then(
+        () => true,
+        () => false,
+      );
+      if (ok) {
+        // The router of every replica reads the same config snapshot that made the consumer.
+        await sleep(100);
+        return;
+      }
+      await sleep(25);
+    }
+    throw new Error(`no consumer for destination ${destinationId}`);
+  }
+
+  async close(): Promise<void> {
+    for (const c of this.#clients) c.close();
+    await Promise.all(this.dispatchers.map((d) => d.close()));
+    await this.ingest.close();
+    await this.receiver.close();
+    await this.nc.close();
+    await this.nats.stop();
+  }
+}

@@ -1,0 +1,172 @@
+import { Client, credentials, Metadata } from "@grpc/grpc-js";
+import { connect, type JetStreamManager, type NatsConnection } from "nats";
+import { type Logger, pino } from "pino";
+import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
+import { IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
+import { adminMetadata, createClient, HookpostError, writeKeyMetadata } from "../../lib/grpc/mod.js";
+import type { StoredCall } from "../../lib/model/stored-call.js";
+import { DEFAULT_TOPOLOGY, EVENTS_STREAM, type TopologySettings } from "../../lib/nats/topology.js";
+import type { IngestConfig } from "../../services/ingest/config.js";
+import { type IngestHandle, startIngest } from "../../services/ingest/ingest.js";
+import { NatsServer } from "../helpers/nats-server.js";
+
+export const ADMIN_TOKEN = "test-admin-token-0123456789";
+
+export type IngestClient = ReturnType<typeof ingestClient>;
+export type AdminClient = ReturnType<typeof adminClient>;
+
+export function ingestClient(address: string, metadata: Record<string, string> = {}) {
+  return createClient(IngestService, address, { metadata });
+}
+
+export function adminClient(address: string, token = ADMIN_TOKEN) {
+  return createClient(AdminService, address, { metadata: adminMetadata(token) });
+}
+
+export function silentLogger(): Logger {
+  return pino({ level: "silent" });
+}
+
+export function testConfig(natsUrl: string, overrides: Partial<IngestConfig> = {}): IngestConfig {
+  return {
+    natsUrl,
+    address: "127.0.0.1:0",
+    adminToken: ADMIN_TOKEN,
+    publishTimeoutMs: 5_000,
+    logLevel: "silent",
+    topology: { ...DEFAULT_TOPOLOGY },
+    ...overrides,
+  };
+}
+
+/** A gRPC call with raw request and response bytes (for garbage input and byte-level checks). */
+export function rawCall(
+  client: Client,
+  path: string,
+  request: Uint8Array,
+  metadata: Record<string, string> = {},
+  timeoutMs = 10_000,
+): Promise<{ code: number; details: string; bytes: Buffer | undefined }> {
+  const md = new Metadata();
+  for (const [k, v] of Object.entries(metadata)) md.set(k, v);
+  return new Promise((resolve) => {
+    client.makeUnaryRequest(
+      path,
+      (b: Buffer) => b,
+      (b: Buffer) => b,
+      Buffer.from(request),
+      md,
+      { deadline: Date.now() + timeoutMs },
+      (err, value) =>
+        resolve(
+          err
+            ? { code: err.code, details: err.details, bytes: undefined }
+            : { code: 0, details: "", bytes: value },
+        ),
+    );
+  });
+}
+
+export function rawClient(address: string): Client {
+  return new Client(address, credentials.createInsecure(), {});
+}
+
+/** Catches the HookpostError a call rejects with (fails the test when it succeeds). */
+export async function failure(p: Promise<unknown>): Promise<HookpostError> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof HookpostError) return err;
+    throw err;
+  }
+  throw new Error("expected the call to fail, but it succeeded");
+}
+
+/** The field names of an error's BadRequest violations. */
+export const fields = (err: HookpostError) => err.fieldViolations.map((v) => v.field);
+
+/**
+ * One test file's world: a private nats-server, an in-process ingest on a free port, an
+ * admin client, and a NATS connection to look into the streams.
+ */
+export class Harness {
+  readonly clients: { close(): void }[] = [];
+
+  private constructor(
+    readonly nats: NatsServer,
+    readonly ingest: IngestHandle,
+    readonly nc: NatsConnection,
+    readonly jsm: JetStreamManager,
+    readonly admin: AdminClient,
+  ) {}
+
+  static async start(
+    options: { topology?: Partial<TopologySettings>; config?: Partial<IngestConfig>; logger?: Logger } = {},
+  ): Promise<Harness> {
+    const nats = await NatsServer.start();
+    const ingest = await startIngest(
+      testConfig(nats.url, {
+        topology: { ...DEFAULT_TOPOLOGY, ...options.topology },
+        ...options.config,
+      }),
+      { logger: options.logger ?? silentLogger() },
+    );
+    const nc = await connect({ servers: nats.url, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+    const admin = adminClient(ingest.address);
+    const h = new Harness(nats, ingest, nc, await nc.jetstreamManager(), admin);
+    h.clients.push(admin);
+    return h;
+  }
+
+  get address(): string {
+    return this.ingest.address;
+  }
+
+  client(metadata: Record<string, string> = {}): IngestClient {
+    const c = ingestClient(this.address, metadata);
+    this.clients.push(c);
+    return c;
+  }
+
+  /** Creates a source; returns its id, write key and a client that authenticates with it. */
+  async source(name = "web"): Promise<{ id: string; writeKey: string; client: IngestClient }> {
+    const res = await this.admin.createSource({ name });
+    return {
+      id: res.source!.id,
+      writeKey: res.writeKey,
+      client: this.client(writeKeyMetadata(res.writeKey)),
+    };
+  }
+
+  async messageCount(): Promise<number> {
+    return (await this.jsm.streams.info(EVENTS_STREAM)).state.messages;
+  }
+
+  /** Every call stored on EVENTS, oldest first, with its subject. */
+  async stored(): Promise<{ subject: string; call: StoredCall; raw: string; msgId: string | undefined }[]> {
+    const { state } = await this.jsm.streams.info(EVENTS_STREAM);
+    const out = [];
+    for (let seq = state.first_seq; seq <= state.last_seq && state.messages > 0; seq++) {
+      const m = await this.jsm.streams.getMessage(EVENTS_STREAM, { seq });
+      out.push({
+        subject: m.subject,
+        call: m.json<StoredCall>(),
+        raw: m.string(),
+        msgId: m.header.get("Nats-Msg-Id"),
+      });
+    }
+    return out;
+  }
+
+  /** The stored call with this message id (undefined when not stored). */
+  async find(messageId: string) {
+    return (await this.stored()).find((s) => s.call.messageId === messageId);
+  }
+
+  async close(): Promise<void> {
+    for (const c of this.clients) c.close();
+    await this.ingest?.close();
+    await this.nc?.close();
+    await this.nats?.stop();
+  }
+}

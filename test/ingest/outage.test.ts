@@ -1,0 +1,151 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Code, HookpostError, writeKeyMetadata } from "../../lib/grpc/mod.js";
+import { DEFAULT_TOPOLOGY, EVENTS_STREAM } from "../../lib/nats/topology.js";
+import { startIngest } from "../../services/ingest/ingest.js";
+import {
+  adminClient,
+  failure,
+  Harness,
+  type IngestClient,
+  ingestClient,
+  silentLogger,
+  testConfig,
+} from "./harness.js";
+
+const SMALL = 64 * 1024;
+let h: Harness;
+let src: { id: string; writeKey: string; client: IngestClient };
+
+beforeAll(async () => {
+  // A small EVENTS stream, so that filling it takes a few dozen calls.
+  h = await Harness.start({ topology: { eventsMaxBytes: SMALL } });
+  src = await h.source("web");
+});
+
+afterAll(async () => {
+  await h?.close();
+});
+
+const call = { userId: "u1", event: "Order Completed" };
+
+/** Retries until the call succeeds (the service recovering on its own), for at most `ms`. */
+async function untilAccepted(client: IngestClient, ms: number): Promise<string> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try {
+      return (await client.track(call, { timeoutMs: 2_000 })).messageId;
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      expect(err).toBeInstanceOf(HookpostError);
+      expect([Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED]).toContain((err as HookpostError).code);
+      await sleep(100);
+    }
+  }
+}
+
+describe("NATS outage", () => {
+  it("answers UNAVAILABLE at once while NATS is down, and recovers on its own", async () => {
+    const before = await src.client.track({ ...call, messageId: "before-outage" });
+    await h.nats.kill();
+    // The publish timeout is 5 s; a deadline of 4 s shows that the answer does not wait for it.
+    const err = await failure(src.client.track(call, { timeoutMs: 4_000 }));
+    expect(err.code, err.message).toBe(Code.UNAVAILABLE);
+    expect(err.message).toMatch(/NATS|JetStream/);
+    expect(err.message).toContain("retry");
+    const batchErr = await failure(
+      src.client.batch({ calls: [{ call: { case: "track", value: call } }] }, { timeoutMs: 4_000 }),
+    );
+    expect(batchErr.code).toBe(Code.UNAVAILABLE);
+    // Configuration reads keep working from memory; changes fail fast.
+    expect((await h.admin.getSource({ id: src.id }, { timeoutMs: 4_000 })).source!.id).toBe(src.id);
+    const adminErr = await failure(h.admin.createSource({ name: "during outage" }, { timeoutMs: 4_000 }));
+    expect(adminErr.code).toBe(Code.UNAVAILABLE);
+    // The write key is still known: authentication does not need NATS.
+    expect((await failure(h.client().track(call, { timeoutMs: 4_000 }))).code).toBe(Code.UNAUTHENTICATED);
+
+    await h.nats.restart();
+    const after = await untilAccepted(src.client, 30_000);
+    // Nothing acknowledged was lost: both calls are in the stream.
+    expect(await h.find(before.messageId)).toBeDefined();
+    expect(await h.find(after)).toBeDefined();
+
+    // Changes work again, and reach another replica.
+    const replica = await startIngest(
+      testConfig(h.nats.url, { topology: { ...DEFAULT_TOPOLOGY, eventsMaxBytes: SMALL } }),
+      { logger: silentLogger() },
+    );
+    try {
+      const created = await h.admin.createSource({ name: "after outage" });
+      const viaReplica = ingestClient(replica.address, writeKeyMetadata(created.writeKey));
+      h.clients.push(viaReplica);
+      expect((await viaReplica.track(call)).messageId).not.toBe("");
+      // And the other way round: the first instance (which lived through the outage) still
+      // follows changes made elsewhere.
+      const replicaAdmin = adminClient(replica.address);
+      h.clients.push(replicaAdmin);
+      const viaOther = await replicaAdmin.createSource({ name: "made on the replica" });
+      const first = ingestClient(h.address, writeKeyMetadata(viaOther.writeKey));
+      h.clients.push(first);
+      await eventually(async () => {
+        await first.track(call);
+      });
+    } finally {
+      await replica.close();
+    }
+  });
+});
+
+describe("full stream", () => {
+  it("refuses new calls with RESOURCE_EXHAUSTED and keeps the older ones", async () => {
+    await h.jsm.streams.purge(EVENTS_STREAM);
+    const properties = { blob: "x".repeat(4 * 1024) };
+    let full: HookpostError | undefined;
+    for (let i = 0; i < 100 && !full; i++) {
+      try {
+        await src.client.track({ ...call, messageId: `fill-${i}`, properties });
+      } catch (err) {
+        full = err as HookpostError;
+      }
+    }
+    expect(full, "the stream filled up").toBeDefined();
+    expect(full!.code, full!.message).toBe(Code.RESOURCE_EXHAUSTED);
+    expect(full!.message).toContain("stream is full");
+
+    const info = await h.jsm.streams.info(EVENTS_STREAM);
+    const first = await h.jsm.streams.getMessage(EVENTS_STREAM, { seq: info.state.first_seq });
+    expect(first.json<{ messageId: string }>().messageId).toBe("fill-0");
+
+    for (let i = 0; i < 5; i++) {
+      const err = await failure(src.client.track({ ...call, messageId: `more-${i}`, properties }));
+      expect(err.code).toBe(Code.RESOURCE_EXHAUSTED);
+    }
+    const batch = await failure(
+      src.client.batch({ calls: [{ call: { case: "track", value: { ...call, properties } } }] }),
+    );
+    expect(batch.code).toBe(Code.RESOURCE_EXHAUSTED);
+
+    const after = await h.jsm.streams.info(EVENTS_STREAM);
+    expect(after.state.messages).toBe(info.state.messages);
+    expect(after.state.first_seq).toBe(info.state.first_seq);
+    const firstAfter = await h.jsm.streams.getMessage(EVENTS_STREAM, { seq: after.state.first_seq });
+    expect(firstAfter.string()).toBe(first.string());
+
+    // Once the backlog drains (here: purged), calls are accepted again.
+    await h.jsm.streams.purge(EVENTS_STREAM);
+    expect((await src.client.track(call)).messageId).not.toBe("");
+  });
+});
+
+async function eventually(check: () => Promise<void>, withinMs = 2_000): Promise<void> {
+  const deadline = Date.now() + withinMs;
+  for (;;) {
+    try {
+      await check();
+      return;
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await sleep(20);
+    }
+  }
+}

@@ -1,0 +1,52 @@
+import { connect, type NatsConnection } from "nats";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ConfigStore } from "../../lib/config/config-store.js";
+import {
+  DEFAULT_TOPOLOGY,
+  DELIVERIES_STREAM,
+  EVENTS_STREAM,
+  ensureTopology,
+} from "../../lib/nats/topology.js";
+import { NatsServer } from "../helpers/nats-server.js";
+
+let server: NatsServer;
+let nc: NatsConnection;
+
+beforeAll(async () => {
+  server = await NatsServer.start();
+  nc = await connect({ servers: server.url });
+});
+
+afterAll(async () => {
+  await nc?.close();
+  await server?.stop();
+});
+
+describe("topology", () => {
+  it("creates the streams idempotently and applies changed limits", async () => {
+    const jsm = await nc.jetstreamManager();
+    await Promise.all([ensureTopology(jsm, DEFAULT_TOPOLOGY), ensureTopology(jsm, DEFAULT_TOPOLOGY)]);
+    await ensureTopology(jsm, { ...DEFAULT_TOPOLOGY, eventsMaxBytes: 1024 * 1024 });
+    expect((await jsm.streams.info(EVENTS_STREAM)).config.max_bytes).toBe(1024 * 1024);
+    expect((await jsm.streams.info(DELIVERIES_STREAM)).config.max_age).toBeGreaterThan(0);
+  });
+});
+
+describe("config store", () => {
+  it("sees a change made by another replica within 2 s", async () => {
+    const a = await ConfigStore.open(nc);
+    const b = await ConfigStore.open(nc);
+    const seen = new Promise<void>((resolve) =>
+      b.on("change", (c) => {
+        if (c.kind === "source" && c.id === "s1" && c.record) resolve();
+      }),
+    );
+    const started = Date.now();
+    await a.putSource({ id: "s1", name: "web", writeKeyHash: "h", writeKeyPrefix: "hpk_", createdAt: "x" });
+    await seen;
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(b.source("s1")?.name).toBe("web");
+    a.close();
+    b.close();
+  });
+});

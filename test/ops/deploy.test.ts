@@ -1,0 +1,262 @@
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { cp, mkdir, mkdtemp, readdir, readFile, rm, symlink } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { parseDuration } from "../../lib/env/duration.js";
+import { NatsServer } from "../helpers/nats-server.js";
+import { exitWithin, httpStatus, ROOT, type ServiceProcess, spawnNode } from "./helpers.js";
+
+// docker-compose.yml and the Dockerfile, checked without a Docker engine: their settings are
+// read and checked, and the image is rebuilt by hand the way the Dockerfile builds it (only what
+// it copies, `tsc -p tsconfig.build.json`, then dist/ + package.json + production packages + bin/,
+// without tsx) and its commands are run against a nats-server.
+
+const run = promisify(execFile);
+
+interface ComposeService {
+  image?: string;
+  build?: string | { context: string };
+  command?: string[];
+  environment?: Record<string, string>;
+  volumes?: string[];
+  healthcheck?: { test: string[] };
+  depends_on?: Record<string, { condition: string }>;
+  deploy?: { replicas?: number };
+  stop_grace_period?: string;
+}
+interface Compose {
+  services: Record<string, ComposeService>;
+  volumes?: Record<string, unknown>;
+}
+
+const compose = parse(await readFile(join(ROOT, "docker-compose.yml"), "utf8"), { merge: true }) as Compose;
+const dockerfile = (await readFile(join(ROOT, "Dockerfile"), "utf8"))
+  .split("\n")
+  .filter((l) => l.trim() !== "" && !l.trim().startsWith("#"));
+const stages: string[][] = [];
+for (const line of dockerfile) {
+  if (/^FROM /i.test(line)) stages.push([]);
+  stages.at(-1)?.push(line);
+}
+const { nats, ingest, dispatcher } = compose.services as Record<string, ComposeService>;
+/** The stream settings (lib/env/topology-env.ts): every service must use the same. */
+const STREAM_SETTINGS = [
+  "RETRY_WINDOW",
+  "RETRY_MAX_DELAY",
+  "EVENTS_MAX_BYTES",
+  "DELIVERIES_MAX_BYTES",
+  "DEAD_LETTER_MAX_AGE",
+  "DEDUP_WINDOW",
+  "STREAM_REPLICAS",
+];
+
+describe("docker-compose.yml", () => {
+  it("runs NATS with JetStream, its store on a named volume, and a health check", () => {
+    expect(nats?.image).toMatch(/^nats:/);
+    const cmd = nats!.command!;
+    expect(cmd).toContain("-js");
+    const store = cmd[cmd.indexOf("-sd") + 1];
+    expect(store).toMatch(/^\//);
+    const volume = nats!.volumes!.find((v) => v.endsWith(`:${store}`))?.split(":")[0];
+    expect(volume).toBeDefined();
+    expect(Object.keys(compose.volumes ?? {})).toContain(volume);
+    expect(nats!.healthcheck?.test.join(" ")).toContain("/healthz");
+  });
+
+  it("runs ingest and two or more dispatcher replicas from the one image, ready-checked on their ops ports", () => {
+    expect(ingest?.image).toBeDefined();
+    expect(dispatcher?.image).toBe(ingest!.image);
+    for (const s of [ingest!, dispatcher!]) {
+      expect(s.build).toBe(".");
+      expect(s.environment?.NATS_URL).toBe("nats://nats:4222");
+      expect(s.depends_on?.nats?.condition).toBe("service_healthy");
+    }
+    expect(ingest!.command).toEqual(["node", "dist/services/ingest/main.js"]);
+    expect(dispatcher!.command).toEqual(["node", "dist/services/dispatcher/main.js"]);
+    expect(dispatcher!.deploy?.replicas).toBeGreaterThanOrEqual(2);
+
+    expect(ingest!.environment?.INGEST_ADDR).toBe("0.0.0.0:50051");
+    expect(ingest!.environment?.OPS_ADDR).toBe("0.0.0.0:9090");
+    expect(dispatcher!.environment?.OPS_ADDR).toBe("0.0.0.0:9091");
+    expect(ingest!.healthcheck?.test.join(" ")).toContain("http://127.0.0.1:9090/readyz");
+    expect(dispatcher!.healthcheck?.test.join(" ")).toContain("http://127.0.0.1:9091/readyz");
+    expect(ingest!.environment?.ADMIN_TOKEN).toMatch(/^\$\{ADMIN_TOKEN:\?/);
+  });
+
+  it("sets the stream settings alike on every service, and leaves a dispatcher time to drain", () => {
+    for (const key of STREAM_SETTINGS) {
+      expect(ingest!.environment?.[key], key).toBe(dispatcher!.environment?.[key]);
+    }
+    expect(ingest!.environment?.RETRY_MAX_DELAY).toBeDefined();
+    // SHUTDOWN_GRACE (10s) and the open pulls (PULL_EXPIRES, 5s) fit in the stop grace period.
+    for (const s of [ingest!, dispatcher!]) {
+      expect(parseDuration(s.stop_grace_period ?? "10s")).toBeGreaterThanOrEqual(15_000);
+    }
+  });
+});
+
+describe("Dockerfile", () => {
+  it("is multi-stage, on a supported LTS Node, and runs as a non-root user", () => {
+    expect(stages.length).toBeGreaterThanOrEqual(2);
+    for (const stage of stages) {
+      const image = /^FROM\s+(\S+)/i.exec(stage[0]!)![1]!;
+      const major = Number(/^node:(\d+)/.exec(image)?.[1]);
+      // An even major is an LTS line; 20 reached its end of life in April 2026.
+      expect(major % 2, image).toBe(0);
+      expect(major, image).toBeGreaterThanOrEqual(24);
+    }
+    const last = stages.at(-1)!;
+    const user = last.find((l) => /^USER\s/i.test(l))?.split(/\s+/)[1];
+    expect(user).toBeDefined();
+    expect(["root", "0"]).not.toContain(user);
+    expect(last.some((l) => /^CMD\s/i.test(l))).toBe(true);
+  });
+
+  it("copies everything the build compiles, and .dockerignore keeps none of it out", async () => {
+    const build = JSON.parse(await readFile(join(ROOT, "tsconfig.build.json"), "utf8")) as {
+      include: string[];
+    };
+    const copied = buildStageSources();
+    for (const dir of build.include) expect(copied, dir).toContain(dir);
+    for (const f of ["package.json", "package-lock.json", "tsconfig.json", "tsconfig.build.json"]) {
+      expect(copied).toContain(f);
+    }
+    const ignored = (await readFile(join(ROOT, ".dockerignore"), "utf8")).split("\n").map((l) => l.trim());
+    for (const p of [...copied, "bin"]) expect(ignored, p).not.toContain(p);
+  });
+});
+
+/** What the first (build) stage copies from the context, e.g. ["package.json", "gen", …]. */
+function buildStageSources(): string[] {
+  const out: string[] = [];
+  for (const line of stages[0]!) {
+    const m = /^COPY\s+(?!--from)(.+)$/i.exec(line);
+    if (!m) continue;
+    const parts = m[1]!.trim().split(/\s+/);
+    out.push(...parts.slice(0, -1).map((p) => p.replace(/^\.\//, "").replace(/\/$/, "")));
+  }
+  return out;
+}
+
+describe("the image's build, by hand", () => {
+  let work: string;
+  let natsServer: NatsServer;
+  const procs: ServiceProcess[] = [];
+
+  beforeAll(async () => {
+    work = await mkdtemp(join(tmpdir(), "hookpost-image-"));
+    natsServer = await NatsServer.start();
+  });
+
+  afterAll(async () => {
+    for (const p of procs) if (p.proc.exitCode === null && p.proc.signalCode === null) p.proc.kill("SIGKILL");
+    await natsServer?.stop();
+    if (work) await rm(work, { recursive: true, force: true });
+  });
+
+  it("builds from what the Dockerfile copies, and the built services and CLI run without tsx", async () => {
+    // Build stage: only the copied sources, every package (npm ci), `npm run build`.
+    const buildDir = join(work, "build");
+    await mkdir(buildDir);
+    for (const src of buildStageSources())
+      await cp(join(ROOT, src), join(buildDir, src), { recursive: true });
+    await symlink(join(ROOT, "node_modules"), join(buildDir, "node_modules"), "dir");
+    const pkg = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8")) as {
+      version: string;
+      scripts: Record<string, string>;
+      devDependencies: Record<string, string>;
+    };
+    expect(pkg.scripts.build).toBe("tsc -p tsconfig.build.json");
+    await run(
+      process.execPath,
+      [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json"],
+      {
+        cwd: buildDir,
+      },
+    );
+
+    // Runtime stage: package.json, dist/, bin/ and the production packages, here without tsx.
+    const app = join(work, "app");
+    await mkdir(app);
+    await cp(join(buildDir, "package.json"), join(app, "package.json"));
+    await cp(join(buildDir, "dist"), join(app, "dist"), { recursive: true });
+    await cp(join(ROOT, "bin"), join(app, "bin"), { recursive: true });
+    await linkPackages(join(app, "node_modules"), [...Object.keys(pkg.devDependencies), "tsx"]);
+    for (const cmd of [ingest!.command!, dispatcher!.command!])
+      expect(existsSync(join(app, cmd[1]!))).toBe(true);
+
+    const env = { NATS_URL: natsServer.url, OPS_ADDR: "127.0.0.1:0", LOG_LEVEL: "info" };
+    const ing = spawnNode(
+      ingest!.command!.slice(1),
+      { ...env, INGEST_ADDR: "127.0.0.1:0", ADMIN_TOKEN: "t0ken" },
+      app,
+    );
+    const disp = spawnNode(dispatcher!.command!.slice(1), env, app);
+    procs.push(ing, disp);
+    const listening = await ing.waitFor("ingest listening");
+    const started = await disp.waitFor("dispatcher started");
+    for (const [svc, ops] of [
+      [ingest!, String(listening.ops)],
+      [dispatcher!, String(started.ops)],
+    ] as const) {
+      expect(await httpStatus(`http://${ops}/readyz`)).toBe(200);
+      // The compose health check itself, pointed at this port.
+      const [, ...check] = svc.healthcheck!.test;
+      expect(check[0]).toBe("node");
+      const script = check.at(-1)!.replace(/127\.0\.0\.1:\d+/, ops);
+      await run(process.execPath, [...check.slice(1, -1), script], { cwd: app });
+    }
+
+    // The built CLI (dist/cli, no sources next to it) and the client library's version lookup.
+    const cliEnv: NodeJS.ProcessEnv = {
+      ...process.env,
+      HOOKPOST_ENDPOINT: String(listening.address),
+      ADMIN_TOKEN: "t0ken",
+    };
+    delete cliEnv.HOOKPOST_CLI_FROM_SOURCE;
+    const version = await run(process.execPath, ["bin/hookpost.js", "--version"], { cwd: app, env: cliEnv });
+    expect(version.stdout.trim()).toBe(pkg.version);
+    const created = await run(process.execPath, ["bin/hookpost.js", "--json", "sources", "create", "Web"], {
+      cwd: app,
+      env: cliEnv,
+    });
+    expect(JSON.parse(created.stdout)).toMatchObject({ source: { name: "Web" } });
+    const lib = await run(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        "const c = await import('hookpost/client'); await import('hookpost/receiver'); console.log(JSON.stringify(c.LIBRARY))",
+      ],
+      { cwd: app },
+    );
+    expect(JSON.parse(lib.stdout)).toEqual({ name: "hookpost", version: pkg.version });
+
+    ing.proc.kill("SIGTERM");
+    disp.proc.kill("SIGTERM");
+    expect(await exitWithin(ing, 20_000)).toBe(0);
+    expect(await exitWithin(disp, 20_000)).toBe(0);
+  });
+});
+
+/** A node_modules of links to the repo's packages, leaving out `without` (names, scoped or not). */
+async function linkPackages(dir: string, without: string[]): Promise<void> {
+  const from = join(ROOT, "node_modules");
+  await mkdir(dir);
+  for (const name of await readdir(from)) {
+    if (name === ".bin") continue;
+    if (name.startsWith("@")) {
+      await mkdir(join(dir, name));
+      for (const sub of await readdir(join(from, name))) {
+        if (!without.includes(`${name}/${sub}`))
+          await symlink(join(from, name, sub), join(dir, name, sub), "dir");
+      }
+    } else if (!without.includes(name)) {
+      await symlink(join(from, name), join(dir, name), "dir");
+    }
+  }
+}

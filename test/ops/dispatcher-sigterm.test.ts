@@ -1,0 +1,136 @@
+import { connect, type NatsConnection } from "nats";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  DEAD_STREAM,
+  DEFAULT_TOPOLOGY,
+  DELIVERIES_STREAM,
+  destinationConsumer,
+  EVENTS_STREAM,
+} from "../../lib/nats/topology.js";
+import { defaultDispatcherConfig } from "../../services/dispatcher/config.js";
+import { type RunningDispatcher, startDispatcher } from "../../services/dispatcher/dispatcher.js";
+import { type IngestHandle, startIngest } from "../../services/ingest/ingest.js";
+import { NatsServer } from "../helpers/nats-server.js";
+import { Receiver } from "../helpers/receiver.js";
+import { adminClient, ingestClient, STACK_ADMIN_TOKEN } from "../helpers/stack.js";
+import { exitWithin, type ServiceProcess, spawnService, waitUntil } from "./helpers.js";
+
+// SIGTERM to a dispatcher process in the middle of a backlog of slow deliveries: it exits within
+// a bound, handing back what it could not finish in SHUTDOWN_GRACE; a second dispatcher then
+// delivers every call. Duplicates are allowed (at-least-once) and reported; losses are not.
+
+const N = 80;
+const SLOW_MS = 300;
+
+let nats: NatsServer;
+let nc: NatsConnection;
+let ingest: IngestHandle;
+let receiver: Receiver;
+let child: ServiceProcess | undefined;
+let second: RunningDispatcher | undefined;
+
+beforeAll(async () => {
+  nats = await NatsServer.start();
+  nc = await connect({ servers: nats.url });
+  ingest = await startIngest(
+    {
+      natsUrl: nats.url,
+      address: "127.0.0.1:0",
+      adminToken: STACK_ADMIN_TOKEN,
+      publishTimeoutMs: 5_000,
+      logLevel: "silent",
+      topology: { ...DEFAULT_TOPOLOGY },
+    },
+    { logger: pino({ level: "silent" }) },
+  );
+  receiver = await Receiver.http();
+  receiver.respond = () => ({ status: 200, delayMs: SLOW_MS });
+});
+
+afterAll(async () => {
+  if (child && child.proc.exitCode === null && child.proc.signalCode === null) child.proc.kill("SIGKILL");
+  await second?.close();
+  await ingest?.close();
+  await receiver?.close();
+  await nc?.close();
+  await nats?.stop();
+});
+
+describe("SIGTERM to a dispatcher mid-delivery", () => {
+  it("exits within a bound, and a second dispatcher delivers all N calls", async () => {
+    const admin = adminClient(ingest.address);
+    const { writeKey, source } = await admin.createSource({ name: "backlog" });
+    const { destination } = await admin.createDestination({
+      destination: { name: "slow", urls: [receiver.url()], enabled: true, sourceIds: [source!.id] },
+    });
+    admin.close();
+    const destId = destination!.id;
+
+    // The backlog: N acknowledged calls, waiting on EVENTS (no dispatcher runs yet).
+    const client = ingestClient(ingest.address, writeKey);
+    const ids: string[] = [];
+    for (let i = 0; i < N; i++)
+      ids.push((await client.track({ userId: `u-${i}`, event: "Backlog" })).messageId);
+    client.close();
+
+    child = spawnService("services/dispatcher/main.ts", {
+      NATS_URL: nats.url,
+      WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",
+      OPS_ADDR: "off",
+      // Shorter than one delivery (the receiver takes SLOW_MS): in-flight work is handed back.
+      SHUTDOWN_GRACE: "150ms",
+      PULL_EXPIRES: "1s",
+      LOG_LEVEL: "info",
+    });
+    await child.waitFor("dispatcher started");
+    await receiver.waitFor(20, 30_000);
+
+    child.proc.kill("SIGTERM");
+    const code = await exitWithin(child, 20_000);
+    const seenByFirst = receiver.requests.length;
+    expect(code).toBe(0);
+    expect(child.records.some((r) => r.msg === "dispatcher stopped")).toBe(true);
+    const handedBack = child.records.some(
+      (r) => r.msg === "grace period over: handing in-flight deliveries back",
+    );
+    // It was mid-delivery: SHUTDOWN_GRACE ran out with requests in flight.
+    expect(handedBack).toBe(true);
+    expect(seenByFirst).toBeLessThan(N);
+
+    // A second dispatcher takes over. The first handed back what it held, so this does not wait
+    // for the consumer's ack wait (30 s) to expire.
+    second = await startDispatcher(
+      defaultDispatcherConfig(nats.url, { allowedCidrs: ["127.0.0.0/8"], pullExpiresMs: 1000 }),
+      { logger: pino({ level: "silent" }) },
+    );
+    await waitUntil(
+      "all N calls at the receiver",
+      () => {
+        const got = receiver.messageIds();
+        return ids.every((id) => got.has(id));
+      },
+      20_000,
+    );
+    const jsm = await nc.jetstreamManager();
+    // Everything acknowledged: nothing pending, in flight or waiting for a retry.
+    await waitUntil("an empty backlog", async () => {
+      const info = await jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(destId));
+      const events = await jsm.streams.info(EVENTS_STREAM);
+      return info.num_pending + info.num_ack_pending === 0 && events.state.messages === 0;
+    });
+    expect((await jsm.streams.info(DEAD_STREAM)).state.messages).toBe(0);
+
+    const got = receiver.messageIds();
+    const duplicates = receiver.requests.length - got.size;
+    console.log(
+      `dispatcher SIGTERM: ${N} calls, ${seenByFirst} requests before the first dispatcher exited ` +
+        `(handed back in-flight work: ${handedBack}), ${receiver.requests.length} requests in all, ` +
+        `${got.size} distinct, ${duplicates} duplicates`,
+    );
+    expect(got.size).toBe(N);
+    expect(ids.filter((id) => !got.has(id))).toEqual([]);
+    // Only a delivery cut off by the shutdown can arrive twice.
+    expect(duplicates).toBeLessThanOrEqual(seenByFirst);
+  });
+});

@@ -1,0 +1,211 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { createHmac } from "node:crypto";
+import { readdir, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Receiver } from "../helpers/receiver.js";
+import { copyRepo, httpStatus, processesMentioning, waitUntil } from "./helpers.js";
+
+// `npm start` on a fresh copy of the repository (no NATS_URL: it starts its own nats-server in
+// the copy's .data/), every port asked as 0. The test reads what it prints, follows its
+// first-event instructions with the copy's CLI, checks the calls arrive signed, then presses
+// Ctrl-C (SIGINT to the whole process group, as a terminal does): everything exits.
+
+let dir: string;
+let npm: ChildProcess | undefined;
+let receiver: Receiver;
+const lines: string[] = [];
+let exited: Promise<number | null>;
+
+beforeAll(async () => {
+  dir = await copyRepo();
+  receiver = await Receiver.http();
+});
+
+afterAll(async () => {
+  if (npm?.pid && npm.exitCode === null && npm.signalCode === null) {
+    try {
+      process.kill(-npm.pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+  // Whatever the launcher started and left behind (it should leave nothing).
+  if (dir) for (const p of await processesMentioning(dir)) process.kill(p.pid, "SIGKILL");
+  await receiver?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+/** The copy's CLI, as its printed instructions run it (`npx hookpost …` is this bin). */
+function cli(args: string[], env: Record<string, string>): Promise<{ code: number | null; out: string }> {
+  const child = spawn(process.execPath, [join(dir, "bin/hookpost.js"), ...args], {
+    cwd: dir,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", NO_COLOR: "1", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout.on("data", (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr.on("data", (d: Buffer) => {
+    out += d.toString();
+  });
+  return new Promise((resolve) => child.on("close", (code) => resolve({ code, out })));
+}
+
+/**
+ * Splits a printed command line into arguments: "quoted words" and <placeholders> kept whole,
+ * `# comments` dropped.
+ */
+function words(line: string): string[] {
+  const out: string[] = [];
+  for (const m of line.matchAll(/"([^"]*)"|(#.*$)|(<[^>]*>)|(\S+)/g)) {
+    if (m[2] !== undefined) break;
+    out.push(m[1] ?? m[3] ?? m[4]!);
+  }
+  return out;
+}
+
+const printed = (re: RegExp): RegExpExecArray => {
+  for (const line of lines) {
+    const m = re.exec(line);
+    if (m) return m;
+  }
+  throw new Error(`nothing printed matches ${re}:\n${lines.join("\n")}`);
+};
+
+describe("npm start", () => {
+  it("runs the whole system, prints how to use it, delivers signed calls, and stops on Ctrl-C", async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    for (const k of Object.keys(env)) {
+      if (k === "NATS_URL" || k === "ADMIN_TOKEN" || k === "OPS_ADDR" || k.startsWith("HOOKPOST_"))
+        delete env[k];
+    }
+    npm = spawn("npm", ["start"], {
+      cwd: dir,
+      env: {
+        ...env,
+        INGEST_ADDR: "127.0.0.1:0",
+        INGEST_OPS_ADDR: "127.0.0.1:0",
+        DISPATCHER_OPS_ADDR: "127.0.0.1:0",
+        DEMO_RECEIVER_ADDR: "127.0.0.1:0",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+      // Its own process group, so that the test can "press Ctrl-C" on it.
+      detached: true,
+    });
+    const proc = npm;
+    exited = new Promise((resolve) => proc.once("exit", (code) => resolve(code)));
+    for (const stream of [proc.stdout!, proc.stderr!]) {
+      createInterface({ input: stream }).on("line", (line) => lines.push(line));
+    }
+    await waitUntil(
+      "npm start to print its summary",
+      () => {
+        if (proc.exitCode !== null)
+          throw new Error(`npm start exited (${proc.exitCode}):\n${lines.join("\n")}`);
+        return lines.includes("Ctrl-C stops everything.");
+      },
+      60_000,
+      100,
+    );
+
+    // Where everything listens: the real ports, not the 0s asked for.
+    const [, natsUrl, natsData] = printed(/^ {2}NATS \(JetStream\)\s+(\S+)\s+\(data in (\S+)\)/);
+    expect(natsUrl).toMatch(/^nats:\/\/127\.0\.0\.1:[1-9]\d*$/);
+    expect(natsData).toBe(join(dir, ".data", "nats"));
+    const endpoint = printed(/^ {2}ingest gRPC\s+(\S+)$/)[1]!;
+    expect(endpoint).toMatch(/^127\.0\.0\.1:[1-9]\d*$/);
+    const ingestOps = printed(/^ {2}ingest ops\s+http:\/\/(\S+)\/healthz \/readyz \/metrics$/)[1]!;
+    const dispatcherOps = printed(/^ {2}dispatcher ops\s+http:\/\/(\S+)\/healthz \/readyz \/metrics$/)[1]!;
+    const demoUrl = printed(/^ {2}demo receiver\s+(\S+)/)[1]!;
+    const token = printed(/^ {2}admin token\s+(\S+)$/)[1]!;
+    for (const a of [ingestOps, dispatcherOps]) expect(a).toMatch(/^127\.0\.0\.1:[1-9]\d*$/);
+    expect(demoUrl).toMatch(/^http:\/\/127\.0\.0\.1:[1-9]\d*\/webhook$/);
+    expect(token).toMatch(/^[0-9a-f]{48}$/);
+    expect(await httpStatus(`http://${ingestOps}/readyz`)).toBe(200);
+    expect(await httpStatus(`http://${dispatcherOps}/readyz`)).toBe(200);
+    expect(await httpStatus(`http://${dispatcherOps}/metrics`)).toBe(200);
+
+    // The printed first-event instructions, run as printed.
+    const exportLine = printed(/^ {2}export (HOOKPOST_ENDPOINT=\S+ ADMIN_TOKEN=\S+)$/)[1]!;
+    const cliEnv = Object.fromEntries(exportLine.split(" ").map((kv) => kv.split("=") as [string, string]));
+    expect(cliEnv).toEqual({ HOOKPOST_ENDPOINT: endpoint, ADMIN_TOKEN: token });
+    const steps = lines.filter((l) => l.startsWith("  npx hookpost ")).map((l) => words(l).slice(2));
+    expect(steps.map((s) => s.slice(0, 2).join(" "))).toEqual([
+      "sources create",
+      "destinations create",
+      "send track",
+    ]);
+    const created = await cli(steps[0]!, cliEnv);
+    expect(created.code, created.out).toBe(0);
+    const writeKey = /hpk_\S+/.exec(created.out)?.[0];
+    expect(writeKey).toBeDefined();
+    const sourceId = steps[0]![steps[0]!.indexOf("--id") + 1]!;
+    expect(steps[1]).toContain(demoUrl);
+    const demoDest = await cli(steps[1]!, cliEnv);
+    expect(demoDest.code, demoDest.out).toBe(0);
+    // And one to the test's own receiver, to check the signature from the outside.
+    const ours = await cli(
+      [
+        "destinations",
+        "create",
+        "--id",
+        "test-hook",
+        "--name",
+        "test",
+        "--source",
+        sourceId,
+        "--url",
+        receiver.url(),
+        "--secret",
+        "s3cret",
+      ],
+      cliEnv,
+    );
+    expect(ours.code, ours.out).toBe(0);
+    await waitUntil("the dispatcher to pull both destinations", async () => {
+      const res = await fetch(`http://${dispatcherOps}/readyz`);
+      const body = (await res.json()) as { enabled?: number; pulling?: number };
+      return res.status === 200 && body.enabled === 2 && body.pulling === 2;
+    });
+
+    const send = steps[2]!.map((a) => (a === "<the write key>" ? writeKey! : a));
+    const sent = await cli(send, cliEnv);
+    expect(sent.code, sent.out).toBe(0);
+    const messageId = /message id (\S+)/.exec(sent.out)?.[1];
+
+    const [req] = await receiver.waitFor(1, 20_000);
+    expect(req!.headers["idempotency-key"]).toBe(messageId);
+    expect(JSON.parse(req!.body.toString())).toMatchObject({ type: "track", event: "Signed Up" });
+    expect(req!.headers["x-signature"]).toBe(createHmac("sha1", "s3cret").update(req!.body).digest("hex"));
+    // The demo receiver printed it, with its signature verified.
+    await waitUntil("the demo receiver's line", () =>
+      lines.some((l) => l.startsWith("[receiver] POST /webhook (signature ok)") && l.includes('"Signed Up"')),
+    );
+
+    // Ctrl-C: SIGINT to the whole foreground process group (npm, tsx, the launcher).
+    const natsPid = Number(
+      /nats-server_(\d+)\.ports/.exec((await readdir(join(natsData!, "ports"))).join(" "))?.[1] ?? Number.NaN,
+    );
+    expect(natsPid).toBeGreaterThan(0);
+    const running = await processesMentioning(dir);
+    expect(running.some((p) => p.pid === natsPid)).toBe(true);
+    expect(running.filter((p) => p.cmd.includes("services/ingest/main.ts"))).toHaveLength(1);
+    expect(running.filter((p) => p.cmd.includes("services/dispatcher/main.ts"))).toHaveLength(1);
+
+    process.kill(-proc.pid!, "SIGINT");
+    const stopped = await Promise.race([exited.then(() => true), sleep(20_000, false, { ref: false })]);
+    expect(stopped, `npm start still running 20 s after SIGINT:\n${lines.join("\n")}`).toBe(true);
+    expect(lines).toContain("stopping…");
+    // Nothing it started is left (nor a zombie: the launcher waited for each of them).
+    await waitUntil(
+      "every child process to be gone",
+      async () => (await processesMentioning(dir)).length === 0,
+      10_000,
+    );
+    expect(() => process.kill(natsPid, 0)).toThrow();
+  });
+});

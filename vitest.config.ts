@@ -1,0 +1,14 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    // Every test file starts its own nats-server and services: give them room, and run
+    // a few files at once (2 cores here).
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    maxWorkers: 2,
+    reporters: ["default"],
+    pool: "forks",
+  },
+});
