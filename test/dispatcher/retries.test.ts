@@ -158,7 +158,9 @@ describe("failures and dead letters", () => {
     });
     expect(letter!.attempts).toBeGreaterThan(1);
     expect(letter!.reason).toBe("retry window of 3s exhausted");
-    expect(Date.parse(letter!.deadTime) - Date.parse(letter!.firstAttemptTime)).toBeLessThanOrEqual(3000);
+    // Written when the last retry that fits the window fails, well before the stream's max-age
+    // backstop (2 x window + max delay = 7 s); the slack is that attempt's own duration.
+    expect(Date.parse(letter!.deadTime) - Date.parse(letter!.firstAttemptTime)).toBeLessThan(4000);
   });
 
   it("dead-letters a plain 400 at once", async () => {
