@@ -18,13 +18,7 @@ import { USER_SOURCES_STREAM, UserSourceIndex } from "../lib/users/user-source-i
 import type { SyncDeps } from "../services/ingest/sync/deps.js";
 import { type AudienceChunk, syncAudience } from "../services/ingest/sync/sync-audience.js";
 import { NatsServer } from "../test/helpers/nats-server.js";
-
-export interface Figure {
-  name: string;
-  value: number;
-  unit: string;
-  note?: string;
-}
+import { type Figure, printTable } from "./table.js";
 
 const CHUNK = 5_000;
 const MiB = 1024 * 1024;
@@ -220,16 +214,6 @@ export async function benchAudience(): Promise<Figure[]> {
     await server.stop();
   }
   return figures;
-}
-
-function printTable(figures: Figure[]): void {
-  const w = Math.max(...figures.map((f) => f.name.length));
-  const vw = Math.max(...figures.map((f) => String(f.value).length));
-  for (const f of figures) {
-    console.log(
-      `${f.name.padEnd(w)}  ${String(f.value).padStart(vw)} ${f.unit.padEnd(10)} ${f.note ?? ""}`.trimEnd(),
-    );
-  }
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
