@@ -7,10 +7,10 @@
  *
  * Run alone: `npx tsx bench/client.ts`.
  */
-import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { Analytics as SegmentAnalytics } from "@segment/analytics-node";
 import { Analytics } from "../client/mod.js";
+import { runJsonChild } from "./json-child.js";
 import { type Figure, printTable } from "./table.js";
 
 export type BenchResult = Figure;
@@ -106,17 +106,9 @@ type ClientName = keyof typeof CLIENTS;
 
 /** Runs one measurement in a fresh process: this file with `--measure <client>`. */
 function measureInChild(client: ClientName): Promise<Measurement> {
-  const file = fileURLToPath(import.meta.url);
-  return new Promise((resolve, reject) => {
-    execFile(
-      process.execPath,
-      ["--expose-gc", "--max-old-space-size=4096", "--import", "tsx", file, "--measure", client],
-      { maxBuffer: 1 << 20, timeout: 300_000 },
-      (err, stdout, stderr) => {
-        if (err) reject(new Error(`${client} measurement failed: ${err.message}\n${stderr}`));
-        else resolve(JSON.parse(stdout.trim().split("\n").pop()!) as Measurement);
-      },
-    );
+  return runJsonChild(`${client} measurement`, fileURLToPath(import.meta.url), ["--measure", client], {
+    nodeFlags: ["--expose-gc", "--max-old-space-size=4096"],
+    timeoutMs: 300_000,
   });
 }
 

@@ -5,11 +5,11 @@
  * Each suite runs in a fresh process (this file with `--suite <name>`), so one suite's heap,
  * garbage and timers cannot disturb the next one's latency or memory figures.
  */
-import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { benchAudience } from "./audience.js";
 import { benchClient } from "./client.js";
 import { benchDispatcher } from "./dispatcher.js";
+import { runJsonChild } from "./json-child.js";
 import { type Figure, printTable } from "./table.js";
 
 const suites: Record<string, () => Promise<Figure[]>> = {
@@ -17,22 +17,6 @@ const suites: Record<string, () => Promise<Figure[]>> = {
   dispatcher: benchDispatcher,
   audience: benchAudience,
 };
-
-function runInChild(name: string): Promise<Figure[]> {
-  const file = fileURLToPath(import.meta.url);
-  return new Promise((resolve, reject) => {
-    const child = execFile(
-      process.execPath,
-      ["--import", "tsx", file, "--suite", name],
-      { maxBuffer: 16 << 20 },
-      (err, stdout) => {
-        if (err) reject(new Error(`${name} benchmark failed: ${err.message}`));
-        else resolve(JSON.parse(stdout.trim().split("\n").pop()!) as Figure[]);
-      },
-    );
-    child.stderr?.pipe(process.stderr);
-  });
-}
 
 const args = process.argv.slice(2).filter((a) => a !== "--");
 const suiteArg = args.indexOf("--suite");
@@ -48,9 +32,13 @@ if (unknown.length > 0) {
   console.error(`unknown benchmark "${unknown[0]}"; choose from: ${Object.keys(suites).join(", ")}`);
   process.exit(2);
 }
+const file = fileURLToPath(import.meta.url);
 const all: Figure[] = [];
 for (const name of names) {
   console.error(`running ${name} benchmark…`);
-  for (const f of await runInChild(name)) all.push({ ...f, name: `${name}: ${f.name}` });
+  const figures = await runJsonChild<Figure[]>(`${name} benchmark`, file, ["--suite", name], {
+    showStderr: true,
+  });
+  for (const f of figures) all.push({ ...f, name: `${name}: ${f.name}` });
 }
 printTable(all);
