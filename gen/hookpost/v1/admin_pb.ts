@@ -4,15 +4,15 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file hookpost/v1/admin.proto.
  */
 export const file_hookpost_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("Chdob29rcG9zdC92MS9hZG1pbi5wcm90bxILaG9va3Bvc3QudjEibQoGU291cmNlEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSLwoLY3JlYXRlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEHdyaXRlX2tleV9wcmVmaXgYBCABKAkiLwoTQ3JlYXRlU291cmNlUmVxdWVzdBIMCgRuYW1lGAEgASgJEgoKAmlkGAIgASgJIk4KFENyZWF0ZVNvdXJjZVJlc3BvbnNlEiMKBnNvdXJjZRgBIAEoCzITLmhvb2twb3N0LnYxLlNvdXJjZRIRCgl3cml0ZV9rZXkYAiABKAkiHgoQR2V0U291cmNlUmVxdWVzdBIKCgJpZBgBIAEoCSI4ChFHZXRTb3VyY2VSZXNwb25zZRIjCgZzb3VyY2UYASABKAsyEy5ob29rcG9zdC52MS5Tb3VyY2UiFAoSTGlzdFNvdXJjZXNSZXF1ZXN0IjsKE0xpc3RTb3VyY2VzUmVzcG9uc2USJAoHc291cmNlcxgBIAMoCzITLmhvb2twb3N0LnYxLlNvdXJjZSIhChNEZWxldGVTb3VyY2VSZXF1ZXN0EgoKAmlkGAEgASgJIhYKFERlbGV0ZVNvdXJjZVJlc3BvbnNlIiMKFVJvdGF0ZVdyaXRlS2V5UmVxdWVzdBIKCgJpZBgBIAEoCSJQChZSb3RhdGVXcml0ZUtleVJlc3BvbnNlEiMKBnNvdXJjZRgBIAEoCzITLmhvb2twb3N0LnYxLlNvdXJjZRIRCgl3cml0ZV9rZXkYAiABKAkijgMKC0Rlc3RpbmF0aW9uEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEgoKc291cmNlX2lkcxgDIAMoCRIMCgR1cmxzGAQgAygJEjYKB2hlYWRlcnMYBSADKAsyJS5ob29rcG9zdC52MS5EZXN0aW5hdGlvbi5IZWFkZXJzRW50cnkSFQoNc2hhcmVkX3NlY3JldBgGIAEoCRIZChFzaGFyZWRfc2VjcmV0X3NldBgHIAEoCBIlCgdzaWduaW5nGAggASgOMhQuaG9va3Bvc3QudjEuU2lnbmluZxIUCgdlbmFibGVkGAkgASgISACIAQESLwoLY3JlYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIKCghfZW5hYmxlZCJJChhDcmVhdGVEZXN0aW5hdGlvblJlcXVlc3QSLQoLZGVzdGluYXRpb24YASABKAsyGC5ob29rcG9zdC52MS5EZXN0aW5hdGlvbiJKChlDcmVhdGVEZXN0aW5hdGlvblJlc3BvbnNlEi0KC2Rlc3RpbmF0aW9uGAEgASgLMhguaG9va3Bvc3QudjEuRGVzdGluYXRpb24iIwoVR2V0RGVzdGluYXRpb25SZXF1ZXN0EgoKAmlkGAEgASgJIkcKFkdldERlc3RpbmF0aW9uUmVzcG9uc2USLQoLZGVzdGluYXRpb24YASABKAsyGC5ob29rcG9zdC52MS5EZXN0aW5hdGlvbiIsChdMaXN0RGVzdGluYXRpb25zUmVxdWVzdBIRCglzb3VyY2VfaWQYASABKAkiSgoYTGlzdERlc3RpbmF0aW9uc1Jlc3BvbnNlEi4KDGRlc3RpbmF0aW9ucxgBIAMoCzIYLmhvb2twb3N0LnYxLkRlc3RpbmF0aW9uInoKGFVwZGF0ZURlc3RpbmF0aW9uUmVxdWVzdBItCgtkZXN0aW5hdGlvbhgBIAEoCzIYLmhvb2twb3N0LnYxLkRlc3RpbmF0aW9uEi8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayJKChlVcGRhdGVEZXN0aW5hdGlvblJlc3BvbnNlEi0KC2Rlc3RpbmF0aW9uGAEgASgLMhguaG9va3Bvc3QudjEuRGVzdGluYXRpb24iJgoYRGVsZXRlRGVzdGluYXRpb25SZXF1ZXN0EgoKAmlkGAEgASgJIhsKGURlbGV0ZURlc3RpbmF0aW9uUmVzcG9uc2UiSAoKVXJsT3V0Y29tZRILCgN1cmwYASABKAkSDgoGc3RhdHVzGAIgASgFEg0KBWVycm9yGAMgASgJEg4KBmRldGFpbBgEIAEoCSKfAgoKRGVhZExldHRlchIQCghzZXF1ZW5jZRgBIAEoBBISCgptZXNzYWdlX2lkGAIgASgJEhYKDmRlc3RpbmF0aW9uX2lkGAMgASgJEhEKCXNvdXJjZV9pZBgEIAEoCRIMCgRib2R5GAUgASgJEhAKCGF0dGVtcHRzGAYgASgFEikKCG91dGNvbWVzGAcgAygLMhcuaG9va3Bvc3QudjEuVXJsT3V0Y29tZRIOCgZyZWFzb24YCCABKAkSNgoSZmlyc3RfYXR0ZW1wdF90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCglkZWFkX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlsKFkxpc3REZWFkTGV0dGVyc1JlcXVlc3QSFgoOZGVzdGluYXRpb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhYKDmFmdGVyX3NlcXVlbmNlGAMgASgEIkgKF0xpc3REZWFkTGV0dGVyc1Jlc3BvbnNlEi0KDGRlYWRfbGV0dGVycxgBIAMoCzIXLmhvb2twb3N0LnYxLkRlYWRMZXR0ZXIiRQoYUmVwbGF5RGVhZExldHRlcnNSZXF1ZXN0EhYKDmRlc3RpbmF0aW9uX2lkGAEgASgJEhEKCXNlcXVlbmNlcxgCIAMoBCItChlSZXBsYXlEZWFkTGV0dGVyc1Jlc3BvbnNlEhAKCHJlcGxheWVkGAEgASgFKlYKB1NpZ25pbmcSFwoTU0lHTklOR19VTlNQRUNJRklFRBAAEhMKD1NJR05JTkdfU0VHTUVOVBABEh0KGVNJR05JTkdfU1RBTkRBUkRfV0VCSE9PS1MQAjLbCAoMQWRtaW5TZXJ2aWNlElMKDENyZWF0ZVNvdXJjZRIgLmhvb2twb3N0LnYxLkNyZWF0ZVNvdXJjZVJlcXVlc3QaIS5ob29rcG9zdC52MS5DcmVhdGVTb3VyY2VSZXNwb25zZRJKCglHZXRTb3VyY2USHS5ob29rcG9zdC52MS5HZXRTb3VyY2VSZXF1ZXN0Gh4uaG9va3Bvc3QudjEuR2V0U291cmNlUmVzcG9uc2USUAoLTGlzdFNvdXJjZXMSHy5ob29rcG9zdC52MS5MaXN0U291cmNlc1JlcXVlc3QaIC5ob29rcG9zdC52MS5MaXN0U291cmNlc1Jlc3BvbnNlElMKDERlbGV0ZVNvdXJjZRIgLmhvb2twb3N0LnYxLkRlbGV0ZVNvdXJjZVJlcXVlc3QaIS5ob29rcG9zdC52MS5EZWxldGVTb3VyY2VSZXNwb25zZRJZCg5Sb3RhdGVXcml0ZUtleRIiLmhvb2twb3N0LnYxLlJvdGF0ZVdyaXRlS2V5UmVxdWVzdBojLmhvb2twb3N0LnYxLlJvdGF0ZVdyaXRlS2V5UmVzcG9uc2USYgoRQ3JlYXRlRGVzdGluYXRpb24SJS5ob29rcG9zdC52MS5DcmVhdGVEZXN0aW5hdGlvblJlcXVlc3QaJi5ob29rcG9zdC52MS5DcmVhdGVEZXN0aW5hdGlvblJlc3BvbnNlElkKDkdldERlc3RpbmF0aW9uEiIuaG9va3Bvc3QudjEuR2V0RGVzdGluYXRpb25SZXF1ZXN0GiMuaG9va3Bvc3QudjEuR2V0RGVzdGluYXRpb25SZXNwb25zZRJfChBMaXN0RGVzdGluYXRpb25zEiQuaG9va3Bvc3QudjEuTGlzdERlc3RpbmF0aW9uc1JlcXVlc3QaJS5ob29rcG9zdC52MS5MaXN0RGVzdGluYXRpb25zUmVzcG9uc2USYgoRVXBkYXRlRGVzdGluYXRpb24SJS5ob29rcG9zdC52MS5VcGRhdGVEZXN0aW5hdGlvblJlcXVlc3QaJi5ob29rcG9zdC52MS5VcGRhdGVEZXN0aW5hdGlvblJlc3BvbnNlEmIKEURlbGV0ZURlc3RpbmF0aW9uEiUuaG9va3Bvc3QudjEuRGVsZXRlRGVzdGluYXRpb25SZXF1ZXN0GiYuaG9va3Bvc3QudjEuRGVsZXRlRGVzdGluYXRpb25SZXNwb25zZRJcCg9MaXN0RGVhZExldHRlcnMSIy5ob29rcG9zdC52MS5MaXN0RGVhZExldHRlcnNSZXF1ZXN0GiQuaG9va3Bvc3QudjEuTGlzdERlYWRMZXR0ZXJzUmVzcG9uc2USYgoRUmVwbGF5RGVhZExldHRlcnMSJS5ob29rcG9zdC52MS5SZXBsYXlEZWFkTGV0dGVyc1JlcXVlc3QaJi5ob29rcG9zdC52MS5SZXBsYXlEZWFkTGV0dGVyc1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("Chdob29rcG9zdC92MS9hZG1pbi5wcm90bxILaG9va3Bvc3QudjEibQoGU291cmNlEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSLwoLY3JlYXRlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEHdyaXRlX2tleV9wcmVmaXgYBCABKAkiLwoTQ3JlYXRlU291cmNlUmVxdWVzdBIMCgRuYW1lGAEgASgJEgoKAmlkGAIgASgJImAKFENyZWF0ZVNvdXJjZVJlc3BvbnNlEiMKBnNvdXJjZRgBIAEoCzITLmhvb2twb3N0LnYxLlNvdXJjZRIRCgl3cml0ZV9rZXkYAiABKAkSEAoIcmV2aXNpb24YAyABKAQiHgoQR2V0U291cmNlUmVxdWVzdBIKCgJpZBgBIAEoCSI4ChFHZXRTb3VyY2VSZXNwb25zZRIjCgZzb3VyY2UYASABKAsyEy5ob29rcG9zdC52MS5Tb3VyY2UiFAoSTGlzdFNvdXJjZXNSZXF1ZXN0IjsKE0xpc3RTb3VyY2VzUmVzcG9uc2USJAoHc291cmNlcxgBIAMoCzITLmhvb2twb3N0LnYxLlNvdXJjZSIhChNEZWxldGVTb3VyY2VSZXF1ZXN0EgoKAmlkGAEgASgJIigKFERlbGV0ZVNvdXJjZVJlc3BvbnNlEhAKCHJldmlzaW9uGAEgASgEIiMKFVJvdGF0ZVdyaXRlS2V5UmVxdWVzdBIKCgJpZBgBIAEoCSJiChZSb3RhdGVXcml0ZUtleVJlc3BvbnNlEiMKBnNvdXJjZRgBIAEoCzITLmhvb2twb3N0LnYxLlNvdXJjZRIRCgl3cml0ZV9rZXkYAiABKAkSEAoIcmV2aXNpb24YAyABKAQihwUKC0Rlc3RpbmF0aW9uEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEgoKc291cmNlX2lkcxgDIAMoCRIMCgR1cmxzGAQgAygJEjYKB2hlYWRlcnMYBSADKAsyJS5ob29rcG9zdC52MS5EZXN0aW5hdGlvbi5IZWFkZXJzRW50cnkSFQoNc2hhcmVkX3NlY3JldBgGIAEoCRIZChFzaGFyZWRfc2VjcmV0X3NldBgHIAEoCBIlCgdzaWduaW5nGAggASgOMhQuaG9va3Bvc3QudjEuU2lnbmluZxIUCgdlbmFibGVkGAkgASgISACIAQESLwoLY3JlYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIiChVyYXRlX2xpbWl0X3Blcl9zZWNvbmQYDCABKA1IAYgBARIaCg1tYXhfaW5fZmxpZ2h0GA0gASgNSAKIAQESFwoPZGlzYWJsZWRfcmVhc29uGA4gASgJEjEKDWRpc2FibGVkX3RpbWUYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEj8KG3ByZXZpb3VzX3NlY3JldF9leHBpcmVfdGltZRgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCgoIX2VuYWJsZWRCGAoWX3JhdGVfbGltaXRfcGVyX3NlY29uZEIQCg5fbWF4X2luX2ZsaWdodCJJChhDcmVhdGVEZXN0aW5hdGlvblJlcXVlc3QSLQoLZGVzdGluYXRpb24YASABKAsyGC5ob29rcG9zdC52MS5EZXN0aW5hdGlvbiJcChlDcmVhdGVEZXN0aW5hdGlvblJlc3BvbnNlEi0KC2Rlc3RpbmF0aW9uGAEgASgLMhguaG9va3Bvc3QudjEuRGVzdGluYXRpb24SEAoIcmV2aXNpb24YAiABKAQiIwoVR2V0RGVzdGluYXRpb25SZXF1ZXN0EgoKAmlkGAEgASgJIkcKFkdldERlc3RpbmF0aW9uUmVzcG9uc2USLQoLZGVzdGluYXRpb24YASABKAsyGC5ob29rcG9zdC52MS5EZXN0aW5hdGlvbiIsChdMaXN0RGVzdGluYXRpb25zUmVxdWVzdBIRCglzb3VyY2VfaWQYASABKAkiSgoYTGlzdERlc3RpbmF0aW9uc1Jlc3BvbnNlEi4KDGRlc3RpbmF0aW9ucxgBIAMoCzIYLmhvb2twb3N0LnYxLkRlc3RpbmF0aW9uInoKGFVwZGF0ZURlc3RpbmF0aW9uUmVxdWVzdBItCgtkZXN0aW5hdGlvbhgBIAEoCzIYLmhvb2twb3N0LnYxLkRlc3RpbmF0aW9uEi8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayJcChlVcGRhdGVEZXN0aW5hdGlvblJlc3BvbnNlEi0KC2Rlc3RpbmF0aW9uGAEgASgLMhguaG9va3Bvc3QudjEuRGVzdGluYXRpb24SEAoIcmV2aXNpb24YAiABKAQiJgoYRGVsZXRlRGVzdGluYXRpb25SZXF1ZXN0EgoKAmlkGAEgASgJIi0KGURlbGV0ZURlc3RpbmF0aW9uUmVzcG9uc2USEAoIcmV2aXNpb24YASABKAQiSAoKVXJsT3V0Y29tZRILCgN1cmwYASABKAkSDgoGc3RhdHVzGAIgASgFEg0KBWVycm9yGAMgASgJEg4KBmRldGFpbBgEIAEoCSKfAgoKRGVhZExldHRlchIQCghzZXF1ZW5jZRgBIAEoBBISCgptZXNzYWdlX2lkGAIgASgJEhYKDmRlc3RpbmF0aW9uX2lkGAMgASgJEhEKCXNvdXJjZV9pZBgEIAEoCRIMCgRib2R5GAUgASgJEhAKCGF0dGVtcHRzGAYgASgFEikKCG91dGNvbWVzGAcgAygLMhcuaG9va3Bvc3QudjEuVXJsT3V0Y29tZRIOCgZyZWFzb24YCCABKAkSNgoSZmlyc3RfYXR0ZW1wdF90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCglkZWFkX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlsKFkxpc3REZWFkTGV0dGVyc1JlcXVlc3QSFgoOZGVzdGluYXRpb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhYKDmFmdGVyX3NlcXVlbmNlGAMgASgEIkgKF0xpc3REZWFkTGV0dGVyc1Jlc3BvbnNlEi0KDGRlYWRfbGV0dGVycxgBIAMoCzIXLmhvb2twb3N0LnYxLkRlYWRMZXR0ZXIimwEKGFJlcGxheURlYWRMZXR0ZXJzUmVxdWVzdBIWCg5kZXN0aW5hdGlvbl9pZBgBIAEoCRIRCglzZXF1ZW5jZXMYAiADKAQSKQoFc2luY2UYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXVudGlsGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCItChlSZXBsYXlEZWFkTGV0dGVyc1Jlc3BvbnNlEhAKCHJlcGxheWVkGAEgASgFIngKE1JvdGF0ZVNlY3JldFJlcXVlc3QSFgoOZGVzdGluYXRpb25faWQYASABKAkSEgoKbmV3X3NlY3JldBgCIAEoCRI1ChJwcmV2aW91c192YWxpZF9mb3IYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iqAEKFFJvdGF0ZVNlY3JldFJlc3BvbnNlEi0KC2Rlc3RpbmF0aW9uGAEgASgLMhguaG9va3Bvc3QudjEuRGVzdGluYXRpb24SDgoGc2VjcmV0GAIgASgJEj8KG3ByZXZpb3VzX3NlY3JldF9leHBpcmVfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcmV2aXNpb24YBCABKAQiiQMKB0F0dGVtcHQSEAoIc2VxdWVuY2UYASABKAQSEgoKbWVzc2FnZV9pZBgCIAEoCRIWCg5kZXN0aW5hdGlvbl9pZBgDIAEoCRIRCglzb3VyY2VfaWQYBCABKAkSCwoDdXJsGAUgASgJEhYKDmF0dGVtcHRfbnVtYmVyGAYgASgFEi4KCnN0YXJ0X3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2R1cmF0aW9uX21zGAggASgNEiwKB291dGNvbWUYCSABKA4yGy5ob29rcG9zdC52MS5BdHRlbXB0T3V0Y29tZRIOCgZzdGF0dXMYCiABKAUSDgoGcmVhc29uGAsgASgJEhEKCXJldHJ5YWJsZRgMIAEoCBIVCg1yZXNwb25zZV9ib2R5GA0gASgJEhQKDHJlcXVlc3RfYm9keRgOIAEoCRI1ChFuZXh0X2F0dGVtcHRfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiqAEKE0xpc3RBdHRlbXB0c1JlcXVlc3QSFgoOZGVzdGluYXRpb25faWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRITCgtmYWlsZWRfb25seRgDIAEoCBIpCgVzaW5jZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAUgASgFEhIKCnBhZ2VfdG9rZW4YBiABKAkiVwoUTGlzdEF0dGVtcHRzUmVzcG9uc2USJgoIYXR0ZW1wdHMYASADKAsyFC5ob29rcG9zdC52MS5BdHRlbXB0EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSK7AQoPTWVzc2FnZURlbGl2ZXJ5EhYKDmRlc3RpbmF0aW9uX2lkGAEgASgJEikKBXN0YXRlGAIgASgOMhouaG9va3Bvc3QudjEuRGVsaXZlcnlTdGF0ZRIQCghhdHRlbXB0cxgDIAEoBRI1ChFuZXh0X2F0dGVtcHRfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHAoUZGVhZF9sZXR0ZXJfc2VxdWVuY2UYBSABKAQiOgoRR2V0TWVzc2FnZVJlcXVlc3QSEgoKbWVzc2FnZV9pZBgBIAEoCRIRCglzb3VyY2VfaWQYAiABKAki7gEKEkdldE1lc3NhZ2VSZXNwb25zZRISCgptZXNzYWdlX2lkGAEgASgJEhEKCXNvdXJjZV9pZBgCIAEoCRIMCgRib2R5GAMgASgJEjEKDXJlY2VpdmVkX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKCmRlbGl2ZXJpZXMYBSADKAsyHC5ob29rcG9zdC52MS5NZXNzYWdlRGVsaXZlcnkSFgoObm9fZGVzdGluYXRpb24YBiABKAgSJgoIYXR0ZW1wdHMYByADKAsyFC5ob29rcG9zdC52MS5BdHRlbXB0ImAKC01pbnV0ZUNvdW50Ei4KCnN0YXJ0X3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCWRlbGl2ZXJlZBgCIAEoDRIOCgZmYWlsZWQYAyABKA0i/wQKEURlc3RpbmF0aW9uSGVhbHRoEhYKDmRlc3RpbmF0aW9uX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSLAoFc3RhdGUYAyABKA4yHS5ob29rcG9zdC52MS5EZXN0aW5hdGlvblN0YXRlEhcKD2Rpc2FibGVkX3JlYXNvbhgEIAEoCRIPCgdiYWNrbG9nGAUgASgEEjcKE29sZGVzdF93YWl0aW5nX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWRlbGl2ZXJpZXNfNW0YByABKA0SEwoLZmFpbHVyZXNfNW0YCCABKA0SFQoNZGVsaXZlcmllc18xaBgJIAEoDRITCgtmYWlsdXJlc18xaBgKIAEoDRIXCg9zdWNjZXNzX3JhdGVfMWgYCyABKAESNQoRbGFzdF9zdWNjZXNzX3RpbWUYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjUKEWxhc3RfZmFpbHVyZV90aW1lGA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbChNsYXN0X2ZhaWx1cmVfcmVhc29uGA4gASgJEhwKFGNvbnNlY3V0aXZlX2ZhaWx1cmVzGA8gASgNEjMKD25leHRfcmV0cnlfdGltZRgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoTaW5jb21pbmdfcGVyX3NlY29uZBgRIAEoARIcChRkZWxpdmVyZWRfcGVyX3NlY29uZBgSIAEoARIpCgdtaW51dGVzGBMgAygLMhguaG9va3Bvc3QudjEuTWludXRlQ291bnQiNgocTGlzdERlc3RpbmF0aW9uSGVhbHRoUmVxdWVzdBIWCg5kZXN0aW5hdGlvbl9pZBgBIAEoCSJVCh1MaXN0RGVzdGluYXRpb25IZWFsdGhSZXNwb25zZRI0CgxkZXN0aW5hdGlvbnMYASADKAsyHi5ob29rcG9zdC52MS5EZXN0aW5hdGlvbkhlYWx0aCpWCgdTaWduaW5nEhcKE1NJR05JTkdfVU5TUEVDSUZJRUQQABITCg9TSUdOSU5HX1NFR01FTlQQARIdChlTSUdOSU5HX1NUQU5EQVJEX1dFQkhPT0tTEAIqoAIKDkF0dGVtcHRPdXRjb21lEh8KG0FUVEVNUFRfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhsKF0FUVEVNUFRfT1VUQ09NRV9TVUNDRVNTEAESHAoYQVRURU1QVF9PVVRDT01FX1JFRElSRUNUEAISIAocQVRURU1QVF9PVVRDT01FX0NMSUVOVF9FUlJPUhADEiAKHEFUVEVNUFRfT1VUQ09NRV9TRVJWRVJfRVJST1IQBBIbChdBVFRFTVBUX09VVENPTUVfVElNRU9VVBAFEh4KGkFUVEVNUFRfT1VUQ09NRV9DT05ORUNUSU9OEAYSFwoTQVRURU1QVF9PVVRDT01FX1RMUxAHEhgKFEFUVEVNUFRfT1VUQ09NRV9TU1JGEAgqwwEKDURlbGl2ZXJ5U3RhdGUSHgoaREVMSVZFUllfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZERUxJVkVSWV9TVEFURV9QRU5ESU5HEAESHAoYREVMSVZFUllfU1RBVEVfREVMSVZFUkVEEAISGwoXREVMSVZFUllfU1RBVEVfUkVUUllJTkcQAxIeChpERUxJVkVSWV9TVEFURV9ERUFEX0xFVFRFUhAEEhsKF0RFTElWRVJZX1NUQVRFX0ZJTFRFUkVEEAUquQEKEERlc3RpbmF0aW9uU3RhdGUSIQodREVTVElOQVRJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIgChxERVNUSU5BVElPTl9TVEFURV9ERUxJVkVSSU5HEAESHQoZREVTVElOQVRJT05fU1RBVEVfRkFJTElORxACEhwKGERFU1RJTkFUSU9OX1NUQVRFX1BBVVNFRBADEiMKH0RFU1RJTkFUSU9OX1NUQVRFX0FVVE9fRElTQUJMRUQQBDLECwoMQWRtaW5TZXJ2aWNlElMKDENyZWF0ZVNvdXJjZRIgLmhvb2twb3N0LnYxLkNyZWF0ZVNvdXJjZVJlcXVlc3QaIS5ob29rcG9zdC52MS5DcmVhdGVTb3VyY2VSZXNwb25zZRJKCglHZXRTb3VyY2USHS5ob29rcG9zdC52MS5HZXRTb3VyY2VSZXF1ZXN0Gh4uaG9va3Bvc3QudjEuR2V0U291cmNlUmVzcG9uc2USUAoLTGlzdFNvdXJjZXMSHy5ob29rcG9zdC52MS5MaXN0U291cmNlc1JlcXVlc3QaIC5ob29rcG9zdC52MS5MaXN0U291cmNlc1Jlc3BvbnNlElMKDERlbGV0ZVNvdXJjZRIgLmhvb2twb3N0LnYxLkRlbGV0ZVNvdXJjZVJlcXVlc3QaIS5ob29rcG9zdC52MS5EZWxldGVTb3VyY2VSZXNwb25zZRJZCg5Sb3RhdGVXcml0ZUtleRIiLmhvb2twb3N0LnYxLlJvdGF0ZVdyaXRlS2V5UmVxdWVzdBojLmhvb2twb3N0LnYxLlJvdGF0ZVdyaXRlS2V5UmVzcG9uc2USYgoRQ3JlYXRlRGVzdGluYXRpb24SJS5ob29rcG9zdC52MS5DcmVhdGVEZXN0aW5hdGlvblJlcXVlc3QaJi5ob29rcG9zdC52MS5DcmVhdGVEZXN0aW5hdGlvblJlc3BvbnNlElkKDkdldERlc3RpbmF0aW9uEiIuaG9va3Bvc3QudjEuR2V0RGVzdGluYXRpb25SZXF1ZXN0GiMuaG9va3Bvc3QudjEuR2V0RGVzdGluYXRpb25SZXNwb25zZRJfChBMaXN0RGVzdGluYXRpb25zEiQuaG9va3Bvc3QudjEuTGlzdERlc3RpbmF0aW9uc1JlcXVlc3QaJS5ob29rcG9zdC52MS5MaXN0RGVzdGluYXRpb25zUmVzcG9uc2USYgoRVXBkYXRlRGVzdGluYXRpb24SJS5ob29rcG9zdC52MS5VcGRhdGVEZXN0aW5hdGlvblJlcXVlc3QaJi5ob29rcG9zdC52MS5VcGRhdGVEZXN0aW5hdGlvblJlc3BvbnNlEmIKEURlbGV0ZURlc3RpbmF0aW9uEiUuaG9va3Bvc3QudjEuRGVsZXRlRGVzdGluYXRpb25SZXF1ZXN0GiYuaG9va3Bvc3QudjEuRGVsZXRlRGVzdGluYXRpb25SZXNwb25zZRJcCg9MaXN0RGVhZExldHRlcnMSIy5ob29rcG9zdC52MS5MaXN0RGVhZExldHRlcnNSZXF1ZXN0GiQuaG9va3Bvc3QudjEuTGlzdERlYWRMZXR0ZXJzUmVzcG9uc2USYgoRUmVwbGF5RGVhZExldHRlcnMSJS5ob29rcG9zdC52MS5SZXBsYXlEZWFkTGV0dGVyc1JlcXVlc3QaJi5ob29rcG9zdC52MS5SZXBsYXlEZWFkTGV0dGVyc1Jlc3BvbnNlElMKDFJvdGF0ZVNlY3JldBIgLmhvb2twb3N0LnYxLlJvdGF0ZVNlY3JldFJlcXVlc3QaIS5ob29rcG9zdC52MS5Sb3RhdGVTZWNyZXRSZXNwb25zZRJTCgxMaXN0QXR0ZW1wdHMSIC5ob29rcG9zdC52MS5MaXN0QXR0ZW1wdHNSZXF1ZXN0GiEuaG9va3Bvc3QudjEuTGlzdEF0dGVtcHRzUmVzcG9uc2USTQoKR2V0TWVzc2FnZRIeLmhvb2twb3N0LnYxLkdldE1lc3NhZ2VSZXF1ZXN0Gh8uaG9va3Bvc3QudjEuR2V0TWVzc2FnZVJlc3BvbnNlEm4KFUxpc3REZXN0aW5hdGlvbkhlYWx0aBIpLmhvb2twb3N0LnYxLkxpc3REZXN0aW5hdGlvbkhlYWx0aFJlcXVlc3QaKi5ob29rcG9zdC52MS5MaXN0RGVzdGluYXRpb25IZWFsdGhSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message hookpost.v1.Source
@@ -87,6 +87,13 @@ export type CreateSourceResponse = Message<"hookpost.v1.CreateSourceResponse"> &
    * @generated from field: string write_key = 2;
    */
   writeKey: string;
+
+  /**
+   * The configuration revision this change created (see ConfigRevision).
+   *
+   * @generated from field: uint64 revision = 3;
+   */
+  revision: bigint;
 };
 
 /**
@@ -181,6 +188,10 @@ export const DeleteSourceRequestSchema: GenMessage<DeleteSourceRequest> = /*@__P
  * @generated from message hookpost.v1.DeleteSourceResponse
  */
 export type DeleteSourceResponse = Message<"hookpost.v1.DeleteSourceResponse"> & {
+  /**
+   * @generated from field: uint64 revision = 1;
+   */
+  revision: bigint;
 };
 
 /**
@@ -220,6 +231,11 @@ export type RotateWriteKeyResponse = Message<"hookpost.v1.RotateWriteKeyResponse
    * @generated from field: string write_key = 2;
    */
   writeKey: string;
+
+  /**
+   * @generated from field: uint64 revision = 3;
+   */
+  revision: bigint;
 };
 
 /**
@@ -296,6 +312,43 @@ export type Destination = Message<"hookpost.v1.Destination"> & {
    * @generated from field: google.protobuf.Timestamp update_time = 11;
    */
   updateTime?: Timestamp | undefined;
+
+  /**
+   * At most this many deliveries per second, across all dispatcher replicas. Unset: no limit.
+   *
+   * @generated from field: optional uint32 rate_limit_per_second = 12;
+   */
+  rateLimitPerSecond?: number | undefined;
+
+  /**
+   * At most this many requests in flight, across all dispatcher replicas. Unset:
+   * DELIVERY_CONCURRENCY per replica.
+   *
+   * @generated from field: optional uint32 max_in_flight = 13;
+   */
+  maxInFlight?: number | undefined;
+
+  /**
+   * Output only: why delivery is paused when Hookpost paused it (410 Gone, failing for
+   * AUTO_DISABLE_AFTER); empty after a manual pause or when enabled.
+   *
+   * @generated from field: string disabled_reason = 14;
+   */
+  disabledReason: string;
+
+  /**
+   * Output only: when it was paused.
+   *
+   * @generated from field: google.protobuf.Timestamp disabled_time = 15;
+   */
+  disabledTime?: Timestamp | undefined;
+
+  /**
+   * Output only: while a rotated-out secret still signs beside the current one, when it stops.
+   *
+   * @generated from field: google.protobuf.Timestamp previous_secret_expire_time = 16;
+   */
+  previousSecretExpireTime?: Timestamp | undefined;
 };
 
 /**
@@ -330,6 +383,11 @@ export type CreateDestinationResponse = Message<"hookpost.v1.CreateDestinationRe
    * @generated from field: hookpost.v1.Destination destination = 1;
    */
   destination?: Destination | undefined;
+
+  /**
+   * @generated from field: uint64 revision = 2;
+   */
+  revision: bigint;
 };
 
 /**
@@ -443,6 +501,11 @@ export type UpdateDestinationResponse = Message<"hookpost.v1.UpdateDestinationRe
    * @generated from field: hookpost.v1.Destination destination = 1;
    */
   destination?: Destination | undefined;
+
+  /**
+   * @generated from field: uint64 revision = 2;
+   */
+  revision: bigint;
 };
 
 /**
@@ -473,6 +536,10 @@ export const DeleteDestinationRequestSchema: GenMessage<DeleteDestinationRequest
  * @generated from message hookpost.v1.DeleteDestinationResponse
  */
 export type DeleteDestinationResponse = Message<"hookpost.v1.DeleteDestinationResponse"> & {
+  /**
+   * @generated from field: uint64 revision = 1;
+   */
+  revision: bigint;
 };
 
 /**
@@ -591,6 +658,8 @@ export const DeadLetterSchema: GenMessage<DeadLetter> = /*@__PURE__*/
  */
 export type ListDeadLettersRequest = Message<"hookpost.v1.ListDeadLettersRequest"> & {
   /**
+   * Optional: empty lists dead letters of every destination.
+   *
    * @generated from field: string destination_id = 1;
    */
   destinationId: string;
@@ -644,11 +713,26 @@ export type ReplayDeadLettersRequest = Message<"hookpost.v1.ReplayDeadLettersReq
   destinationId: string;
 
   /**
-   * Optional: only these records; empty replays all of the destination.
+   * Optional: only these records; empty replays all of the destination (within the
+   * time range, when one is given).
    *
    * @generated from field: repeated uint64 sequences = 2;
    */
   sequences: bigint[];
+
+  /**
+   * Optional: only records that became dead letters at or after this time.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 3;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * Optional: only records that became dead letters before this time.
+   *
+   * @generated from field: google.protobuf.Timestamp until = 4;
+   */
+  until?: Timestamp | undefined;
 };
 
 /**
@@ -674,6 +758,555 @@ export type ReplayDeadLettersResponse = Message<"hookpost.v1.ReplayDeadLettersRe
  */
 export const ReplayDeadLettersResponseSchema: GenMessage<ReplayDeadLettersResponse> = /*@__PURE__*/
   messageDesc(file_hookpost_v1_admin, 27);
+
+/**
+ * @generated from message hookpost.v1.RotateSecretRequest
+ */
+export type RotateSecretRequest = Message<"hookpost.v1.RotateSecretRequest"> & {
+  /**
+   * @generated from field: string destination_id = 1;
+   */
+  destinationId: string;
+
+  /**
+   * Optional: the new secret; generated when empty (a whsec_ secret for Standard Webhooks
+   * signing, random hex otherwise).
+   *
+   * @generated from field: string new_secret = 2;
+   */
+  newSecret: string;
+
+  /**
+   * How long the previous secret keeps signing beside the new one. Unset: 24 h; zero:
+   * the previous secret stops at once.
+   *
+   * @generated from field: google.protobuf.Duration previous_valid_for = 3;
+   */
+  previousValidFor?: Duration | undefined;
+};
+
+/**
+ * Describes the message hookpost.v1.RotateSecretRequest.
+ * Use `create(RotateSecretRequestSchema)` to create a new message.
+ */
+export const RotateSecretRequestSchema: GenMessage<RotateSecretRequest> = /*@__PURE__*/
+  messageDesc(file_hookpost_v1_admin, 28);
+
+/**
+ * @generated from message hookpost.v1.RotateSecretResponse
+ */
+export type RotateSecretResponse = Message<"hookpost.v1.RotateSecretResponse"> & {
+  /**
+   * @generated from field: hookpost.v1.Destination destination = 1;
+   */
+  destination?: Destination | undefined;
+
+  /**
+   * The new secret, shown once.
+   *
+   * @generated from field: string secret = 2;
+   */
+  secret: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp previous_secret_expire_time = 3;
+   */
+  previousSecretExpireTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: uint64 revision = 4;
+   */
+  revision: bigint;
+};
+
+/**
+ * Describes the message hookpost.v1.RotateSecretResponse.
+ * Use `create(RotateSecretResponseSchema)` to create a new message.
+ */
+export const RotateSecretResponseSchema: GenMessage<RotateSecretResponse> = /*@__PURE__*/
+  messageDesc(file_hookpost_v1_admin, 29);
+
+/**
+ * @generated from message hookpost.v1.Attempt
+ */
+export type Attempt = Message<"hookpost.v1.Attempt"> & {
+  /**
+   * Stream sequence of the record: newest first, and the paging cursor.
+   *
+   * @generated from field: uint64 sequence = 1;
+   */
+  sequence: bigint;
+
+  /**
+   * @generated from field: string message_id = 2;
+   */
+  messageId: string;
+
+  /**
+   * @generated from field: string destination_id = 3;
+   */
+  destinationId: string;
+
+  /**
+   * @generated from field: string source_id = 4;
+   */
+  sourceId: string;
+
+  /**
+   * The URL tried, with any user:password removed.
+   *
+   * @generated from field: string url = 5;
+   */
+  url: string;
+
+  /**
+   * 1 for the first delivery attempt of this message to this destination.
+   *
+   * @generated from field: int32 attempt_number = 6;
+   */
+  attemptNumber: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp start_time = 7;
+   */
+  startTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: uint32 duration_ms = 8;
+   */
+  durationMs: number;
+
+  /**
+   * @generated from field: hookpost.v1.AttemptOutcome outcome = 9;
+   */
+  outcome: AttemptOutcome;
+
+  /**
+   * HTTP status, 0 when no response was received.
+   *
+   * @generated from field: int32 status = 10;
+   */
+  status: number;
+
+  /**
+   * Readable reason: "422 is not retried", "timeout after 5000 ms".
+   *
+   * @generated from field: string reason = 11;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: bool retryable = 12;
+   */
+  retryable: boolean;
+
+  /**
+   * The first 4 KiB of the response body.
+   *
+   * @generated from field: string response_body = 13;
+   */
+  responseBody: string;
+
+  /**
+   * The request body that was signed; empty when ATTEMPT_LOG_BODIES is off.
+   *
+   * @generated from field: string request_body = 14;
+   */
+  requestBody: string;
+
+  /**
+   * When the next attempt is due, when this one will be retried.
+   *
+   * @generated from field: google.protobuf.Timestamp next_attempt_time = 15;
+   */
+  nextAttemptTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message hookpost.v1.Attempt.
+ * Use `create(AttemptSchema)` to create a new message.
+ */
+export const AttemptSchema: GenMessage<Attempt> = /*@__PURE__*/
+  messageDesc(file_hookpost_v1_admin, 30);
+
+/**
+ * @generated from message hookpost.v1.ListAttemptsRequest
+ */
+export type ListAttemptsRequest = Message<"hookpost.v1.ListAttemptsRequest"> & {
+  /**
+   * Optional: empty lists attempts of every destination.
+   *
+   * @generated from field: string destination_id = 1;
+   */
+  destinationId: string;
+
+  /**
+   * Optional: only this message's attempts.
+   *
+   * @generated from field: string message_id = 2;
+   */
+  messageId: string;
+
+  /**
+   * Only attempts that did not deliver.
+   *
+   * @generated from field: bool failed_only = 3;
+   */
+  failedOnly: boolean;
+
+  /**
+   * Optional: only attempts that started at or after this time.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 4;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * At most this many (default 50, max 1000).
+   *
+   * @generated from field: int32 page_size = 5;
+   */
+  pageSize: number;
+
+  /**
+   * From a previous response's next_page_token: the next (older) page.
+   *
+   * @generated from field: string page_token = 6;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message hookpost.v1.ListAttemptsRequest.
+ * Use `create(ListAttemptsRequestSchema)` to create a new message.
+ */
+export const ListAttemptsRequestSchema: GenMessage<ListAttemptsRequest> = /*@__PURE__*/
+  messageDesc(file_hookpost_v1_admin, 31);
+
+/**
+ * @generated from message hookpost.v1.ListAttemptsResponse
+ */
+export type ListAttemptsResponse = Message<"hookpost.v1.ListAttemptsResponse"> & {
+  /**
+   * Newest first.
+   *
+   * @generated from field: repeated hookpost.v1.Attempt attempts = 1;
+   */
+  attempts: Attempt[];
+
+  /**
+   * Empty when there is no older page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message hookpost.v1.ListAttemptsResponse.
+ * Use `create(ListAttemptsResponseSchema)` to create a new message.
+ */
+export const ListAttemptsResponseSchema: GenMessage<ListAttemptsResponse> = /*@__PURE__*/
+  messageDesc(file_hookpost_v1_admin, 32);
+
+/**
+ * @generated from message hookpost.v1.MessageDelivery
+ */
+export type MessageDelivery = Message<"hookpost.v1.MessageDelivery"> & {
+  /**
+   * @generated from field: string destination_id = 1;
+   */
+  destinationId: string;
+
+  /**
+   * @generated from field: hookpost.v1.DeliveryState state = 2;
+   */
+  state: DeliveryState;
+
+  /**
+   * @generated from field: int32 attempts = 3;
+   */
+  attempts: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp next_attempt_time = 4;
+   */
+  nextAttemptTime?: Timestamp | undefined;
+
+  /**
+   * The dead-letter record, when state is DEAD_LETTER.
+   *
+   * @generated from field: uint64 dead_letter_sequence = 5;
+   */
+  deadLetterSequence: bigint;
+};
+
+/**
+ * Describes the message hookpost.v1.MessageDelivery.
+ * Use `create(MessageDeliverySchema)` to create a new message.
+ */
+export const MessageDeliverySchema: GenMessage<MessageDelivery> = /*@__PURE__*/
+  messageDesc(file_hookpost_v1_admin, 33);
+
+/**
+ * @generated from message hookpost.v1.GetMessageRequest
+ */
+export type GetMessageRequest = Message<"hookpost.v1.GetMessageRequest"> & {
+  /**
+   * @generated from field: string message_id = 1;
+   */
+  messageId: string;
+
+  /**
+   * Optional: narrows the search when several sources used the same message id.
+   *
+   * @generated from field: string source_id = 2;
+   */
+  sourceId: string;
+};
+
+/**
+ * Describes the message hookpost.v1.GetMessageRequest.
+ * Use `create(GetMessageRequestSchema)` to create a new message.
+ */
+export const GetMessageRequestSchema: GenMessage<GetMessageRequest> = /*@__PURE__*/
+  messageDesc(file_hookpost_v1_admin, 34);
+
+/**
+ * @generated from message hookpost.v1.GetMessageResponse
+ */
+export type GetMessageResponse = Message<"hookpost.v1.GetMessageResponse"> & {
+  /**
+   * @generated from field: string message_id = 1;
+   */
+  messageId: string;
+
+  /**
+   * @generated from field: string source_id = 2;
+   */
+  sourceId: string;
+
+  /**
+   * The webhook body, when known.
+   *
+   * @generated from field: string body = 3;
+   */
+  body: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp received_time = 4;
+   */
+  receivedTime?: Timestamp | undefined;
+
+  /**
+   * One entry per destination the message was routed to. Empty with no_destination set
+   * when the source had no destination.
+   *
+   * @generated from field: repeated hookpost.v1.MessageDelivery deliveries = 5;
+   */
+  deliveries: MessageDelivery[];
+
+  /**
+   * @generated from field: bool no_destination = 6;
+   */
+  noDestination: boolean;
+
+  /**
+   * Every attempt, oldest first.
+   *
+   * @generated from field: repeated hookpost.v1.Attempt attempts = 7;
+   */
+  attempts: Attempt[];
+};
+
+/**
+ * Describes the message hookpost.v1.GetMessageResponse.
+ * Use `create(GetMessageResponseSchema)` to create a new message.
+ */
+export const GetMessageResponseSchema: GenMessage<GetMessageResponse> = /*@__PURE__*/
+  messageDesc(file_hookpost_v1_admin, 35);
+
+/**
+ * Deliveries and failures in one minute, for charts.
+ *
+ * @generated from message hookpost.v1.MinuteCount
+ */
+export type MinuteCount = Message<"hookpost.v1.MinuteCount"> & {
+  /**
+   * @generated from field: google.protobuf.Timestamp start_time = 1;
+   */
+  startTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: uint32 delivered = 2;
+   */
+  delivered: number;
+
+  /**
+   * @generated from field: uint32 failed = 3;
+   */
+  failed: number;
+};
+
+/**
+ * Describes the message hookpost.v1.MinuteCount.
+ * Use `create(MinuteCountSchema)` to create a new message.
+ */
+export const MinuteCountSchema: GenMessage<MinuteCount> = /*@__PURE__*/
+  messageDesc(file_hookpost_v1_admin, 36);
+
+/**
+ * @generated from message hookpost.v1.DestinationHealth
+ */
+export type DestinationHealth = Message<"hookpost.v1.DestinationHealth"> & {
+  /**
+   * @generated from field: string destination_id = 1;
+   */
+  destinationId: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: hookpost.v1.DestinationState state = 3;
+   */
+  state: DestinationState;
+
+  /**
+   * @generated from field: string disabled_reason = 4;
+   */
+  disabledReason: string;
+
+  /**
+   * Calls waiting on the destination's consumer.
+   *
+   * @generated from field: uint64 backlog = 5;
+   */
+  backlog: bigint;
+
+  /**
+   * When the oldest waiting call was received.
+   *
+   * @generated from field: google.protobuf.Timestamp oldest_waiting_time = 6;
+   */
+  oldestWaitingTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: uint32 deliveries_5m = 7;
+   */
+  deliveries5m: number;
+
+  /**
+   * @generated from field: uint32 failures_5m = 8;
+   */
+  failures5m: number;
+
+  /**
+   * @generated from field: uint32 deliveries_1h = 9;
+   */
+  deliveries1h: number;
+
+  /**
+   * @generated from field: uint32 failures_1h = 10;
+   */
+  failures1h: number;
+
+  /**
+   * Delivered attempts over all attempts in the last hour, 0..1; 0 with no attempts.
+   *
+   * @generated from field: double success_rate_1h = 11;
+   */
+  successRate1h: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_success_time = 12;
+   */
+  lastSuccessTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_failure_time = 13;
+   */
+  lastFailureTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string last_failure_reason = 14;
+   */
+  lastFailureReason: string;
+
+  /**
+   * @generated from field: uint32 consecutive_failures = 15;
+   */
+  consecutiveFailures: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp next_retry_time = 16;
+   */
+  nextRetryTime?: Timestamp | undefined;
+
+  /**
+   * Over the last minute: calls arriving for the destination, and calls delivered.
+   *
+   * @generated from field: double incoming_per_second = 17;
+   */
+  incomingPerSecond: number;
+
+  /**
+   * @generated from field: double delivered_per_second = 18;
+   */
+  deliveredPerSecond: number;
+
+  /**
+   * The last 60 minutes, oldest first.
+   *
+   * @generated from field: repeated hookpost.v1.MinuteCount minutes = 19;
+   */
+  minutes: MinuteCount[];
+};
+
+/**
+ * Describes the message hookpost.v1.DestinationHealth.
+ * Use `create(DestinationHealthSchema)` to create a new message.
+ */
+export const DestinationHealthSchema: GenMessage<DestinationHealth> = /*@__PURE__*/
+  messageDesc(file_hookpost_v1_admin, 37);
+
+/**
+ * @generated from message hookpost.v1.ListDestinationHealthRequest
+ */
+export type ListDestinationHealthRequest = Message<"hookpost.v1.ListDestinationHealthRequest"> & {
+  /**
+   * Optional: empty returns every destination.
+   *
+   * @generated from field: string destination_id = 1;
+   */
+  destinationId: string;
+};
+
+/**
+ * Describes the message hookpost.v1.ListDestinationHealthRequest.
+ * Use `create(ListDestinationHealthRequestSchema)` to create a new message.
+ */
+export const ListDestinationHealthRequestSchema: GenMessage<ListDestinationHealthRequest> = /*@__PURE__*/
+  messageDesc(file_hookpost_v1_admin, 38);
+
+/**
+ * @generated from message hookpost.v1.ListDestinationHealthResponse
+ */
+export type ListDestinationHealthResponse = Message<"hookpost.v1.ListDestinationHealthResponse"> & {
+  /**
+   * @generated from field: repeated hookpost.v1.DestinationHealth destinations = 1;
+   */
+  destinations: DestinationHealth[];
+};
+
+/**
+ * Describes the message hookpost.v1.ListDestinationHealthResponse.
+ * Use `create(ListDestinationHealthResponseSchema)` to create a new message.
+ */
+export const ListDestinationHealthResponseSchema: GenMessage<ListDestinationHealthResponse> = /*@__PURE__*/
+  messageDesc(file_hookpost_v1_admin, 39);
 
 /**
  * @generated from enum hookpost.v1.Signing
@@ -704,6 +1337,171 @@ export enum Signing {
  */
 export const SigningSchema: GenEnum<Signing> = /*@__PURE__*/
   enumDesc(file_hookpost_v1_admin, 0);
+
+/**
+ * What one attempt (or a refusal before any request) came to.
+ *
+ * @generated from enum hookpost.v1.AttemptOutcome
+ */
+export enum AttemptOutcome {
+  /**
+   * @generated from enum value: ATTEMPT_OUTCOME_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A 2xx answer: delivered.
+   *
+   * @generated from enum value: ATTEMPT_OUTCOME_SUCCESS = 1;
+   */
+  SUCCESS = 1,
+
+  /**
+   * A 3xx answer (redirects are never followed; not retried).
+   *
+   * @generated from enum value: ATTEMPT_OUTCOME_REDIRECT = 2;
+   */
+  REDIRECT = 2,
+
+  /**
+   * A 4xx answer (408 and 429 are retried, others are not).
+   *
+   * @generated from enum value: ATTEMPT_OUTCOME_CLIENT_ERROR = 3;
+   */
+  CLIENT_ERROR = 3,
+
+  /**
+   * A 5xx answer (retried).
+   *
+   * @generated from enum value: ATTEMPT_OUTCOME_SERVER_ERROR = 4;
+   */
+  SERVER_ERROR = 4,
+
+  /**
+   * @generated from enum value: ATTEMPT_OUTCOME_TIMEOUT = 5;
+   */
+  TIMEOUT = 5,
+
+  /**
+   * Connection refused, reset, DNS failure.
+   *
+   * @generated from enum value: ATTEMPT_OUTCOME_CONNECTION = 6;
+   */
+  CONNECTION = 6,
+
+  /**
+   * The certificate did not verify: no request was sent.
+   *
+   * @generated from enum value: ATTEMPT_OUTCOME_TLS = 7;
+   */
+  TLS = 7,
+
+  /**
+   * The target resolved to a forbidden address: no request was sent.
+   *
+   * @generated from enum value: ATTEMPT_OUTCOME_SSRF = 8;
+   */
+  SSRF = 8,
+}
+
+/**
+ * Describes the enum hookpost.v1.AttemptOutcome.
+ */
+export const AttemptOutcomeSchema: GenEnum<AttemptOutcome> = /*@__PURE__*/
+  enumDesc(file_hookpost_v1_admin, 1);
+
+/**
+ * Where one message stands for one destination.
+ *
+ * @generated from enum hookpost.v1.DeliveryState
+ */
+export enum DeliveryState {
+  /**
+   * @generated from enum value: DELIVERY_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Waiting for its first attempt (or its destination is paused).
+   *
+   * @generated from enum value: DELIVERY_STATE_PENDING = 1;
+   */
+  PENDING = 1,
+
+  /**
+   * @generated from enum value: DELIVERY_STATE_DELIVERED = 2;
+   */
+  DELIVERED = 2,
+
+  /**
+   * Failed, and another attempt is due at next_attempt_time.
+   *
+   * @generated from enum value: DELIVERY_STATE_RETRYING = 3;
+   */
+  RETRYING = 3,
+
+  /**
+   * @generated from enum value: DELIVERY_STATE_DEAD_LETTER = 4;
+   */
+  DEAD_LETTER = 4,
+
+  /**
+   * The call's integrations turned this destination off.
+   *
+   * @generated from enum value: DELIVERY_STATE_FILTERED = 5;
+   */
+  FILTERED = 5,
+}
+
+/**
+ * Describes the enum hookpost.v1.DeliveryState.
+ */
+export const DeliveryStateSchema: GenEnum<DeliveryState> = /*@__PURE__*/
+  enumDesc(file_hookpost_v1_admin, 2);
+
+/**
+ * @generated from enum hookpost.v1.DestinationState
+ */
+export enum DestinationState {
+  /**
+   * @generated from enum value: DESTINATION_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Enabled; the last attempt succeeded, or none was made yet.
+   *
+   * @generated from enum value: DESTINATION_STATE_DELIVERING = 1;
+   */
+  DELIVERING = 1,
+
+  /**
+   * Enabled; the last attempt failed.
+   *
+   * @generated from enum value: DESTINATION_STATE_FAILING = 2;
+   */
+  FAILING = 2,
+
+  /**
+   * Paused by an operator.
+   *
+   * @generated from enum value: DESTINATION_STATE_PAUSED = 3;
+   */
+  PAUSED = 3,
+
+  /**
+   * Paused by Hookpost (see disabled_reason).
+   *
+   * @generated from enum value: DESTINATION_STATE_AUTO_DISABLED = 4;
+   */
+  AUTO_DISABLED = 4,
+}
+
+/**
+ * Describes the enum hookpost.v1.DestinationState.
+ */
+export const DestinationStateSchema: GenEnum<DestinationState> = /*@__PURE__*/
+  enumDesc(file_hookpost_v1_admin, 3);
 
 /**
  * AdminService manages sources, webhook destinations and dead letters.
@@ -809,6 +1607,47 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof ReplayDeadLettersRequestSchema;
     output: typeof ReplayDeadLettersResponseSchema;
+  },
+  /**
+   * RotateSecret sets a new shared secret; the previous one keeps signing beside it for
+   * an overlap, so receivers can switch at any moment without a failed verification.
+   *
+   * @generated from rpc hookpost.v1.AdminService.RotateSecret
+   */
+  rotateSecret: {
+    methodKind: "unary";
+    input: typeof RotateSecretRequestSchema;
+    output: typeof RotateSecretResponseSchema;
+  },
+  /**
+   * The attempt log: every HTTP attempt, and every refusal before a request.
+   *
+   * @generated from rpc hookpost.v1.AdminService.ListAttempts
+   */
+  listAttempts: {
+    methodKind: "unary";
+    input: typeof ListAttemptsRequestSchema;
+    output: typeof ListAttemptsResponseSchema;
+  },
+  /**
+   * One message's timeline across all destinations.
+   *
+   * @generated from rpc hookpost.v1.AdminService.GetMessage
+   */
+  getMessage: {
+    methodKind: "unary";
+    input: typeof GetMessageRequestSchema;
+    output: typeof GetMessageResponseSchema;
+  },
+  /**
+   * Health of one or every destination.
+   *
+   * @generated from rpc hookpost.v1.AdminService.ListDestinationHealth
+   */
+  listDestinationHealth: {
+    methodKind: "unary";
+    input: typeof ListDestinationHealthRequestSchema;
+    output: typeof ListDestinationHealthResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_hookpost_v1_admin, 0);
