@@ -7,7 +7,15 @@ import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
 import { IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
 import { ConfigStore } from "../../lib/config/config-store.js";
 import { DeadLetters } from "../../lib/dead-letters/mod.js";
+import { DEFAULT_GRPC_LIMITS } from "../../lib/env/grpc-env.js";
 import { ConfigError } from "../../lib/env/read-env.js";
+import {
+  type GrpcListener,
+  type GrpcListenerStats,
+  type GrpcServerLimits,
+  grpcServerOptions,
+  listenGrpc,
+} from "../../lib/grpc/listener.js";
 import { addService, Code } from "../../lib/grpc/mod.js";
 import { createLogger, type Logger } from "../../lib/log/logger.js";
 import { MembershipStore } from "../../lib/membership/membership-store.js";
@@ -37,6 +45,8 @@ export interface IngestHandle {
   /** `host:port` of /healthz, /readyz, /metrics, when OPS_ADDR is set. */
   readonly opsAddress: string | undefined;
   readonly metrics: IngestMetrics;
+  /** Live counters of the gRPC port's TCP connections (tests, diagnostics). */
+  readonly grpcConnections: GrpcListenerStats;
   /** Stops taking calls, lets in-flight calls finish (bounded), then drains NATS. */
   close(): Promise<void>;
 }
@@ -69,6 +79,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
   let store: ConfigStore | undefined;
   let server: Server | undefined;
   let ops: OpsServer | undefined;
+  let listener: GrpcListener | undefined;
   let closing = false;
   // Created first so that it tracks the connection from the start.
   const publisher = new EventPublisher(nc, log, {
@@ -114,8 +125,10 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     });
 
     const adminAuth = new AdminAuth(adminToken);
+    const grpcLimits = config.grpc ?? DEFAULT_GRPC_LIMITS;
     server = new Server({
       "grpc.max_receive_message_length": MAX_RECEIVE_BYTES,
+      ...grpcServerOptions(grpcLimits),
     });
     const serveOptions = {
       onCallEnd: (method: string, code: Code, ms: number) => {
@@ -142,13 +155,15 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     addService(server, AdminService, adminService(adminDeps), serveOptions);
     health.addToServer(server);
 
-    const port = await bind(server, config.address, credentials);
+    listener = await listen(server, config.address, credentials, grpcLimits);
+    const port = listener.port;
     const host = config.address.slice(0, config.address.lastIndexOf(":"));
     const address = `${host}:${port}`;
 
     if (config.opsAddress !== undefined) {
       ops = await startOpsServer({
         address: config.opsAddress,
+        ...(config.opsLimits && { limits: config.opsLimits }),
         registry: metrics.registry,
         readiness: () => ({
           ready: publisher.connected && !closing,
@@ -161,17 +176,21 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     const grpcServer = server;
     const configStore = store;
     const opsServer = ops;
+    const grpcListener = listener;
     return {
       address,
       adminToken,
       adminTokenGenerated,
       opsAddress: ops?.address,
       metrics,
+      grpcConnections: listener.stats,
       close: () => {
         closed ??= (async () => {
           closing = true;
           setHealth("NOT_SERVING");
+          const stopListening = grpcListener.close();
           await shutdown(grpcServer, log);
+          await stopListening;
           await opsServer?.close();
           configStore.close();
           // Drain flushes what is pending; bounded, as it cannot finish while NATS is away.
@@ -190,6 +209,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     };
   } catch (err) {
     server?.forceShutdown();
+    await listener?.close();
     await ops?.close();
     store?.close();
     await nc.close().catch(() => {});
@@ -215,13 +235,17 @@ async function serverCredentials(config: IngestConfig): Promise<ServerCredential
   }
 }
 
-function bind(server: Server, address: string, credentials: ServerCredentials): Promise<number> {
-  return new Promise((resolve, reject) => {
-    server.bindAsync(address, credentials, (err, port) => {
-      if (err) reject(new ConfigError(`INGEST_ADDR ${address}: cannot listen: ${err.message}`));
-      else resolve(port);
-    });
-  });
+async function listen(
+  server: Server,
+  address: string,
+  credentials: ServerCredentials,
+  limits: GrpcServerLimits,
+): Promise<GrpcListener> {
+  try {
+    return await listenGrpc(server, address, credentials, limits);
+  } catch (err) {
+    throw new ConfigError(`INGEST_ADDR ${address}: cannot listen: ${(err as Error).message}`);
+  }
 }
 
 /** Stops accepting calls and waits for in-flight ones, at most SHUTDOWN_GRACE_MS. */

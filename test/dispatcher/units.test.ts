@@ -259,7 +259,7 @@ describe("configuration", () => {
       deliveryConcurrency: 16,
       maxAckPending: 1000,
       logLevel: "info",
-      opsAddr: "0.0.0.0:9091",
+      opsAddr: "127.0.0.1:9091",
     });
     expect(c.topology.retryWindowMs).toBe(4 * 3_600_000);
     expect(c.topology.retryMaxDelayMs).toBe(15 * 60_000);
