@@ -157,6 +157,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
 
     listener = await listen(server, config.address, credentials, grpcLimits);
     const port = listener.port;
+    metrics.watchConnections(listener.stats);
     const host = config.address.slice(0, config.address.lastIndexOf(":"));
     const address = `${host}:${port}`;
 

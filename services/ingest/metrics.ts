@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { GrpcListenerStats } from "../../lib/grpc/listener.js";
 import type { Code } from "../../lib/grpc/mod.js";
 import { Code as Codes } from "../../lib/grpc/mod.js";
 import type { PublishOutcome } from "./calls/publish.js";
@@ -46,6 +47,31 @@ export class IngestMetrics {
       registers,
     });
     if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Exposes the gRPC port's connection counters (read at each scrape). */
+  watchConnections(stats: GrpcListenerStats): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: "hookpost_ingest_grpc_connections",
+      help: "TCP connections open on the gRPC port",
+      registers,
+      collect() {
+        this.set(stats.open);
+      },
+    });
+    new Counter({
+      name: "hookpost_ingest_grpc_connections_closed_total",
+      help: "gRPC connections closed or refused by a limit: handshake_timeout, max_connections, ping_strikes",
+      labelNames: ["reason"],
+      registers,
+      collect() {
+        this.reset();
+        this.inc({ reason: "handshake_timeout" }, stats.handshakeTimeouts);
+        this.inc({ reason: "max_connections" }, stats.refused);
+        this.inc({ reason: "ping_strikes" }, stats.pingStrikeouts);
+      },
+    });
   }
 
   callEnded(method: string, code: Code, ms: number): void {
