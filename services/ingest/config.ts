@@ -1,10 +1,12 @@
 import { grpcLimitsFromEnv } from "../../lib/env/grpc-env.js";
 import { opsLimitsFromEnv } from "../../lib/env/ops-env.js";
 import { ConfigError, envInt, envOptional, envString } from "../../lib/env/read-env.js";
+import { syncLimitsFromEnv } from "../../lib/env/sync-env.js";
 import { topologyFromEnv } from "../../lib/env/topology-env.js";
 import type { GrpcServerLimits } from "../../lib/grpc/listener.js";
 import type { TopologySettings } from "../../lib/nats/topology.js";
 import type { OpsLimits } from "../../lib/ops/ops-server.js";
+import type { SyncLimits } from "./sync/sync-limiter.js";
 
 /** Everything the ingest service needs to start. */
 export interface IngestConfig {
@@ -27,6 +29,8 @@ export interface IngestConfig {
   grpc?: GrpcServerLimits;
   /** OPS_* limits of the ops port; DEFAULT_OPS_LIMITS when absent. */
   opsLimits?: OpsLimits;
+  /** SYNC_* limits of SyncAudience / SyncComputedTrait; DEFAULT_SYNC_LIMITS when absent. */
+  sync?: SyncLimits;
 }
 
 export const DEFAULT_INGEST_ADDR = "0.0.0.0:50051";
@@ -55,6 +59,7 @@ export function ingestConfigFromEnv(env: Env): IngestConfig {
     topology: topologyFromEnv(env),
     grpc: grpcLimitsFromEnv(env),
     opsLimits: opsLimitsFromEnv(env),
+    sync: syncLimitsFromEnv(env),
   };
   const token = envOptional(env, "ADMIN_TOKEN");
   if (token !== undefined) config.adminToken = token;

@@ -9,6 +9,7 @@ import { ConfigStore } from "../../lib/config/config-store.js";
 import { DeadLetters } from "../../lib/dead-letters/mod.js";
 import { DEFAULT_GRPC_LIMITS } from "../../lib/env/grpc-env.js";
 import { ConfigError } from "../../lib/env/read-env.js";
+import { DEFAULT_SYNC_LIMITS } from "../../lib/env/sync-env.js";
 import {
   type GrpcListener,
   type GrpcListenerStats,
@@ -19,6 +20,7 @@ import {
 import { addService, Code } from "../../lib/grpc/mod.js";
 import { createLogger, type Logger } from "../../lib/log/logger.js";
 import { MembershipStore } from "../../lib/membership/membership-store.js";
+import type { StoredCall } from "../../lib/model/stored-call.js";
 import { connectNats } from "../../lib/nats/connect.js";
 import { ensureTopology } from "../../lib/nats/topology.js";
 import { type OpsServer, startOpsServer } from "../../lib/ops/ops-server.js";
@@ -30,6 +32,9 @@ import { MAX_RECEIVE_BYTES } from "./calls/limits.js";
 import { EventPublisher } from "./calls/publish.js";
 import type { IngestConfig } from "./config.js";
 import { IngestMetrics } from "./metrics.js";
+import { SyncLimiter } from "./sync/sync-limiter.js";
+import { syncService } from "./sync/sync-service.js";
+import { sweepSyncTemp } from "./sync/sync-temp.js";
 
 export interface IngestOptions {
   logger?: Logger;
@@ -138,10 +143,18 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
       onInternalError: (method: string, err: unknown) =>
         log.error({ method, err: err instanceof Error ? err.message : String(err) }, "internal error"),
     };
+    const limiter = new SyncLimiter(config.sync ?? DEFAULT_SYNC_LIMITS);
+    await sweepSyncTemp(limiter.limits.tmpDir, log);
+    metrics.watchSyncs(limiter);
+    const publish = (c: StoredCall) => publisher.publish(c);
     addService(
       server,
       IngestService,
-      ingestService({ store, publisher, adminAuth, nc, log, index, memberships }),
+      {
+        ...ingestService({ store, publisher, adminAuth, nc, log, index, memberships }),
+        // The sync handlers with their limits replace the plain ones.
+        ...syncService({ store, limiter, nc, log, memberships, index, publish }),
+      },
       serveOptions,
     );
     const adminDeps = {
