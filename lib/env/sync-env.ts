@@ -11,7 +11,7 @@ export const DEFAULT_SYNC_LIMITS: SyncLimits = {
   maxConcurrent: 16,
   maxPerSource: 4,
   runBytes: 4 * MIB,
-  memoryBytes: 320 * MIB,
+  memoryBytes: 512 * MIB,
   idleTimeoutMs: 60_000,
   tmpDir: join(tmpdir(), "hookpost-sync"),
 };
