@@ -1,4 +1,4 @@
-import { connect as h2connect } from "node:http2";
+import { connect as h2connect, constants as h2constants } from "node:http2";
 import { connect, type Socket } from "node:net";
 import { type Client, connectivityState } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -155,6 +155,29 @@ describe("idle sockets", () => {
     await later.closedAt;
     expect(session.closed || session.destroyed).toBe(false);
     session.close();
+  }, 60_000);
+
+  it("closes a connection that pings too often without calls (GOAWAY ENHANCE_YOUR_CALM, too_many_pings)", async () => {
+    const session = h2connect(`http://${grpcAddress}`);
+    session.on("error", () => {});
+    const goaway = new Promise<{ code: number; data: string }>((resolve) =>
+      session.once("goaway", (code, _last, data) => resolve({ code, data: data?.toString() ?? "" })),
+    );
+    await new Promise<void>((resolve) => session.once("remoteSettings", () => resolve()));
+    // Without calls one ping per two hours is allowed; GRPC_MAX_PING_STRIKES (2) more are tolerated.
+    let acked = 0;
+    for (let i = 0; i < 4 && !session.destroyed; i++) {
+      await new Promise<void>((resolve) =>
+        session.ping((err) => {
+          if (!err) acked++;
+          resolve();
+        }),
+      );
+    }
+    expect(await goaway).toEqual({ code: h2constants.NGHTTP2_ENHANCE_YOUR_CALM, data: "too_many_pings" });
+    expect(acked).toBeLessThanOrEqual(4);
+    expect((await closedByReason()).ping_strikes).toBe(1);
+    session.destroy();
   }, 60_000);
 
   it("closes silent ops-port connections and still answers /healthz", async () => {
