@@ -45,3 +45,11 @@ export function envList(env: Env, name: string): string[] {
         .map((s) => s.trim())
         .filter(Boolean);
 }
+
+export function envBool(env: Env, name: string, fallback: boolean): boolean {
+  const v = envOptional(env, name)?.toLowerCase();
+  if (v === undefined) return fallback;
+  if (v === "true" || v === "1") return true;
+  if (v === "false" || v === "0") return false;
+  throw new ConfigError(`${name} must be true or false, got "${v}"`);
+}

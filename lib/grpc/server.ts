@@ -11,6 +11,7 @@ import type {
   ServiceError,
 } from "@grpc/grpc-js";
 import { Code, HookpostError } from "./hookpost-error.js";
+import { LOST_MAP_KEY, lostMapKeys } from "./proto-map-keys.js";
 
 /** What a handler knows about the call besides the request. */
 export interface CallContext {
@@ -71,14 +72,26 @@ export function addService<S extends GenServiceMethods>(
   for (const method of service.methods) {
     const name = `${service.name}/${method.name}`;
     const decode = (bytes: Buffer): MessageShape<typeof method.input> => {
+      let decoded: MessageShape<typeof method.input>;
       try {
-        return fromBinary(method.input, bytes);
+        decoded = fromBinary(method.input, bytes);
       } catch (err) {
         throw new HookpostError(
           Code.INVALID_ARGUMENT,
           `request is not a valid ${method.input.typeName}: ${(err as Error).message}`,
         );
       }
+      // Refused rather than silently lost by the decoder (see proto-map-keys.ts).
+      const lost = lostMapKeys(method.input, bytes);
+      if (lost.length > 0) {
+        throw HookpostError.invalid(
+          lost.map((field) => ({
+            field,
+            description: `"${LOST_MAP_KEY}" is not accepted as a key (it cannot be stored faithfully)`,
+          })),
+        );
+      }
+      return decoded;
     };
     const encode = (out: unknown): Buffer =>
       Buffer.from(

@@ -1,6 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Registry } from "prom-client";
+import { DEFAULT_OPS_LIMITS } from "../env/ops-env.js";
 
 export interface Readiness {
   ready: boolean;
@@ -8,9 +9,21 @@ export interface Readiness {
   detail: Record<string, string | boolean | number>;
 }
 
+/** What one client may hold of the ops port (README "Limits"). */
+export interface OpsLimits {
+  /** Open connections at most; more are closed at once. */
+  maxConnections: number;
+  /** A connection that sends nothing (before or between requests) for this long is closed. */
+  idleTimeoutMs: number;
+  /** A request must arrive complete (headers and body) within this long. */
+  requestTimeoutMs: number;
+}
+
 export interface OpsServerOptions {
   /** `host:port`; port 0 picks a free one. */
   address: string;
+  /** DEFAULT_OPS_LIMITS (lib/env/ops-env.ts) when absent. */
+  limits?: OpsLimits;
   registry: Registry;
   /** Called on each /readyz. */
   readiness: () => Readiness | Promise<Readiness>;
@@ -36,32 +49,45 @@ export function splitHostPort(address: string): { host: string; port: number } {
  * (it can do its work: NATS connected, consumers in place) and Prometheus /metrics.
  */
 export async function startOpsServer(options: OpsServerOptions): Promise<OpsServer> {
-  const server: Server = createServer((req, res) => {
-    void (async () => {
-      try {
-        const path = (req.url ?? "/").split("?")[0];
-        if (req.method !== "GET" && req.method !== "HEAD") {
-          res.writeHead(405, { allow: "GET, HEAD" }).end();
-        } else if (path === "/healthz") {
-          res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
-        } else if (path === "/readyz") {
-          const r = await options.readiness();
-          res
-            .writeHead(r.ready ? 200 : 503, { "content-type": "application/json" })
-            .end(JSON.stringify({ status: r.ready ? "ready" : "not ready", ...r.detail }));
-        } else if (path === "/metrics") {
-          const body = await options.registry.metrics();
-          res.writeHead(200, { "content-type": options.registry.contentType }).end(body);
-        } else {
-          res
-            .writeHead(404, { "content-type": "text/plain" })
-            .end("not found: try /healthz, /readyz, /metrics\n");
+  const limits = options.limits ?? DEFAULT_OPS_LIMITS;
+  const server: Server = createServer(
+    {
+      requestTimeout: limits.requestTimeoutMs,
+      headersTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.idleTimeoutMs,
+      // Node checks the two timeouts above this often (default 30 s: too coarse for short limits).
+      connectionsCheckingInterval: Math.max(50, Math.min(limits.requestTimeoutMs, limits.idleTimeoutMs) / 4),
+    },
+    (req, res) => {
+      void (async () => {
+        try {
+          const path = (req.url ?? "/").split("?")[0];
+          if (req.method !== "GET" && req.method !== "HEAD") {
+            res.writeHead(405, { allow: "GET, HEAD" }).end();
+          } else if (path === "/healthz") {
+            res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
+          } else if (path === "/readyz") {
+            const r = await options.readiness();
+            res
+              .writeHead(r.ready ? 200 : 503, { "content-type": "application/json" })
+              .end(JSON.stringify({ status: r.ready ? "ready" : "not ready", ...r.detail }));
+          } else if (path === "/metrics") {
+            const body = await options.registry.metrics();
+            res.writeHead(200, { "content-type": options.registry.contentType }).end(body);
+          } else {
+            res
+              .writeHead(404, { "content-type": "text/plain" })
+              .end("not found: try /healthz, /readyz, /metrics\n");
+          }
+        } catch (err) {
+          res.writeHead(500, { "content-type": "text/plain" }).end(`error: ${(err as Error).message}\n`);
         }
-      } catch (err) {
-        res.writeHead(500, { "content-type": "text/plain" }).end(`error: ${(err as Error).message}\n`);
-      }
-    })();
-  });
+      })();
+    },
+  );
+  server.maxConnections = limits.maxConnections;
+  // A socket quiet for this long is destroyed, including one that never sent a request.
+  server.setTimeout(limits.idleTimeoutMs);
   const { host, port } = splitHostPort(options.address);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

@@ -1,6 +1,8 @@
+import { opsLimitsFromEnv } from "../../lib/env/ops-env.js";
 import { ConfigError, envDuration, envInt, envList, envOptional, envString } from "../../lib/env/read-env.js";
 import { topologyFromEnv } from "../../lib/env/topology-env.js";
 import type { TopologySettings } from "../../lib/nats/topology.js";
+import type { OpsLimits } from "../../lib/ops/ops-server.js";
 import { AddressPolicy } from "./ssrf.js";
 
 type Env = Record<string, string | undefined>;
@@ -32,6 +34,8 @@ export interface DispatcherConfig {
   shutdownGraceMs: number;
   /** HTTP ops port for /healthz, /readyz, /metrics; undefined: none (OPS_ADDR, "off" disables). */
   opsAddr?: string;
+  /** OPS_* limits of the ops port; DEFAULT_OPS_LIMITS when absent. */
+  opsLimits?: OpsLimits;
   /** Stream settings; retryWindowMs (RETRY_WINDOW) and retryMaxDelayMs (RETRY_MAX_DELAY) live here. */
   topology: TopologySettings;
 }
@@ -44,7 +48,7 @@ export function dispatcherConfigFromEnv(env: Env = process.env): DispatcherConfi
   } catch (err) {
     throw new ConfigError(`WEBHOOK_ALLOWED_CIDRS: ${(err as Error).message}`);
   }
-  const opsAddr = envString(env, "OPS_ADDR", "0.0.0.0:9091");
+  const opsAddr = envString(env, "OPS_ADDR", "127.0.0.1:9091");
   const caFile = envOptional(env, "WEBHOOK_CA_FILE");
   const config: DispatcherConfig = {
     natsUrl: envString(env, "NATS_URL", "nats://127.0.0.1:4222"),
@@ -59,6 +63,7 @@ export function dispatcherConfigFromEnv(env: Env = process.env): DispatcherConfi
     pullExpiresMs: envDuration(env, "PULL_EXPIRES", 5000),
     shutdownGraceMs: envDuration(env, "SHUTDOWN_GRACE", 10_000),
     topology,
+    opsLimits: opsLimitsFromEnv(env),
     ...(caFile === undefined ? {} : { caFile }),
     ...(opsAddr === "off" ? {} : { opsAddr }),
   };

@@ -148,6 +148,7 @@ export async function startDispatcher(
       ? undefined
       : await startOpsServer({
           address: config.opsAddr,
+          ...(config.opsLimits && { limits: config.opsLimits }),
           registry: metrics.registry,
           // Ready: NATS is up and every enabled destination has its consumer pulled here.
           readiness: () => {

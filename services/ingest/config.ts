@@ -1,6 +1,12 @@
+import { grpcLimitsFromEnv } from "../../lib/env/grpc-env.js";
+import { opsLimitsFromEnv } from "../../lib/env/ops-env.js";
 import { ConfigError, envInt, envOptional, envString } from "../../lib/env/read-env.js";
+import { syncLimitsFromEnv } from "../../lib/env/sync-env.js";
 import { topologyFromEnv } from "../../lib/env/topology-env.js";
+import type { GrpcServerLimits } from "../../lib/grpc/listener.js";
 import type { TopologySettings } from "../../lib/nats/topology.js";
+import type { OpsLimits } from "../../lib/ops/ops-server.js";
+import type { SyncLimits } from "./sync/sync-limiter.js";
 
 /** Everything the ingest service needs to start. */
 export interface IngestConfig {
@@ -19,10 +25,16 @@ export interface IngestConfig {
   /** LOG_LEVEL. */
   logLevel: string;
   topology: TopologySettings;
+  /** GRPC_* limits (README "Limits"); DEFAULT_GRPC_LIMITS when absent. */
+  grpc?: GrpcServerLimits;
+  /** OPS_* limits of the ops port; DEFAULT_OPS_LIMITS when absent. */
+  opsLimits?: OpsLimits;
+  /** SYNC_* limits of SyncAudience / SyncComputedTrait; DEFAULT_SYNC_LIMITS when absent. */
+  sync?: SyncLimits;
 }
 
 export const DEFAULT_INGEST_ADDR = "0.0.0.0:50051";
-export const DEFAULT_INGEST_OPS_ADDR = "0.0.0.0:9090";
+export const DEFAULT_INGEST_OPS_ADDR = "127.0.0.1:9090";
 export const DEFAULT_PUBLISH_TIMEOUT_MS = 5_000;
 
 type Env = Record<string, string | undefined>;
@@ -45,6 +57,9 @@ export function ingestConfigFromEnv(env: Env): IngestConfig {
     publishTimeoutMs: envInt(env, "PUBLISH_TIMEOUT_MS", DEFAULT_PUBLISH_TIMEOUT_MS, 100),
     logLevel: envString(env, "LOG_LEVEL", "info"),
     topology: topologyFromEnv(env),
+    grpc: grpcLimitsFromEnv(env),
+    opsLimits: opsLimitsFromEnv(env),
+    sync: syncLimitsFromEnv(env),
   };
   const token = envOptional(env, "ADMIN_TOKEN");
   if (token !== undefined) config.adminToken = token;

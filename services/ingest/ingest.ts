@@ -7,10 +7,20 @@ import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
 import { IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
 import { ConfigStore } from "../../lib/config/config-store.js";
 import { DeadLetters } from "../../lib/dead-letters/mod.js";
+import { DEFAULT_GRPC_LIMITS } from "../../lib/env/grpc-env.js";
 import { ConfigError } from "../../lib/env/read-env.js";
+import { DEFAULT_SYNC_LIMITS } from "../../lib/env/sync-env.js";
+import {
+  type GrpcListener,
+  type GrpcListenerStats,
+  type GrpcServerLimits,
+  grpcServerOptions,
+  listenGrpc,
+} from "../../lib/grpc/listener.js";
 import { addService, Code } from "../../lib/grpc/mod.js";
 import { createLogger, type Logger } from "../../lib/log/logger.js";
 import { MembershipStore } from "../../lib/membership/membership-store.js";
+import type { StoredCall } from "../../lib/model/stored-call.js";
 import { connectNats } from "../../lib/nats/connect.js";
 import { ensureTopology } from "../../lib/nats/topology.js";
 import { type OpsServer, startOpsServer } from "../../lib/ops/ops-server.js";
@@ -22,6 +32,9 @@ import { MAX_RECEIVE_BYTES } from "./calls/limits.js";
 import { EventPublisher } from "./calls/publish.js";
 import type { IngestConfig } from "./config.js";
 import { IngestMetrics } from "./metrics.js";
+import { SyncLimiter } from "./sync/sync-limiter.js";
+import { syncService } from "./sync/sync-service.js";
+import { sweepSyncTemp } from "./sync/sync-temp.js";
 
 export interface IngestOptions {
   logger?: Logger;
@@ -37,6 +50,8 @@ export interface IngestHandle {
   /** `host:port` of /healthz, /readyz, /metrics, when OPS_ADDR is set. */
   readonly opsAddress: string | undefined;
   readonly metrics: IngestMetrics;
+  /** Live counters of the gRPC port's TCP connections (tests, diagnostics). */
+  readonly grpcConnections: GrpcListenerStats;
   /** Stops taking calls, lets in-flight calls finish (bounded), then drains NATS. */
   close(): Promise<void>;
 }
@@ -69,6 +84,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
   let store: ConfigStore | undefined;
   let server: Server | undefined;
   let ops: OpsServer | undefined;
+  let listener: GrpcListener | undefined;
   let closing = false;
   // Created first so that it tracks the connection from the start.
   const publisher = new EventPublisher(nc, log, {
@@ -114,8 +130,10 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     });
 
     const adminAuth = new AdminAuth(adminToken);
+    const grpcLimits = config.grpc ?? DEFAULT_GRPC_LIMITS;
     server = new Server({
       "grpc.max_receive_message_length": MAX_RECEIVE_BYTES,
+      ...grpcServerOptions(grpcLimits),
     });
     const serveOptions = {
       onCallEnd: (method: string, code: Code, ms: number) => {
@@ -125,10 +143,18 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
       onInternalError: (method: string, err: unknown) =>
         log.error({ method, err: err instanceof Error ? err.message : String(err) }, "internal error"),
     };
+    const limiter = new SyncLimiter(config.sync ?? DEFAULT_SYNC_LIMITS);
+    await sweepSyncTemp(limiter.limits.tmpDir, log);
+    metrics.watchSyncs(limiter);
+    const publish = (c: StoredCall) => publisher.publish(c);
     addService(
       server,
       IngestService,
-      ingestService({ store, publisher, adminAuth, nc, log, index, memberships }),
+      {
+        ...ingestService({ store, publisher, adminAuth, nc, log, index, memberships }),
+        // The sync handlers with their limits replace the plain ones.
+        ...syncService({ store, limiter, nc, log, memberships, index, publish }),
+      },
       serveOptions,
     );
     const adminDeps = {
@@ -142,13 +168,16 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     addService(server, AdminService, adminService(adminDeps), serveOptions);
     health.addToServer(server);
 
-    const port = await bind(server, config.address, credentials);
+    listener = await listen(server, config.address, credentials, grpcLimits);
+    const port = listener.port;
+    metrics.watchConnections(listener.stats);
     const host = config.address.slice(0, config.address.lastIndexOf(":"));
     const address = `${host}:${port}`;
 
     if (config.opsAddress !== undefined) {
       ops = await startOpsServer({
         address: config.opsAddress,
+        ...(config.opsLimits && { limits: config.opsLimits }),
         registry: metrics.registry,
         readiness: () => ({
           ready: publisher.connected && !closing,
@@ -161,17 +190,21 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     const grpcServer = server;
     const configStore = store;
     const opsServer = ops;
+    const grpcListener = listener;
     return {
       address,
       adminToken,
       adminTokenGenerated,
       opsAddress: ops?.address,
       metrics,
+      grpcConnections: listener.stats,
       close: () => {
         closed ??= (async () => {
           closing = true;
           setHealth("NOT_SERVING");
+          const stopListening = grpcListener.close();
           await shutdown(grpcServer, log);
+          await stopListening;
           await opsServer?.close();
           configStore.close();
           // Drain flushes what is pending; bounded, as it cannot finish while NATS is away.
@@ -190,6 +223,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     };
   } catch (err) {
     server?.forceShutdown();
+    await listener?.close();
     await ops?.close();
     store?.close();
     await nc.close().catch(() => {});
@@ -215,13 +249,17 @@ async function serverCredentials(config: IngestConfig): Promise<ServerCredential
   }
 }
 
-function bind(server: Server, address: string, credentials: ServerCredentials): Promise<number> {
-  return new Promise((resolve, reject) => {
-    server.bindAsync(address, credentials, (err, port) => {
-      if (err) reject(new ConfigError(`INGEST_ADDR ${address}: cannot listen: ${err.message}`));
-      else resolve(port);
-    });
-  });
+async function listen(
+  server: Server,
+  address: string,
+  credentials: ServerCredentials,
+  limits: GrpcServerLimits,
+): Promise<GrpcListener> {
+  try {
+    return await listenGrpc(server, address, credentials, limits);
+  } catch (err) {
+    throw new ConfigError(`INGEST_ADDR ${address}: cannot listen: ${(err as Error).message}`);
+  }
 }
 
 /** Stops accepting calls and waits for in-flight ones, at most SHUTDOWN_GRACE_MS. */

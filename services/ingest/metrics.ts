@@ -1,7 +1,9 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { GrpcListenerStats } from "../../lib/grpc/listener.js";
 import type { Code } from "../../lib/grpc/mod.js";
 import { Code as Codes } from "../../lib/grpc/mod.js";
 import type { PublishOutcome } from "./calls/publish.js";
+import type { SyncLimiter } from "./sync/sync-limiter.js";
 
 /** Prometheus metrics of one ingest instance (its own registry, so tests can run several). */
 export class IngestMetrics {
@@ -46,6 +48,54 @@ export class IngestMetrics {
       registers,
     });
     if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Exposes the gRPC port's connection counters (read at each scrape). */
+  watchConnections(stats: GrpcListenerStats): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: "hookpost_ingest_grpc_connections",
+      help: "TCP connections open on the gRPC port",
+      registers,
+      collect() {
+        this.set(stats.open);
+      },
+    });
+    new Counter({
+      name: "hookpost_ingest_grpc_connections_closed_total",
+      help: "gRPC connections closed or refused by a limit: handshake_timeout, max_connections, ping_strikes",
+      labelNames: ["reason"],
+      registers,
+      collect() {
+        this.reset();
+        this.inc({ reason: "handshake_timeout" }, stats.handshakeTimeouts);
+        this.inc({ reason: "max_connections" }, stats.refused);
+        this.inc({ reason: "ping_strikes" }, stats.pingStrikeouts);
+      },
+    });
+  }
+
+  /** Exposes the running and refused syncs (read at each scrape). */
+  watchSyncs(limiter: SyncLimiter): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: "hookpost_ingest_syncs_running",
+      help: "SyncAudience and SyncComputedTrait streams running",
+      registers,
+      collect() {
+        this.set(limiter.running);
+      },
+    });
+    new Counter({
+      name: "hookpost_ingest_syncs_refused_total",
+      help: "Syncs refused with RESOURCE_EXHAUSTED, by limit: process, source, memory",
+      labelNames: ["limit"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [limit, n] of Object.entries(limiter.refused)) this.inc({ limit }, n);
+      },
+    });
   }
 
   callEnded(method: string, code: Code, ms: number): void {

@@ -59,6 +59,12 @@ describe("SSRF guard", () => {
       `http://127.1:${p}/`,
       `http://0.0.0.0:${p}/`,
       `http://0177.0.0.1:${p}/`,
+      // IPv4-compatible IPv6 (deprecated) and the gateway forms that embed 127.0.0.1.
+      `http://[::127.0.0.1]:${p}/`,
+      `http://[::7f00:1]:${p}/`,
+      `http://[64:ff9b::127.0.0.1]:${p}/`,
+      `http://[2002:7f00:1::1]:${p}/`,
+      `http://[2001:0:4136:e378:8000:63bf:80ff:fffe]:${p}/`,
     ];
     for (const url of targets) {
       const r = await send(s, url);

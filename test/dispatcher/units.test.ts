@@ -208,6 +208,12 @@ describe("SSRF address policy", () => {
     "ff02::1",
     "240.0.0.1",
     "64:ff9b::a9fe:a9fe",
+    "::7f00:1",
+    "::127.0.0.1",
+    "::a9fe:a9fe",
+    "::a00:1",
+    "2002:7f00:1::",
+    "2001:0:4136:e378:8000:63bf:80ff:fffe",
   ])("refuses %s by default", (ip) => {
     expect(strict.refusal(ip)).toBeDefined();
   });
@@ -223,6 +229,22 @@ describe("SSRF address policy", () => {
     expect(p.refusal("0.0.0.0")).toBeDefined();
     expect(() => new AddressPolicy(["not-a-cidr"])).toThrow();
   });
+  it("refuses NAT64, 6to4 and Teredo forms embedding a refused IPv4 even when their prefix is allowed", () => {
+    const p = new AddressPolicy(["64:ff9b::/96", "2002::/16", "2001::/32"]);
+    // Public IPv4 inside: the allowed prefix lets them through.
+    expect(p.refusal("64:ff9b::808:808")).toBeUndefined();
+    expect(p.refusal("2002:808:808::1")).toBeUndefined();
+    expect(p.refusal("2001:0:808:808:8000:63bf:f7f7:f7f7")).toBeUndefined();
+    // A loopback, private or metadata IPv4 inside: refused, naming it.
+    expect(p.refusal("64:ff9b::7f00:1")).toMatch(/embeds an IPv4 address: 127\.0\.0\.1 is a loopback/);
+    expect(p.refusal("64:ff9b:1::a9fe:a9fe")).toMatch(/169\.254\.169\.254 is a linkLocal/);
+    expect(p.refusal("2002:a00:1::")).toMatch(/10\.0\.0\.1 is a private/);
+    // Teredo: the server (bits 32-63) and the client (last 32 bits, inverted) both count.
+    expect(p.refusal("2001:0:7f00:1:8000:63bf:f7f7:f7f7")).toMatch(/127\.0\.0\.1/);
+    expect(p.refusal("2001:0:808:808:8000:63bf:80ff:fffe")).toMatch(/127\.0\.0\.1/);
+    // IPv4-compatible is judged as its IPv4, like IPv4-mapped.
+    expect(new AddressPolicy().refusal("::808:808")).toBeUndefined();
+  });
 });
 
 describe("configuration", () => {
@@ -237,7 +259,7 @@ describe("configuration", () => {
       deliveryConcurrency: 16,
       maxAckPending: 1000,
       logLevel: "info",
-      opsAddr: "0.0.0.0:9091",
+      opsAddr: "127.0.0.1:9091",
     });
     expect(c.topology.retryWindowMs).toBe(4 * 3_600_000);
     expect(c.topology.retryMaxDelayMs).toBe(15 * 60_000);

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { credentials } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
+import { DEFAULT_GRPC_LIMITS } from "../../lib/env/grpc-env.js";
 import { ConfigError } from "../../lib/env/read-env.js";
 import { adminMetadata, Code, createClient } from "../../lib/grpc/mod.js";
 import { ingestConfigFromEnv } from "../../services/ingest/config.js";
@@ -83,7 +84,8 @@ describe("TLS", () => {
     expect(c).toMatchObject({
       natsUrl: "nats://127.0.0.1:4222",
       address: "0.0.0.0:50051",
-      opsAddress: "0.0.0.0:9090",
+      opsAddress: "127.0.0.1:9090",
+      grpc: DEFAULT_GRPC_LIMITS,
       publishTimeoutMs: 5000,
       logLevel: "info",
     });

@@ -28,6 +28,8 @@ import { snakeCase } from "./snake-case.js";
 export const MAX_SYNC_NAME_LENGTH = 256;
 /** Longest member id of a sync (an identify call must stay under the 32 KiB call limit). */
 export const MAX_SYNC_USER_ID_LENGTH = 8 * 1024;
+/** Temporary folders of syncs are named `<prefix><pid>-<random>`. */
+export const SYNC_TEMP_PREFIX = "hookpost-sync-";
 /** At most this many field violations are reported for one request. */
 const MAX_VIOLATIONS = 20;
 
@@ -89,9 +91,13 @@ export class Violations {
   }
 }
 
-/** Runs `fn` with a private temporary folder, removed afterwards whatever happens. */
+/**
+ * Runs `fn` with a private temporary folder, removed afterwards whatever happens. The name
+ * carries the process id, so that a later start can tell the folders of a dead process
+ * (sync-temp.ts).
+ */
 export async function withTempDir<T>(deps: SyncDeps, fn: (dir: string) => Promise<T>): Promise<T> {
-  const dir = await mkdtemp(join(deps.tmpDir ?? tmpdir(), "hookpost-sync-"));
+  const dir = await mkdtemp(join(deps.tmpDir ?? tmpdir(), `${SYNC_TEMP_PREFIX}${process.pid}-`));
   try {
     return await fn(dir);
   } finally {
