@@ -3,6 +3,7 @@ import type { ConfigStore } from "../../lib/config/config-store.js";
 import type { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
 import { MESSAGE_ID_HEADER, SOURCE_ID_HEADER } from "../../lib/dead-letters/delivery-headers.js";
 import type { Logger } from "../../lib/log/logger.js";
+import { startDeliverySpan } from "../../lib/tracing/mod.js";
 import type { DispatcherMetrics } from "./metrics.js";
 import { type DeadCause, decide, type RetryPolicy } from "./retry.js";
 import type { AttemptOutcome, WebhookSender } from "./sender.js";
@@ -49,11 +50,13 @@ export class DeliveryHandler {
       return;
     }
     const messageId = msg.headers?.get(MESSAGE_ID_HEADER) || `seq-${msg.seq}`;
+    // Tracing hook: one span per attempt, under the trace the DELIVERIES headers carry.
+    const span = startDeliverySpan(msg.headers, destinationId, messageId, msg.info.deliveryCount);
     // A long attempt (5 URLs x timeout) may outlast ack-wait: keep telling JetStream we're on it.
     const keepAlive = setInterval(() => msg.working(), Math.max(250, Math.floor(d.ackWaitMs / 3)));
     let result: Awaited<ReturnType<WebhookSender["deliver"]>>;
     try {
-      result = await d.sender.deliver(dest, msg.data, messageId, d.shutdown);
+      result = await d.sender.deliver(dest, msg.data, messageId, d.shutdown, span.context);
     } finally {
       clearInterval(keepAlive);
     }
@@ -61,12 +64,14 @@ export class DeliveryHandler {
     if (result.delivered) {
       msg.ack();
       d.metrics.deliveries.inc({ outcome: "delivered" });
+      span.end("delivered");
       return;
     }
     if (d.shutdown.aborted || result.outcomes.some((o) => o.aborted)) {
       // Not the endpoint's fault: another replica takes it over at once.
       msg.nak();
       d.metrics.deliveries.inc({ outcome: "handed_back" });
+      span.end("handed_back");
       return;
     }
 
@@ -83,6 +88,7 @@ export class DeliveryHandler {
       msg.nak(decision.delayMs);
       d.metrics.deliveries.inc({ outcome: "retry" });
       d.metrics.retries.inc();
+      span.end("retry", true);
       d.logger.debug(
         { destinationId, messageId, attempt: msg.info.deliveryCount, delayMs: decision.delayMs },
         "delivery retry scheduled",
@@ -91,6 +97,7 @@ export class DeliveryHandler {
     }
     const reason = result.outcomes.length === 0 ? "destination has no URLs" : decision.reason;
     await this.#deadLetter(destinationId, msg, messageId, result.outcomes, reason, decision.cause);
+    span.end("dead_letter", true);
   }
 
   async #deadLetter(

@@ -2,6 +2,7 @@ import type { Dispatcher } from "undici";
 import type { UrlOutcomeRecord } from "../../lib/dead-letters/record.js";
 import type { Logger } from "../../lib/log/logger.js";
 import type { DestinationRecord } from "../../lib/model/destination.js";
+import { endRequestSpan, startRequestSpan, type TraceContext } from "../../lib/tracing/mod.js";
 import { signSegment, standardWebhookHeaders } from "../../receiver/mod.js";
 import { logUrl, maskUrl } from "./redact-url.js";
 import { parseRetryAfter } from "./retry.js";
@@ -49,10 +50,16 @@ export class WebhookSender {
     body: Uint8Array,
     messageId: string,
     signal: AbortSignal,
+    trace?: TraceContext,
   ): Promise<DeliveryResult> {
     const outcomes: AttemptOutcome[] = [];
     for (const url of dest.urls) {
-      const outcome = await this.attempt(url, this.#headers(dest, body, messageId, url), body, signal);
+      // Tracing hook: a client span per request; the receiver gets its `traceparent`.
+      const span = startRequestSpan(trace, url, dest.id, messageId);
+      const headers = this.#headers(dest, body, messageId, url);
+      span.inject(headers);
+      const outcome = await this.attempt(url, headers, body, signal);
+      endRequestSpan(span, outcome);
       outcomes.push(outcome);
       this.#o.onAttempt?.(outcome);
       this.#log(dest, messageId, outcome);
