@@ -5,6 +5,7 @@ import { MESSAGE_ID_HEADER, SOURCE_ID_HEADER } from "../../lib/dead-letters/deli
 import type { Logger } from "../../lib/log/logger.js";
 import { startDeliverySpan } from "../../lib/tracing/mod.js";
 import type { DispatcherMetrics } from "./metrics.js";
+import { logUrl } from "./redact-url.js";
 import { type DeadCause, decide, type RetryPolicy } from "./retry.js";
 import type { AttemptOutcome, WebhookSender } from "./sender.js";
 
@@ -89,8 +90,15 @@ export class DeliveryHandler {
       d.metrics.deliveries.inc({ outcome: "retry" });
       d.metrics.retries.inc();
       span.end("retry", true);
-      d.logger.debug(
-        { destinationId, messageId, attempt: msg.info.deliveryCount, delayMs: decision.delayMs },
+      // One record per failed attempt, with what the last URL said (npm start prints it as a line).
+      d.logger.info(
+        {
+          destinationId,
+          messageId,
+          attempt: msg.info.deliveryCount,
+          delayMs: decision.delayMs,
+          ...lastOutcome(result.outcomes),
+        },
         "delivery retry scheduled",
       );
       return;
@@ -134,8 +142,21 @@ export class DeliveryHandler {
     d.metrics.deliveries.inc({ outcome: "dead_letter" });
     d.metrics.deadLetters.inc({ cause });
     d.logger.warn(
-      { destinationId, messageId, attempts: msg.info.deliveryCount, reason },
+      { destinationId, messageId, attempts: msg.info.deliveryCount, reason, ...lastOutcome(outcomes) },
       "delivery dead-lettered",
     );
   }
+}
+
+/** Log fields of the last URL tried: where, what came back, the start of its body. */
+function lastOutcome(outcomes: AttemptOutcome[]): Record<string, unknown> {
+  const o = outcomes.at(-1);
+  if (!o) return {};
+  return {
+    url: logUrl(o.url),
+    status: o.status,
+    error: o.error,
+    detail: o.detail,
+    response: o.responseBody?.slice(0, 200),
+  };
 }
