@@ -8,7 +8,7 @@ export {
   ATTR,
   endRequestSpan,
   natsTraceContext,
-  StepSpan,
+  type StepSpan,
   startDeliverySpan,
   startPublishSpan,
   startRequestSpan,

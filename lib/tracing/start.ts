@@ -2,6 +2,7 @@ import { DiagLogLevel, diag, trace } from "@opentelemetry/api";
 import type { SpanExporter } from "@opentelemetry/sdk-trace-base";
 import { tracingEnabledFromEnv } from "../env/tracing-env.js";
 import type { Logger } from "../log/logger.js";
+import { setRecording } from "./spans.js";
 
 type Env = Record<string, string | undefined>;
 
@@ -66,6 +67,7 @@ export async function startTracing(
   // The sampler comes from OTEL_TRACES_SAMPLER / _ARG (default: parent-based, always on).
   const provider = new BasicTracerProvider({ resource, spanProcessors: [processor] });
   trace.setGlobalTracerProvider(provider);
+  setRecording(true);
   log.info({ service: serviceName, otlp: !options.exporter }, "tracing on");
   return {
     enabled: true,
@@ -75,6 +77,7 @@ export async function startTracing(
       } catch (err) {
         log.warn({ err: (err as Error).message }, "tracing: last export failed");
       } finally {
+        setRecording(false);
         trace.disable();
         diag.disable();
       }
