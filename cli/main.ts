@@ -14,7 +14,7 @@ import {
   type Session,
 } from "./context.js";
 import { EXIT_USAGE, renderError } from "./errors.js";
-import { type Io, Output, processIo } from "./output.js";
+import { exitQuietlyOnClosedPipe, type Io, Output, processIo } from "./output.js";
 import { positiveInt } from "./parse.js";
 
 /**
@@ -22,6 +22,7 @@ import { positiveInt } from "./parse.js";
  * Resolves to the exit status: 0 ok, 1 failed, 2 bad command line.
  */
 export async function runCli(argv: string[], io: Io = processIo): Promise<number> {
+  if (io === processIo) exitQuietlyOnClosedPipe();
   let ctx: Context | undefined;
   // Built by the command's action, once commander has parsed every option.
   const session: Session = {

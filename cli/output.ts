@@ -12,6 +12,23 @@ export const processIo: Io = {
 };
 
 /**
+ * `hookpost … | head`: once the reader is gone, writing fails with EPIPE (Node ignores SIGPIPE and
+ * would crash on the unhandled stream error). Like other Unix tools, stop quietly: nobody is
+ * reading any more. Other stream errors stay fatal.
+ */
+let pipeGuarded = false;
+export function exitQuietlyOnClosedPipe(): void {
+  if (pipeGuarded) return;
+  pipeGuarded = true;
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on("error", (err: NodeJS.ErrnoException) => {
+      if (err.code === "EPIPE") process.exit(0);
+      throw err;
+    });
+  }
+}
+
+/**
  * Everything the CLI prints goes through here: readable text and tables by default, JSON with
  * `--json`. Secrets that must never be shown (the admin token) are masked as a last line of defence.
  */

@@ -93,3 +93,25 @@ export function outcomeText(o: DeadLetterView["outcomes"][number]): string {
   if (o.detail) parts.push(`(${o.detail})`);
   return `${o.url} → ${parts.join(" ") || "?"}`;
 }
+
+/** The CLI's words for the fields of an update mask. */
+const FIELD_WORDS: Record<string, string> = {
+  name: "name",
+  source_ids: "sources",
+  urls: "urls",
+  headers: "headers",
+  shared_secret: "shared secret",
+  signing: "signing",
+};
+
+/**
+ * What an update did, in words: `name, urls changed; now disabled`. The enabled state is read
+ * from the destination the server returned, so the line says what is true now.
+ */
+export function updateSummary(paths: readonly string[], d: { enabled: boolean }): string {
+  const changed = paths.filter((p) => p !== "enabled").map((p) => FIELD_WORDS[p] ?? p);
+  const parts: string[] = [];
+  if (changed.length > 0) parts.push(`${changed.join(", ")} changed`);
+  if (paths.includes("enabled")) parts.push(d.enabled ? "now enabled" : "now disabled");
+  return parts.join("; ");
+}

@@ -10,6 +10,7 @@ import {
   SIGNING_NAMES,
   type SigningName,
   signingValue,
+  updateSummary,
 } from "../views.js";
 
 type DestinationInit = MessageInitShape<typeof DestinationSchema>;
@@ -182,7 +183,7 @@ export function destinationsCommand(session: Session): Command {
       const res = await ctx.admin().updateDestination({ destination, updateMask: { paths } });
       const d = destinationView(res.destination!);
       if (ctx.out.json) return ctx.out.data(d);
-      ctx.out.line(`Updated destination ${d.id} (${paths.join(", ")}).`);
+      ctx.out.line(`Updated destination ${d.id}: ${updateSummary(paths, d)}.`);
       ctx.out.line();
       printDestination(ctx, d);
     },

@@ -3,7 +3,9 @@ import type { ConfigStore } from "../../lib/config/config-store.js";
 import type { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
 import { MESSAGE_ID_HEADER, SOURCE_ID_HEADER } from "../../lib/dead-letters/delivery-headers.js";
 import type { Logger } from "../../lib/log/logger.js";
+import { startDeliverySpan } from "../../lib/tracing/mod.js";
 import type { DispatcherMetrics } from "./metrics.js";
+import { logUrl } from "./redact-url.js";
 import { type DeadCause, decide, type RetryPolicy } from "./retry.js";
 import type { AttemptOutcome, WebhookSender } from "./sender.js";
 
@@ -49,11 +51,13 @@ export class DeliveryHandler {
       return;
     }
     const messageId = msg.headers?.get(MESSAGE_ID_HEADER) || `seq-${msg.seq}`;
+    // Tracing hook: one span per attempt, under the trace the DELIVERIES headers carry.
+    const span = startDeliverySpan(msg.headers, destinationId, messageId, msg.info.deliveryCount);
     // A long attempt (5 URLs x timeout) may outlast ack-wait: keep telling JetStream we're on it.
     const keepAlive = setInterval(() => msg.working(), Math.max(250, Math.floor(d.ackWaitMs / 3)));
     let result: Awaited<ReturnType<WebhookSender["deliver"]>>;
     try {
-      result = await d.sender.deliver(dest, msg.data, messageId, d.shutdown);
+      result = await d.sender.deliver(dest, msg.data, messageId, d.shutdown, span.context);
     } finally {
       clearInterval(keepAlive);
     }
@@ -61,12 +65,14 @@ export class DeliveryHandler {
     if (result.delivered) {
       msg.ack();
       d.metrics.deliveries.inc({ outcome: "delivered" });
+      span.end("delivered");
       return;
     }
     if (d.shutdown.aborted || result.outcomes.some((o) => o.aborted)) {
       // Not the endpoint's fault: another replica takes it over at once.
       msg.nak();
       d.metrics.deliveries.inc({ outcome: "handed_back" });
+      span.end("handed_back");
       return;
     }
 
@@ -83,14 +89,23 @@ export class DeliveryHandler {
       msg.nak(decision.delayMs);
       d.metrics.deliveries.inc({ outcome: "retry" });
       d.metrics.retries.inc();
-      d.logger.debug(
-        { destinationId, messageId, attempt: msg.info.deliveryCount, delayMs: decision.delayMs },
+      span.end("retry", true);
+      // One record per failed attempt, with what the last URL said (npm start prints it as a line).
+      d.logger.info(
+        {
+          destinationId,
+          messageId,
+          attempt: msg.info.deliveryCount,
+          delayMs: decision.delayMs,
+          ...lastOutcome(result.outcomes),
+        },
         "delivery retry scheduled",
       );
       return;
     }
     const reason = result.outcomes.length === 0 ? "destination has no URLs" : decision.reason;
     await this.#deadLetter(destinationId, msg, messageId, result.outcomes, reason, decision.cause);
+    span.end("dead_letter", true);
   }
 
   async #deadLetter(
@@ -127,8 +142,21 @@ export class DeliveryHandler {
     d.metrics.deliveries.inc({ outcome: "dead_letter" });
     d.metrics.deadLetters.inc({ cause });
     d.logger.warn(
-      { destinationId, messageId, attempts: msg.info.deliveryCount, reason },
+      { destinationId, messageId, attempts: msg.info.deliveryCount, reason, ...lastOutcome(outcomes) },
       "delivery dead-lettered",
     );
   }
+}
+
+/** Log fields of the last URL tried: where, what came back, the start of its body. */
+function lastOutcome(outcomes: AttemptOutcome[]): Record<string, unknown> {
+  const o = outcomes.at(-1);
+  if (!o) return {};
+  return {
+    url: logUrl(o.url),
+    status: o.status,
+    error: o.error,
+    detail: o.detail,
+    response: o.responseBody?.slice(0, 200),
+  };
 }

@@ -1,5 +1,6 @@
 import { ConfigError } from "../../lib/env/read-env.js";
 import { createLogger } from "../../lib/log/logger.js";
+import { startTracing } from "../../lib/tracing/mod.js";
 import { dispatcherConfigFromEnv } from "./config.js";
 import { startDispatcher } from "./dispatcher.js";
 
@@ -19,6 +20,11 @@ const logger = createLogger("dispatcher", config.logLevel);
 
 process.on("unhandledRejection", (err) => logger.error({ err }, "unhandled rejection"));
 
+// Tracing hook: OpenTelemetry when OTEL_* asks for it (flushed after the dispatcher stops).
+const tracing = await startTracing("hookpost-dispatcher", process.env, logger).catch((err: Error) => {
+  logger.fatal({ err: err.message }, "bad configuration");
+  process.exit(2);
+});
 const dispatcher = await startDispatcher(config, { logger });
 
 let stopping = false;
@@ -31,12 +37,15 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
     }
     stopping = true;
     logger.info({ signal }, "shutting down");
-    dispatcher.close().then(
-      () => process.exit(0),
-      (err) => {
-        logger.error({ err }, "shutdown failed");
-        process.exit(1);
-      },
-    );
+    dispatcher
+      .close()
+      .then(() => tracing.shutdown())
+      .then(
+        () => process.exit(0),
+        (err) => {
+          logger.error({ err }, "shutdown failed");
+          process.exit(1);
+        },
+      );
   });
 }

@@ -8,6 +8,7 @@ import {
 import type { Logger } from "../../lib/log/logger.js";
 import type { StoredCall } from "../../lib/model/stored-call.js";
 import { deliverySubject, type EventType } from "../../lib/nats/topology.js";
+import { ATTR, startRouteSpan } from "../../lib/tracing/mod.js";
 import { renderBody } from "./body.js";
 import { webhooksEnabled } from "./integrations.js";
 import type { DispatcherMetrics } from "./metrics.js";
@@ -46,15 +47,19 @@ export class Router {
       d.metrics.routed.inc({ outcome: "invalid" });
       return;
     }
+    // Tracing hook: a route span under the call's trace (EVENTS headers), ended with the outcome.
+    const span = startRouteSpan(msg.headers, call);
     if (!webhooksEnabled(call)) {
       msg.ack();
       d.metrics.routed.inc({ outcome: "filtered" });
+      span.end("filtered");
       return;
     }
     const targets = d.store.destinationsForSource(call.sourceId).filter((dest) => dest.enabled);
     if (targets.length === 0) {
       msg.ack();
       d.metrics.routed.inc({ outcome: "no_destination" });
+      span.end("no_destination");
       return;
     }
     const body = renderBody(call);
@@ -64,6 +69,7 @@ export class Router {
           const h = headers();
           h.set(MESSAGE_ID_HEADER, call.messageId);
           h.set(SOURCE_ID_HEADER, call.sourceId);
+          span.inject(h); // tracing hook: the trace goes on to DELIVERIES
           return d.js.publish(deliverySubject(dest.id), body, {
             msgID: deliveryMsgId(call.sourceId, call.messageId, dest.id),
             headers: h,
@@ -75,10 +81,12 @@ export class Router {
       d.logger.warn({ seq: msg.seq, err: (err as Error).message }, "fan-out failed; will retry");
       msg.nak(BACKPRESSURE_DELAY_MS + Math.floor(Math.random() * 1000));
       d.metrics.routed.inc({ outcome: "backpressure" });
+      span.end("backpressure", true);
       return;
     }
     msg.ack();
     d.metrics.routed.inc({ outcome: "routed" });
+    span.end("routed", false, { [ATTR.targets]: targets.length });
   }
 }
 

@@ -2,6 +2,7 @@ import type { Dispatcher } from "undici";
 import type { UrlOutcomeRecord } from "../../lib/dead-letters/record.js";
 import type { Logger } from "../../lib/log/logger.js";
 import type { DestinationRecord } from "../../lib/model/destination.js";
+import { endRequestSpan, startRequestSpan, type TraceContext } from "../../lib/tracing/mod.js";
 import { signSegment, standardWebhookHeaders } from "../../receiver/mod.js";
 import { logUrl, maskUrl } from "./redact-url.js";
 import { parseRetryAfter } from "./retry.js";
@@ -10,6 +11,8 @@ import { SsrfRefusedError } from "./ssrf.js";
 export const USER_AGENT = "Hookpost/1.0";
 /** Response bodies are read up to this much, then dropped. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
+/** How much of a failed attempt's response body is kept (to say why it failed). */
+const KEPT_RESPONSE_BYTES = 4 * 1024;
 /** Names a static header may not take (the admin API refuses them too; this is the backstop). */
 const RESERVED =
   /^(content-type|content-length|host|user-agent|x-signature|idempotency-key|transfer-encoding|connection|webhook-.*)$/i;
@@ -21,6 +24,8 @@ export interface AttemptOutcome extends UrlOutcomeRecord {
   durationMs: number;
   /** Cut short by shutdown: says nothing about the endpoint. */
   aborted: boolean;
+  /** The start of the response body of a non-2xx answer (up to 4 KiB, as text). */
+  responseBody?: string;
 }
 
 export interface DeliveryResult {
@@ -49,10 +54,16 @@ export class WebhookSender {
     body: Uint8Array,
     messageId: string,
     signal: AbortSignal,
+    trace?: TraceContext,
   ): Promise<DeliveryResult> {
     const outcomes: AttemptOutcome[] = [];
     for (const url of dest.urls) {
-      const outcome = await this.attempt(url, this.#headers(dest, body, messageId, url), body, signal);
+      // Tracing hook: a client span per request; the receiver gets its `traceparent`.
+      const span = startRequestSpan(trace, url, dest.id, messageId);
+      const headers = this.#headers(dest, body, messageId, url);
+      span.inject(headers);
+      const outcome = await this.attempt(url, headers, body, signal);
+      endRequestSpan(span, outcome);
       outcomes.push(outcome);
       this.#o.onAttempt?.(outcome);
       this.#log(dest, messageId, outcome);
@@ -129,15 +140,22 @@ export class WebhookSender {
         bodyTimeout: timeoutMs,
       });
       // The deadline covers the body too; then drop it (destroying a large one closes the socket).
+      // A failure's body is kept in part: it usually says why.
+      const keep = res.statusCode < 200 || res.statusCode >= 300;
+      const kept: Buffer[] = [];
       let read = 0;
       for await (const chunk of res.body) {
-        read += (chunk as Buffer).length;
+        const b = chunk as Buffer;
+        if (keep && read < KEPT_RESPONSE_BYTES) kept.push(b.subarray(0, KEPT_RESPONSE_BYTES - read));
+        read += b.length;
         if (read >= MAX_RESPONSE_BYTES) {
           res.body.destroy();
           break;
         }
       }
-      return done(statusOutcome(res.statusCode, res.headers["retry-after"]));
+      const outcome = done(statusOutcome(res.statusCode, res.headers["retry-after"]));
+      if (kept.length > 0) outcome.responseBody = Buffer.concat(kept).toString("utf8");
+      return outcome;
     } catch (err) {
       if (timedOut) {
         return done({

@@ -4,6 +4,7 @@
  */
 import { ConfigError } from "../../lib/env/read-env.js";
 import { createLogger } from "../../lib/log/logger.js";
+import { startTracing } from "../../lib/tracing/mod.js";
 import { ingestConfigFromEnv } from "./config.js";
 import { startIngest } from "./ingest.js";
 
@@ -12,6 +13,8 @@ async function main(): Promise<void> {
   try {
     const config = ingestConfigFromEnv(process.env);
     log = createLogger("ingest", config.logLevel);
+    // Tracing hook: OpenTelemetry when OTEL_* asks for it (flushed after the service stops).
+    const tracing = await startTracing("hookpost-ingest", process.env, log);
     const ingest = await startIngest(config, { logger: log });
     log.info(
       { address: ingest.address, tls: config.tls !== undefined, ops: ingest.opsAddress },
@@ -29,13 +32,16 @@ async function main(): Promise<void> {
       }
       stopping = true;
       log.info({ signal }, "shutting down");
-      ingest.close().then(
-        () => process.exit(0),
-        (err: unknown) => {
-          log.error({ err: (err as Error).message }, "shutdown failed");
-          process.exit(1);
-        },
-      );
+      ingest
+        .close()
+        .then(() => tracing.shutdown())
+        .then(
+          () => process.exit(0),
+          (err: unknown) => {
+            log.error({ err: (err as Error).message }, "shutdown failed");
+            process.exit(1);
+          },
+        );
     };
     process.on("SIGTERM", stop);
     process.on("SIGINT", stop);

@@ -10,8 +10,12 @@ import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
+import { adminMetadata, createClient } from "../../lib/grpc/mod.js";
 import { splitHostPort } from "../../lib/ops/ops-server.js";
+import { summarizeDeliveries } from "./delivered-summary.js";
 import { DEMO_SECRET, startDemoReceiver } from "./demo-receiver.js";
+import { humanLine } from "./log-lines.js";
 import { findNatsServer, type LocalNats, startLocalNats } from "./nats-process.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -46,8 +50,11 @@ function startService(name: string, entry: string, env: NodeJS.ProcessEnv, waitF
           rec = undefined;
         }
         if (rec?.msg === waitFor) resolveReady(rec);
-        if (!rec || (typeof rec.level === "number" && rec.level >= 40) || process.env.HOOKPOST_VERBOSE) {
+        if (process.env.HOOKPOST_VERBOSE || !rec) {
           out(`[${name}] ${line}`);
+        } else {
+          const text = humanLine(name, rec);
+          if (text !== undefined) out(text);
         }
       });
     }
@@ -192,15 +199,52 @@ async function main(): Promise<void> {
     out(`  demo receiver      ${receiver.url}   (verifies X-Signature with secret "${DEMO_SECRET}")`);
   out(`  admin token        ${token}`);
   out("");
-  out("Send a first event (in another terminal, from this folder):");
+  // A restart on the same data: the demo source (and destination) exist already.
+  const existing = await demoConfig(endpoint, token);
+  if (existing.source) {
+    out(`Welcome back: the demo source${existing.destination ? " and destination are" : " is"} still here.`);
+    out("Send an event (in another terminal, from this folder):");
+  } else {
+    out("Send a first event (in another terminal, from this folder):");
+  }
   out(`  export HOOKPOST_ENDPOINT=${endpoint} ADMIN_TOKEN=${token}`);
-  out(`  npx hookpost sources create "My first source" --id demo     # prints the write key once`);
-  out(
-    `  npx hookpost destinations create --id demo-hook --name demo --source demo --url ${receiver?.url ?? "http://127.0.0.1:4000/webhook"} --secret ${DEMO_SECRET}`,
-  );
+  if (existing.source) {
+    out(`  npx hookpost sources rotate-key demo     # only if you lost its write key: prints a new one`);
+  } else {
+    out(`  npx hookpost sources create "My first source" --id demo     # prints the write key once`);
+  }
+  if (!existing.destination) {
+    out(
+      `  npx hookpost destinations create --id demo-hook --name demo --source demo --url ${receiver?.url ?? "http://127.0.0.1:4000/webhook"} --secret ${DEMO_SECRET}`,
+    );
+  }
   out(`  npx hookpost send track --write-key <the write key> --user-id user-1 --event "Signed Up"`);
   out("");
+  out("Failed delivery attempts show here as they happen (✗), deliveries in summary (✓).");
   out("Ctrl-C stops everything.");
+  if (dispatcherRec.ops) summarizeDeliveries(String(dispatcherRec.ops), out);
+}
+
+/** Whether the demo source and destination the instructions create exist already. */
+async function demoConfig(
+  endpoint: string,
+  token: string,
+): Promise<{ source: boolean; destination: boolean }> {
+  const admin = createClient(AdminService, endpoint, { metadata: adminMetadata(token) });
+  const exists = (p: Promise<unknown>) =>
+    p.then(
+      () => true,
+      () => false, // NOT_FOUND, or unknown: then the first-run instructions are the safe ones
+    );
+  try {
+    const [source, destination] = await Promise.all([
+      exists(admin.getSource({ id: "demo" }, { timeoutMs: 5000 })),
+      exists(admin.getDestination({ id: "demo-hook" }, { timeoutMs: 5000 })),
+    ]);
+    return { source, destination: source && destination };
+  } finally {
+    admin.close();
+  }
 }
 
 main().catch((err) => {

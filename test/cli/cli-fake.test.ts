@@ -154,7 +154,9 @@ describe("destinations", () => {
     const updated = ok(
       await run(["destinations", "update", "crm", "--disable", "--url", "https://new.example.com/h"]),
     );
-    expect(updated.stdout).toContain("Updated destination crm (urls, enabled)");
+    expect(updated.stdout).toContain("Updated destination crm: urls changed; now disabled.");
+    expect(updated.stdout).not.toContain("(enabled)");
+    expect(updated.stdout).toMatch(/^enabled:\s+no$/m);
     expect(fake.writes).toEqual(["UpdateDestination crm urls,enabled"]);
     const after = fake.destinations.get("crm")!;
     expect(after.enabled).toBe(false);

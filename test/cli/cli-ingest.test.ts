@@ -136,7 +136,8 @@ describe("hookpost against the real ingest", () => {
     });
 
     const updated = ok(await run(["destinations", "update", "crm", "--disable", "--name", "CRM v2"]));
-    expect(updated.stdout).toContain("Updated destination crm (name, enabled)");
+    expect(updated.stdout).toContain("Updated destination crm: name changed; now disabled.");
+    expect(updated.stdout).toMatch(/^enabled:\s+no$/m);
     const after = JSON.parse(ok(await run(["--json", "destinations", "get", "crm"])).stdout) as Record<
       string,
       unknown

@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-const BIN = fileURLToPath(new URL("../../bin/hookpost.js", import.meta.url));
+export const BIN = fileURLToPath(new URL("../../bin/hookpost.js", import.meta.url));
 
 export interface CliResult {
   code: number | null;
@@ -19,13 +19,9 @@ export function hookpost(
   env: Record<string, string | undefined> = {},
   stdin?: string,
 ): Promise<CliResult> {
-  const base = { ...process.env };
-  for (const k of Object.keys(base)) {
-    if (k === "ADMIN_TOKEN" || k.startsWith("HOOKPOST_")) delete base[k];
-  }
   const child = spawn(process.execPath, [BIN, ...args], {
     cwd: ROOT,
-    env: { ...base, HOOKPOST_CLI_FROM_SOURCE: "1", NO_COLOR: "1", ...env },
+    env: cliEnv(env),
     stdio: ["pipe", "pipe", "pipe"],
   });
   let stdout = "";
@@ -48,4 +44,13 @@ export function hookpost(
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/** The test's environment without Hookpost variables, running the CLI from the sources, plus `env`. */
+export function cliEnv(env: Record<string, string | undefined>): NodeJS.ProcessEnv {
+  const base = { ...process.env };
+  for (const k of Object.keys(base)) {
+    if (k === "ADMIN_TOKEN" || k.startsWith("HOOKPOST_")) delete base[k];
+  }
+  return { ...base, HOOKPOST_CLI_FROM_SOURCE: "1", NO_COLOR: "1", ...env };
 }

@@ -26,6 +26,7 @@ interface ComposeService {
   healthcheck?: { test: string[] };
   depends_on?: Record<string, { condition: string }>;
   deploy?: { replicas?: number };
+  ports?: string[];
   stop_grace_period?: string;
 }
 interface Compose {
@@ -96,6 +97,60 @@ describe("docker-compose.yml", () => {
     for (const s of [ingest!, dispatcher!]) {
       expect(parseDuration(s.stop_grace_period ?? "10s")).toBeGreaterThanOrEqual(15_000);
     }
+  });
+});
+
+/**
+ * The variables README.md's configuration tables document, per table: "Shared by ingest and
+ * dispatcher", "Ingest (…)", "Dispatcher (…)". A cell may name several (`TLS_CERT_FILE`, `TLS_KEY_FILE`).
+ */
+function documentedVariables(readme: string): Record<"shared" | "ingest" | "dispatcher", string[]> {
+  const section = readme.slice(
+    readme.indexOf("## Configuration"),
+    readme.indexOf("\n## ", readme.indexOf("## Configuration") + 1),
+  );
+  const tableAfter = (title: string) => {
+    const start = section.indexOf(title);
+    expect(start, title).toBeGreaterThanOrEqual(0);
+    const names: string[] = [];
+    for (const line of section.slice(start).split("\n").slice(1)) {
+      if (line.trim() === "") {
+        if (names.length > 0) break;
+        continue;
+      }
+      if (!line.startsWith("|")) break;
+      const first = line.split("|")[1] ?? "";
+      for (const m of first.matchAll(/`([A-Z][A-Z0-9_]*)`/g)) names.push(m[1]!);
+    }
+    return names;
+  };
+  return {
+    shared: tableAfter("Shared by ingest and dispatcher"),
+    ingest: tableAfter("Ingest (`npm run ingest`)"),
+    dispatcher: tableAfter("Dispatcher (`npm run dispatcher`)"),
+  };
+}
+
+describe("docker-compose.yml against the README", () => {
+  it("passes every documented variable of a service through to it", async () => {
+    const vars = documentedVariables(await readFile(join(ROOT, "README.md"), "utf8"));
+    expect(vars.shared).toEqual(expect.arrayContaining([...STREAM_SETTINGS, "NATS_URL", "LOG_LEVEL"]));
+    expect(vars.dispatcher).toEqual(expect.arrayContaining(["WEBHOOK_TIMEOUT_MS", "SHUTDOWN_GRACE"]));
+    const missing = (s: ComposeService, names: string[]) =>
+      names.filter((n) => !(n in (s.environment ?? {})));
+    expect(missing(ingest!, [...vars.shared, ...vars.ingest])).toEqual([]);
+    expect(missing(dispatcher!, [...vars.shared, ...vars.dispatcher])).toEqual([]);
+    // Passed through from the shell, not hard-wired (NATS_URL and the listen addresses excepted).
+    for (const s of [ingest!, dispatcher!]) {
+      for (const [k, v] of Object.entries(s.environment ?? {})) {
+        if (["NATS_URL", "OPS_ADDR", "INGEST_ADDR"].includes(k)) continue;
+        expect(v, k).toMatch(new RegExp(`^\\$\\{${k}(:-|:\\?)`));
+      }
+    }
+  });
+
+  it("publishes NATS on this machine only, on 4222 (what `npm start`'s hint uses)", () => {
+    expect(nats!.ports).toEqual(["127.0.0.1:4222:4222"]);
   });
 });
 

@@ -76,41 +76,68 @@ const printed = (re: RegExp): RegExpExecArray => {
   throw new Error(`nothing printed matches ${re}:\n${lines.join("\n")}`);
 };
 
+/** Runs `npm start` in the copy (every port asked as 0) until it printed its summary. */
+async function npmStart(): Promise<ChildProcess> {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const k of Object.keys(env)) {
+    if (
+      k === "NATS_URL" ||
+      k === "ADMIN_TOKEN" ||
+      k === "OPS_ADDR" ||
+      k.startsWith("HOOKPOST_") ||
+      k.startsWith("OTEL_")
+    )
+      delete env[k];
+  }
+  const proc = spawn("npm", ["start"], {
+    cwd: dir,
+    env: {
+      ...env,
+      INGEST_ADDR: "127.0.0.1:0",
+      INGEST_OPS_ADDR: "127.0.0.1:0",
+      DISPATCHER_OPS_ADDR: "127.0.0.1:0",
+      DEMO_RECEIVER_ADDR: "127.0.0.1:0",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+    // Its own process group, so that the test can "press Ctrl-C" on it.
+    detached: true,
+  });
+  npm = proc;
+  exited = new Promise((resolve) => proc.once("exit", (code) => resolve(code)));
+  for (const stream of [proc.stdout!, proc.stderr!]) {
+    createInterface({ input: stream }).on("line", (line) => lines.push(line));
+  }
+  await waitUntil(
+    "npm start to print its summary",
+    () => {
+      if (proc.exitCode !== null)
+        throw new Error(`npm start exited (${proc.exitCode}):\n${lines.join("\n")}`);
+      return lines.includes("Ctrl-C stops everything.");
+    },
+    60_000,
+    100,
+  );
+  return proc;
+}
+
+/** Ctrl-C: SIGINT to the whole foreground process group (npm, tsx, the launcher); all exit. */
+async function pressCtrlC(proc: ChildProcess): Promise<void> {
+  process.kill(-proc.pid!, "SIGINT");
+  const stopped = await Promise.race([exited.then(() => true), sleep(20_000, false, { ref: false })]);
+  expect(stopped, `npm start still running 20 s after SIGINT:\n${lines.join("\n")}`).toBe(true);
+  // (Its last lines may still be in the pipe when the exit is seen.)
+  await waitUntil("its stop message", () => lines.includes("stopping…"), 10_000);
+  // Nothing it started is left (nor a zombie: the launcher waited for each of them).
+  await waitUntil(
+    "every child process to be gone",
+    async () => (await processesMentioning(dir)).length === 0,
+    10_000,
+  );
+}
+
 describe("npm start", () => {
   it("runs the whole system, prints how to use it, delivers signed calls, and stops on Ctrl-C", async () => {
-    const env: NodeJS.ProcessEnv = { ...process.env };
-    for (const k of Object.keys(env)) {
-      if (k === "NATS_URL" || k === "ADMIN_TOKEN" || k === "OPS_ADDR" || k.startsWith("HOOKPOST_"))
-        delete env[k];
-    }
-    npm = spawn("npm", ["start"], {
-      cwd: dir,
-      env: {
-        ...env,
-        INGEST_ADDR: "127.0.0.1:0",
-        INGEST_OPS_ADDR: "127.0.0.1:0",
-        DISPATCHER_OPS_ADDR: "127.0.0.1:0",
-        DEMO_RECEIVER_ADDR: "127.0.0.1:0",
-      },
-      stdio: ["ignore", "pipe", "pipe"],
-      // Its own process group, so that the test can "press Ctrl-C" on it.
-      detached: true,
-    });
-    const proc = npm;
-    exited = new Promise((resolve) => proc.once("exit", (code) => resolve(code)));
-    for (const stream of [proc.stdout!, proc.stderr!]) {
-      createInterface({ input: stream }).on("line", (line) => lines.push(line));
-    }
-    await waitUntil(
-      "npm start to print its summary",
-      () => {
-        if (proc.exitCode !== null)
-          throw new Error(`npm start exited (${proc.exitCode}):\n${lines.join("\n")}`);
-        return lines.includes("Ctrl-C stops everything.");
-      },
-      60_000,
-      100,
-    );
+    const proc = await npmStart();
 
     // Where everything listens: the real ports, not the 0s asked for.
     const [, natsUrl, natsData] = printed(/^ {2}NATS \(JetStream\)\s+(\S+)\s+\(data in (\S+)\)/);
@@ -186,6 +213,51 @@ describe("npm start", () => {
       lines.some((l) => l.startsWith("[receiver] POST /webhook (signature ok)") && l.includes('"Signed Up"')),
     );
 
+    // A destination that fails: one readable line per failed attempt, never raw JSON.
+    const failing = await Receiver.http();
+    try {
+      failing.respond = () => ({ status: 500, body: "upstream is down:\n  try later" });
+      const bad = await cli(
+        [
+          "destinations",
+          "create",
+          "--id",
+          "bad-hook",
+          "--name",
+          "bad",
+          "--source",
+          sourceId,
+          "--url",
+          failing.url(),
+        ],
+        cliEnv,
+      );
+      expect(bad.code, bad.out).toBe(0);
+      await waitUntil("the dispatcher to pull the failing destination", async () => {
+        const res = await fetch(`http://${dispatcherOps}/readyz`);
+        return ((await res.json()) as { pulling?: number }).pulling === 3;
+      });
+      expect((await cli(send, cliEnv)).code).toBe(0);
+      const failed = await waitUntil("a line for the failed attempt", () =>
+        lines.find((l) => l.startsWith("✗ bad-hook ")),
+      );
+      expect(failed).toMatch(
+        new RegExp(
+          `^✗ bad-hook ${failing.url().replaceAll(".", "\\.")} 500 \\(attempt 1, next in \\d+ (ms|s)\\): upstream is down: try later$`,
+        ),
+      );
+      // The two good destinations got it: a summary line, not one per delivery.
+      await waitUntil(
+        "the deliveries' summary",
+        () => lines.some((l) => /^✓ \d+ delivered in the last \d+ s/.test(l)),
+        30_000,
+      );
+      expect(lines.filter((l) => /^\[(ingest|dispatcher)\] \{/.test(l))).toEqual([]);
+      expect((await cli(["destinations", "delete", "bad-hook"], cliEnv)).code).toBe(0);
+    } finally {
+      await failing.close();
+    }
+
     // Ctrl-C: SIGINT to the whole foreground process group (npm, tsx, the launcher).
     const natsPid = Number(
       /nats-server_(\d+)\.ports/.exec((await readdir(join(natsData!, "ports"))).join(" "))?.[1] ?? Number.NaN,
@@ -196,16 +268,20 @@ describe("npm start", () => {
     expect(running.filter((p) => p.cmd.includes("services/ingest/main.ts"))).toHaveLength(1);
     expect(running.filter((p) => p.cmd.includes("services/dispatcher/main.ts"))).toHaveLength(1);
 
-    process.kill(-proc.pid!, "SIGINT");
-    const stopped = await Promise.race([exited.then(() => true), sleep(20_000, false, { ref: false })]);
-    expect(stopped, `npm start still running 20 s after SIGINT:\n${lines.join("\n")}`).toBe(true);
-    expect(lines).toContain("stopping…");
-    // Nothing it started is left (nor a zombie: the launcher waited for each of them).
-    await waitUntil(
-      "every child process to be gone",
-      async () => (await processesMentioning(dir)).length === 0,
-      10_000,
-    );
+    await pressCtrlC(proc);
     expect(() => process.kill(natsPid, 0)).toThrow();
+  });
+
+  it("restarted on the same data, it does not tell you to create the demo source again", async () => {
+    lines.length = 0;
+    const proc = await npmStart();
+    expect(
+      lines.some((l) => l.startsWith("Welcome back: the demo source and destination are still here.")),
+    ).toBe(true);
+    const steps = lines
+      .filter((l) => l.startsWith("  npx hookpost "))
+      .map((l) => words(l).slice(2, 4).join(" "));
+    expect(steps).toEqual(["sources rotate-key", "send track"]);
+    await pressCtrlC(proc);
   });
 });

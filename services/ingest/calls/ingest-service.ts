@@ -6,6 +6,7 @@ import { type CallContext, Code, HookpostError, type ServiceImpl } from "../../.
 import type { Logger } from "../../../lib/log/logger.js";
 import type { MembershipStore } from "../../../lib/membership/membership-store.js";
 import type { StoredCall } from "../../../lib/model/stored-call.js";
+import { grpcTraceContext } from "../../../lib/tracing/mod.js";
 import type { UserSourceIndex } from "../../../lib/users/user-source-index.js";
 import type { AdminAuth } from "../auth.js";
 import { authenticateSource } from "../auth.js";
@@ -60,7 +61,7 @@ export function ingestService(deps: IngestDeps): ServiceImpl<IngestMethods> {
     if (tooLarge) throw new HookpostError(Code.INVALID_ARGUMENT, tooLarge);
     throwIfInvalid(validateCall(call));
     const stored = toStoredCall(call, { sourceId: source.id, receivedAt: now() });
-    await Promise.all([deps.publisher.publish(stored), remember([stored])]);
+    await Promise.all([deps.publisher.publish(stored, grpcTraceContext(ctx.metadata)), remember([stored])]);
     return { messageId: stored.messageId };
   };
 
@@ -77,7 +78,10 @@ export function ingestService(deps: IngestDeps): ServiceImpl<IngestMethods> {
       throwIfInvalid(validateBatch(req));
       const stamp = { sourceId: source.id, receivedAt: now() };
       const stored = req.calls.map((bc) => toStoredCall(bc.call as Call, stamp));
-      await Promise.all([deps.publisher.publishAll(stored, PUBLISH_CONCURRENCY), remember(stored)]);
+      await Promise.all([
+        deps.publisher.publishAll(stored, PUBLISH_CONCURRENCY, grpcTraceContext(ctx.metadata)),
+        remember(stored),
+      ]);
       return { messageIds: stored.map((s) => s.messageId) };
     },
 

@@ -6,6 +6,7 @@ import type { StoredCall } from "../../../lib/model/stored-call.js";
 import { ConnectionState } from "../../../lib/nats/connection-state.js";
 import { isStreamFull } from "../../../lib/nats/jetstream-errors.js";
 import { eventSubject } from "../../../lib/nats/topology.js";
+import { startPublishSpan, type TraceContext } from "../../../lib/tracing/mod.js";
 
 export interface PublisherOptions {
   /** How long JetStream has to confirm one call. */
@@ -61,18 +62,27 @@ export class EventPublisher {
     this.#state.onChange(fn);
   }
 
-  /** Stores one call; resolves when JetStream confirmed it (or already had it). */
-  async publish(call: StoredCall): Promise<void> {
+  /**
+   * Stores one call; resolves when JetStream confirmed it (or already had it). `trace`: the
+   * caller's trace context (gRPC metadata / HTTP headers), carried on in the NATS headers.
+   */
+  async publish(call: StoredCall, trace?: TraceContext): Promise<void> {
     const started = performance.now();
-    const observe = (outcome: PublishOutcome) =>
+    // Tracing hook: one span per call, ended with the publish outcome; injected below.
+    const subject = eventSubject(call.sourceId, call.type);
+    const span = startPublishSpan(call, subject, trace);
+    const observe = (outcome: PublishOutcome) => {
       this.#options.onPublished?.(call.type, outcome, performance.now() - started);
+      span.end(outcome, outcome !== "stored" && outcome !== "duplicate");
+    };
     if (!this.connected) {
       observe("unavailable");
       throw new HookpostError(Code.UNAVAILABLE, `NATS JetStream is unreachable: ${UNAVAILABLE_HINT}`);
     }
     const h = headers();
     h.set("Nats-Msg-Id", `${call.sourceId}:${call.messageId}`);
-    const pub = this.#js.publish(eventSubject(call.sourceId, call.type), JSON.stringify(call), {
+    span.inject(h); // tracing hook: traceparent/tracestate on EVENTS
+    const pub = this.#js.publish(subject, JSON.stringify(call), {
       headers: h,
       timeout: this.#options.timeoutMs,
     });
@@ -107,14 +117,14 @@ export class EventPublisher {
   }
 
   /** Stores several calls at once (at most `concurrency` in flight); rejects with the first failure. */
-  async publishAll(calls: readonly StoredCall[], concurrency: number): Promise<void> {
+  async publishAll(calls: readonly StoredCall[], concurrency: number, trace?: TraceContext): Promise<void> {
     let next = 0;
     let failed: unknown;
     const worker = async () => {
       while (failed === undefined && next < calls.length) {
         const call = calls[next++]!;
         try {
-          await this.publish(call);
+          await this.publish(call, trace);
         } catch (err) {
           failed ??= err;
         }
