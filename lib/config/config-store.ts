@@ -30,6 +30,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   readonly #byKeyHash = new Map<string, string>();
   #stop: (() => void) | undefined;
   #closed = false;
+  #rewatching = false;
 
   private constructor(kv: KV) {
     super();
@@ -53,20 +54,30 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   #rewatchOnReconnect(nc: NatsConnection): void {
     void (async () => {
       for await (const s of nc.status()) {
-        if (s.type !== "reconnect") continue;
-        for (let attempt = 1; attempt <= 20 && !this.#closed; attempt++) {
-          try {
-            this.#stop?.();
-            await this.#watch();
-            break;
-          } catch {
-            // JetStream may still be starting on the server.
-            await new Promise((resolve) => setTimeout(resolve, 250 * attempt));
-          }
-        }
+        if (s.type === "reconnect") await this.#rewatch();
         if (this.#closed) return;
       }
     })().catch(() => {});
+  }
+
+  /** Watches again from the current contents (which include the changes made in between). */
+  async #rewatch(): Promise<void> {
+    if (this.#rewatching) return;
+    this.#rewatching = true;
+    try {
+      for (let attempt = 1; !this.#closed; attempt++) {
+        try {
+          this.#stop?.();
+          await this.#watch();
+          return;
+        } catch {
+          // JetStream may still be starting on the server, or the bucket electing a leader.
+          await new Promise((resolve) => setTimeout(resolve, Math.min(5000, 250 * attempt)));
+        }
+      }
+    } finally {
+      this.#rewatching = false;
+    }
   }
 
   async #watch(): Promise<void> {
@@ -75,10 +86,20 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
       initialized = resolve;
     });
     const iter = await this.#kv.watch({ key: ">", initializedFn: () => initialized() });
-    this.#stop = () => iter.stop();
+    let stopped = false;
+    this.#stop = () => {
+      stopped = true;
+      iter.stop();
+    };
     void (async () => {
       for await (const e of iter) this.#apply(e);
-    })().catch(() => {});
+    })()
+      .catch(() => {})
+      // The client could not recreate its watcher (a cluster that lost the bucket's leader for
+      // a while ends it with an error): start a new one rather than go deaf to changes.
+      .finally(() => {
+        if (!stopped && !this.#closed) void this.#rewatch();
+      });
     await ready;
   }
 
