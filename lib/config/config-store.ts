@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import type { KV, KvEntry, NatsConnection } from "nats";
+import type { KV, KvEntry, NatsConnection, Subscription } from "nats";
 import type { DestinationRecord } from "../model/destination.js";
 import { hashWriteKey, type SourceRecord } from "../model/source.js";
 import { CONFIG_BUCKET } from "../nats/topology.js";
@@ -31,6 +31,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   #stop: (() => void) | undefined;
   #closed = false;
   #rewatching = false;
+  #advisories: Subscription | undefined;
 
   private constructor(kv: KV) {
     super();
@@ -43,6 +44,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
     const store = new ConfigStore(kv);
     await store.#watch();
     store.#rewatchOnReconnect(nc);
+    store.#rewatchOnLeaderChange(nc);
     return store;
   }
 
@@ -58,6 +60,19 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
         if (this.#closed) return;
       }
     })().catch(() => {});
+  }
+
+  /**
+   * The watcher's consumer lives with the bucket's stream leader: when that server dies, the
+   * client notices only after missed heartbeats (10 s and more). A new leader's advisory
+   * says so at once: watch again then.
+   */
+  #rewatchOnLeaderChange(nc: NatsConnection): void {
+    this.#advisories = nc.subscribe(`$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.KV_${CONFIG_BUCKET}`, {
+      callback: () => {
+        if (!this.#closed) void this.#rewatch();
+      },
+    });
   }
 
   /** Watches again from the current contents (which include the changes made in between). */
@@ -212,6 +227,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
 
   close(): void {
     this.#closed = true;
+    this.#advisories?.unsubscribe();
     this.#stop?.();
     this.#stop = undefined;
   }

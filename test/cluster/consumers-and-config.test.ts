@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, HookpostError } from "../../lib/grpc/mod.js";
 import { Receiver } from "../helpers/receiver.js";
@@ -46,7 +47,7 @@ async function underLoad(name: string, disrupt: (load: Load) => Promise<string>)
   expect(missing).toEqual([]);
   // A call answered with an error was not stored (only UNAVAILABLE is a legitimate answer).
   for (const code of Object.keys(f.failed)) expect(code).toBe("UNAVAILABLE");
-  return { load, duplicates, distinct, figures: f };
+  return { duplicates, distinct, figures: f };
 }
 
 /** Retries an admin change while the bucket elects a leader (UNAVAILABLE means: not changed). */
@@ -71,20 +72,25 @@ async function change<T>(what: string, fn: () => Promise<T>): Promise<T> {
 
 describe("Hookpost on a 3-node cluster: consumer and bucket leaders", () => {
   it("keeps delivering when the leader of the destination's consumer is killed -9", async () => {
-    const { figures } = await underLoad("DELIVERIES consumer leader killed", async () => {
-      const leader = await s.leaderOfDeliveries();
-      const delivered = s.receiver.requests.length;
-      await s.cluster.kill(leader);
-      await waitUntil(
-        "deliveries after the kill",
-        () => s.receiver.requests.length > delivered + 300,
-        90_000,
-      );
-      const successor = await s.leaderOfDeliveries();
-      await s.cluster.restart(leader);
-      return `killed ${leader}, new consumer leader ${successor}, ${leader} restarted`;
-    });
+    const { figures, duplicates, distinct } = await underLoad(
+      "DELIVERIES consumer leader killed",
+      async () => {
+        const leader = await s.leaderOfDeliveries();
+        const delivered = s.receiver.requests.length;
+        await s.cluster.kill(leader);
+        await waitUntil(
+          "deliveries after the kill",
+          () => s.receiver.requests.length > delivered + 300,
+          90_000,
+        );
+        const successor = await s.leaderOfDeliveries();
+        await s.cluster.restart(leader);
+        return `killed ${leader}, new consumer leader ${successor}, ${leader} restarted`;
+      },
+    );
     expect(figures.failed).toEqual({});
+    // Acks are confirmed and resent across the election: few deliveries are made twice.
+    expect(duplicates).toBeLessThanOrEqual(Math.ceil(distinct / 100));
   });
 
   it("applies configuration changes after the configuration bucket's leader is killed -9", async () => {
@@ -129,16 +135,17 @@ describe("Hookpost on a 3-node cluster: consumer and bucket leaders", () => {
   });
 
   it("loses nothing when a node is frozen for 10 s (SIGSTOP, then SIGCONT)", async () => {
-    await underLoad("node frozen 10 s", async (load) => {
+    const { duplicates } = await underLoad("node frozen 10 s", async () => {
       const leader = await s.leaderOfEvents();
       s.cluster.freeze(leader);
       const frozenAt = Date.now();
-      await load.more(100, 60_000).catch(() => {});
-      // Ten seconds of partition, whatever happened meanwhile.
-      await waitUntil("10 s of freeze", () => Date.now() - frozenAt >= 10_000, 20_000);
+      await sleep(10_000); // the scenario itself: a 10 s partition, under load
       s.cluster.thaw(leader);
       await s.cluster.ready();
       return `froze ${leader} (the EVENTS leader) for ${Date.now() - frozenAt} ms`;
     });
+    // At least once: only a delivery in flight when its ack could not reach the consumer's leader
+    // comes again, i.e. at most one per delivery slot (2 dispatchers x DELIVERY_CONCURRENCY 16).
+    expect(duplicates).toBeLessThanOrEqual(2 * 16);
   });
 });

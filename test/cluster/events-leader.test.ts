@@ -100,6 +100,8 @@ describe("Hookpost on a 3-node cluster", () => {
         `failed calls ${JSON.stringify(f.failed)}, longest Batch ${f.longestMs} ms\n  ${report.join("\n  ")}`,
     );
     expect(missing).toEqual([]);
+    // Acks are confirmed and resent across the elections: few deliveries are made twice.
+    expect(duplicates).toBeLessThanOrEqual(Math.ceil(distinctNew / 100));
     // Every call was acknowledged: the elections were ridden out within the publish deadline.
     expect(f.failed).toEqual({});
   });
