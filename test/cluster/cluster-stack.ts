@@ -8,6 +8,7 @@ import {
   EVENTS_STREAM,
   ROUTER_CONSUMER,
 } from "../../lib/nats/topology.js";
+import { DEFAULT_PUBLISH_TIMEOUT_MS } from "../../services/ingest/config.js";
 import { NatsCluster } from "../helpers/nats-cluster.js";
 import { Receiver } from "../helpers/receiver.js";
 import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
@@ -178,6 +179,9 @@ export class ClusterStack {
   }
 }
 
+/** Ingest's PUBLISH_TIMEOUT_MS (its default): how long it keeps trying to store a call. */
+export const PUBLISH_DEADLINE_MS = DEFAULT_PUBLISH_TIMEOUT_MS;
+
 /** One gRPC Batch call's outcome, for figures. */
 interface CallRecord {
   start: number;
@@ -236,6 +240,14 @@ export class Load {
   more(n: number, timeoutMs = 60_000): Promise<true> {
     const target = this.acked.length + n;
     return waitUntil(`${n} more acknowledged calls`, () => this.acked.length >= target, timeoutMs, 50);
+  }
+
+  /**
+   * Failed calls that did not wait out ingest's publish deadline: ingest gave up on a call that
+   * an election (however long) could still have let through. Must be none.
+   */
+  failedEarly(): CallRecord[] {
+    return this.calls.filter((c) => c.error !== undefined && c.ms < PUBLISH_DEADLINE_MS - 1000);
   }
 
   async stop(): Promise<void> {
