@@ -47,8 +47,9 @@ export async function startDispatcher(
   for (let i = 1; ; i++) {
     try {
       await ensureTopology(jsm, config.topology);
-      store = await ConfigStore.open(nc, { replicas: config.topology.replicas });
       deadLetters = await DeadLetters.open(nc);
+      // Last: once open it watches, so a failure after it would leave a watcher behind.
+      store = await ConfigStore.open(nc, { replicas: config.topology.replicas });
       break;
     } catch (err) {
       logger.warn({ attempt: i, err: (err as Error).message }, "JetStream not ready; retrying");
