@@ -84,7 +84,7 @@ describe("TLS", () => {
       natsUrl: "nats://127.0.0.1:4222",
       address: "0.0.0.0:50051",
       opsAddress: "0.0.0.0:9090",
-      publishTimeoutMs: 5000,
+      publishTimeoutMs: 8000,
       logLevel: "info",
     });
     expect(c.adminToken).toBeUndefined();
