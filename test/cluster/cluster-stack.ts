@@ -66,6 +66,24 @@ export class ClusterStack {
   static async start(options: { dispatchers?: number } = {}): Promise<ClusterStack> {
     const cluster = await NatsCluster.start();
     const receiver = await Receiver.http();
+    const processes: ServiceProcess[] = [];
+    try {
+      return await ClusterStack.#startServices(cluster, receiver, processes, options.dispatchers ?? 2);
+    } catch (err) {
+      // afterAll sees no stack: stop here what was started, or it outlives the test file.
+      await stopProcesses(processes);
+      await receiver.close();
+      await cluster.stop();
+      throw err;
+    }
+  }
+
+  static async #startServices(
+    cluster: NatsCluster,
+    receiver: Receiver,
+    processes: ServiceProcess[],
+    dispatcherCount: number,
+  ): Promise<ClusterStack> {
     const ingest = spawnService("services/ingest/main.ts", {
       ...COMMON_ENV,
       NATS_URL: cluster.urls,
@@ -73,7 +91,8 @@ export class ClusterStack {
       ADMIN_TOKEN: STACK_ADMIN_TOKEN,
       LOG_LEVEL: "info",
     });
-    const dispatchers = Array.from({ length: options.dispatchers ?? 2 }, () =>
+    processes.push(ingest);
+    const dispatchers = Array.from({ length: dispatcherCount }, () =>
       spawnService("services/dispatcher/main.ts", {
         ...COMMON_ENV,
         NATS_URL: cluster.urls,
@@ -85,6 +104,7 @@ export class ClusterStack {
         LOG_LEVEL: "info",
       }),
     );
+    processes.push(...dispatchers);
     const listening = await ingest.waitFor("ingest listening", 60_000);
     await Promise.all(dispatchers.map((d) => d.waitFor("dispatcher started", 60_000)));
     const address = String(listening.address);
@@ -168,14 +188,18 @@ export class ClusterStack {
   async close(): Promise<void> {
     this.client.close();
     this.admin.close();
-    for (const p of [this.ingest, ...this.dispatchers]) {
-      if (p.proc.exitCode === null && p.proc.signalCode === null) {
-        p.proc.kill("SIGKILL");
-        await p.exited;
-      }
-    }
+    await stopProcesses([this.ingest, ...this.dispatchers]);
     await this.receiver.close();
     await this.cluster.stop();
+  }
+}
+
+async function stopProcesses(processes: ServiceProcess[]): Promise<void> {
+  for (const p of processes) {
+    if (p.proc.exitCode === null && p.proc.signalCode === null) {
+      p.proc.kill("SIGKILL");
+      await p.exited;
+    }
   }
 }
 

@@ -58,7 +58,12 @@ export class NatsCluster {
       throw err;
     }
     const cluster = new NatsCluster(nodes);
-    await cluster.ready();
+    try {
+      await cluster.ready();
+    } catch (err) {
+      await cluster.stop();
+      throw err;
+    }
     return cluster;
   }
 
