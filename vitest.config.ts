@@ -3,6 +3,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // Cluster tests have their own run: `npm run test:cluster` (vitest.cluster.config.ts).
+    exclude: ["test/cluster/**", "**/node_modules/**"],
     // Every test file starts its own nats-server and services: give them room, and run
     // a few files at once (2 cores here).
     testTimeout: 60_000,

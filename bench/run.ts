@@ -16,6 +16,7 @@ const suites: Record<string, () => Promise<Figure[]>> = {
   client: benchClient,
   dispatcher: benchDispatcher,
   audience: benchAudience,
+  replicas: (await import("./replicas.js")).benchReplicas,
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");

@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import type { KV, KvEntry, NatsConnection } from "nats";
+import type { KV, KvEntry, NatsConnection, Subscription } from "nats";
 import type { DestinationRecord } from "../model/destination.js";
 import { hashWriteKey, type SourceRecord } from "../model/source.js";
 import { CONFIG_BUCKET } from "../nats/topology.js";
@@ -30,6 +30,8 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   readonly #byKeyHash = new Map<string, string>();
   #stop: (() => void) | undefined;
   #closed = false;
+  #rewatching = false;
+  #advisories: Subscription | undefined;
 
   private constructor(kv: KV) {
     super();
@@ -42,6 +44,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
     const store = new ConfigStore(kv);
     await store.#watch();
     store.#rewatchOnReconnect(nc);
+    store.#rewatchOnLeaderChange(nc);
     return store;
   }
 
@@ -53,20 +56,43 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   #rewatchOnReconnect(nc: NatsConnection): void {
     void (async () => {
       for await (const s of nc.status()) {
-        if (s.type !== "reconnect") continue;
-        for (let attempt = 1; attempt <= 20 && !this.#closed; attempt++) {
-          try {
-            this.#stop?.();
-            await this.#watch();
-            break;
-          } catch {
-            // JetStream may still be starting on the server.
-            await new Promise((resolve) => setTimeout(resolve, 250 * attempt));
-          }
-        }
+        if (s.type === "reconnect") await this.#rewatch();
         if (this.#closed) return;
       }
     })().catch(() => {});
+  }
+
+  /**
+   * The watcher's consumer lives with the bucket's stream leader: when that server dies, the
+   * client notices only after missed heartbeats (10 s and more). A new leader's advisory
+   * says so at once: watch again then.
+   */
+  #rewatchOnLeaderChange(nc: NatsConnection): void {
+    this.#advisories = nc.subscribe(`$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.KV_${CONFIG_BUCKET}`, {
+      callback: () => {
+        if (!this.#closed) void this.#rewatch();
+      },
+    });
+  }
+
+  /** Watches again from the current contents (which include the changes made in between). */
+  async #rewatch(): Promise<void> {
+    if (this.#rewatching) return;
+    this.#rewatching = true;
+    try {
+      for (let attempt = 1; !this.#closed; attempt++) {
+        try {
+          this.#stop?.();
+          await this.#watch();
+          return;
+        } catch {
+          // JetStream may still be starting on the server, or the bucket electing a leader.
+          await new Promise((resolve) => setTimeout(resolve, Math.min(5000, 250 * attempt)));
+        }
+      }
+    } finally {
+      this.#rewatching = false;
+    }
   }
 
   async #watch(): Promise<void> {
@@ -75,10 +101,20 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
       initialized = resolve;
     });
     const iter = await this.#kv.watch({ key: ">", initializedFn: () => initialized() });
-    this.#stop = () => iter.stop();
+    let stopped = false;
+    this.#stop = () => {
+      stopped = true;
+      iter.stop();
+    };
     void (async () => {
       for await (const e of iter) this.#apply(e);
-    })().catch(() => {});
+    })()
+      .catch(() => {})
+      // The client could not recreate its watcher (a cluster that lost the bucket's leader for
+      // a while ends it with an error): start a new one rather than go deaf to changes.
+      .finally(() => {
+        if (!stopped && !this.#closed) void this.#rewatch();
+      });
     await ready;
   }
 
@@ -191,6 +227,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
 
   close(): void {
     this.#closed = true;
+    this.#advisories?.unsubscribe();
     this.#stop?.();
     this.#stop = undefined;
   }

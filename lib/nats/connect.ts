@@ -13,8 +13,12 @@ export async function connectNats(url: string, name: string, log: Logger): Promi
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
     waitOnFirstConnect: true,
-    pingInterval: 5_000,
+    // A frozen or partitioned server is noticed within about 6 s and left for another cluster
+    // member, inside ingest's publish deadline (PUBLISH_TIMEOUT_MS, 8 s).
+    pingInterval: 2_000,
     maxPingOut: 2,
+    // A frozen server still accepts TCP connections but never answers: give up on it quickly.
+    timeout: 3_000,
   });
   log.info({ server: nc.getServer() }, "connected to NATS");
   void (async () => {

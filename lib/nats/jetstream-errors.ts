@@ -25,6 +25,31 @@ export function isStreamFull(err: unknown): boolean {
   );
 }
 
+/** "No responders" (503): nothing answers the subject yet (JetStream starting, an election under way). */
+export function isNoResponders(err: unknown): boolean {
+  const e = err as NatsLikeError;
+  return e?.api_error === undefined && (e?.code === "503" || /no responders/i.test(jetStreamErrorText(err)));
+}
+
+/**
+ * True when the same request (with the same message id) may well succeed shortly: nobody
+ * answered yet, the answer did not come in time, the connection dropped, or the cluster is
+ * between leaders. Never true for a full stream, nor for a connection being closed by us.
+ */
+export function isTransient(err: unknown): boolean {
+  if (isStreamFull(err)) return false;
+  const e = err as NatsLikeError;
+  return (
+    isNoResponders(err) ||
+    e?.code === "TIMEOUT" ||
+    e?.code === "DISCONNECT" ||
+    e?.api_error?.err_code === 10008 || // JetStream system temporarily unavailable
+    /temporarily unavailable|no (suitable )?leader|leader (not found|unavailable)/i.test(
+      jetStreamErrorText(err),
+    )
+  );
+}
+
 /**
  * Maps a failure of JetStream (publish, object store, KV) to what a gRPC client should see:
  * RESOURCE_EXHAUSTED when the stream is full, otherwise UNAVAILABLE (retrying is safe: every

@@ -42,9 +42,14 @@ export async function startDispatcher(
   const nc = await connectNats(config.natsUrl, "hookpost-dispatcher", logger);
   const jsm = await nc.jetstreamManager();
   // JetStream can lag the server's start (or a cluster may be electing): keep trying.
+  let store: ConfigStore;
+  let deadLetters: DeadLetters;
   for (let i = 1; ; i++) {
     try {
       await ensureTopology(jsm, config.topology);
+      deadLetters = await DeadLetters.open(nc);
+      // Last: once open it watches, so a failure after it would leave a watcher behind.
+      store = await ConfigStore.open(nc, { replicas: config.topology.replicas });
       break;
     } catch (err) {
       logger.warn({ attempt: i, err: (err as Error).message }, "JetStream not ready; retrying");
@@ -58,8 +63,6 @@ export async function startDispatcher(
       : logger.warn("NATS connection lost: not ready until it is back"),
   );
   const js = nc.jetstream();
-  const store = await ConfigStore.open(nc, { replicas: config.topology.replicas });
-  const deadLetters = await DeadLetters.open(nc);
 
   const metrics = new DispatcherMetrics(async () => {
     const out = new Map<string, number>();

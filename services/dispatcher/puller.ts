@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { consumerOpts, type JetStreamClient, type JetStreamPullSubscription, type JsMsg } from "nats";
 import type { Logger } from "../../lib/log/logger.js";
+import { confirmingAck } from "../../lib/nats/confirmed-ack.js";
 
 export interface PullerOptions {
   js: JetStreamClient;
@@ -163,9 +164,12 @@ export class Puller {
     if (sub && !sub.isClosed()) sub.unsubscribe();
   }
 
-  #start(msg: JsMsg): void {
+  #start(original: JsMsg): void {
+    // The slot is held until the ack is confirmed: an ack lost to a leader change is resent.
+    const { msg, confirmed } = confirmingAck(original, this.#o.logger);
     const p = this.#o
       .handle(msg)
+      .then(confirmed)
       .catch((err) => {
         // A bug, not an endpoint failure: hand the message back rather than lose it.
         this.#o.logger.error({ consumer: this.#o.consumer, seq: msg.seq, err }, "handler failed");

@@ -20,7 +20,7 @@ export interface IngestConfig {
   tls?: { certFile: string; keyFile: string };
   /** OPS_ADDR: HTTP `/healthz`, `/readyz`, `/metrics`; absent (or `off`) for none. */
   opsAddress?: string;
-  /** PUBLISH_TIMEOUT_MS: how long to wait for JetStream to confirm a call. */
+  /** PUBLISH_TIMEOUT_MS: how long JetStream has to confirm a call, retries through an election included. */
   publishTimeoutMs: number;
   /** LOG_LEVEL. */
   logLevel: string;
@@ -35,7 +35,8 @@ export interface IngestConfig {
 
 export const DEFAULT_INGEST_ADDR = "0.0.0.0:50051";
 export const DEFAULT_INGEST_OPS_ADDR = "127.0.0.1:9090";
-export const DEFAULT_PUBLISH_TIMEOUT_MS = 5_000;
+// Rides out a JetStream leader election (4-9 s on nats-server 2.9) within the client's 10 s deadline.
+export const DEFAULT_PUBLISH_TIMEOUT_MS = 8_000;
 
 type Env = Record<string, string | undefined>;
 

@@ -31,6 +31,11 @@ export class NatsServer {
     return `nats://127.0.0.1:${this.port}`;
   }
 
+  /** Sends a signal without waiting for an exit (SIGSTOP/SIGCONT freeze and thaw the server). */
+  signal(signal: NodeJS.Signals): void {
+    this.#proc?.kill(signal);
+  }
+
   static async start(extraArgs: string[] = []): Promise<NatsServer> {
     const dir = await mkdtemp(join(tmpdir(), "hookpost-nats-"));
     const server = new NatsServer(dir, extraArgs);

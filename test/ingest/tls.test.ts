@@ -86,7 +86,7 @@ describe("TLS", () => {
       address: "0.0.0.0:50051",
       opsAddress: "127.0.0.1:9090",
       grpc: DEFAULT_GRPC_LIMITS,
-      publishTimeoutMs: 5000,
+      publishTimeoutMs: 8000,
       logLevel: "info",
     });
     expect(c.adminToken).toBeUndefined();

@@ -1,10 +1,11 @@
 import { setMaxListeners } from "node:events";
-import { headers, type JetStreamClient, type NatsConnection } from "nats";
+import { setTimeout as sleep } from "node:timers/promises";
+import { headers, type JetStreamClient, type MsgHdrs, type NatsConnection, type PubAck } from "nats";
 import { Code, HookpostError } from "../../../lib/grpc/mod.js";
 import type { Logger } from "../../../lib/log/logger.js";
 import type { StoredCall } from "../../../lib/model/stored-call.js";
 import { ConnectionState } from "../../../lib/nats/connection-state.js";
-import { isStreamFull } from "../../../lib/nats/jetstream-errors.js";
+import { isNoResponders, isStreamFull, isTransient } from "../../../lib/nats/jetstream-errors.js";
 import { eventSubject } from "../../../lib/nats/topology.js";
 import { startPublishSpan, type TraceContext } from "../../../lib/tracing/mod.js";
 
@@ -18,13 +19,19 @@ export interface PublisherOptions {
 export type PublishOutcome = "stored" | "duplicate" | "unavailable" | "full" | "error";
 
 const UNAVAILABLE_HINT = "the call was not stored; retry later with the same message id";
+/** One publish waits at most this long before it is sent again (same message id). */
+const ATTEMPT_TIMEOUT_MS = 2_000;
+const RETRY_MAX_BACKOFF_MS = 500;
+/** The connection was down when publishing, or dropped before JetStream answered. */
+const disconnected = () =>
+  new HookpostError(Code.UNAVAILABLE, `lost the NATS connection: ${UNAVAILABLE_HINT}`);
 
 /**
  * Persists calls on the EVENTS stream and resolves only once JetStream confirmed them.
- * While the NATS connection is down it fails at once with UNAVAILABLE instead of letting
- * callers wait out a timeout; in-flight publishes fail the moment the connection drops
- * (retrying is safe: the message id deduplicates). It recovers on its own when the
- * connection comes back.
+ * Connected to a lone server that is down, it fails at once with UNAVAILABLE instead of
+ * letting callers wait out a timeout (retrying is safe: the message id deduplicates). In a
+ * cluster, a dropped connection or a stream leader election is ridden out within the publish
+ * deadline. It recovers on its own when the connection comes back.
  */
 export class EventPublisher {
   readonly #js: JetStreamClient;
@@ -63,28 +70,65 @@ export class EventPublisher {
   }
 
   /**
-   * Stores one call; resolves when JetStream confirmed it (or already had it). `trace`: the
-   * caller's trace context (gRPC metadata / HTTP headers), carried on in the NATS headers.
+   * Stores one call; resolves when JetStream confirmed it (or already had it). A transient
+   * failure (a stream leader election, a move to another cluster member) is retried with the
+   * same Nats-Msg-Id, so the call is stored once, until the publish deadline (timeoutMs) runs
+   * out; only then is the answer UNAVAILABLE. A lone server that is unreachable fails at once.
+   * `trace`: the caller's trace context (gRPC metadata / HTTP headers), carried on in the NATS
+   * headers.
    */
   async publish(call: StoredCall, trace?: TraceContext): Promise<void> {
     const started = performance.now();
-    // Tracing hook: one span per call, ended with the publish outcome; injected below.
+    const deadline = started + this.#options.timeoutMs;
     const subject = eventSubject(call.sourceId, call.type);
+    // Tracing hook: one span per call, ended with the publish outcome; injected below.
     const span = startPublishSpan(call, subject, trace);
     const observe = (outcome: PublishOutcome) => {
       this.#options.onPublished?.(call.type, outcome, performance.now() - started);
       span.end(outcome, outcome !== "stored" && outcome !== "duplicate");
     };
-    if (!this.connected) {
-      observe("unavailable");
-      throw new HookpostError(Code.UNAVAILABLE, `NATS JetStream is unreachable: ${UNAVAILABLE_HINT}`);
-    }
     const h = headers();
     h.set("Nats-Msg-Id", `${call.sourceId}:${call.messageId}`);
     span.inject(h); // tracing hook: traceparent/tracestate on EVENTS
-    const pub = this.#js.publish(subject, JSON.stringify(call), {
+    const data = JSON.stringify(call);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const ack = await this.#attempt(subject, data, h, deadline - performance.now());
+        observe(ack.duplicate ? "duplicate" : "stored");
+        return;
+      } catch (err) {
+        const retry = await this.#retryable(err, attempt, deadline);
+        if (retry) continue;
+        const herr = this.#toError(err);
+        observe(
+          herr.code === Code.RESOURCE_EXHAUSTED
+            ? "full"
+            : herr.code === Code.UNAVAILABLE
+              ? "unavailable"
+              : "error",
+        );
+        throw herr;
+      }
+    }
+  }
+
+  /** After a backoff (and a reconnect, in a cluster): true when another attempt fits the deadline. */
+  async #retryable(err: unknown, attempt: number, deadline: number): Promise<boolean> {
+    const lostConnection = err instanceof HookpostError || !this.connected;
+    if (lostConnection ? !this.#state.clustered : !isTransient(err)) return false;
+    const backoff = Math.min(RETRY_MAX_BACKOFF_MS, 25 * 2 ** attempt) * (0.5 + Math.random() / 2);
+    if (deadline - performance.now() <= backoff) return false;
+    await sleep(backoff);
+    return this.#state.waitUp(deadline - performance.now());
+  }
+
+  /** One publish; fails at once when the connection is (or goes) down meanwhile. */
+  async #attempt(subject: string, data: string, h: MsgHdrs, remainingMs: number): Promise<PubAck> {
+    if (!this.connected) throw disconnected();
+    const pub = this.#js.publish(subject, data, {
       headers: h,
-      timeout: this.#options.timeoutMs,
+      // Short enough that a publish lost in an election is sent again well before the deadline.
+      timeout: Math.max(1, Math.min(remainingMs, ATTEMPT_TIMEOUT_MS)),
     });
     pub.catch(() => {}); // may lose the race below; its outcome no longer matters then
     // Settles with the publish, or fails at once when the connection drops meanwhile.
@@ -92,25 +136,13 @@ export class EventPublisher {
     const lost = this.#lost.signal;
     let onLost: (() => void) | undefined;
     const dropped = new Promise<never>((_, reject) => {
-      onLost = () =>
-        reject(new HookpostError(Code.UNAVAILABLE, `lost the NATS connection: ${UNAVAILABLE_HINT}`));
+      onLost = () => reject(disconnected());
       if (lost.aborted) onLost();
       else lost.addEventListener("abort", onLost, { once: true });
     });
     dropped.catch(() => {});
     try {
-      const ack = await Promise.race([pub, dropped]);
-      observe(ack.duplicate ? "duplicate" : "stored");
-    } catch (err) {
-      const herr = this.#toError(err);
-      observe(
-        herr.code === Code.RESOURCE_EXHAUSTED
-          ? "full"
-          : herr.code === Code.UNAVAILABLE
-            ? "unavailable"
-            : "error",
-      );
-      throw herr;
+      return await Promise.race([pub, dropped]);
     } finally {
       lost.removeEventListener("abort", onLost!);
     }
@@ -142,7 +174,6 @@ export class EventPublisher {
       api_error?: { err_code?: number; description?: string };
     };
     const api = e?.api_error;
-    const text = `${api?.description ?? ""} ${e?.message ?? ""}`;
     if (isStreamFull(err)) {
       this.#log.warn({ err: api?.description ?? e?.message }, "EVENTS stream is full; refusing calls");
       return new HookpostError(
@@ -150,10 +181,11 @@ export class EventPublisher {
         "the event stream is full: the call was not stored; retry later (older calls are kept until delivered)",
       );
     }
-    if (api === undefined && (e?.code === "503" || /no responders/i.test(text))) {
+    if (isNoResponders(err)) {
       return new HookpostError(Code.UNAVAILABLE, `JetStream is not available: ${UNAVAILABLE_HINT}`);
     }
     if (e?.code === "TIMEOUT") {
+      // The last attempt timed out: the deadline is what the client waited for.
       return new HookpostError(
         Code.UNAVAILABLE,
         `JetStream did not confirm the call within ${this.#options.timeoutMs} ms: ${UNAVAILABLE_HINT}`,

@@ -1,0 +1,301 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import type { NatsConnection } from "nats";
+import { Code, HookpostError } from "../../lib/grpc/mod.js";
+import {
+  CONFIG_BUCKET,
+  DELIVERIES_STREAM,
+  destinationConsumer,
+  EVENTS_STREAM,
+  ROUTER_CONSUMER,
+} from "../../lib/nats/topology.js";
+import { DEFAULT_PUBLISH_TIMEOUT_MS } from "../../services/ingest/config.js";
+import { NatsCluster } from "../helpers/nats-cluster.js";
+import { Receiver } from "../helpers/receiver.js";
+import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
+import {
+  type AdminClient,
+  adminClient,
+  type IngestClient,
+  ingestClient,
+  STACK_ADMIN_TOKEN,
+} from "../helpers/stack.js";
+import { waitUntil } from "../ops/helpers.js";
+
+export { waitUntil };
+
+/** Settings every service of the cluster stack gets. */
+const COMMON_ENV = { STREAM_REPLICAS: "3", LOG_LEVEL: "warn", OPS_ADDR: "off" };
+
+/**
+ * Hookpost on a 3-node JetStream cluster: ingest and dispatchers as real child processes given
+ * all three URLs, R3 streams and bucket, a recording receiver, one source and one destination.
+ */
+export class ClusterStack {
+  readonly cluster: NatsCluster;
+  readonly receiver: Receiver;
+  readonly ingest: ServiceProcess;
+  readonly dispatchers: ServiceProcess[];
+  readonly nc: NatsConnection;
+  readonly admin: AdminClient;
+  readonly client: IngestClient;
+  readonly sourceId: string;
+  readonly destinationId: string;
+
+  private constructor(o: {
+    cluster: NatsCluster;
+    receiver: Receiver;
+    ingest: ServiceProcess;
+    dispatchers: ServiceProcess[];
+    nc: NatsConnection;
+    admin: AdminClient;
+    client: IngestClient;
+    sourceId: string;
+    destinationId: string;
+  }) {
+    this.cluster = o.cluster;
+    this.receiver = o.receiver;
+    this.ingest = o.ingest;
+    this.dispatchers = o.dispatchers;
+    this.nc = o.nc;
+    this.admin = o.admin;
+    this.client = o.client;
+    this.sourceId = o.sourceId;
+    this.destinationId = o.destinationId;
+  }
+
+  static async start(options: { dispatchers?: number } = {}): Promise<ClusterStack> {
+    const cluster = await NatsCluster.start();
+    const receiver = await Receiver.http();
+    const processes: ServiceProcess[] = [];
+    try {
+      return await ClusterStack.#startServices(cluster, receiver, processes, options.dispatchers ?? 2);
+    } catch (err) {
+      // afterAll sees no stack: stop here what was started, or it outlives the test file.
+      await stopProcesses(processes);
+      await receiver.close();
+      await cluster.stop();
+      throw err;
+    }
+  }
+
+  static async #startServices(
+    cluster: NatsCluster,
+    receiver: Receiver,
+    processes: ServiceProcess[],
+    dispatcherCount: number,
+  ): Promise<ClusterStack> {
+    const ingest = spawnService("services/ingest/main.ts", {
+      ...COMMON_ENV,
+      NATS_URL: cluster.urls,
+      INGEST_ADDR: "127.0.0.1:0",
+      ADMIN_TOKEN: STACK_ADMIN_TOKEN,
+      LOG_LEVEL: "info",
+    });
+    processes.push(ingest);
+    const dispatchers = Array.from({ length: dispatcherCount }, () =>
+      spawnService("services/dispatcher/main.ts", {
+        ...COMMON_ENV,
+        NATS_URL: cluster.urls,
+        WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",
+        RETRY_BASE_DELAY: "200ms",
+        PULL_EXPIRES: "2s",
+        // Short, so that a delivery whose ack was lost comes back (and is counted) within the test.
+        ACK_WAIT: "5s",
+        LOG_LEVEL: "info",
+      }),
+    );
+    processes.push(...dispatchers);
+    const listening = await ingest.waitFor("ingest listening", 60_000);
+    await Promise.all(dispatchers.map((d) => d.waitFor("dispatcher started", 60_000)));
+    const address = String(listening.address);
+    const admin = adminClient(address);
+    const created = await admin.createSource({ name: "cluster load" });
+    const dest = await admin.createDestination({
+      destination: {
+        name: "hook",
+        urls: [receiver.url()],
+        enabled: true,
+        sourceIds: [created.source!.id],
+      },
+    });
+    const nc = await cluster.connect();
+    const jsm = await nc.jetstreamManager();
+    const destinationId = dest.destination!.id;
+    await waitUntil(
+      "the destination's consumer",
+      () => jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(destinationId)).then(() => true),
+      30_000,
+    );
+    return new ClusterStack({
+      cluster,
+      receiver,
+      ingest,
+      dispatchers,
+      nc,
+      admin,
+      client: ingestClient(address, created.writeKey),
+      sourceId: created.source!.id,
+      destinationId,
+    });
+  }
+
+  leaderOfEvents(): Promise<string> {
+    return this.cluster.streamLeader(EVENTS_STREAM);
+  }
+
+  leaderOfDeliveries(): Promise<string> {
+    return this.cluster.consumerLeader(DELIVERIES_STREAM, destinationConsumer(this.destinationId));
+  }
+
+  leaderOfConfig(): Promise<string> {
+    return this.cluster.kvLeader(CONFIG_BUCKET);
+  }
+
+  /**
+   * Resolves once every acknowledged call reached the receiver and nothing is left pending or
+   * unacknowledged anywhere (so no redelivery, hence no further duplicate, can still come).
+   */
+  async settled(acked: readonly string[], timeoutMs = 120_000): Promise<void> {
+    await waitUntil(
+      `all ${acked.length} acknowledged calls delivered`,
+      () => {
+        const got = this.receiver.messageIds();
+        return acked.every((id) => got.has(id));
+      },
+      timeoutMs,
+      250,
+    );
+    const jsm = await this.nc.jetstreamManager();
+    await waitUntil(
+      "no pending or unacknowledged message",
+      async () => {
+        const router = await jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER);
+        const dest = await jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(this.destinationId));
+        return router.num_pending + router.num_ack_pending + dest.num_pending + dest.num_ack_pending === 0;
+      },
+      timeoutMs,
+      250,
+    );
+  }
+
+  /** Requests at the receiver, distinct message ids, and the extra copies. */
+  deliveries(): { requests: number; distinct: number; duplicates: number } {
+    const requests = this.receiver.requests.length;
+    const distinct = this.receiver.messageIds().size;
+    return { requests, distinct, duplicates: requests - distinct };
+  }
+
+  async close(): Promise<void> {
+    this.client.close();
+    this.admin.close();
+    await stopProcesses([this.ingest, ...this.dispatchers]);
+    await this.receiver.close();
+    await this.cluster.stop();
+  }
+}
+
+async function stopProcesses(processes: ServiceProcess[]): Promise<void> {
+  for (const p of processes) {
+    if (p.proc.exitCode === null && p.proc.signalCode === null) {
+      p.proc.kill("SIGKILL");
+      await p.exited;
+    }
+  }
+}
+
+/** Ingest's PUBLISH_TIMEOUT_MS (its default): how long it keeps trying to store a call. */
+export const PUBLISH_DEADLINE_MS = DEFAULT_PUBLISH_TIMEOUT_MS;
+
+/** One gRPC Batch call's outcome, for figures. */
+interface CallRecord {
+  start: number;
+  ms: number;
+  error?: string;
+  message?: string;
+}
+
+/**
+ * Steady load: `workers` loops each sending Batch calls of `batchSize` tracks (with known
+ * message ids) one after the other. Records what was acknowledged and how long each call took.
+ */
+export class Load {
+  readonly acked: string[] = [];
+  readonly calls: CallRecord[] = [];
+  #running = true;
+  readonly #done: Promise<void>;
+
+  constructor(client: IngestClient, o: { workers?: number; batchSize?: number; tag?: string } = {}) {
+    const batchSize = o.batchSize ?? 10;
+    const tag = o.tag ?? "load";
+    const worker = async (w: number) => {
+      for (let i = 0; this.#running; i++) {
+        const ids = Array.from({ length: batchSize }, (_, k) => `${tag}-${w}-${i}-${k}`);
+        const start = Date.now();
+        try {
+          await client.batch(
+            {
+              calls: ids.map((messageId) => ({
+                call: {
+                  case: "track" as const,
+                  value: { userId: `u${w}`, event: "Cluster Load", messageId },
+                },
+              })),
+            },
+            { timeoutMs: 20_000 },
+          );
+          this.calls.push({ start, ms: Date.now() - start });
+          this.acked.push(...ids);
+        } catch (err) {
+          const code = err instanceof HookpostError ? Code[err.code] : String(err);
+          this.calls.push({
+            start,
+            ms: Date.now() - start,
+            error: String(code),
+            message: (err as Error).message,
+          });
+          await sleep(50);
+        }
+      }
+    };
+    this.#done = Promise.all(Array.from({ length: o.workers ?? 4 }, (_, w) => worker(w))).then(() => {});
+  }
+
+  /** Resolves once `n` more calls than now have been acknowledged. */
+  more(n: number, timeoutMs = 60_000): Promise<true> {
+    const target = this.acked.length + n;
+    return waitUntil(`${n} more acknowledged calls`, () => this.acked.length >= target, timeoutMs, 50);
+  }
+
+  /**
+   * Failed calls that did not wait out ingest's publish deadline: ingest gave up on a call that
+   * an election (however long) could still have let through. Must be none.
+   */
+  failedEarly(): CallRecord[] {
+    return this.calls.filter((c) => c.error !== undefined && c.ms < PUBLISH_DEADLINE_MS - 1000);
+  }
+
+  async stop(): Promise<void> {
+    this.#running = false;
+    await this.#done;
+  }
+
+  /** Failed calls by code, the longest call, and the span from the first to the last failure. */
+  figures(since = 0): {
+    failed: Record<string, number>;
+    longestMs: number;
+    unavailableMs: number;
+    messages: string[];
+  } {
+    const calls = this.calls.filter((c) => c.start >= since);
+    const failedCalls = calls.filter((c) => c.error !== undefined);
+    const failed: Record<string, number> = {};
+    for (const c of failedCalls) failed[c.error!] = (failed[c.error!] ?? 0) + 1;
+    const longestMs = Math.max(0, ...calls.map((c) => c.ms));
+    const unavailableMs =
+      failedCalls.length === 0
+        ? 0
+        : Math.max(...failedCalls.map((c) => c.start + c.ms)) - Math.min(...failedCalls.map((c) => c.start));
+    const messages = [...new Set(failedCalls.map((c) => c.message ?? ""))];
+    return { failed, longestMs, unavailableMs, messages };
+  }
+}

@@ -1,0 +1,57 @@
+import { connect, DiscardPolicy, type NatsConnection } from "nats";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { isNoResponders, isStreamFull, isTransient } from "../../lib/nats/jetstream-errors.js";
+import { NatsServer } from "../helpers/nats-server.js";
+
+// The classification of NATS failures, on errors a real nats-server produces: what a retry with
+// the same message id may cure (an election, a slow answer) and what it cannot (a full stream).
+
+let server: NatsServer;
+let nc: NatsConnection;
+
+beforeAll(async () => {
+  server = await NatsServer.start();
+  nc = await connect({ servers: server.url });
+});
+
+afterAll(async () => {
+  await nc?.close();
+  await server?.stop();
+});
+
+const failure = (p: Promise<unknown>) =>
+  p.then(
+    () => {
+      throw new Error("expected a failure");
+    },
+    (err: unknown) => err,
+  );
+
+describe("jetstream-errors", () => {
+  it("no responders (nothing behind the subject, e.g. no stream leader yet) is transient", async () => {
+    const err = await failure(nc.request("nobody.listens", "x", { timeout: 2000 }));
+    expect(isNoResponders(err)).toBe(true);
+    expect(isTransient(err)).toBe(true);
+  });
+
+  it("a request answered too late is transient, and not 'no responders'", async () => {
+    const sub = nc.subscribe("silent.listener");
+    const err = await failure(nc.request("silent.listener", "x", { timeout: 100 }));
+    sub.unsubscribe();
+    expect(isNoResponders(err)).toBe(false);
+    expect(isTransient(err)).toBe(true);
+  });
+
+  it("a full stream is not transient; neither is a stream that does not exist", async () => {
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.add({ name: "TINY", subjects: ["tiny.>"], max_msgs: 1, discard: DiscardPolicy.New });
+    const js = nc.jetstream();
+    await js.publish("tiny.a", "1");
+    const full = await failure(js.publish("tiny.a", "2"));
+    expect(isStreamFull(full)).toBe(true);
+    expect(isTransient(full)).toBe(false);
+    const missing = await failure(jsm.streams.info("NO_SUCH_STREAM"));
+    expect(isTransient(missing)).toBe(false);
+    expect(isNoResponders(missing)).toBe(false);
+  });
+});

@@ -1,0 +1,15 @@
+import { defineConfig } from "vitest/config";
+
+// `npm run test:cluster`: Hookpost on a 3-node JetStream cluster. Each file starts three
+// nats-servers and several service processes, so files run one at a time.
+export default defineConfig({
+  test: {
+    include: ["test/cluster/**/*.test.ts"],
+    testTimeout: 240_000,
+    hookTimeout: 120_000,
+    maxWorkers: 1,
+    fileParallelism: false,
+    reporters: ["default"],
+    pool: "forks",
+  },
+});
