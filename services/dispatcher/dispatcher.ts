@@ -1,6 +1,7 @@
 import { setMaxListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ConfigStore } from "../../lib/config/config-store.js";
+import { registerConfigRevision } from "../../lib/config/revision-metric.js";
 import { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
 import { createLogger, type Logger } from "../../lib/log/logger.js";
 import { connectNats } from "../../lib/nats/connect.js";
@@ -75,6 +76,7 @@ export async function startDispatcher(
     );
     return out;
   });
+  registerConfigRevision(metrics.registry, () => store);
   const agent = createWebhookAgent({
     policy: new AddressPolicy(config.allowedCidrs),
     connectTimeoutMs: config.webhookTimeoutMs,
@@ -154,7 +156,8 @@ export async function startDispatcher(
             const enabled = store.destinations().filter((d) => d.enabled).length;
             const pulling = supervisor.active().length;
             const ready = !closing && connection.connected && pulling >= enabled;
-            return { ready, detail: { nats: connection.connected, enabled, pulling, closing: !!closing } };
+            const detail = { nats: connection.connected, enabled, pulling, closing: !!closing };
+            return { ready, detail: { ...detail, configRevision: store.revision } };
           },
         });
 

@@ -26,7 +26,21 @@ export function destinationToProto(d: DestinationRecord): MessageInitShape<typeo
     enabled: d.enabled,
     createTime: timestampFromDate(new Date(d.createdAt)),
     updateTime: timestampFromDate(new Date(d.updatedAt)),
+    disabledReason: d.disabledReason ?? "",
+    ...(d.rateLimitPerSecond === undefined ? {} : { rateLimitPerSecond: d.rateLimitPerSecond }),
+    ...(d.maxInFlight === undefined ? {} : { maxInFlight: d.maxInFlight }),
+    ...(d.disabledAt === undefined ? {} : { disabledTime: timestampFromDate(new Date(d.disabledAt)) }),
+    ...(previousSecretExpiry(d) === undefined
+      ? {}
+      : { previousSecretExpireTime: timestampFromDate(previousSecretExpiry(d)!) }),
   };
+}
+
+/** When the rotated-out secret stops signing, while it still does. */
+export function previousSecretExpiry(d: DestinationRecord, now = Date.now()): Date | undefined {
+  if (!d.previousSecret || !d.previousSecretExpiresAt) return undefined;
+  const at = new Date(d.previousSecretExpiresAt);
+  return at.getTime() > now ? at : undefined;
 }
 
 export function signingToProto(s: StoredSigning): Signing {
