@@ -1,4 +1,12 @@
-import { ConfigError, envDuration, envInt, envList, envOptional, envString } from "../../lib/env/read-env.js";
+import {
+  ConfigError,
+  envDuration,
+  envDurationOrOff,
+  envInt,
+  envList,
+  envOptional,
+  envString,
+} from "../../lib/env/read-env.js";
 import { topologyFromEnv } from "../../lib/env/topology-env.js";
 import type { TopologySettings } from "../../lib/nats/topology.js";
 import { AddressPolicy } from "./ssrf.js";
@@ -32,6 +40,8 @@ export interface DispatcherConfig {
   shutdownGraceMs: number;
   /** HTTP ops port for /healthz, /readyz, /metrics; undefined: none (OPS_ADDR, "off" disables). */
   opsAddr?: string;
+  /** Pause a destination whose every attempt failed for this long; undefined: never (AUTO_DISABLE_AFTER). */
+  autoDisableAfterMs?: number;
   /** Stream settings; retryWindowMs (RETRY_WINDOW) and retryMaxDelayMs (RETRY_MAX_DELAY) live here. */
   topology: TopologySettings;
 }
@@ -59,6 +69,7 @@ export function dispatcherConfigFromEnv(env: Env = process.env): DispatcherConfi
     pullExpiresMs: envDuration(env, "PULL_EXPIRES", 5000),
     shutdownGraceMs: envDuration(env, "SHUTDOWN_GRACE", 10_000),
     topology,
+    ...optional("autoDisableAfterMs", envDurationOrOff(env, "AUTO_DISABLE_AFTER", 24 * 3600_000)),
     ...(caFile === undefined ? {} : { caFile }),
     ...(opsAddr === "off" ? {} : { opsAddr }),
   };
@@ -70,6 +81,10 @@ export function dispatcherConfigFromEnv(env: Env = process.env): DispatcherConfi
   if (topology.retryMaxDelayMs < config.retryBaseDelayMs)
     throw new ConfigError("RETRY_MAX_DELAY must not be below RETRY_BASE_DELAY");
   return config;
+}
+
+function optional<K extends string, V>(key: K, value: V | undefined): { [k in K]?: V } {
+  return (value === undefined ? {} : { [key]: value }) as { [k in K]?: V };
 }
 
 /** Defaults for everything but the NATS URL (tests, benchmarks, embedding). */

@@ -3,6 +3,7 @@ import type { ConfigStore } from "../../lib/config/config-store.js";
 import type { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
 import { MESSAGE_ID_HEADER, SOURCE_ID_HEADER } from "../../lib/dead-letters/delivery-headers.js";
 import type { Logger } from "../../lib/log/logger.js";
+import type { AutoDisabler } from "./auto-disable.js";
 import type { DispatcherMetrics } from "./metrics.js";
 import { type DeadCause, decide, type RetryPolicy } from "./retry.js";
 import type { AttemptOutcome, WebhookSender } from "./sender.js";
@@ -17,6 +18,8 @@ export interface DeliveryDeps {
   logger: Logger;
   /** Aborted when shutdown's grace period is over: in-flight requests stop and are handed back. */
   shutdown: AbortSignal;
+  /** Pauses destinations that are gone or failing too long (auto-disable.ts). */
+  autoDisable?: AutoDisabler;
 }
 
 const decoder = new TextDecoder();
@@ -59,12 +62,20 @@ export class DeliveryHandler {
     }
 
     if (result.delivered) {
+      d.autoDisable?.succeeded(destinationId);
       msg.ack();
       d.metrics.deliveries.inc({ outcome: "delivered" });
       return;
     }
     if (d.shutdown.aborted || result.outcomes.some((o) => o.aborted)) {
       // Not the endpoint's fault: another replica takes it over at once.
+      msg.nak();
+      d.metrics.deliveries.inc({ outcome: "handed_back" });
+      return;
+    }
+
+    // Gone, or failing too long: the destination is paused and this call waits with its backlog.
+    if (await d.autoDisable?.failed(dest, result)) {
       msg.nak();
       d.metrics.deliveries.inc({ outcome: "handed_back" });
       return;

@@ -14,12 +14,14 @@ import {
   ROUTER_CONSUMER,
 } from "../../lib/nats/topology.js";
 import { type OpsServer, splitHostPort, startOpsServer } from "../../lib/ops/ops-server.js";
+import { AutoDisabler } from "./auto-disable.js";
 import type { DispatcherConfig } from "./config.js";
 import { DeliveryHandler } from "./delivery.js";
 import { createWebhookAgent } from "./http-agent.js";
 import { Janitor } from "./janitor.js";
 import { DispatcherMetrics } from "./metrics.js";
 import { Puller } from "./puller.js";
+import { ReplicaRegistry } from "./replica-registry.js";
 import { Router } from "./router.js";
 import { WebhookSender } from "./sender.js";
 import { AddressPolicy } from "./ssrf.js";
@@ -61,6 +63,7 @@ export async function startDispatcher(
   const js = nc.jetstream();
   const store = await ConfigStore.open(nc, { replicas: config.topology.replicas });
   const deadLetters = await DeadLetters.open(nc);
+  const registry = await ReplicaRegistry.open(nc, { replicas: config.topology.replicas, logger });
 
   const metrics = new DispatcherMetrics(async () => {
     const out = new Map<string, number>();
@@ -104,6 +107,7 @@ export async function startDispatcher(
     metrics,
     logger,
     shutdown: shutdown.signal,
+    autoDisable: new AutoDisabler({ store, afterMs: config.autoDisableAfterMs, metrics, logger }),
   });
   const supervisor = new DestinationSupervisor({
     js,
@@ -114,6 +118,9 @@ export async function startDispatcher(
     concurrency: config.deliveryConcurrency,
     pullExpiresMs: config.pullExpiresMs,
     logger,
+    registry,
+    shutdown: shutdown.signal,
+    ackWaitMs: config.ackWaitMs,
   });
   await supervisor.start();
 
@@ -156,7 +163,13 @@ export async function startDispatcher(
             const enabled = store.destinations().filter((d) => d.enabled).length;
             const pulling = supervisor.active().length;
             const ready = !closing && connection.connected && pulling >= enabled;
-            const detail = { nats: connection.connected, enabled, pulling, closing: !!closing };
+            const detail = {
+              nats: connection.connected,
+              enabled,
+              pulling,
+              closing: !!closing,
+              replicas: registry.live.length,
+            };
             return { ready, detail: { ...detail, configRevision: store.revision } };
           },
         });
@@ -185,6 +198,7 @@ export async function startDispatcher(
     }
     // Open pulls end within PULL_EXPIRES; messages they still bring are handed back.
     await Promise.all([routerPuller.drain(), supervisor.drain()]);
+    await registry.close();
     store.close();
     await ops?.close();
     await nc.drain().catch(() => {});
