@@ -31,6 +31,8 @@ export interface RunningDispatcher {
   /** Graceful: stop pulling, let in-flight deliveries finish (or hand them back), drain NATS. */
   close(): Promise<void>;
   metrics: DispatcherMetrics;
+  /** The configuration revision this replica has applied (also on /readyz and as a metric). */
+  configRevision(): number;
   /** Port of the ops server, when one was started. */
   opsPort?: number;
 }
@@ -79,7 +81,6 @@ export async function startDispatcher(
     );
     return out;
   });
-  registerConfigRevision(metrics.registry, () => store);
   const agent = createWebhookAgent({
     policy: new AddressPolicy(config.allowedCidrs),
     connectTimeoutMs: config.webhookTimeoutMs,
@@ -123,6 +124,15 @@ export async function startDispatcher(
     ackWaitMs: config.ackWaitMs,
   });
   await supervisor.start();
+  // A change counts as applied once the supervisor acted on it (consumers, pullers, limits). The
+  // store's revision grows in the same tick as the supervisor queues the change, so when the
+  // supervisor is idle everything up to store.revision is in effect.
+  let appliedRevision = 0;
+  const configRevision = () => {
+    if (supervisor.idle) appliedRevision = store.revision;
+    return appliedRevision;
+  };
+  registerConfigRevision(metrics.registry, configRevision);
 
   const router = new Router({ js, store, metrics, logger });
   const routerPuller = new Puller({
@@ -170,7 +180,7 @@ export async function startDispatcher(
               closing: !!closing,
               replicas: registry.live.length,
             };
-            return { ready, detail: { ...detail, configRevision: store.revision } };
+            return { ready, detail: { ...detail, configRevision: configRevision() } };
           },
         });
 
@@ -211,6 +221,7 @@ export async function startDispatcher(
       return closing;
     },
     metrics,
+    configRevision,
     ...(ops ? { opsPort: splitHostPort(ops.address).port } : {}),
   };
 }

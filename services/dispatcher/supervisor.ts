@@ -64,6 +64,11 @@ export class DestinationSupervisor {
     await Promise.all(this.#d.store.destinations().map((r) => this.#enqueue(r.id, r)));
   }
 
+  /** No destination change is being applied: every change seen so far is in effect here. */
+  get idle(): boolean {
+    return this.#queues.size === 0;
+  }
+
   /** Destination ids this replica pulls for. */
   active(): string[] {
     return [...this.#pullers].filter(([, p]) => p.running).map(([id]) => id);

@@ -89,7 +89,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     });
     store = opened[0];
     const configStore = store;
-    registerConfigRevision(metrics.registry, () => configStore);
+    registerConfigRevision(metrics.registry, () => configStore.revision);
     const [, index, memberships, deadLetters] = opened;
 
     const health = new HealthImplementation(Object.fromEntries(HEALTH_SERVICES.map((s) => [s, "SERVING"])));
