@@ -188,6 +188,8 @@ export interface Pipeline {
    * one: its consumer exists), so that calls published next are routed to it. Returns the revision.
    */
   putDestination(record: DestinationRecord): Promise<number>;
+  /** Waits until every running dispatcher applied configuration revision `revision`. */
+  applied(revision: number): Promise<void>;
   /** Starts an in-process dispatcher on this server, closed by close(). */
   dispatcher(overrides?: Partial<DispatcherConfig>): Promise<RunningDispatcher>;
   close(): Promise<void>;
@@ -214,6 +216,7 @@ export async function pipeline(): Promise<Pipeline> {
       await waitForRevision(revision, running);
       return revision;
     },
+    applied: (revision) => waitForRevision(revision, running),
     async dispatcher(overrides = {}) {
       const d = await startDispatcher(testConfig(server.url, overrides), { logger: quietLogger });
       running.push(d);
