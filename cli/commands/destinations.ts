@@ -253,7 +253,10 @@ export function destinationsCommand(session: Session): Command {
       const until = iso(res.previousSecretExpireTime);
       // Printed once: Hookpost never shows a secret again. Not echoed when the caller gave it.
       const shown = newSecret === "" ? res.secret : undefined;
-      if (ctx.out.json) return ctx.out.data({ id, secret: shown ?? null, previousSecretExpireTime: until });
+      if (ctx.out.json) {
+        const revision = Number(res.revision);
+        return ctx.out.data({ id, secret: shown ?? null, previousSecretExpireTime: until, revision });
+      }
       ctx.out.line(`Rotated the shared secret of destination ${id}.`);
       if (shown !== undefined) ctx.out.line(`New secret (shown once): ${shown}`);
       ctx.out.line(
