@@ -58,7 +58,7 @@ describe("signing during a rotation", () => {
   it("standard webhooks: two v1 signatures, accepted with either secret by us and the reference library", () => {
     const [oldSecret, newSecret] = [generateStandardWebhookSecret(), generateStandardWebhookSecret()];
     const h = signatureHeaders(
-      dest("standard-webhooks", newSecret, oldSecret, later),
+      dest("standard-webhooks", newSecret, oldSecret, new Date(Date.now() + 60_000)),
       body,
       "m1",
       new Date(),
