@@ -31,7 +31,7 @@ export interface AutoDisableDeps {
 export class AutoDisabler {
   readonly #d: AutoDisableDeps;
   readonly #failingSince = new Map<string, number>();
-  readonly #pausing = new Map<string, Promise<void>>();
+  readonly #pausing = new Map<string, Promise<boolean>>();
 
   constructor(deps: AutoDisableDeps) {
     this.#d = deps;
@@ -50,21 +50,18 @@ export class AutoDisabler {
   async failed(dest: DestinationRecord, result: DeliveryResult): Promise<boolean> {
     const now = this.#d.now?.() ?? Date.now();
     const gone = result.outcomes.find((o) => o.status === 410);
-    if (gone) {
-      await this.#pause(dest, `the endpoint answered 410 Gone (${gone.url})`, "gone");
-      return true;
-    }
+    if (gone) return this.#pause(dest, `the endpoint answered 410 Gone (${gone.url})`, "gone");
     const afterMs = this.#d.afterMs;
     if (afterMs === undefined) return false;
     // A configuration change (a fixed URL, say) starts the clock again.
     const since = Math.max(this.#failingSince.get(dest.id) ?? now, Date.parse(dest.updatedAt) || 0);
     this.#failingSince.set(dest.id, since);
     if (now - since < afterMs) return false;
-    await this.#pause(dest, `every attempt failed for ${formatDuration(now - since)}`, "failing");
-    return true;
+    return this.#pause(dest, `every attempt failed for ${formatDuration(now - since)}`, "failing");
   }
 
-  #pause(dest: DestinationRecord, reason: string, cause: "gone" | "failing"): Promise<void> {
+  /** True when the destination is paused now (by this call or already); false when the write failed. */
+  #pause(dest: DestinationRecord, reason: string, cause: "gone" | "failing"): Promise<boolean> {
     // One write at a time per destination on this replica; the KV revision check handles the others.
     const running = this.#pausing.get(dest.id);
     if (running) return running;
@@ -73,7 +70,7 @@ export class AutoDisabler {
     return p;
   }
 
-  async #write(id: string, reason: string, cause: "gone" | "failing"): Promise<void> {
+  async #write(id: string, reason: string, cause: "gone" | "failing"): Promise<boolean> {
     const d = this.#d;
     const at = new Date(d.now?.() ?? Date.now()).toISOString();
     try {
@@ -82,16 +79,18 @@ export class AutoDisabler {
           ? { ...cur, enabled: false, disabledReason: reason, disabledAt: at, updatedAt: at }
           : undefined,
       );
-      if (revision === undefined) return; // already paused (another replica, or an operator)
+      if (revision === undefined) return true; // already paused (another replica, or an operator)
       this.#failingSince.delete(id);
       d.metrics.autoDisabled.inc({ cause });
       d.logger.warn(
         { destinationId: id, reason, revision },
         "destination paused automatically; its calls are kept",
       );
+      return true;
     } catch (err) {
-      // Not paused this time: the next failure tries again.
+      // Not paused this time: the delivery follows the usual rules and the next failure tries again.
       d.logger.error({ destinationId: id, err: (err as Error).message }, "pausing the destination failed");
+      return false;
     }
   }
 }

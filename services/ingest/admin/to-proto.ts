@@ -15,6 +15,7 @@ export function sourceToProto(s: SourceRecord): MessageInitShape<typeof SourceSc
 
 /** A destination as the admin API shows it: the shared secret never leaves, only whether one is set. */
 export function destinationToProto(d: DestinationRecord): MessageInitShape<typeof DestinationSchema> {
+  const previousUntil = previousSecretExpiry(d);
   return {
     id: d.id,
     name: d.name,
@@ -30,9 +31,7 @@ export function destinationToProto(d: DestinationRecord): MessageInitShape<typeo
     ...(d.rateLimitPerSecond === undefined ? {} : { rateLimitPerSecond: d.rateLimitPerSecond }),
     ...(d.maxInFlight === undefined ? {} : { maxInFlight: d.maxInFlight }),
     ...(d.disabledAt === undefined ? {} : { disabledTime: timestampFromDate(new Date(d.disabledAt)) }),
-    ...(previousSecretExpiry(d) === undefined
-      ? {}
-      : { previousSecretExpireTime: timestampFromDate(previousSecretExpiry(d)!) }),
+    ...(previousUntil === undefined ? {} : { previousSecretExpireTime: timestampFromDate(previousUntil) }),
   };
 }
 
