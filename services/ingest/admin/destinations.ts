@@ -51,8 +51,8 @@ function notFound(id: string): HookpostError {
  *
  * UpdateDestination follows the update_mask documented in admin.proto:
  * - empty mask: name, source_ids, urls, headers and signing are all replaced by the
- *   request's values (and validated like a create); enabled is replaced when set and kept
- *   when not; shared_secret is replaced when the request has one and kept when it is empty.
+ *   request's values (and validated like a create); enabled, rate_limit_per_second and
+ *   max_in_flight are replaced when set and kept when not; shared_secret is replaced when the request has one and kept when it is empty.
  * - with paths: only those fields change; `shared_secret` with an empty value clears the
  *   secret. Unknown or output-only paths are refused.
  * Either way the result must be consistent: standard-webhooks signing needs a valid
