@@ -32,6 +32,12 @@ export interface DestinationView {
   enabled: boolean;
   createTime: string | null;
   updateTime: string | null;
+  /** Lifecycle (README "Destination lifecycle"). */
+  rateLimitPerSecond?: number | null;
+  maxInFlight?: number | null;
+  disabledReason?: string;
+  disabledTime?: string | null;
+  previousSecretExpireTime?: string | null;
 }
 
 export interface DeadLetterView {
@@ -67,6 +73,11 @@ export function destinationView(d: Destination): DestinationView {
     enabled: d.enabled ?? false,
     createTime: iso(d.createTime),
     updateTime: iso(d.updateTime),
+    rateLimitPerSecond: d.rateLimitPerSecond ?? null,
+    maxInFlight: d.maxInFlight ?? null,
+    disabledReason: d.disabledReason,
+    disabledTime: iso(d.disabledTime),
+    previousSecretExpireTime: iso(d.previousSecretExpireTime),
   };
 }
 

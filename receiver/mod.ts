@@ -3,7 +3,7 @@
  * request body, before JSON parsing. The signing functions are what the dispatcher uses to sign.
  */
 export type { RawBody } from "./body.js";
-export { signSegment, verifySignature } from "./segment-signature.js";
+export { signSegment, verifySegmentRequest, verifySignature } from "./segment-signature.js";
 export {
   DEFAULT_TOLERANCE_SECONDS,
   type HeaderSource,

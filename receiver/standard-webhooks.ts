@@ -71,10 +71,14 @@ export interface VerifiedWebhook {
 export function verifyStandardWebhook(
   rawBody: RawBody,
   headers: HeaderSource,
-  secret: Secret,
+  secret: Secret | readonly Secret[],
   options: VerifyOptions = {},
 ): VerifiedWebhook {
-  const key = standardWebhookKey(secret);
+  // Several secrets: while rotating, the receiver accepts the old one and the new one.
+  const keys = (Array.isArray(secret) ? (secret as readonly Secret[]) : [secret as Secret]).map((s) =>
+    standardWebhookKey(s),
+  );
+  if (keys.length === 0) throw new WebhookVerificationError("invalid_secret", "no secret given");
   const id = header(headers, "webhook-id");
   const ts = header(headers, "webhook-timestamp");
   const signatures = header(headers, "webhook-signature");
@@ -105,14 +109,18 @@ export function verifyStandardWebhook(
       `webhook-timestamp is more than ${tolerance} s ahead`,
     );
   }
-  const expected = Buffer.from(signStandardWebhook(id, seconds, rawBody, key).slice(3), "utf8");
+  const expected = keys.map((key) =>
+    Buffer.from(signStandardWebhook(id, seconds, rawBody, key).slice(3), "utf8"),
+  );
   for (const entry of signatures.split(" ")) {
     const [version, signature] = entry.split(",", 2);
     // Other versions (v1a: asymmetric) are for other verifiers; skip them, as the spec says.
     if (version !== "v1" || !signature) continue;
     const given = Buffer.from(signature, "utf8");
-    if (given.length === expected.length && timingSafeEqual(given, expected)) {
-      return { id, timestamp: new Date(seconds * 1000) };
+    for (const e of expected) {
+      if (given.length === e.length && timingSafeEqual(given, e)) {
+        return { id, timestamp: new Date(seconds * 1000) };
+      }
     }
   }
   throw new WebhookVerificationError("invalid_signature", "no v1 signature in webhook-signature matches");

@@ -1,12 +1,16 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Command, Option } from "commander";
 import type { DestinationSchema } from "../../gen/hookpost/v1/admin_pb.js";
+import { parseDuration } from "../../lib/env/duration.js";
+import { MAX_IN_FLIGHT, MAX_RATE_LIMIT_PER_SECOND } from "../../services/ingest/admin/destination-rules.js";
 import type { Context, Session } from "../context.js";
 import { UsageError } from "../errors.js";
-import { collect, collectHeader } from "../parse.js";
+import { collect, collectHeader, positiveInt } from "../parse.js";
 import {
   type DestinationView,
   destinationView,
+  iso,
   SIGNING_NAMES,
   type SigningName,
   signingValue,
@@ -24,6 +28,8 @@ interface DestinationFlags {
   secret?: string;
   secretEnv?: string;
   signing?: SigningName;
+  rateLimit?: number | "off";
+  maxInFlight?: number | "off";
 }
 
 function addDestinationFlags(cmd: Command, verb: "create" | "update"): Command {
@@ -51,7 +57,36 @@ function addDestinationFlags(cmd: Command, verb: "create" | "update"): Command {
       "--secret-env <var>",
       "read the shared secret from this environment variable (keeps it out of ps)",
     )
-    .addOption(new Option("--signing <mode>", "signature headers to send").choices(SIGNING_NAMES));
+    .addOption(new Option("--signing <mode>", "signature headers to send").choices(SIGNING_NAMES))
+    .option(
+      "--rate-limit <n>",
+      "at most n deliveries per second, across all dispatchers (off: no limit)",
+      limitOrOff(MAX_RATE_LIMIT_PER_SECOND),
+    )
+    .option(
+      "--max-in-flight <n>",
+      "at most n requests in flight, across all dispatchers (off: DELIVERY_CONCURRENCY per dispatcher)",
+      limitOrOff(MAX_IN_FLIGHT),
+    );
+}
+
+function limitOrOff(max: number) {
+  const n = positiveInt(max);
+  return (value: string): number | "off" => (value.trim() === "off" ? "off" : n(value));
+}
+
+/** Sets the lifecycle limits given as flags; returns the update-mask paths they touch. */
+function setLimitFlags(destination: DestinationInit, opts: DestinationFlags): string[] {
+  const paths: string[] = [];
+  if (opts.rateLimit !== undefined) {
+    if (opts.rateLimit !== "off") destination.rateLimitPerSecond = opts.rateLimit;
+    paths.push("rate_limit_per_second");
+  }
+  if (opts.maxInFlight !== undefined) {
+    if (opts.maxInFlight !== "off") destination.maxInFlight = opts.maxInFlight;
+    paths.push("max_in_flight");
+  }
+  return paths;
 }
 
 export function destinationsCommand(session: Session): Command {
@@ -77,6 +112,7 @@ export function destinationsCommand(session: Session): Command {
       signing: signingValue(opts.signing ?? "segment"),
       enabled: !opts.disabled,
     };
+    setLimitFlags(destination, opts);
     const res = await ctx.admin().createDestination({ destination });
     const d = destinationView(res.destination!);
     if (ctx.out.json) return ctx.out.data(d);
@@ -178,6 +214,7 @@ export function destinationsCommand(session: Session): Command {
         destination.enabled = Boolean(opts.enable);
         paths.push("enabled");
       }
+      paths.push(...setLimitFlags(destination, opts));
       if (paths.length === 0) throw new UsageError("nothing to change: give at least one flag to update");
       const ctx = session.context(command);
       const res = await ctx.admin().updateDestination({ destination, updateMask: { paths } });
@@ -188,6 +225,45 @@ export function destinationsCommand(session: Session): Command {
       printDestination(ctx, d);
     },
   );
+
+  cmd
+    .command("rotate-secret")
+    .description(
+      "set a new shared secret; the previous one keeps signing beside it for the overlap, so receivers can switch at any moment",
+    )
+    .argument("<id>", "destination id")
+    .option("--overlap <duration>", "how long the previous secret keeps signing (0: stops at once)", "24h")
+    .option(
+      "--secret-env <var>",
+      "read the new secret from this environment variable; generated when omitted",
+    )
+    .action(async (id: string, opts: { overlap: string; secretEnv?: string }, command: Command) => {
+      let overlapMs: number;
+      try {
+        overlapMs = parseDuration(opts.overlap);
+      } catch (err) {
+        throw new UsageError(`--overlap: ${(err as Error).message}`);
+      }
+      const newSecret = resolveSecret(opts) ?? "";
+      const ctx = session.context(command);
+      const res = await ctx.admin().rotateSecret({
+        destinationId: id,
+        newSecret,
+        previousValidFor: durationFromMs(overlapMs),
+      });
+      const until = iso(res.previousSecretExpireTime);
+      // Printed once: Hookpost never shows a secret again. Not echoed when the caller gave it.
+      const shown = newSecret === "" ? res.secret : undefined;
+      if (ctx.out.json) {
+        const revision = Number(res.revision);
+        return ctx.out.data({ id, secret: shown ?? null, previousSecretExpireTime: until, revision });
+      }
+      ctx.out.line(`Rotated the shared secret of destination ${id}.`);
+      if (shown !== undefined) ctx.out.line(`New secret (shown once): ${shown}`);
+      ctx.out.line(
+        until ? `The previous secret keeps signing until ${until}.` : "The previous secret no longer signs.",
+      );
+    });
 
   cmd
     .command("delete")
@@ -223,6 +299,17 @@ export function printDestination(ctx: Context, d: DestinationView): void {
     ["sources", d.sourceIds.join(", ") || "(none)"],
     ["signing", d.signing],
     ["shared secret", d.sharedSecretSet ? "set" : "not set"],
+    ...(d.previousSecretExpireTime
+      ? [["previous secret signs until", d.previousSecretExpireTime] as [string, string]]
+      : []),
+    ["rate limit", d.rateLimitPerSecond == null ? "none" : `${d.rateLimitPerSecond}/s`],
+    ["max in flight", d.maxInFlight == null ? "DELIVERY_CONCURRENCY per dispatcher" : String(d.maxInFlight)],
+    ...(d.disabledReason
+      ? [
+          ["disabled reason", d.disabledReason] as [string, string],
+          ["disabled at", d.disabledTime ?? ""] as [string, string],
+        ]
+      : []),
     ["created", d.createTime ?? ""],
     ["updated", d.updateTime ?? ""],
     ["urls", d.urls.length === 0 ? "(none)" : ""],

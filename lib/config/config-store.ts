@@ -28,6 +28,10 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   readonly #sources = new Map<string, SourceRecord>();
   readonly #destinations = new Map<string, DestinationRecord>();
   readonly #byKeyHash = new Map<string, string>();
+  /** KV revision of each destination's current entry, for revision-checked updates. */
+  readonly #destinationRevisions = new Map<string, number>();
+  /** The highest configuration revision applied here (see `revision`). */
+  #revision = 0;
   #stop: (() => void) | undefined;
   #closed = false;
   #rewatching = false;
@@ -120,12 +124,13 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
 
   #apply(e: KvEntry): void {
     const removed = e.operation !== "PUT";
+    this.#applied(e.revision);
     if (e.key.startsWith(SOURCE)) {
       const id = e.key.slice(SOURCE.length);
       this.#setSource(id, removed ? undefined : (e.json() as SourceRecord));
     } else if (e.key.startsWith(DESTINATION)) {
       const id = e.key.slice(DESTINATION.length);
-      this.#setDestination(id, removed ? undefined : (e.json() as DestinationRecord));
+      this.#setDestination(id, removed ? undefined : (e.json() as DestinationRecord), e.revision);
     }
   }
 
@@ -141,10 +146,24 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
     this.emit("change", { kind: "source", id, record });
   }
 
-  #setDestination(id: string, record: DestinationRecord | undefined): void {
+  #setDestination(id: string, record: DestinationRecord | undefined, revision: number): void {
     if (record) this.#destinations.set(id, record);
     else this.#destinations.delete(id);
+    this.#destinationRevisions.set(id, revision);
     this.emit("change", { kind: "destination", id, record });
+  }
+
+  /**
+   * Revisions are the bucket's sequence numbers: every write creates a higher one. A replica
+   * whose `revision` is at least N has applied every change up to and including revision N.
+   */
+  #applied(revision: number): void {
+    if (revision > this.#revision) this.#revision = revision;
+  }
+
+  /** The highest configuration revision this replica has applied (0: empty bucket). */
+  get revision(): number {
+    return this.#revision;
   }
 
   // Reads (from memory).
@@ -178,51 +197,96 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
 
   // Writes: to KV, then applied locally at once so the writer reads its own write.
 
-  async putSource(record: SourceRecord): Promise<void> {
-    await this.#kv.put(SOURCE + record.id, JSON.stringify(record));
+  /** Every write resolves to the configuration revision it created. */
+  async putSource(record: SourceRecord): Promise<number> {
+    const revision = await this.#kv.put(SOURCE + record.id, JSON.stringify(record));
+    this.#applied(revision);
     this.#setSource(record.id, record);
+    return revision;
   }
 
   /**
    * Like putSource, but only when no source has this id. KV checks it, so two replicas
    * creating the same id at once cannot both succeed. Throws AlreadyExistsError.
    */
-  async createSource(record: SourceRecord): Promise<void> {
-    await this.#create(SOURCE + record.id, record);
+  async createSource(record: SourceRecord): Promise<number> {
+    const revision = await this.#create(SOURCE + record.id, record);
     this.#setSource(record.id, record);
+    return revision;
   }
 
-  async deleteSource(id: string): Promise<void> {
-    await this.#kv.delete(SOURCE + id);
+  async deleteSource(id: string): Promise<number> {
+    const revision = await this.#delete(SOURCE + id);
     this.#setSource(id, undefined);
+    return revision;
   }
 
-  async putDestination(record: DestinationRecord): Promise<void> {
-    await this.#kv.put(DESTINATION + record.id, JSON.stringify(record));
-    this.#setDestination(record.id, record);
+  async putDestination(record: DestinationRecord): Promise<number> {
+    const revision = await this.#kv.put(DESTINATION + record.id, JSON.stringify(record));
+    this.#applied(revision);
+    this.#setDestination(record.id, record, revision);
+    return revision;
+  }
+
+  /**
+   * Writes `next` only if the destination is still at the revision `change` was computed from,
+   * retrying with the newer record otherwise; `change` returns undefined to write nothing. So
+   * replicas acting on the same destination at once (auto-disable) do not overwrite each other.
+   * Resolves to the revision written, or undefined when nothing was.
+   */
+  async changeDestination(
+    id: string,
+    change: (current: DestinationRecord) => DestinationRecord | undefined,
+  ): Promise<number | undefined> {
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const entry = await this.#kv.get(DESTINATION + id);
+      if (entry?.operation !== "PUT") return undefined;
+      const next = change(entry.json() as DestinationRecord);
+      if (!next) return undefined;
+      try {
+        const revision = await this.#kv.update(DESTINATION + id, JSON.stringify(next), entry.revision);
+        this.#applied(revision);
+        this.#setDestination(id, next, revision);
+        return revision;
+      } catch (err) {
+        if (!isWrongLastSequence(err)) throw err;
+      }
+    }
+    throw new Error(`destination ${id} keeps changing; gave up`);
   }
 
   /** Like putDestination, but only when no destination has this id. Throws AlreadyExistsError. */
-  async createDestination(record: DestinationRecord): Promise<void> {
-    await this.#create(DESTINATION + record.id, record);
-    this.#setDestination(record.id, record);
+  async createDestination(record: DestinationRecord): Promise<number> {
+    const revision = await this.#create(DESTINATION + record.id, record);
+    this.#setDestination(record.id, record, revision);
+    return revision;
   }
 
-  async #create(key: string, record: SourceRecord | DestinationRecord): Promise<void> {
+  async #delete(key: string): Promise<number> {
+    await this.#kv.delete(key);
+    // delete() does not say its revision; the delete marker is the key's latest entry.
+    const revision = (await this.#kv.get(key))?.revision ?? this.#revision;
+    this.#applied(revision);
+    return revision;
+  }
+
+  async #create(key: string, record: SourceRecord | DestinationRecord): Promise<number> {
     try {
-      await this.#kv.create(key, JSON.stringify(record));
+      const revision = await this.#kv.create(key, JSON.stringify(record));
+      this.#applied(revision);
+      return revision;
     } catch (err) {
-      // 10071: wrong last sequence, i.e. the key exists.
-      if ((err as { api_error?: { err_code?: number } }).api_error?.err_code === 10071) {
+      if (isWrongLastSequence(err)) {
         throw new AlreadyExistsError(`${key} already exists`);
       }
       throw err;
     }
   }
 
-  async deleteDestination(id: string): Promise<void> {
-    await this.#kv.delete(DESTINATION + id);
-    this.#setDestination(id, undefined);
+  async deleteDestination(id: string): Promise<number> {
+    const revision = await this.#delete(DESTINATION + id);
+    this.#setDestination(id, undefined, revision);
+    return revision;
   }
 
   close(): void {
@@ -231,4 +295,9 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
     this.#stop?.();
     this.#stop = undefined;
   }
+}
+
+/** 10071: wrong last sequence (the key exists, or changed since it was read). */
+function isWrongLastSequence(err: unknown): boolean {
+  return (err as { api_error?: { err_code?: number } }).api_error?.err_code === 10071;
 }

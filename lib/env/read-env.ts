@@ -36,6 +36,13 @@ export function envDuration(env: Env, name: string, fallbackMs: number): number 
   }
 }
 
+/** A duration, or `off` (undefined). */
+export function envDurationOrOff(env: Env, name: string, fallbackMs: number): number | undefined {
+  return envOptional(env, name)?.trim().toLowerCase() === "off"
+    ? undefined
+    : envDuration(env, name, fallbackMs);
+}
+
 export function envList(env: Env, name: string): string[] {
   const v = envOptional(env, name);
   return v === undefined

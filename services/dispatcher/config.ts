@@ -1,5 +1,13 @@
 import { opsLimitsFromEnv } from "../../lib/env/ops-env.js";
-import { ConfigError, envDuration, envInt, envList, envOptional, envString } from "../../lib/env/read-env.js";
+import {
+  ConfigError,
+  envDuration,
+  envDurationOrOff,
+  envInt,
+  envList,
+  envOptional,
+  envString,
+} from "../../lib/env/read-env.js";
 import { topologyFromEnv } from "../../lib/env/topology-env.js";
 import type { TopologySettings } from "../../lib/nats/topology.js";
 import type { OpsLimits } from "../../lib/ops/ops-server.js";
@@ -36,6 +44,8 @@ export interface DispatcherConfig {
   opsAddr?: string;
   /** OPS_* limits of the ops port; DEFAULT_OPS_LIMITS when absent. */
   opsLimits?: OpsLimits;
+  /** Pause a destination whose every attempt failed for this long; undefined: never (AUTO_DISABLE_AFTER). */
+  autoDisableAfterMs?: number;
   /** Stream settings; retryWindowMs (RETRY_WINDOW) and retryMaxDelayMs (RETRY_MAX_DELAY) live here. */
   topology: TopologySettings;
 }
@@ -64,6 +74,7 @@ export function dispatcherConfigFromEnv(env: Env = process.env): DispatcherConfi
     shutdownGraceMs: envDuration(env, "SHUTDOWN_GRACE", 10_000),
     topology,
     opsLimits: opsLimitsFromEnv(env),
+    ...optional("autoDisableAfterMs", envDurationOrOff(env, "AUTO_DISABLE_AFTER", 24 * 3600_000)),
     ...(caFile === undefined ? {} : { caFile }),
     ...(opsAddr === "off" ? {} : { opsAddr }),
   };
@@ -75,6 +86,10 @@ export function dispatcherConfigFromEnv(env: Env = process.env): DispatcherConfi
   if (topology.retryMaxDelayMs < config.retryBaseDelayMs)
     throw new ConfigError("RETRY_MAX_DELAY must not be below RETRY_BASE_DELAY");
   return config;
+}
+
+function optional<K extends string, V>(key: K, value: V | undefined): { [k in K]?: V } {
+  return (value === undefined ? {} : { [key]: value }) as { [k in K]?: V };
 }
 
 /** Defaults for everything but the NATS URL (tests, benchmarks, embedding). */

@@ -4,6 +4,7 @@ import type { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
 import { MESSAGE_ID_HEADER, SOURCE_ID_HEADER } from "../../lib/dead-letters/delivery-headers.js";
 import type { Logger } from "../../lib/log/logger.js";
 import { startDeliverySpan } from "../../lib/tracing/mod.js";
+import type { AutoDisabler } from "./auto-disable.js";
 import type { DispatcherMetrics } from "./metrics.js";
 import { logUrl } from "./redact-url.js";
 import { type DeadCause, decide, type RetryPolicy } from "./retry.js";
@@ -19,6 +20,8 @@ export interface DeliveryDeps {
   logger: Logger;
   /** Aborted when shutdown's grace period is over: in-flight requests stop and are handed back. */
   shutdown: AbortSignal;
+  /** Pauses destinations that are gone or failing too long (auto-disable.ts). */
+  autoDisable?: AutoDisabler;
 }
 
 const decoder = new TextDecoder();
@@ -63,6 +66,7 @@ export class DeliveryHandler {
     }
 
     if (result.delivered) {
+      d.autoDisable?.succeeded(destinationId);
       msg.ack();
       d.metrics.deliveries.inc({ outcome: "delivered" });
       span.end("delivered");
@@ -73,6 +77,13 @@ export class DeliveryHandler {
       msg.nak();
       d.metrics.deliveries.inc({ outcome: "handed_back" });
       span.end("handed_back");
+      return;
+    }
+
+    // Gone, or failing too long: the destination is paused and this call waits with its backlog.
+    if (await d.autoDisable?.failed(dest, result)) {
+      msg.nak();
+      d.metrics.deliveries.inc({ outcome: "handed_back" });
       return;
     }
 

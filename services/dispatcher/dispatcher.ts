@@ -1,6 +1,7 @@
 import { setMaxListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ConfigStore } from "../../lib/config/config-store.js";
+import { registerConfigRevision } from "../../lib/config/revision-metric.js";
 import { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
 import { createLogger, type Logger } from "../../lib/log/logger.js";
 import { connectNats } from "../../lib/nats/connect.js";
@@ -13,12 +14,14 @@ import {
   ROUTER_CONSUMER,
 } from "../../lib/nats/topology.js";
 import { type OpsServer, splitHostPort, startOpsServer } from "../../lib/ops/ops-server.js";
+import { AutoDisabler } from "./auto-disable.js";
 import type { DispatcherConfig } from "./config.js";
 import { DeliveryHandler } from "./delivery.js";
 import { createWebhookAgent } from "./http-agent.js";
 import { Janitor } from "./janitor.js";
 import { DispatcherMetrics } from "./metrics.js";
 import { Puller } from "./puller.js";
+import { ReplicaRegistry } from "./replica-registry.js";
 import { Router } from "./router.js";
 import { WebhookSender } from "./sender.js";
 import { AddressPolicy } from "./ssrf.js";
@@ -28,6 +31,8 @@ export interface RunningDispatcher {
   /** Graceful: stop pulling, let in-flight deliveries finish (or hand them back), drain NATS. */
   close(): Promise<void>;
   metrics: DispatcherMetrics;
+  /** The configuration revision this replica has applied (also on /readyz and as a metric). */
+  configRevision(): number;
   /** Port of the ops server, when one was started. */
   opsPort?: number;
 }
@@ -44,10 +49,13 @@ export async function startDispatcher(
   // JetStream can lag the server's start (or a cluster may be electing): keep trying.
   let store: ConfigStore;
   let deadLetters: DeadLetters;
+  let registry: ReplicaRegistry | undefined;
   for (let i = 1; ; i++) {
     try {
       await ensureTopology(jsm, config.topology);
       deadLetters = await DeadLetters.open(nc);
+      // Opened once: it heartbeats from then on.
+      registry ??= await ReplicaRegistry.open(nc, { replicas: config.topology.replicas, logger });
       // Last: once open it watches, so a failure after it would leave a watcher behind.
       store = await ConfigStore.open(nc, { replicas: config.topology.replicas });
       break;
@@ -105,6 +113,7 @@ export async function startDispatcher(
     metrics,
     logger,
     shutdown: shutdown.signal,
+    autoDisable: new AutoDisabler({ store, afterMs: config.autoDisableAfterMs, metrics, logger }),
   });
   const supervisor = new DestinationSupervisor({
     js,
@@ -115,8 +124,20 @@ export async function startDispatcher(
     concurrency: config.deliveryConcurrency,
     pullExpiresMs: config.pullExpiresMs,
     logger,
+    registry,
+    shutdown: shutdown.signal,
+    ackWaitMs: config.ackWaitMs,
   });
   await supervisor.start();
+  // A change counts as applied once the supervisor acted on it (consumers, pullers, limits). The
+  // store's revision grows in the same tick as the supervisor queues the change, so when the
+  // supervisor is idle everything up to store.revision is in effect.
+  let appliedRevision = 0;
+  const configRevision = () => {
+    if (supervisor.idle) appliedRevision = store.revision;
+    return appliedRevision;
+  };
+  registerConfigRevision(metrics.registry, configRevision);
 
   const router = new Router({ js, store, metrics, logger });
   const routerPuller = new Puller({
@@ -158,7 +179,14 @@ export async function startDispatcher(
             const enabled = store.destinations().filter((d) => d.enabled).length;
             const pulling = supervisor.active().length;
             const ready = !closing && connection.connected && pulling >= enabled;
-            return { ready, detail: { nats: connection.connected, enabled, pulling, closing: !!closing } };
+            const detail = {
+              nats: connection.connected,
+              enabled,
+              pulling,
+              closing: !!closing,
+              replicas: registry.live.length,
+            };
+            return { ready, detail: { ...detail, configRevision: configRevision() } };
           },
         });
 
@@ -186,6 +214,7 @@ export async function startDispatcher(
     }
     // Open pulls end within PULL_EXPIRES; messages they still bring are handed back.
     await Promise.all([routerPuller.drain(), supervisor.drain()]);
+    await registry.close();
     store.close();
     await ops?.close();
     await nc.drain().catch(() => {});
@@ -198,6 +227,7 @@ export async function startDispatcher(
       return closing;
     },
     metrics,
+    configRevision,
     ...(ops ? { opsPort: splitHostPort(ops.address).port } : {}),
   };
 }

@@ -48,6 +48,14 @@ export class DispatcherMetrics {
     registers: [this.registry],
   });
 
+  /** Destinations Hookpost paused (auto-disable), by cause (gone: 410; failing: AUTO_DISABLE_AFTER). */
+  readonly autoDisabled = new Counter({
+    name: "hookpost_dispatcher_auto_disabled_total",
+    help: "Destinations paused automatically, by cause (gone: 410 Gone; failing: every attempt failed for AUTO_DISABLE_AFTER)",
+    labelNames: ["cause"] as const,
+    registers: [this.registry],
+  });
+
   readonly backlog: Gauge<"destination">;
 
   /** `backlog` is read from JetStream on scrape. */

@@ -56,6 +56,13 @@ export class Puller {
     return this.#running;
   }
 
+  /** Changes how many messages may be handled at once (0: none for now); applies at the next pull. */
+  setConcurrency(n: number): void {
+    if (this.#o.concurrency === n) return;
+    this.#o.concurrency = n;
+    this.#wakeLoop?.();
+  }
+
   resume(): void {
     if (this.#running) return;
     this.#running = true;

@@ -55,7 +55,7 @@ export class Router {
       span.end("filtered");
       return;
     }
-    const targets = d.store.destinationsForSource(call.sourceId).filter((dest) => dest.enabled);
+    const targets = d.store.destinationsForSource(call.sourceId);
     if (targets.length === 0) {
       msg.ack();
       d.metrics.routed.inc({ outcome: "no_destination" });

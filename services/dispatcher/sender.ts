@@ -3,9 +3,9 @@ import type { UrlOutcomeRecord } from "../../lib/dead-letters/record.js";
 import type { Logger } from "../../lib/log/logger.js";
 import type { DestinationRecord } from "../../lib/model/destination.js";
 import { endRequestSpan, startRequestSpan, type TraceContext } from "../../lib/tracing/mod.js";
-import { signSegment, standardWebhookHeaders } from "../../receiver/mod.js";
 import { logUrl, maskUrl } from "./redact-url.js";
 import { parseRetryAfter } from "./retry.js";
+import { signatureHeaders } from "./signing.js";
 import { SsrfRefusedError } from "./ssrf.js";
 
 export const USER_AGENT = "Hookpost/1.0";
@@ -15,7 +15,7 @@ const MAX_RESPONSE_BYTES = 64 * 1024;
 const KEPT_RESPONSE_BYTES = 4 * 1024;
 /** Names a static header may not take (the admin API refuses them too; this is the backstop). */
 const RESERVED =
-  /^(content-type|content-length|host|user-agent|x-signature|idempotency-key|transfer-encoding|connection|webhook-.*)$/i;
+  /^(content-type|content-length|host|user-agent|x-signature|x-signature-next|idempotency-key|transfer-encoding|connection|webhook-.*)$/i;
 
 export interface AttemptOutcome extends UrlOutcomeRecord {
   ok: boolean;
@@ -91,13 +91,8 @@ export class WebhookSender {
     h["Content-Type"] = "application/json";
     h["User-Agent"] = USER_AGENT;
     h["Idempotency-Key"] = messageId;
-    const secret = dest.sharedSecret;
-    if (secret) {
-      h["X-Signature"] = signSegment(body, secret);
-      if (dest.signing === "standard-webhooks") {
-        Object.assign(h, standardWebhookHeaders(messageId, body, secret));
-      }
-    }
+    // Every secret that signs now: two during a rotation's overlap (signing.ts).
+    Object.assign(h, signatureHeaders(dest, body, messageId));
     return h;
   }
 

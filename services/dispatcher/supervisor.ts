@@ -1,4 +1,4 @@
-import type { JetStreamClient, JetStreamManager } from "nats";
+import type { JetStreamClient, JetStreamManager, JsMsg } from "nats";
 import type { ConfigChange, ConfigStore } from "../../lib/config/config-store.js";
 import type { Logger } from "../../lib/log/logger.js";
 import type { DestinationRecord } from "../../lib/model/destination.js";
@@ -6,6 +6,8 @@ import { DELIVERIES_STREAM, destinationConsumer } from "../../lib/nats/topology.
 import { type ConsumerSettings, ensureDestinationConsumer, removeDestinationConsumer } from "./consumers.js";
 import type { DeliveryHandler } from "./delivery.js";
 import { Puller } from "./puller.js";
+import { RateGate } from "./rate-gate.js";
+import type { ReplicaRegistry } from "./replica-registry.js";
 
 const RETRY_APPLY_MS = 2000;
 
@@ -18,6 +20,12 @@ export interface SupervisorDeps {
   concurrency: number;
   pullExpiresMs: number;
   logger: Logger;
+  /** Live replicas, to split max_in_flight and rate_limit_per_second; absent: this replica is alone. */
+  registry?: ReplicaRegistry;
+  /** Aborted when shutdown's grace period is over: deliveries waiting on the rate limit are handed back. */
+  shutdown?: AbortSignal;
+  /** How often a delivery waiting on the rate limit tells JetStream it is still being worked on. */
+  ackWaitMs?: number;
 }
 
 /**
@@ -34,7 +42,14 @@ export class DestinationSupervisor {
   /** Pullers of deleted destinations whose last in-flight deliveries may still be running. */
   readonly #retired = new Set<Puller>();
   readonly #queues = new Map<string, Promise<void>>();
+  readonly #gates = new Map<string, RateGate>();
   #closed = false;
+  readonly #onReplicas = () => {
+    for (const [id, p] of this.#pullers) {
+      const r = this.#d.store.destination(id);
+      if (r) p.setConcurrency(this.#concurrency(r));
+    }
+  };
   readonly #onChange = (c: ConfigChange) => {
     if (c.kind === "destination") this.#enqueue(c.id, c.record);
   };
@@ -45,7 +60,13 @@ export class DestinationSupervisor {
 
   async start(): Promise<void> {
     this.#d.store.on("change", this.#onChange);
+    this.#d.registry?.on("change", this.#onReplicas);
     await Promise.all(this.#d.store.destinations().map((r) => this.#enqueue(r.id, r)));
+  }
+
+  /** No destination change is being applied: every change seen so far is in effect here. */
+  get idle(): boolean {
+    return this.#queues.size === 0;
   }
 
   /** Destination ids this replica pulls for. */
@@ -57,6 +78,7 @@ export class DestinationSupervisor {
   stopPulling(): void {
     this.#closed = true;
     this.#d.store.off("change", this.#onChange);
+    this.#d.registry?.off("change", this.#onReplicas);
     for (const p of this.#pullers.values()) p.pause();
   }
 
@@ -91,6 +113,48 @@ export class DestinationSupervisor {
     return next;
   }
 
+  /**
+   * This replica's in-flight cap for a destination: its share of max_in_flight, else
+   * DELIVERY_CONCURRENCY; 0 while its share of the rate limit is 0 (fewer per second than replicas).
+   */
+  #concurrency(r: DestinationRecord): number {
+    const share = (total: number) => this.#d.registry?.share(total) ?? total;
+    if (r.rateLimitPerSecond !== undefined && share(r.rateLimitPerSecond) === 0) return 0;
+    return r.maxInFlight === undefined ? this.#d.concurrency : share(r.maxInFlight);
+  }
+
+  /**
+   * Waits for the destination's rate limit (this replica's share of it), then delivers. The wait
+   * holds the message (kept alive with "working"), so it never counts as a failed attempt.
+   */
+  async #handle(id: string, msg: JsMsg): Promise<void> {
+    const d = this.#d;
+    const limit = () => {
+      const r = d.store.destination(id)?.rateLimitPerSecond;
+      return r === undefined ? undefined : (d.registry?.share(r) ?? r);
+    };
+    if (limit() !== undefined) {
+      const gate = this.#gates.get(id) ?? new RateGate();
+      this.#gates.set(id, gate);
+      const keepAlive = setInterval(
+        () => msg.working(),
+        Math.max(250, Math.floor((d.ackWaitMs ?? 30_000) / 3)),
+      );
+      const signal = d.shutdown ?? new AbortController().signal;
+      let go: boolean;
+      try {
+        go = await gate.take(limit, signal);
+      } finally {
+        clearInterval(keepAlive);
+      }
+      if (!go) {
+        msg.nak();
+        return;
+      }
+    }
+    await d.handler.handle(id, msg);
+  }
+
   async #apply(id: string, record: DestinationRecord | undefined): Promise<void> {
     const d = this.#d;
     if (this.#closed) return;
@@ -102,6 +166,7 @@ export class DestinationSupervisor {
         this.#retired.add(puller);
         void puller.drain().finally(() => this.#retired.delete(puller));
       }
+      this.#gates.delete(id);
       await removeDestinationConsumer(d.jsm, id);
       d.logger.info(
         { destinationId: id },
@@ -118,13 +183,14 @@ export class DestinationSupervisor {
           js: d.js,
           stream: DELIVERIES_STREAM,
           consumer: destinationConsumer(id),
-          concurrency: d.concurrency,
+          concurrency: this.#concurrency(record),
           expiresMs: d.pullExpiresMs,
-          handle: (msg) => d.handler.handle(id, msg),
+          handle: (msg) => this.#handle(id, msg),
           logger: d.logger,
         });
         this.#pullers.set(id, puller);
       }
+      puller.setConcurrency(this.#concurrency(record));
       if (!puller.running) d.logger.info({ destinationId: id }, "delivering to destination");
       puller.resume();
     } else if (puller?.running) {

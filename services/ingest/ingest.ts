@@ -6,6 +6,7 @@ import { HealthImplementation, type ServingStatus } from "grpc-health-check";
 import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
 import { IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
 import { ConfigStore } from "../../lib/config/config-store.js";
+import { registerConfigRevision } from "../../lib/config/revision-metric.js";
 import { DeadLetters } from "../../lib/dead-letters/mod.js";
 import { DEFAULT_GRPC_LIMITS } from "../../lib/env/grpc-env.js";
 import { ConfigError } from "../../lib/env/read-env.js";
@@ -103,6 +104,8 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
       ]);
     });
     store = opened[0];
+    const configStore = store;
+    registerConfigRevision(metrics.registry, () => configStore.revision);
     const [, index, memberships, deadLetters] = opened;
 
     const health = new HealthImplementation(Object.fromEntries(HEALTH_SERVICES.map((s) => [s, "SERVING"])));
@@ -181,14 +184,13 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
         registry: metrics.registry,
         readiness: () => ({
           ready: publisher.connected && !closing,
-          detail: { nats: publisher.connected, grpc: address, closing },
+          detail: { nats: publisher.connected, grpc: address, closing, configRevision: configStore.revision },
         }),
       });
     }
 
     let closed: Promise<void> | undefined;
     const grpcServer = server;
-    const configStore = store;
     const opsServer = ops;
     const grpcListener = listener;
     return {

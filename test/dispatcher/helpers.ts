@@ -9,16 +9,11 @@ import { ConfigStore } from "../../lib/config/config-store.js";
 import { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
 import type { DestinationRecord } from "../../lib/model/destination.js";
 import type { StoredCall } from "../../lib/model/stored-call.js";
-import {
-  DEFAULT_TOPOLOGY,
-  DELIVERIES_STREAM,
-  destinationConsumer,
-  ensureTopology,
-  eventSubject,
-} from "../../lib/nats/topology.js";
+import { DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "../../lib/nats/topology.js";
 import { type DispatcherConfig, defaultDispatcherConfig } from "../../services/dispatcher/config.js";
 import { type RunningDispatcher, startDispatcher } from "../../services/dispatcher/dispatcher.js";
 import { NatsServer } from "../helpers/nats-server.js";
+import { waitForRevision } from "../helpers/revisions.js";
 
 export { type ReceivedRequest, Receiver, type Reply } from "../helpers/receiver.js";
 
@@ -189,10 +184,12 @@ export interface Pipeline {
   store: ConfigStore;
   deadLetters: DeadLetters;
   /**
-   * Puts a destination and waits until running dispatchers act on it (a new one: its consumer
-   * exists), so that calls published next are routed to it.
+   * Puts a destination and waits until every running dispatcher applied it (its revision; a new
+   * one: its consumer exists), so that calls published next are routed to it. Returns the revision.
    */
-  putDestination(record: DestinationRecord): Promise<void>;
+  putDestination(record: DestinationRecord): Promise<number>;
+  /** Waits until every running dispatcher applied configuration revision `revision`. */
+  applied(revision: number): Promise<void>;
   /** Starts an in-process dispatcher on this server, closed by close(). */
   dispatcher(overrides?: Partial<DispatcherConfig>): Promise<RunningDispatcher>;
   close(): Promise<void>;
@@ -215,22 +212,11 @@ export async function pipeline(): Promise<Pipeline> {
     store,
     deadLetters,
     async putDestination(record) {
-      const existed = store.destination(record.id) !== undefined;
-      await store.putDestination(record);
-      if (existed || running.length === 0) {
-        await sleep(250);
-        return;
-      }
-      await waitUntil(
-        () =>
-          jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(record.id)).then(
-            () => true,
-            () => false,
-          ),
-        5000,
-        `consumer of ${record.id}`,
-      );
+      const revision = await store.putDestination(record);
+      await waitForRevision(revision, running);
+      return revision;
     },
+    applied: (revision) => waitForRevision(revision, running),
     async dispatcher(overrides = {}) {
       const d = await startDispatcher(testConfig(server.url, overrides), { logger: quietLogger });
       running.push(d);

@@ -12,6 +12,7 @@ import type { IngestConfig } from "../../services/ingest/config.js";
 import { type IngestHandle, startIngest } from "../../services/ingest/ingest.js";
 import { NatsServer } from "./nats-server.js";
 import { Receiver } from "./receiver.js";
+import { waitForRevision } from "./revisions.js";
 
 export const STACK_ADMIN_TOKEN = "stack-admin-token-0123456789abcdef";
 
@@ -115,9 +116,9 @@ export class Stack {
     const r = await this.admin.createDestination({
       destination: { name: "hook", urls: [this.receiver.url()], enabled: true, ...init },
     });
-    const d = r.destination!;
-    if (d.enabled && this.dispatchers.length > 0) await this.waitForConsumer(d.id);
-    return d;
+    // Every replica applied it: its consumer exists and every router routes to it.
+    await waitForRevision(r.revision, this.dispatchers);
+    return r.destination!;
   }
 
   async waitForConsumer(destinationId: string): Promise<void> {

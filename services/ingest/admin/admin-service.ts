@@ -4,6 +4,7 @@ import { Code, HookpostError } from "../../../lib/grpc/mod.js";
 import type { AdminAuth } from "../auth.js";
 import { deadLetterHandlers } from "./dead-letters.js";
 import { destinationHandlers } from "./destinations.js";
+import { rotateSecretHandler } from "./rotate-secret.js";
 import { type AdminDeps, type AdminMethods, sourceHandlers } from "./sources.js";
 
 export interface AdminServiceDeps extends AdminDeps {
@@ -29,6 +30,7 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
     ...deadLetterHandlers(deps),
     ...sourceHandlers(deps),
     ...destinationHandlers(deps),
+    ...rotateSecretHandler(deps),
   } as Record<string, (req: unknown, ctx: CallContext) => Promise<unknown>>;
   const guarded: Record<string, unknown> = {};
   for (const [name, fn] of Object.entries(handlers)) {

@@ -25,6 +25,7 @@ const RESERVED_HEADERS = new Set([
   "host",
   "user-agent",
   "x-signature",
+  "x-signature-next",
   "idempotency-key",
   "transfer-encoding",
   "connection",
@@ -35,6 +36,26 @@ const RESERVED_HEADERS = new Set([
   "trailer",
   "proxy-connection",
 ]);
+
+export const MAX_RATE_LIMIT_PER_SECOND = 10_000;
+export const MAX_IN_FLIGHT = 1000;
+
+/** Optional; when set, 1..10000 deliveries per second (unset means no limit, never 0). */
+export function rateLimitViolations(value: number | undefined, field: string): FieldViolation[] {
+  return boundViolations(value, field, MAX_RATE_LIMIT_PER_SECOND, "leave it unset for no limit");
+}
+
+/** Optional; when set, 1..1000 requests in flight across replicas. */
+export function maxInFlightViolations(value: number | undefined, field: string): FieldViolation[] {
+  return boundViolations(value, field, MAX_IN_FLIGHT, "leave it unset for DELIVERY_CONCURRENCY per replica");
+}
+
+function boundViolations(value: number | undefined, field: string, max: number, unset: string) {
+  const { out, bad } = collector();
+  if (value !== undefined && (value < 1 || value > max))
+    bad(field, `must be 1 to ${max}, got ${value}; ${unset}`);
+  return out;
+}
 
 /** RFC 7230 token: one or more tchar. */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;

@@ -5,6 +5,8 @@ import type { DestinationRecord, Signing } from "../../../lib/model/destination.
 import { throwIfInvalid } from "../invalid.js";
 import {
   headersViolations,
+  maxInFlightViolations,
+  rateLimitViolations,
   sharedSecretViolations,
   sourceIdsViolations,
   urlsViolations,
@@ -14,9 +16,27 @@ import type { AdminDeps, AdminMethods } from "./sources.js";
 import { destinationToProto, signingFromProto } from "./to-proto.js";
 
 /** The fields UpdateDestination's update_mask may name. */
-const UPDATABLE = ["name", "source_ids", "urls", "headers", "shared_secret", "signing", "enabled"] as const;
+const UPDATABLE = [
+  "name",
+  "source_ids",
+  "urls",
+  "headers",
+  "shared_secret",
+  "signing",
+  "enabled",
+  "rate_limit_per_second",
+  "max_in_flight",
+] as const;
 type Updatable = (typeof UPDATABLE)[number];
-const OUTPUT_ONLY = new Set(["id", "shared_secret_set", "create_time", "update_time"]);
+const OUTPUT_ONLY = new Set([
+  "id",
+  "shared_secret_set",
+  "create_time",
+  "update_time",
+  "disabled_reason",
+  "disabled_time",
+  "previous_secret_expire_time",
+]);
 
 const P = "destination.";
 
@@ -31,8 +51,8 @@ function notFound(id: string): HookpostError {
  *
  * UpdateDestination follows the update_mask documented in admin.proto:
  * - empty mask: name, source_ids, urls, headers and signing are all replaced by the
- *   request's values (and validated like a create); enabled is replaced when set and kept
- *   when not; shared_secret is replaced when the request has one and kept when it is empty.
+ *   request's values (and validated like a create); enabled, rate_limit_per_second and
+ *   max_in_flight are replaced when set and kept when not; shared_secret is replaced when the request has one and kept when it is empty.
  * - with paths: only those fields change; `shared_secret` with an empty value clears the
  *   secret. Unknown or output-only paths are refused.
  * Either way the result must be consistent: standard-webhooks signing needs a valid
@@ -56,6 +76,10 @@ export function destinationHandlers(
       violations.push(...sourceIdsViolations(d.sourceIds, `${P}source_ids`, store));
     if (fields.has("urls")) violations.push(...urlsViolations(d.urls, `${P}urls`));
     if (fields.has("headers")) violations.push(...headersViolations(d.headers, `${P}headers`));
+    if (fields.has("rate_limit_per_second"))
+      violations.push(...rateLimitViolations(d.rateLimitPerSecond, `${P}rate_limit_per_second`));
+    if (fields.has("max_in_flight"))
+      violations.push(...maxInFlightViolations(d.maxInFlight, `${P}max_in_flight`));
     if (fields.has("signing")) {
       signing = signingFromProto(d.signing);
       if (signing === undefined) {
@@ -94,8 +118,10 @@ export function destinationHandlers(
         updatedAt: at,
       };
       if (secret !== undefined) record.sharedSecret = secret;
+      setLimits(record, d, false);
+      let revision: number;
       try {
-        await store.createDestination(record);
+        revision = await store.createDestination(record);
       } catch (err) {
         if (err instanceof AlreadyExistsError) throw alreadyExists(id);
         throw err;
@@ -104,7 +130,7 @@ export function destinationHandlers(
         { destinationId: id, sourceIds: record.sourceIds, enabled: record.enabled },
         "destination created",
       );
-      return { destination: destinationToProto(record) };
+      return { destination: destinationToProto(record), revision: BigInt(revision) };
     },
 
     getDestination: async (req) => {
@@ -151,14 +177,22 @@ export function destinationHandlers(
       if (fields.has("urls")) next.urls = [...d.urls];
       if (fields.has("headers")) next.headers = { ...d.headers };
       // Named in the mask: set (unset means false); empty mask: kept when unset.
-      if (fields.has("enabled") && (!replaceAll || d.enabled !== undefined))
+      if (fields.has("enabled") && (!replaceAll || d.enabled !== undefined)) {
         next.enabled = d.enabled ?? false;
+        // An operator decided: the reason Hookpost paused it no longer applies.
+        delete next.disabledReason;
+        delete next.disabledAt;
+      }
+      setLimits(next, d, !replaceAll, fields);
       if (signing) next.signing = signing;
       // Empty mask: an empty secret keeps the current one. Mask naming it: empty clears it.
       const secretChanges = replaceAll ? d.sharedSecret !== "" : fields.has("shared_secret");
       if (secretChanges) {
         if (d.sharedSecret === "") delete next.sharedSecret;
         else next.sharedSecret = d.sharedSecret;
+        // Setting the secret directly switches at once; RotateSecret is the way with an overlap.
+        delete next.previousSecret;
+        delete next.previousSecretExpiresAt;
       }
       if (secretChanges || fields.has("signing")) {
         violations.push(
@@ -167,19 +201,39 @@ export function destinationHandlers(
       }
       throwIfInvalid(violations);
 
-      await store.putDestination(next);
+      const revision = await store.putDestination(next);
       log.info({ destinationId: next.id, fields: [...fields] }, "destination updated");
-      return { destination: destinationToProto(next) };
+      return { destination: destinationToProto(next), revision: BigInt(revision) };
     },
 
     deleteDestination: async (req) => {
       throwIfInvalid(requiredIdViolations(req.id));
       if (!store.destination(req.id)) throw notFound(req.id);
-      await store.deleteDestination(req.id);
+      const revision = await store.deleteDestination(req.id);
       log.info({ destinationId: req.id }, "destination deleted");
-      return {};
+      return { revision: BigInt(revision) };
     },
   };
+}
+
+/**
+ * rate_limit_per_second and max_in_flight. `masked`: the fields were named in an update mask,
+ * so unset clears them; otherwise unset keeps what `record` has.
+ */
+function setLimits(
+  record: DestinationRecord,
+  d: Destination,
+  masked: boolean,
+  fields: ReadonlySet<Updatable> = new Set(UPDATABLE),
+): void {
+  if (fields.has("rate_limit_per_second")) {
+    if (d.rateLimitPerSecond !== undefined) record.rateLimitPerSecond = d.rateLimitPerSecond;
+    else if (masked) delete record.rateLimitPerSecond;
+  }
+  if (fields.has("max_in_flight")) {
+    if (d.maxInFlight !== undefined) record.maxInFlight = d.maxInFlight;
+    else if (masked) delete record.maxInFlight;
+  }
 }
 
 function missingDestination(): HookpostError {

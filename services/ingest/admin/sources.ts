@@ -67,14 +67,15 @@ export function sourceHandlers(
         writeKeyPrefix: writeKeyPrefix(writeKey),
         createdAt: now().toISOString(),
       };
+      let revision: number;
       try {
-        await store.createSource(record);
+        revision = await store.createSource(record);
       } catch (err) {
         if (err instanceof AlreadyExistsError) throw alreadyExists(id);
         throw err;
       }
       log.info({ sourceId: id }, "source created");
-      return { source: sourceToProto(record), writeKey };
+      return { source: sourceToProto(record), writeKey, revision: BigInt(revision) };
     },
 
     getSource: async (req) => ({ source: sourceToProto(existing(req.id)) }),
@@ -83,10 +84,10 @@ export function sourceHandlers(
 
     deleteSource: async (req) => {
       const source = existing(req.id);
-      await store.deleteSource(source.id);
+      let revision = await store.deleteSource(source.id);
       const connected = store.destinationsForSource(source.id);
       for (const d of connected) {
-        await store.putDestination({
+        revision = await store.putDestination({
           ...d,
           sourceIds: d.sourceIds.filter((s) => s !== source.id),
           updatedAt: now().toISOString(),
@@ -97,7 +98,7 @@ export function sourceHandlers(
         { sourceId: source.id, disconnectedDestinations: connected.map((d) => d.id) },
         "source deleted",
       );
-      return {};
+      return { revision: BigInt(revision) };
     },
 
     rotateWriteKey: async (req) => {
@@ -108,9 +109,9 @@ export function sourceHandlers(
         writeKeyHash: hashWriteKey(writeKey),
         writeKeyPrefix: writeKeyPrefix(writeKey),
       };
-      await store.putSource(record);
+      const revision = await store.putSource(record);
       log.info({ sourceId: source.id }, "write key rotated");
-      return { source: sourceToProto(record), writeKey };
+      return { source: sourceToProto(record), writeKey, revision: BigInt(revision) };
     },
   };
 }

@@ -15,6 +15,7 @@ export function sourceToProto(s: SourceRecord): MessageInitShape<typeof SourceSc
 
 /** A destination as the admin API shows it: the shared secret never leaves, only whether one is set. */
 export function destinationToProto(d: DestinationRecord): MessageInitShape<typeof DestinationSchema> {
+  const previousUntil = previousSecretExpiry(d);
   return {
     id: d.id,
     name: d.name,
@@ -26,7 +27,19 @@ export function destinationToProto(d: DestinationRecord): MessageInitShape<typeo
     enabled: d.enabled,
     createTime: timestampFromDate(new Date(d.createdAt)),
     updateTime: timestampFromDate(new Date(d.updatedAt)),
+    disabledReason: d.disabledReason ?? "",
+    ...(d.rateLimitPerSecond === undefined ? {} : { rateLimitPerSecond: d.rateLimitPerSecond }),
+    ...(d.maxInFlight === undefined ? {} : { maxInFlight: d.maxInFlight }),
+    ...(d.disabledAt === undefined ? {} : { disabledTime: timestampFromDate(new Date(d.disabledAt)) }),
+    ...(previousUntil === undefined ? {} : { previousSecretExpireTime: timestampFromDate(previousUntil) }),
   };
+}
+
+/** When the rotated-out secret stops signing, while it still does. */
+export function previousSecretExpiry(d: DestinationRecord, now = Date.now()): Date | undefined {
+  if (!d.previousSecret || !d.previousSecretExpiresAt) return undefined;
+  const at = new Date(d.previousSecretExpiresAt);
+  return at.getTime() > now ? at : undefined;
 }
 
 export function signingToProto(s: StoredSigning): Signing {

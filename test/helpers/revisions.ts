@@ -1,0 +1,36 @@
+import { setTimeout as sleep } from "node:timers/promises";
+
+/** A replica: in-process (configRevision()) or a process with an ops address (host:port, /readyz). */
+export type RevisionSource = { configRevision(): number } | string;
+
+async function appliedRevision(r: RevisionSource): Promise<number> {
+  if (typeof r !== "string") return r.configRevision();
+  try {
+    const res = await fetch(`http://${r}/readyz`);
+    const body = (await res.json()) as { configRevision?: number };
+    return body.configRevision ?? 0;
+  } catch {
+    return 0; // not up yet, or restarting
+  }
+}
+
+/**
+ * Waits until every replica has applied configuration revision `revision` (what an admin write
+ * returned), instead of sleeping "long enough" for a change to propagate.
+ */
+export async function waitForRevision(
+  revision: number | bigint,
+  replicas: readonly RevisionSource[],
+  timeoutMs = 20_000,
+): Promise<void> {
+  const want = Number(revision);
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const seen = await Promise.all(replicas.map(appliedRevision));
+    if (seen.every((n) => n >= want)) return;
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for revision ${want}; replicas applied ${seen.join(", ")}`);
+    }
+    await sleep(20);
+  }
+}

@@ -1,0 +1,99 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Destination } from "../../gen/hookpost/v1/admin_pb.js";
+import { publishCall, track, waitUntil } from "../dispatcher/helpers.js";
+import { waitForRevision } from "../helpers/revisions.js";
+import { Stack } from "../helpers/stack.js";
+
+/**
+ * Auto-disable with two dispatcher replicas: a destination answering 410 Gone, or failing every
+ * attempt for AUTO_DISABLE_AFTER (here 2 s), is paused with a reason, by exactly one replica. Its
+ * calls keep accumulating and are all delivered once it is enabled again; nothing is dead-lettered.
+ */
+
+let stack: Stack;
+
+beforeAll(async () => {
+  stack = await Stack.start({ dispatchers: 2, dispatcher: { autoDisableAfterMs: 2000 } });
+});
+
+afterAll(async () => {
+  await stack?.close();
+});
+
+async function pausedCount(cause: string): Promise<number> {
+  let n = 0;
+  for (const d of stack.dispatchers) {
+    const m = await d.metrics.autoDisabled.get();
+    n += m.values.find((v) => v.labels.cause === cause)?.value ?? 0;
+  }
+  return n;
+}
+
+async function scenario(path: string, failure: number, cause: string, reason: RegExp) {
+  const sourceId = (await stack.source()).id;
+  const dest: Destination = await stack.destination({
+    sourceIds: [sourceId],
+    urls: [stack.receiver.url(path)],
+  });
+  const mine = () => stack.receiver.requests.filter((r) => r.url === path);
+  let healthy = false;
+  const previous = stack.receiver.respond;
+  stack.receiver.respond = (req) => (req.url === path && !healthy ? { status: failure } : previous(req));
+  try {
+    const js = stack.nc.jetstream();
+    const early = Array.from({ length: 5 }, () => track({ sourceId }));
+    for (const c of early) await publishCall(js, c);
+    await waitUntil(
+      async () => !(await stack.admin.getDestination({ id: dest.id })).destination!.enabled,
+      30_000,
+      "the destination to be paused",
+    );
+    const paused = (await stack.admin.getDestination({ id: dest.id })).destination!;
+    expect(paused.disabledReason).toMatch(reason);
+    expect(paused.disabledTime).toBeDefined();
+    // Exactly one replica wrote the pause (and counted it).
+    expect(await pausedCount(cause)).toBe(1);
+
+    // Calls keep accumulating while it is paused...
+    const whilePaused = Array.from({ length: 5 }, () => track({ sourceId }));
+    for (const c of whilePaused) await publishCall(js, c);
+    const attemptsWhenPaused = mine().length;
+
+    // ...and all go out once an operator enables it again, which clears the reason.
+    healthy = true;
+    const enabledAt = Date.now();
+    const res = await stack.admin.updateDestination({
+      destination: { id: dest.id, enabled: true },
+      updateMask: { paths: ["enabled"] },
+    });
+    expect(res.destination!.disabledReason).toBe("");
+    expect(res.destination!.disabledTime).toBeUndefined();
+    await waitForRevision(res.revision, stack.dispatchers);
+    const delivered = () =>
+      new Set(
+        mine()
+          .filter((r) => r.at >= enabledAt)
+          .map((r) => String(r.headers["idempotency-key"])),
+      );
+    await waitUntil(
+      () => [...early, ...whilePaused].every((c) => delivered().has(c.messageId)),
+      30_000,
+      "every call delivered after enabling",
+    );
+    expect(mine().length).toBeGreaterThan(attemptsWhenPaused);
+    const dead = await stack.admin.listDeadLetters({ destinationId: dest.id });
+    expect(dead.deadLetters).toHaveLength(0);
+  } finally {
+    stack.receiver.respond = previous;
+  }
+}
+
+describe("auto-disable", () => {
+  it("pauses a destination that answers 410 Gone, keeps its calls, delivers them when enabled", async () => {
+    await scenario("/gone", 410, "gone", /410 Gone/);
+  });
+
+  it("pauses a destination whose every attempt fails for AUTO_DISABLE_AFTER", async () => {
+    await scenario("/failing", 500, "failing", /every attempt failed for/);
+  });
+});

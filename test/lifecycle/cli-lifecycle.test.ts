@@ -1,0 +1,93 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { verifySegmentRequest } from "../../receiver/mod.js";
+import { type CliResult, hookpost } from "../cli/run-cli.js";
+import { publishCall, track, waitUntil } from "../dispatcher/helpers.js";
+import { waitForRevision } from "../helpers/revisions.js";
+import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
+
+/** The CLI (a real process) for the destination lifecycle: rotate-secret, limits, a visible pause. */
+
+let stack: Stack;
+let env: Record<string, string>;
+
+beforeAll(async () => {
+  stack = await Stack.start();
+  env = { HOOKPOST_ENDPOINT: stack.ingest.address, ADMIN_TOKEN: STACK_ADMIN_TOKEN };
+});
+
+afterAll(async () => {
+  await stack?.close();
+});
+
+async function cli(args: string[], extraEnv: Record<string, string> = {}): Promise<CliResult> {
+  const r = await hookpost(args, { ...env, ...extraEnv });
+  expect(r.code, `hookpost ${args.join(" ")}\n${r.stdout}\n${r.stderr}`).toBe(0);
+  return r;
+}
+
+describe("hookpost destinations (lifecycle)", () => {
+  it("rotate-secret prints a generated secret once, or takes one from --secret-env; both sign during the overlap", async () => {
+    const src = (await stack.source()).id;
+    const d = await stack.destination({ sourceIds: [src], sharedSecret: "old-secret" });
+    const out = await cli(["destinations", "rotate-secret", d.id, "--overlap", "1h"]);
+    const secret = /New secret \(shown once\): (\S+)/.exec(out.stdout)?.[1];
+    expect(secret).toMatch(/^[0-9a-f]{64}$/);
+    expect(out.stdout).toMatch(/previous secret keeps signing until \d{4}-/);
+    const shown = await cli(["destinations", "get", d.id]);
+    expect(shown.stdout).toMatch(/previous secret signs until/);
+    expect(shown.stdout).not.toContain(secret!);
+
+    const given = await cli(["--json", "destinations", "rotate-secret", d.id, "--secret-env", "NEXT"], {
+      NEXT: "given-secret",
+    });
+    expect(given.stdout).not.toContain("given-secret");
+    const rotated = JSON.parse(given.stdout) as { secret: string | null; revision: number };
+    expect(rotated.secret).toBeNull();
+    await waitForRevision(rotated.revision, stack.dispatchers);
+    // The generated secret (now the previous one) and the given one both verify.
+    const call = track({ sourceId: src });
+    await publishCall(stack.nc.jetstream(), call);
+    await waitUntil(() => stack.receiver.messageIds().has(call.messageId), 20_000, "delivery");
+    const req = stack.receiver.requests.find((r) => r.headers["idempotency-key"] === call.messageId)!;
+    expect(verifySegmentRequest(req.body, req.headers, secret!)).toBe(true);
+    expect(verifySegmentRequest(req.body, req.headers, "given-secret")).toBe(true);
+    expect(verifySegmentRequest(req.body, req.headers, "old-secret")).toBe(false);
+
+    const bad = await hookpost(["destinations", "rotate-secret", d.id, "--overlap", "soon"], env);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--overlap/);
+  }, 120_000);
+
+  it("update --rate-limit/--max-in-flight, and get shows an automatic pause with its reason", async () => {
+    const src = (await stack.source()).id;
+    const path = "/gone-cli";
+    const d = await stack.destination({ sourceIds: [src], urls: [stack.receiver.url(path)] });
+    await cli(["destinations", "update", d.id, "--rate-limit", "20", "--max-in-flight", "4"]);
+    const limited = await cli(["destinations", "get", d.id]);
+    expect(limited.stdout).toMatch(/rate limit:\s+20\/s/);
+    expect(limited.stdout).toMatch(/max in flight:\s+4/);
+
+    const previous = stack.receiver.respond;
+    stack.receiver.respond = (req) => (req.url === path ? { status: 410 } : previous(req));
+    try {
+      await publishCall(stack.nc.jetstream(), track({ sourceId: src }));
+      await waitUntil(
+        async () => !(await stack.admin.getDestination({ id: d.id })).destination!.enabled,
+        20_000,
+        "the pause",
+      );
+    } finally {
+      stack.receiver.respond = previous;
+    }
+    const paused = await cli(["destinations", "get", d.id]);
+    expect(paused.stdout).toMatch(/enabled:\s+no/);
+    expect(paused.stdout).toMatch(/disabled reason:\s+the endpoint answered 410 Gone/);
+    const json = JSON.parse((await cli(["--json", "destinations", "get", d.id])).stdout);
+    expect(json).toMatchObject({ enabled: false, rateLimitPerSecond: 20, maxInFlight: 4 });
+    expect(json.disabledReason).toMatch(/410/);
+
+    await cli(["destinations", "update", d.id, "--enable", "--rate-limit", "off"]);
+    const enabled = JSON.parse((await cli(["--json", "destinations", "get", d.id])).stdout);
+    expect(enabled).toMatchObject({ enabled: true, disabledReason: "", rateLimitPerSecond: null });
+  }, 120_000);
+});
