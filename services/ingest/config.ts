@@ -1,3 +1,4 @@
+import { DEFAULT_MAX_BATCH_CALLS } from "../../contract/mod.js";
 import { ConfigError, envInt, envOptional, envString } from "../../lib/env/read-env.js";
 import { topologyFromEnv } from "../../lib/env/topology-env.js";
 import type { TopologySettings } from "../../lib/nats/topology.js";
@@ -19,6 +20,8 @@ export interface IngestConfig {
   /** LOG_LEVEL. */
   logLevel: string;
   topology: TopologySettings;
+  /** MAX_BATCH_CALLS: calls one batch may carry, on both transports (default 2500). */
+  maxBatchCalls?: number;
 }
 
 export const DEFAULT_INGEST_ADDR = "0.0.0.0:50051";
@@ -38,13 +41,13 @@ export function ingestConfigFromEnv(env: Env): IngestConfig {
   checkHostPort("INGEST_ADDR", address);
   const ops = envString(env, "OPS_ADDR", DEFAULT_INGEST_OPS_ADDR);
   if (ops !== "off") checkHostPort("OPS_ADDR", ops);
-
   const config: IngestConfig = {
     natsUrl: envString(env, "NATS_URL", "nats://127.0.0.1:4222"),
     address,
     publishTimeoutMs: envInt(env, "PUBLISH_TIMEOUT_MS", DEFAULT_PUBLISH_TIMEOUT_MS, 100),
     logLevel: envString(env, "LOG_LEVEL", "info"),
     topology: topologyFromEnv(env),
+    maxBatchCalls: envInt(env, "MAX_BATCH_CALLS", DEFAULT_MAX_BATCH_CALLS, 1),
   };
   const token = envOptional(env, "ADMIN_TOKEN");
   if (token !== undefined) config.adminToken = token;

@@ -3,6 +3,7 @@ import { readFile } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Server, ServerCredentials } from "@grpc/grpc-js";
 import { HealthImplementation, type ServingStatus } from "grpc-health-check";
+import { DEFAULT_MAX_BATCH_CALLS } from "../../contract/mod.js";
 import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
 import { IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
 import { ConfigStore } from "../../lib/config/config-store.js";
@@ -18,8 +19,10 @@ import { UserSourceIndex } from "../../lib/users/user-source-index.js";
 import { adminService } from "./admin/admin-service.js";
 import { AdminAuth } from "./auth.js";
 import { ingestService } from "./calls/ingest-service.js";
+import { CallIntake } from "./calls/intake.js";
 import { MAX_RECEIVE_BYTES } from "./calls/limits.js";
 import { EventPublisher } from "./calls/publish.js";
+import { RawRequests } from "./calls/raw-requests.js";
 import type { IngestConfig } from "./config.js";
 import { IngestMetrics } from "./metrics.js";
 
@@ -119,16 +122,22 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     });
     const serveOptions = {
       onCallEnd: (method: string, code: Code, ms: number) => {
-        metrics.callEnded(method, code, ms);
-        log.debug({ method, code: Code[code], ms: Math.round(ms * 10) / 10 }, "call");
+        metrics.callEnded("grpc", method, code, ms);
+        log.debug({ transport: "grpc", method, code: Code[code], ms: Math.round(ms * 10) / 10 }, "call");
       },
       onInternalError: (method: string, err: unknown) =>
-        log.error({ method, err: err instanceof Error ? err.message : String(err) }, "internal error"),
+        log.error(
+          { transport: "grpc", method, err: err instanceof Error ? err.message : String(err) },
+          "internal error",
+        ),
     };
+    const raw = new RawRequests();
+    const intake = new CallIntake(publisher, index);
+    const maxBatchCalls = config.maxBatchCalls ?? DEFAULT_MAX_BATCH_CALLS;
     addService(
-      server,
+      raw.recording(server),
       IngestService,
-      ingestService({ store, publisher, adminAuth, nc, log, index, memberships }),
+      ingestService({ store, publisher, adminAuth, nc, log, index, memberships, intake, raw, maxBatchCalls }),
       serveOptions,
     );
     const adminDeps = {

@@ -543,11 +543,15 @@ describe("send and delete-user", () => {
     expect(fake.events).toEqual([]);
   });
 
-  it("server-side validation and a wrong write key are readable", async () => {
+  it("the contract's validation (checked before sending) and a wrong write key are readable", async () => {
     const key = fake.sources.get("web")!.writeKey;
+    const before = fake.events.length;
     const r = await run(["send", "track", "--write-key", key, "--event", "E"]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe("error: invalid request\n  user_id: user_id or anonymous_id is required\n");
+    expect(r.stderr).toBe(
+      "error: invalid request\n  --user-id: a track call needs a user_id or an anonymous_id\n",
+    );
+    expect(fake.events).toHaveLength(before);
     const wrong = await run(["send", "track", "--write-key", "hpk_wrong", "--user-id", "u", "--event", "E"]);
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toContain("error: unknown write key");

@@ -52,7 +52,9 @@ describe("services/ingest/main.ts as a process", () => {
     expect(ready.status).toBe(200);
     expect(await ready.json()).toMatchObject({ status: "ready", nats: true });
     const metrics = await (await fetch(`${ops}/metrics`)).text();
-    expect(metrics).toContain('hookpost_ingest_calls_total{method="IngestService/Track",code="OK"} 1');
+    expect(metrics).toContain(
+      'hookpost_ingest_calls_total{transport="grpc",method="IngestService/Track",code="OK"} 1',
+    );
     expect(metrics).toContain('hookpost_ingest_events_total{type="track",outcome="stored"} 1');
 
     admin.close();
