@@ -24,10 +24,15 @@ import { MAX_RECEIVE_BYTES } from "./calls/limits.js";
 import { EventPublisher } from "./calls/publish.js";
 import { RawRequests } from "./calls/raw-requests.js";
 import type { IngestConfig } from "./config.js";
+import { DEFAULT_HTTP_LIMITS } from "./http/limits.js";
+import { segmentApi } from "./http/segment-api.js";
+import { type HttpServer, type Mount, startHttpServer } from "./http/server.js";
 import { IngestMetrics } from "./metrics.js";
 
 export interface IngestOptions {
   logger?: Logger;
+  /** Extra handlers on the HTTP listener (HTTP_ADDR), tried after the Segment API, before the 404. */
+  httpMounts?: readonly Mount[];
 }
 
 export interface IngestHandle {
@@ -39,6 +44,8 @@ export interface IngestHandle {
   readonly adminTokenGenerated: boolean;
   /** `host:port` of /healthz, /readyz, /metrics, when OPS_ADDR is set. */
   readonly opsAddress: string | undefined;
+  /** `host:port` of the Segment-compatible HTTP API, when HTTP_ADDR is set. */
+  readonly httpAddress: string | undefined;
   readonly metrics: IngestMetrics;
   /** Stops taking calls, lets in-flight calls finish (bounded), then drains NATS. */
   close(): Promise<void>;
@@ -72,6 +79,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
   let store: ConfigStore | undefined;
   let server: Server | undefined;
   let ops: OpsServer | undefined;
+  let http: HttpServer | undefined;
   let closing = false;
   // Created first so that it tracks the connection from the start.
   const publisher = new EventPublisher(nc, log, {
@@ -155,6 +163,25 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     const host = config.address.slice(0, config.address.lastIndexOf(":"));
     const address = `${host}:${port}`;
 
+    if (config.httpAddress !== undefined) {
+      const limits = { ...DEFAULT_HTTP_LIMITS, ...config.http };
+      const api = segmentApi({
+        store,
+        intake,
+        log,
+        metrics,
+        maxBodyBytes: limits.maxBodyBytes,
+        maxBatchCalls,
+      });
+      http = await startHttpServer({
+        address: config.httpAddress,
+        limits,
+        mounts: [api, ...(options.httpMounts ?? [])],
+        onError: (err) => log.error({ transport: "http", err: (err as Error)?.message }, "internal error"),
+      });
+      log.info({ address: http.address }, "Segment-compatible HTTP API listening");
+    }
+
     if (config.opsAddress !== undefined) {
       ops = await startOpsServer({
         address: config.opsAddress,
@@ -170,8 +197,10 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     const grpcServer = server;
     const configStore = store;
     const opsServer = ops;
+    const httpServer = http;
     return {
       address,
+      httpAddress: http?.address,
       adminToken,
       adminTokenGenerated,
       opsAddress: ops?.address,
@@ -180,7 +209,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
         closed ??= (async () => {
           closing = true;
           setHealth("NOT_SERVING");
-          await shutdown(grpcServer, log);
+          await Promise.all([shutdown(grpcServer, log), httpServer?.close(SHUTDOWN_GRACE_MS)]);
           await opsServer?.close();
           configStore.close();
           // Drain flushes what is pending; bounded, as it cannot finish while NATS is away.
@@ -199,6 +228,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     };
   } catch (err) {
     server?.forceShutdown();
+    await http?.close(0);
     await ops?.close();
     store?.close();
     await nc.close().catch(() => {});
