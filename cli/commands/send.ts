@@ -133,9 +133,9 @@ function checkContract(type: CallType, opts: SendFlags): void {
       properties: opts.properties,
       traits: opts.traits,
     },
-    "json",
+    "proto",
   ).map((v) => ({
-    field: `--${v.field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`,
+    field: `--${v.field.replaceAll("_", "-")}`,
     description: v.description,
   }));
   if (violations.length > 0) throw HookpostError.invalid(violations);

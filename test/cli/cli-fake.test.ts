@@ -559,6 +559,42 @@ describe("send and delete-user", () => {
     expect(wrong.stderr).not.toContain("hpk_wrong");
   });
 
+  it("message ids a header or a transport would alter are refused before sending (issue 10)", async () => {
+    const key = fake.sources.get("web")!.writeKey;
+    const before = fake.events.length;
+    for (const id of ["日本-1", "cli-1 ", " X", "cli-1\u00a0", "\ufeffcli-1"]) {
+      const r = await run([
+        "send",
+        "track",
+        "--write-key",
+        key,
+        "--user-id",
+        "u",
+        "--event",
+        "E",
+        "--message-id",
+        id,
+      ]);
+      expect(r.code, id).toBe(1);
+      expect(r.stderr).toMatch(/^error: invalid request\n {2}--message-id: contains .* printable ASCII/);
+    }
+    expect(fake.events).toHaveLength(before);
+    ok(
+      await run([
+        "send",
+        "track",
+        "--write-key",
+        key,
+        "--user-id",
+        "u",
+        "--event",
+        "E",
+        "--message-id",
+        "cli-1",
+      ]),
+    );
+  });
+
   it("delete-user prints the request id and the sources", async () => {
     const key = fake.sources.get("web")!.writeKey;
     ok(await run(["send", "identify", "--write-key", key, "--user-id", "gone"]));
