@@ -16,6 +16,7 @@ const suites: Record<string, () => Promise<Figure[]>> = {
   client: benchClient,
   dispatcher: benchDispatcher,
   audience: benchAudience,
+  "http-ingest": async () => (await import("./http-ingest.js")).benchHttpIngest(),
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");
