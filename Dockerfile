@@ -9,6 +9,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY gen ./gen
+COPY contract ./contract
 COPY lib ./lib
 COPY services ./services
 COPY client ./client

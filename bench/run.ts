@@ -17,6 +17,7 @@ const suites: Record<string, () => Promise<Figure[]>> = {
   dispatcher: benchDispatcher,
   audience: benchAudience,
   replicas: (await import("./replicas.js")).benchReplicas,
+  "http-ingest": async () => (await import("./http-ingest.js")).benchHttpIngest(),
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");

@@ -1,5 +1,6 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { InvalidArgumentError } from "commander";
+import { parseIsoTimestamp, timestampProblem } from "../contract/mod.js";
 
 /** Flag value parsers for commander; a bad value is a usage error (exit 2) naming the flag. */
 
@@ -46,17 +47,12 @@ export function jsonObject(value: string): JsonObject {
   return parsed as JsonObject;
 }
 
-/** An ISO 8601 date-time with a zone, for --timestamp. */
+/** An ISO 8601 date-time with a zone, for --timestamp: the contract's forms and range. */
 export function isoDate(value: string): Date {
-  const d = new Date(value);
-  if (
-    !/^\d{4}-\d{2}-\d{2}T/.test(value) ||
-    !/(Z|[+-]\d{2}:?\d{2})$/i.test(value) ||
-    Number.isNaN(d.getTime())
-  ) {
-    throw new InvalidArgumentError("expected an ISO 8601 date-time with a zone, like 2026-11-21T09:30:00Z");
-  }
-  return d;
+  const ts = parseIsoTimestamp(value);
+  const problem = timestampProblem(ts);
+  if (problem) throw new InvalidArgumentError(`the timestamp ${problem}`);
+  return new Date(ts as number);
 }
 
 /** Repeatable `--header "Name: value"`. Later flags for the same name (any case) win. */

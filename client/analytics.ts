@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type { JsonObject } from "@bufbuild/protobuf";
+import { DEFAULT_MAX_BATCH_CALLS, MAX_BATCH_BYTES } from "../contract/mod.js";
 import { IngestService } from "../gen/hookpost/v1/ingest_pb.js";
 import {
   type ClientOptions,
@@ -37,8 +38,8 @@ import {
 import type { QueuedCall } from "./queue.js";
 import { validateCall } from "./validate.js";
 
-/** The server's limit is 500 KiB per BatchRequest; we stay strictly under it. */
-const MAX_BATCH_BYTES = 500 * 1024 - 1;
+/** The contract's limit is 500 KiB per BatchRequest; we stay strictly under it. */
+const BATCH_BYTES = MAX_BATCH_BYTES - 1;
 
 export type AnalyticsEvents = {
   /** Calls the server did not store, and why (`err.calls`, `err.code`, `err.grpcCode`). */
@@ -102,7 +103,8 @@ export class Analytics extends EventEmitter<AnalyticsEvents> {
       flushAt: checkNumber("flushAt", options.flushAt ?? options.size ?? DEFAULTS.flushAt, 1),
       flushAfter: checkNumber("flushAfter", options.flushAfter ?? DEFAULTS.flushAfter, 0, false),
       maxInFlight: checkNumber("maxInFlight", options.maxInFlight ?? DEFAULTS.maxInFlight, 1),
-      maxBatchBytes: MAX_BATCH_BYTES,
+      maxBatchBytes: BATCH_BYTES,
+      maxBatchCalls: DEFAULT_MAX_BATCH_CALLS,
       deliver: (calls, signal) => this.deliver(calls, signal),
       log: this.log,
     });

@@ -10,6 +10,8 @@ export interface BatcherOptions {
   flushAfter: number;
   maxInFlight: number;
   maxBatchBytes: number;
+  /** Calls per batch (the contract's MAX_BATCH_CALLS default). */
+  maxBatchCalls: number;
   deliver: DeliverFn;
   log: DebugLog;
 }
@@ -105,7 +107,7 @@ export class Batcher {
     while (this.inFlight.size < this.options.maxInFlight && !this.abortController.signal.aborted) {
       const head = this.queue.peek();
       if (!head || (this.queue.length < this._flushAt && head.seq > this.flushUpTo)) break;
-      const batch = this.queue.takeBatch(this.options.maxBatchBytes);
+      const batch = this.queue.takeBatch(this.options.maxBatchBytes, this.options.maxBatchCalls);
       this.clearTimer(); // flushAfter counts from the last batch that left
       this.start(batch);
     }

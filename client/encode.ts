@@ -1,11 +1,10 @@
 import type { JsonObject } from "@bufbuild/protobuf";
+import { MAX_CALL_BYTES, objectProblem } from "../contract/mod.js";
 import { AnalyticsError } from "./analytics-error.js";
 import { type CallFields, CallTooLargeError, encodeFrame } from "./call-encoder.js";
 import type { CallType, ParamsByType } from "./calls.js";
 import { toJsonObject } from "./json.js";
-
-/** The server refuses a call whose encoding is larger (SPEC section 3). */
-export const MAX_CALL_BYTES = 32 * 1024;
+import { clientTimestamp } from "./validate.js";
 
 /**
  * Builds the wire form of a validated call and encodes it as a batch frame: the assigned message
@@ -21,18 +20,14 @@ export function encodeCall<T extends CallType>(
   now: Date,
 ): Uint8Array {
   const p = params as Partial<Record<string, unknown>>;
-  const ts =
-    p.timestamp === undefined
-      ? now
-      : p.timestamp instanceof Date
-        ? p.timestamp
-        : new Date(p.timestamp as string);
+  // Validated already: a number of milliseconds (sub-millisecond digits truncated).
+  const ts = p.timestamp === undefined ? now : new Date(clientTimestamp(p.timestamp) as number);
   const fields: CallFields = {
     messageId,
     userId: p.userId as string | undefined,
     anonymousId: p.anonymousId as string | undefined,
     timestamp: ts,
-    context: { ...(p.context ? toJsonObject(p.context, "context") : {}), library },
+    context: { ...(p.context ? json(p.context, "context") : {}), library },
     integrations: p.integrations as Record<string, boolean> | undefined,
   };
   switch (type) {
@@ -70,6 +65,11 @@ export function encodeCall<T extends CallType>(
   }
 }
 
+/** User data as JSON, checked against the contract's object rules (depth, finite numbers). */
 function json(value: unknown, path: string): JsonObject | undefined {
-  return value === undefined ? undefined : toJsonObject(value as object, path);
+  if (value === undefined) return undefined;
+  const out = toJsonObject(value as object, path);
+  const problem = objectProblem(out, path);
+  if (problem) throw new AnalyticsError("invalid_call", `${path} ${problem}`, { field: path });
+  return out;
 }

@@ -1,4 +1,5 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { protoKeyProblem } from "../contract/mod.js";
 import { AnalyticsError } from "./analytics-error.js";
 
 /**
@@ -53,6 +54,12 @@ function convert(value: unknown, path: string, seen: Set<object>): JsonValue | u
     }
     const out: JsonObject = {};
     for (const key of Object.keys(obj)) {
+      // Assigning it would set the prototype: the key would vanish instead of being sent.
+      if (key === "__proto__") {
+        throw new AnalyticsError("invalid_call", `${path} ${protoKeyProblem(`${path}.__proto__`)}`, {
+          field: path,
+        });
+      }
       const v = convert((obj as Record<string, unknown>)[key], `${path}.${key}`, seen);
       if (v !== undefined) out[key] = v;
     }

@@ -9,6 +9,14 @@
  * await analytics.close();
  * ```
  */
+
+export {
+  MAX_BATCH_BYTES,
+  MAX_CALL_BYTES,
+  MAX_MESSAGE_ID_CHARS,
+  MAX_MESSAGE_ID_CHARS as MAX_MESSAGE_ID_LENGTH,
+  MESSAGE_ID_RULE,
+} from "../contract/mod.js";
 export { Analytics, type AnalyticsEvents, type CloseOptions } from "./analytics.js";
 export { AnalyticsError, type AnalyticsErrorCode } from "./analytics-error.js";
 export type {
@@ -25,7 +33,5 @@ export type {
   TrackParams,
 } from "./calls.js";
 export { debugEnabled } from "./debug.js";
-export { MAX_CALL_BYTES } from "./encode.js";
 export { LIBRARY } from "./library.js";
 export { type AnalyticsOptions, DEFAULT_ENDPOINT, DEFAULTS } from "./options.js";
-export { MAX_MESSAGE_ID_LENGTH } from "./validate.js";

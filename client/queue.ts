@@ -34,14 +34,15 @@ export class CallQueue {
 
   /**
    * Takes calls from the head while the batch stays within `maxBytes` (frame sizes add up exactly
-   * to the BatchRequest size); always at least one call, as no single call exceeds the limit.
+   * to the BatchRequest size) and `maxCalls`; always at least one call, as no single call exceeds
+   * the limit.
    */
-  takeBatch(maxBytes: number): QueuedCall[] {
+  takeBatch(maxBytes: number, maxCalls: number): QueuedCall[] {
     const batch: QueuedCall[] = [];
     let bytes = 0;
     while (this.head < this.items.length) {
       const next = this.items[this.head]!;
-      if (batch.length > 0 && bytes + next.frame.length > maxBytes) break;
+      if (batch.length > 0 && (bytes + next.frame.length > maxBytes || batch.length >= maxCalls)) break;
       batch.push(next);
       bytes += next.frame.length;
       this.head++;

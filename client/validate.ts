@@ -1,22 +1,19 @@
+import {
+  CALL_STRING_FIELDS,
+  type ContractCall,
+  validateCall as contractRules,
+  fromDate,
+  InvalidTimestamp,
+  parseIsoTimestamp,
+  type Timestamp,
+} from "../contract/mod.js";
 import { AnalyticsError } from "./analytics-error.js";
 import type { CallType } from "./calls.js";
 
-export const MAX_MESSAGE_ID_LENGTH = 100;
-
-const STRING_FIELDS = [
-  "messageId",
-  "userId",
-  "anonymousId",
-  "event",
-  "name",
-  "category",
-  "groupId",
-  "previousId",
-] as const;
 const OBJECT_FIELDS = ["context", "traits", "properties", "integrations"] as const;
 
 /**
- * The rules of the ingest contract (SPEC section 3), checked at enqueue so a bad call throws where
+ * The rules of the ingest contract (contract/, SPEC section 3), checked at enqueue so a bad call throws where
  * it was made instead of failing a whole batch, all-or-nothing, on the server later.
  */
 export function validateCall(type: CallType, params: unknown): void {
@@ -24,7 +21,7 @@ export function validateCall(type: CallType, params: unknown): void {
     throw invalid(type, "", `${type} needs an object of fields`);
   }
   const p = params as Record<string, unknown>;
-  for (const f of STRING_FIELDS) {
+  for (const f of CALL_STRING_FIELDS) {
     if (p[f] !== undefined && typeof p[f] !== "string")
       throw invalid(type, f, `${type}.${f} must be a string`);
   }
@@ -41,30 +38,28 @@ export function validateCall(type: CallType, params: unknown): void {
       }
     }
   }
-  const messageId = p.messageId as string | undefined;
-  if (messageId !== undefined && messageId.length > MAX_MESSAGE_ID_LENGTH) {
-    throw invalid(type, "messageId", `${type}.messageId is longer than ${MAX_MESSAGE_ID_LENGTH} characters`);
-  }
-  if (p.timestamp !== undefined) checkTimestamp(type, p.timestamp);
-
-  const has = (f: string) => typeof p[f] === "string" && p[f] !== "";
-  if (type === "alias") {
-    if (!has("userId")) throw invalid(type, "userId", "alias needs a userId");
-    if (!has("previousId")) throw invalid(type, "previousId", "alias needs a previousId");
-    return;
-  }
-  if (!has("userId") && !has("anonymousId")) {
-    throw invalid(type, "userId", `${type} needs a userId or an anonymousId`);
-  }
-  if (type === "track" && !has("event")) throw invalid(type, "event", "track needs an event");
-  if (type === "group" && !has("groupId")) throw invalid(type, "groupId", "group needs a groupId");
+  // The contract's rules (the same as the server's), on the fields' contract form. Free-form
+  // objects are checked once converted to JSON (encode.ts).
+  const call: ContractCall = {
+    type,
+    messageId: (p.messageId as string | undefined) ?? "",
+    userId: (p.userId as string | undefined) ?? "",
+    anonymousId: (p.anonymousId as string | undefined) ?? "",
+    timestamp: p.timestamp === undefined ? undefined : clientTimestamp(p.timestamp),
+    integrations: p.integrations as Record<string, boolean> | undefined,
+    event: p.event as string | undefined,
+    groupId: p.groupId as string | undefined,
+    previousId: p.previousId as string | undefined,
+  };
+  const [first] = contractRules(call, "json");
+  if (first) throw invalid(type, first.field, `${type}.${first.field} ${first.description}`);
 }
 
-function checkTimestamp(type: CallType, ts: unknown): void {
-  const ms = ts instanceof Date ? ts.getTime() : typeof ts === "string" ? Date.parse(ts) : Number.NaN;
-  if (Number.isNaN(ms)) {
-    throw invalid(type, "timestamp", `${type}.timestamp must be a valid Date or an ISO 8601 string`);
-  }
+/** A call's timestamp in contract form: a Date, or an ISO 8601 text with an offset. */
+export function clientTimestamp(ts: unknown): Timestamp {
+  if (ts instanceof Date) return fromDate(ts);
+  if (typeof ts === "string") return parseIsoTimestamp(ts);
+  return new InvalidTimestamp("must be a Date or an ISO 8601 string");
 }
 
 function invalid(type: CallType, field: string, message: string): AnalyticsError {

@@ -1,16 +1,15 @@
 import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Argument, Command, Option } from "commander";
+import { CALL_TYPES, type CallType, validateCall } from "../../contract/mod.js";
 import type { IdentifyRequestSchema } from "../../gen/hookpost/v1/ingest_pb.js";
+import { HookpostError } from "../../lib/grpc/mod.js";
 import type { IngestClient, Session } from "../context.js";
 import { UsageError } from "../errors.js";
 import { isoDate, jsonObject } from "../parse.js";
 
 /** The fields every call type has. */
 type Common = Omit<MessageInitShape<typeof IdentifyRequestSchema>, "$typeName" | "traits">;
-
-const CALL_TYPES = ["identify", "track", "page", "screen", "group", "alias"] as const;
-type CallType = (typeof CALL_TYPES)[number];
 
 interface SendFlags {
   writeKey?: string;
@@ -80,6 +79,7 @@ export function sendCommand(session: Session): Command {
         ...(opts.context ? { context: opts.context } : {}),
         integrations,
       };
+      checkContract(type, opts);
       const messageId = await call(ctx.ingest(opts.writeKey), type, common, opts);
       if (ctx.out.json) return ctx.out.data({ type, messageId });
       ctx.out.line(`Stored ${type} call, message id ${messageId}`);
@@ -110,6 +110,35 @@ async function call(client: IngestClient, type: CallType, common: Common, opts: 
     case "alias":
       return (await client.alias({ ...common, previousId: opts.previousId ?? "" })).messageId;
   }
+}
+
+/**
+ * The contract's rules (the server's own) before anything is sent, with the flags at fault named:
+ * the same INVALID_ARGUMENT the server would answer.
+ */
+function checkContract(type: CallType, opts: SendFlags): void {
+  const violations = validateCall(
+    {
+      type,
+      messageId: opts.messageId ?? "",
+      userId: opts.userId ?? "",
+      anonymousId: opts.anonymousId ?? "",
+      timestamp: opts.timestamp?.getTime(),
+      context: opts.context,
+      event: opts.event,
+      name: opts.name,
+      category: opts.category,
+      groupId: opts.groupId,
+      previousId: opts.previousId,
+      properties: opts.properties,
+      traits: opts.traits,
+    },
+    "proto",
+  ).map((v) => ({
+    field: `--${v.field.replaceAll("_", "-")}`,
+    description: v.description,
+  }));
+  if (violations.length > 0) throw HookpostError.invalid(violations);
 }
 
 function booleans(value: JsonObject | undefined): Record<string, boolean> {

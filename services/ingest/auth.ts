@@ -8,7 +8,7 @@ const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 const BASIC_HINT = "send metadata `authorization: Basic base64(<write key>:)`";
 const BEARER_HINT = "send metadata `authorization: Bearer <admin token>`";
 
-function unauthenticated(message: string): HookpostError {
+export function unauthenticated(message: string): HookpostError {
   return new HookpostError(Code.UNAUTHENTICATED, message);
 }
 
@@ -33,11 +33,21 @@ export function authenticateSource(store: ConfigStore, metadata: Metadata): Sour
   if (scheme !== "basic") {
     throw unauthenticated(`calls authenticate with a source write key: ${BASIC_HINT}`);
   }
-  if (!BASE64.test(credentials)) throw unauthenticated(`authorization is not valid base64: ${BASIC_HINT}`);
+  return sourceByWriteKey(store, writeKeyFromBasic(credentials, BASIC_HINT));
+}
+
+/** The write key (the user name) of Basic credentials `base64(<write key>:)`. */
+export function writeKeyFromBasic(credentials: string, hint: string): string {
+  if (!BASE64.test(credentials)) throw unauthenticated(`authorization is not valid base64: ${hint}`);
   const decoded = Buffer.from(credentials, "base64").toString("utf8");
   const colon = decoded.indexOf(":");
   const writeKey = colon < 0 ? decoded : decoded.slice(0, colon);
-  if (writeKey === "") throw unauthenticated(`the write key is empty: ${BASIC_HINT}`);
+  if (writeKey === "") throw unauthenticated(`the write key is empty: ${hint}`);
+  return writeKey;
+}
+
+/** The source of a write key; UNAUTHENTICATED when none has it. Looks the key up in memory. */
+export function sourceByWriteKey(store: ConfigStore, writeKey: string): SourceRecord {
   const source = store.sourceByWriteKey(writeKey);
   if (!source) {
     throw unauthenticated("unknown write key: it belongs to no source (deleted or rotated?)");

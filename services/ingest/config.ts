@@ -1,11 +1,13 @@
+import { DEFAULT_MAX_BATCH_CALLS, MAX_BATCH_BYTES } from "../../contract/mod.js";
 import { grpcLimitsFromEnv } from "../../lib/env/grpc-env.js";
 import { opsLimitsFromEnv } from "../../lib/env/ops-env.js";
-import { ConfigError, envInt, envOptional, envString } from "../../lib/env/read-env.js";
+import { ConfigError, envDuration, envInt, envOptional, envString } from "../../lib/env/read-env.js";
 import { syncLimitsFromEnv } from "../../lib/env/sync-env.js";
 import { topologyFromEnv } from "../../lib/env/topology-env.js";
 import type { GrpcServerLimits } from "../../lib/grpc/listener.js";
 import type { TopologySettings } from "../../lib/nats/topology.js";
 import type { OpsLimits } from "../../lib/ops/ops-server.js";
+import { DEFAULT_HTTP_ADDR, DEFAULT_HTTP_LIMITS, type HttpLimits } from "./http/limits.js";
 import type { SyncLimits } from "./sync/sync-limiter.js";
 
 /** Everything the ingest service needs to start. */
@@ -31,6 +33,12 @@ export interface IngestConfig {
   opsLimits?: OpsLimits;
   /** SYNC_* limits of SyncAudience / SyncComputedTrait; DEFAULT_SYNC_LIMITS when absent. */
   sync?: SyncLimits;
+  /** HTTP_ADDR: the Segment-compatible HTTP API; absent (or `off`) for none. */
+  httpAddress?: string;
+  /** HTTP_MAX_BODY_BYTES, HTTP_MAX_CONNECTIONS, HTTP_*_TIMEOUT (defaults: DEFAULT_HTTP_LIMITS). */
+  http?: Partial<HttpLimits>;
+  /** MAX_BATCH_CALLS: calls one batch may carry, on both transports (default 2500). */
+  maxBatchCalls?: number;
 }
 
 export const DEFAULT_INGEST_ADDR = "0.0.0.0:50051";
@@ -51,6 +59,15 @@ export function ingestConfigFromEnv(env: Env): IngestConfig {
   checkHostPort("INGEST_ADDR", address);
   const ops = envString(env, "OPS_ADDR", DEFAULT_INGEST_OPS_ADDR);
   if (ops !== "off") checkHostPort("OPS_ADDR", ops);
+  const http = envString(env, "HTTP_ADDR", DEFAULT_HTTP_ADDR);
+  if (http !== "off") checkHostPort("HTTP_ADDR", http);
+  const d = DEFAULT_HTTP_LIMITS;
+  const maxBodyBytes = envInt(env, "HTTP_MAX_BODY_BYTES", d.maxBodyBytes, 1024);
+  if (maxBodyBytes > MAX_BATCH_BYTES) {
+    throw new ConfigError(
+      `HTTP_MAX_BODY_BYTES must be at most ${MAX_BATCH_BYTES} (the batch limit), got ${maxBodyBytes}`,
+    );
+  }
 
   const config: IngestConfig = {
     natsUrl: envString(env, "NATS_URL", "nats://127.0.0.1:4222"),
@@ -61,7 +78,16 @@ export function ingestConfigFromEnv(env: Env): IngestConfig {
     grpc: grpcLimitsFromEnv(env),
     opsLimits: opsLimitsFromEnv(env),
     sync: syncLimitsFromEnv(env),
+    maxBatchCalls: envInt(env, "MAX_BATCH_CALLS", DEFAULT_MAX_BATCH_CALLS, 1),
+    http: {
+      maxBodyBytes,
+      maxConnections: envInt(env, "HTTP_MAX_CONNECTIONS", d.maxConnections, 1),
+      headersTimeoutMs: envDuration(env, "HTTP_HEADERS_TIMEOUT", d.headersTimeoutMs),
+      requestTimeoutMs: envDuration(env, "HTTP_REQUEST_TIMEOUT", d.requestTimeoutMs),
+      keepAliveTimeoutMs: envDuration(env, "HTTP_KEEPALIVE_TIMEOUT", d.keepAliveTimeoutMs),
+    },
   };
+  if (http !== "off") config.httpAddress = http;
   const token = envOptional(env, "ADMIN_TOKEN");
   if (token !== undefined) config.adminToken = token;
   if (certFile !== undefined && keyFile !== undefined) config.tls = { certFile, keyFile };

@@ -3,6 +3,7 @@ import { readFile } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Server, ServerCredentials } from "@grpc/grpc-js";
 import { HealthImplementation, type ServingStatus } from "grpc-health-check";
+import { DEFAULT_MAX_BATCH_CALLS } from "../../contract/mod.js";
 import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
 import { IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
 import { ConfigStore } from "../../lib/config/config-store.js";
@@ -29,9 +30,14 @@ import { UserSourceIndex } from "../../lib/users/user-source-index.js";
 import { adminService } from "./admin/admin-service.js";
 import { AdminAuth } from "./auth.js";
 import { ingestService } from "./calls/ingest-service.js";
+import { CallIntake } from "./calls/intake.js";
 import { MAX_RECEIVE_BYTES } from "./calls/limits.js";
 import { EventPublisher } from "./calls/publish.js";
+import { RawRequests } from "./calls/raw-requests.js";
 import type { IngestConfig } from "./config.js";
+import { DEFAULT_HTTP_LIMITS } from "./http/limits.js";
+import { segmentApi } from "./http/segment-api.js";
+import { type HttpServer, type Mount, startHttpServer } from "./http/server.js";
 import { IngestMetrics } from "./metrics.js";
 import { SyncLimiter } from "./sync/sync-limiter.js";
 import { syncService } from "./sync/sync-service.js";
@@ -39,6 +45,8 @@ import { sweepSyncTemp } from "./sync/sync-temp.js";
 
 export interface IngestOptions {
   logger?: Logger;
+  /** Extra handlers on the HTTP listener (HTTP_ADDR), tried after the Segment API, before the 404. */
+  httpMounts?: readonly Mount[];
 }
 
 export interface IngestHandle {
@@ -50,6 +58,8 @@ export interface IngestHandle {
   readonly adminTokenGenerated: boolean;
   /** `host:port` of /healthz, /readyz, /metrics, when OPS_ADDR is set. */
   readonly opsAddress: string | undefined;
+  /** `host:port` of the Segment-compatible HTTP API, when HTTP_ADDR is set. */
+  readonly httpAddress: string | undefined;
   readonly metrics: IngestMetrics;
   /** Live counters of the gRPC port's TCP connections (tests, diagnostics). */
   readonly grpcConnections: GrpcListenerStats;
@@ -86,6 +96,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
   let server: Server | undefined;
   let ops: OpsServer | undefined;
   let listener: GrpcListener | undefined;
+  let http: HttpServer | undefined;
   let closing = false;
   // Created first so that it tracks the connection from the start.
   const publisher = new EventPublisher(nc, log, {
@@ -140,21 +151,38 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     });
     const serveOptions = {
       onCallEnd: (method: string, code: Code, ms: number) => {
-        metrics.callEnded(method, code, ms);
-        log.debug({ method, code: Code[code], ms: Math.round(ms * 10) / 10 }, "call");
+        metrics.callEnded("grpc", method, code, ms);
+        log.debug({ transport: "grpc", method, code: Code[code], ms: Math.round(ms * 10) / 10 }, "call");
       },
       onInternalError: (method: string, err: unknown) =>
-        log.error({ method, err: err instanceof Error ? err.message : String(err) }, "internal error"),
+        log.error(
+          { transport: "grpc", method, err: err instanceof Error ? err.message : String(err) },
+          "internal error",
+        ),
     };
     const limiter = new SyncLimiter(config.sync ?? DEFAULT_SYNC_LIMITS);
     await sweepSyncTemp(limiter.limits.tmpDir, log);
     metrics.watchSyncs(limiter);
     const publish = (c: StoredCall) => publisher.publish(c);
+    const raw = new RawRequests();
+    const intake = new CallIntake(publisher, index);
+    const maxBatchCalls = config.maxBatchCalls ?? DEFAULT_MAX_BATCH_CALLS;
     addService(
-      server,
+      raw.recording(server),
       IngestService,
       {
-        ...ingestService({ store, publisher, adminAuth, nc, log, index, memberships }),
+        ...ingestService({
+          store,
+          publisher,
+          adminAuth,
+          nc,
+          log,
+          index,
+          memberships,
+          intake,
+          raw,
+          maxBatchCalls,
+        }),
         // The sync handlers with their limits replace the plain ones.
         ...syncService({ store, limiter, nc, log, memberships, index, publish }),
       },
@@ -177,6 +205,25 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     const host = config.address.slice(0, config.address.lastIndexOf(":"));
     const address = `${host}:${port}`;
 
+    if (config.httpAddress !== undefined) {
+      const limits = { ...DEFAULT_HTTP_LIMITS, ...config.http };
+      const api = segmentApi({
+        store,
+        intake,
+        log,
+        metrics,
+        maxBodyBytes: limits.maxBodyBytes,
+        maxBatchCalls,
+      });
+      http = await startHttpServer({
+        address: config.httpAddress,
+        limits,
+        mounts: [api, ...(options.httpMounts ?? [])],
+        onError: (err) => log.error({ transport: "http", err: (err as Error)?.message }, "internal error"),
+      });
+      log.info({ address: http.address }, "Segment-compatible HTTP API listening");
+    }
+
     if (config.opsAddress !== undefined) {
       ops = await startOpsServer({
         address: config.opsAddress,
@@ -193,8 +240,10 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     const grpcServer = server;
     const opsServer = ops;
     const grpcListener = listener;
+    const httpServer = http;
     return {
       address,
+      httpAddress: http?.address,
       adminToken,
       adminTokenGenerated,
       opsAddress: ops?.address,
@@ -205,7 +254,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
           closing = true;
           setHealth("NOT_SERVING");
           const stopListening = grpcListener.close();
-          await shutdown(grpcServer, log);
+          await Promise.all([shutdown(grpcServer, log), httpServer?.close(SHUTDOWN_GRACE_MS)]);
           await stopListening;
           await opsServer?.close();
           configStore.close();
@@ -226,6 +275,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
   } catch (err) {
     server?.forceShutdown();
     await listener?.close();
+    await http?.close(0);
     await ops?.close();
     store?.close();
     await nc.close().catch(() => {});

@@ -1,5 +1,5 @@
+import { MAX_REPORTED_VIOLATIONS } from "../../contract/mod.js";
 import { Code, type FieldViolation, HookpostError } from "../../lib/grpc/mod.js";
-import { MAX_REPORTED_VIOLATIONS } from "./calls/limits.js";
 
 /**
  * Throws INVALID_ARGUMENT when there are violations. At most MAX_REPORTED_VIOLATIONS are sent

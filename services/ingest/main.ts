@@ -17,7 +17,12 @@ async function main(): Promise<void> {
     const tracing = await startTracing("hookpost-ingest", process.env, log);
     const ingest = await startIngest(config, { logger: log });
     log.info(
-      { address: ingest.address, tls: config.tls !== undefined, ops: ingest.opsAddress },
+      {
+        address: ingest.address,
+        tls: config.tls !== undefined,
+        ops: ingest.opsAddress,
+        http: ingest.httpAddress,
+      },
       "ingest listening",
     );
     // No input may crash the service: a stray rejection is logged, not fatal.

@@ -5,11 +5,14 @@ import { Code as Codes } from "../../lib/grpc/mod.js";
 import type { PublishOutcome } from "./calls/publish.js";
 import type { SyncLimiter } from "./sync/sync-limiter.js";
 
+/** How a request reached ingest (a label of metrics and a field of logs). */
+export type Transport = "grpc" | "http";
+
 /** Prometheus metrics of one ingest instance (its own registry, so tests can run several). */
 export class IngestMetrics {
   readonly registry = new Registry();
-  readonly #calls: Counter<"method" | "code">;
-  readonly #callSeconds: Histogram<"method">;
+  readonly #calls: Counter<"transport" | "method" | "code">;
+  readonly #callSeconds: Histogram<"transport" | "method">;
   readonly #events: Counter<"type" | "outcome">;
   readonly #publishSeconds: Histogram<"outcome">;
   readonly #natsConnected: Gauge;
@@ -18,14 +21,14 @@ export class IngestMetrics {
     const registers = [this.registry];
     this.#calls = new Counter({
       name: "hookpost_ingest_calls_total",
-      help: "gRPC calls answered, by method and status code",
-      labelNames: ["method", "code"],
+      help: "Requests answered, by transport (grpc, http), method (gRPC method or HTTP path) and status code",
+      labelNames: ["transport", "method", "code"],
       registers,
     });
     this.#callSeconds = new Histogram({
       name: "hookpost_ingest_call_duration_seconds",
-      help: "Time to answer a gRPC call",
-      labelNames: ["method"],
+      help: "Time to answer a request, by transport and method",
+      labelNames: ["transport", "method"],
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers,
     });
@@ -98,9 +101,9 @@ export class IngestMetrics {
     });
   }
 
-  callEnded(method: string, code: Code, ms: number): void {
-    this.#calls.inc({ method, code: Codes[code] ?? String(code) });
-    this.#callSeconds.observe({ method }, ms / 1000);
+  callEnded(transport: Transport, method: string, code: Code, ms: number): void {
+    this.#calls.inc({ transport, method, code: Codes[code] ?? String(code) });
+    this.#callSeconds.observe({ transport, method }, ms / 1000);
   }
 
   published(type: string, outcome: PublishOutcome, ms: number): void {

@@ -128,6 +128,7 @@ async function main(): Promise<void> {
       ...base,
       INGEST_ADDR: process.env.INGEST_ADDR ?? "127.0.0.1:50051",
       OPS_ADDR: process.env.INGEST_OPS_ADDR ?? "127.0.0.1:9090",
+      HTTP_ADDR: process.env.HTTP_ADDR ?? "127.0.0.1:8080",
     },
     "ingest listening",
   );
@@ -188,10 +189,12 @@ async function main(): Promise<void> {
 
   const endpoint = String(ingestRec.address);
   const ops = ingestRec.ops ? String(ingestRec.ops) : undefined;
+  const http = ingestRec.http ? String(ingestRec.http) : undefined;
   out("");
   out("Hookpost is running.");
   out(`  NATS (JetStream)   ${natsUrl}${nats ? `   (data in ${join(dataDir, "nats")})` : ""}`);
   out(`  ingest gRPC        ${endpoint}`);
+  if (http) out(`  ingest HTTP        http://${http}/v1/   (Segment-compatible)`);
   if (ops) out(`  ingest ops         http://${ops}/healthz /readyz /metrics`);
   if (dispatcherRec.ops)
     out(`  dispatcher ops     http://${String(dispatcherRec.ops)}/healthz /readyz /metrics`);
@@ -219,6 +222,12 @@ async function main(): Promise<void> {
     );
   }
   out(`  npx hookpost send track --write-key <the write key> --user-id user-1 --event "Signed Up"`);
+  if (http) {
+    out("Or over the Segment-compatible HTTP API:");
+    out(
+      `  curl -u '<the write key>:' -H 'Content-Type: application/json' -d '{"userId":"user-1","event":"Signed Up"}' http://${http}/v1/track`,
+    );
+  }
   out("");
   out("Failed delivery attempts show here as they happen (✗), deliveries in summary (✓).");
   out("Ctrl-C stops everything.");

@@ -545,16 +545,56 @@ describe("send and delete-user", () => {
     expect(fake.events).toEqual([]);
   });
 
-  it("server-side validation and a wrong write key are readable", async () => {
+  it("the contract's validation (checked before sending) and a wrong write key are readable", async () => {
     const key = fake.sources.get("web")!.writeKey;
+    const before = fake.events.length;
     const r = await run(["send", "track", "--write-key", key, "--event", "E"]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe("error: invalid request\n  user_id: user_id or anonymous_id is required\n");
+    expect(r.stderr).toBe(
+      "error: invalid request\n  --user-id: a track call needs a user_id or an anonymous_id\n",
+    );
+    expect(fake.events).toHaveLength(before);
     const wrong = await run(["send", "track", "--write-key", "hpk_wrong", "--user-id", "u", "--event", "E"]);
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toContain("error: unknown write key");
     expect(wrong.stderr).toContain("hint: check the write key");
     expect(wrong.stderr).not.toContain("hpk_wrong");
+  });
+
+  it("message ids a header or a transport would alter are refused before sending (issue 10)", async () => {
+    const key = fake.sources.get("web")!.writeKey;
+    const before = fake.events.length;
+    for (const id of ["日本-1", "cli-1 ", " X", "cli-1\u00a0", "\ufeffcli-1"]) {
+      const r = await run([
+        "send",
+        "track",
+        "--write-key",
+        key,
+        "--user-id",
+        "u",
+        "--event",
+        "E",
+        "--message-id",
+        id,
+      ]);
+      expect(r.code, id).toBe(1);
+      expect(r.stderr).toMatch(/^error: invalid request\n {2}--message-id: contains .* printable ASCII/);
+    }
+    expect(fake.events).toHaveLength(before);
+    ok(
+      await run([
+        "send",
+        "track",
+        "--write-key",
+        key,
+        "--user-id",
+        "u",
+        "--event",
+        "E",
+        "--message-id",
+        "cli-1",
+      ]),
+    );
   });
 
   it("delete-user prints the request id and the sources", async () => {

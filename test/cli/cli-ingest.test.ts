@@ -265,7 +265,7 @@ destinations:
 
     const invalid = await run(["send", "track", "--write-key", key, "--user-id", "u-42"]);
     expect(invalid.code).toBe(1);
-    expect(invalid.stderr).toMatch(/^error: invalid request\n {2}event: /);
+    expect(invalid.stderr).toMatch(/^error: invalid request\n {2}--event: a track call needs an event name/);
   });
 
   it("a wrong admin token is refused with a hint, and never printed", async () => {

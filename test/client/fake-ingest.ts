@@ -1,12 +1,13 @@
 /**
  * A real gRPC server on a loopback port implementing IngestService.Batch the way the ingest
- * service answers it (Basic write-key auth, all-or-nothing validation with `calls[i].field`
- * violations, 500 KiB limit, dedup by message id), recording what it stores. It stands in for
+ * service answers it (Basic write-key auth, the contract's all-or-nothing validation with
+ * `calls[i].field` violations and limits, dedup by message id), recording what it stores. It stands in for
  * the ingest service until end-to-end tests run the real one: tests that only use the
  * `IngestHarness` part run unchanged against any implementation of it.
  */
 import { toBinary } from "@bufbuild/protobuf";
 import { Server, ServerCredentials } from "@grpc/grpc-js";
+import { DEFAULT_MAX_BATCH_CALLS, protoBatchViolations } from "../../contract/mod.js";
 import {
   type BatchCall,
   type BatchRequest,
@@ -40,7 +41,6 @@ export interface ReceivedBatch {
   messageIds: string[];
 }
 
-const MAX_BATCH_BYTES = 500 * 1024;
 const WRITE_KEY = "test-write-key";
 
 export class FakeIngest implements IngestHarness {
@@ -140,23 +140,17 @@ export class FakeIngest implements IngestHarness {
     return bound;
   }
 
-  /** Validates all calls first (all-or-nothing), then stores the ones not seen before. */
+  /** Validates all calls first (all-or-nothing, the contract's rules), then stores the ones not seen before. */
   private store(req: BatchRequest): string[] {
-    const bytes = toBinary(BatchRequestSchema, req).length;
-    if (bytes > MAX_BATCH_BYTES) {
-      throw HookpostError.invalid([
-        { field: "calls", description: `batch is ${bytes} bytes; limit 500 KiB` },
-      ]);
-    }
+    const encoded = toBinary(BatchRequestSchema, req);
+    const bytes = encoded.length;
+    const violations: FieldViolation[] = protoBatchViolations(req, encoded, DEFAULT_MAX_BATCH_CALLS);
     const calls: StoredCall[] = [];
-    const violations: FieldViolation[] = [];
     req.calls.forEach((c, i) => {
-      if (!c.call.case) {
-        violations.push({ field: `calls[${i}]`, description: "empty call" });
-        return;
-      }
+      if (!c.call.case) return;
       const call = { type: c.call.case, messageId: c.call.value.messageId, value: c.call.value };
-      violations.push(...rules(call).map((v) => ({ ...v, field: `calls[${i}].${v.field}` })));
+      // The client always assigns ids; the real server would generate one.
+      if (!call.messageId) violations.push({ field: `calls[${i}].message_id`, description: "missing" });
       const refused = this.refuse?.(call);
       if (refused) violations.push({ field: `calls[${i}].event`, description: refused });
       calls.push(call);
@@ -166,23 +160,6 @@ export class FakeIngest implements IngestHarness {
     this.batches.push({ bytes, messageIds: calls.map((c) => c.messageId) });
     return calls.map((c) => c.messageId);
   }
-}
-
-/** The contract's per-call rules (SPEC section 3). */
-function rules(call: StoredCall): FieldViolation[] {
-  const v = call.value as CallValue & Partial<Record<"event" | "groupId" | "previousId", string>>;
-  const out: FieldViolation[] = [];
-  if (!call.messageId || call.messageId.length > 100)
-    out.push({ field: "message_id", description: "1..100 chars" });
-  if (call.type === "alias") {
-    if (!v.userId) out.push({ field: "user_id", description: "required" });
-    if (!v.previousId) out.push({ field: "previous_id", description: "required" });
-  } else if (!v.userId && !v.anonymousId) {
-    out.push({ field: "user_id", description: "user_id or anonymous_id is required" });
-  }
-  if (call.type === "track" && !v.event) out.push({ field: "event", description: "required" });
-  if (call.type === "group" && !v.groupId) out.push({ field: "group_id", description: "required" });
-  return out;
 }
 
 /** Polls until `check` holds; fails with `what` after `timeoutMs`. */

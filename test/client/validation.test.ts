@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { Analytics, AnalyticsError, type AnalyticsErrorCode } from "../../client/mod.js";
+import { HOSTILE_MESSAGE_IDS } from "../helpers/hostile-ids.js";
 
 // Refusals happen before the network: nothing listens at this endpoint. The calls that were
 // accepted fail to deliver on close, which is expected here.
@@ -63,6 +64,37 @@ describe("validation at enqueue", () => {
       "messageId",
     );
     expect(a.track({ userId: "u", event: "E", messageId: "m".repeat(100) })).toBe("m".repeat(100));
+  });
+
+  it("message ids a header or a transport would alter are refused (issue 10 findings 1 and 2)", () => {
+    for (const id of HOSTILE_MESSAGE_IDS) {
+      expectRefused(() => a.track({ userId: "u", event: "E", messageId: id }), "invalid_call", "messageId");
+      expect(refusal(() => a.track({ userId: "u", event: "E", messageId: id })).message).toContain(
+        "printable ASCII",
+      );
+    }
+    // Counted one way everywhere: "é" is one code point but refused by the alphabet, not the length.
+    expect(a.track({ userId: "u", event: "E", messageId: "!~".repeat(50) })).toBe("!~".repeat(50));
+  });
+
+  it("timestamps: the contract's range and forms; __proto__ keys refused, not dropped", () => {
+    expectRefused(
+      () => a.track({ userId: "u", event: "E", timestamp: "10000-01-01T00:00:00Z" }),
+      "invalid_call",
+      "timestamp",
+    );
+    expectRefused(
+      () => a.track({ userId: "u", event: "E", timestamp: new Date(Date.UTC(10000, 0, 1)) }),
+      "invalid_call",
+      "timestamp",
+    );
+    a.track({ userId: "u", event: "E", timestamp: "9999-12-31T23:59:59.999999999Z" });
+    a.track({ userId: "u", event: "E", timestamp: "2026-11-21T15:00:00+05:30" });
+    expectRefused(
+      () => a.track({ userId: "u", event: "E", properties: JSON.parse('{"a":{"__proto__":{"x":1}}}') }),
+      "invalid_call",
+      "properties.a",
+    );
   });
 
   it("one call encodes to at most 32 KiB", () => {

@@ -2,6 +2,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code } from "../../lib/grpc/mod.js";
 import { EVENTS_STREAM, eventSubject } from "../../lib/nats/topology.js";
+import { HOSTILE_MESSAGE_IDS } from "../helpers/hostile-ids.js";
 import { failure, fields, Harness, type IngestClient } from "./harness.js";
 
 let h: Harness;
@@ -251,14 +252,23 @@ describe("validation", () => {
     await rejected(() => src.client.alias({ userId: "u" }), ["previous_id"]);
   });
 
-  it("message_id: at most 100 characters, no control characters", async () => {
-    const ok = await src.client.track({ messageId: "é".repeat(100), userId: "u", event: "e" });
-    expect(ok.messageId).toBe("é".repeat(100));
+  it("message_id: 1..100 printable ASCII characters (0x21-0x7E), refused otherwise, never rewritten", async () => {
+    const longest = "!~".repeat(50);
+    const ok = await src.client.track({ messageId: longest, userId: "u", event: "e" });
+    expect(ok.messageId).toBe(longest);
     await rejected(
       () => src.client.track({ messageId: "m".repeat(101), userId: "u", event: "e" }),
       ["message_id"],
     );
     await rejected(() => src.client.track({ messageId: "a\r\nb", userId: "u", event: "e" }), ["message_id"]);
+    // Issue 10 findings 1 and 2: ids a header cannot carry or a transport would trim.
+    for (const id of HOSTILE_MESSAGE_IDS) {
+      const e = await rejected(
+        () => src.client.track({ messageId: id, userId: "u", event: "e" }),
+        ["message_id"],
+      );
+      expect(e.message).toMatch(/printable ASCII|byte order mark/);
+    }
   });
 
   it("timestamps outside the Timestamp range and bad nanos are refused", async () => {

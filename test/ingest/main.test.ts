@@ -23,6 +23,7 @@ describe("services/ingest/main.ts as a process", () => {
     const child = startMain({
       NATS_URL: nats.url,
       INGEST_ADDR: "127.0.0.1:0",
+      HTTP_ADDR: "127.0.0.1:0",
       OPS_ADDR: "127.0.0.1:0",
       ADMIN_TOKEN,
       LOG_LEVEL: "debug",
@@ -52,7 +53,9 @@ describe("services/ingest/main.ts as a process", () => {
     expect(ready.status).toBe(200);
     expect(await ready.json()).toMatchObject({ status: "ready", nats: true });
     const metrics = await (await fetch(`${ops}/metrics`)).text();
-    expect(metrics).toContain('hookpost_ingest_calls_total{method="IngestService/Track",code="OK"} 1');
+    expect(metrics).toContain(
+      'hookpost_ingest_calls_total{transport="grpc",method="IngestService/Track",code="OK"} 1',
+    );
     expect(metrics).toContain('hookpost_ingest_events_total{type="track",outcome="stored"} 1');
 
     admin.close();

@@ -82,6 +82,7 @@ describe("docker-compose.yml", () => {
 
     expect(ingest!.environment?.INGEST_ADDR).toBe("0.0.0.0:50051");
     expect(ingest!.environment?.OPS_ADDR).toBe("0.0.0.0:9090");
+    expect(ingest!.environment?.HTTP_ADDR).toBe("0.0.0.0:8080");
     expect(dispatcher!.environment?.OPS_ADDR).toBe("0.0.0.0:9091");
     expect(ingest!.healthcheck?.test.join(" ")).toContain("http://127.0.0.1:9090/readyz");
     expect(dispatcher!.healthcheck?.test.join(" ")).toContain("http://127.0.0.1:9091/readyz");
@@ -247,7 +248,7 @@ describe("the image's build, by hand", () => {
     const env = { NATS_URL: natsServer.url, OPS_ADDR: "127.0.0.1:0", LOG_LEVEL: "info" };
     const ing = spawnNode(
       ingest!.command!.slice(1),
-      { ...env, INGEST_ADDR: "127.0.0.1:0", ADMIN_TOKEN: "t0ken" },
+      { ...env, INGEST_ADDR: "127.0.0.1:0", HTTP_ADDR: "127.0.0.1:0", ADMIN_TOKEN: "t0ken" },
       app,
     );
     const disp = spawnNode(dispatcher!.command!.slice(1), env, app);

@@ -28,6 +28,7 @@ beforeAll(async () => {
   ingest = spawnService("services/ingest/main.ts", {
     NATS_URL: nats.url,
     INGEST_ADDR: "127.0.0.1:0",
+    HTTP_ADDR: "off",
     OPS_ADDR: "off",
     ADMIN_TOKEN: STACK_ADMIN_TOKEN,
     LOG_LEVEL: "info",

@@ -1,5 +1,11 @@
 import type { GenService } from "@bufbuild/protobuf/codegenv2";
 import type { NatsConnection } from "nats";
+import {
+  fromProtoCall,
+  type ProtoCall,
+  protoBatchViolations,
+  protoCallViolations,
+} from "../../../contract/mod.js";
 import type { IngestService } from "../../../gen/hookpost/v1/ingest_pb.js";
 import type { ConfigStore } from "../../../lib/config/config-store.js";
 import { type CallContext, Code, HookpostError, type ServiceImpl } from "../../../lib/grpc/mod.js";
@@ -13,11 +19,9 @@ import { authenticateSource } from "../auth.js";
 import { deleteUser } from "../deletion/delete-user.js";
 import { throwIfInvalid } from "../invalid.js";
 import { syncAudience, syncComputedTrait } from "../sync/mod.js";
-import type { Call } from "./call.js";
-import { PUBLISH_CONCURRENCY } from "./limits.js";
+import type { CallIntake } from "./intake.js";
 import type { EventPublisher } from "./publish.js";
-import { toStoredCall } from "./to-stored-call.js";
-import { callSizeProblem, validateBatch, validateCall } from "./validate.js";
+import type { RawRequests } from "./raw-requests.js";
 
 type IngestMethods = typeof IngestService extends GenService<infer S> ? S : never;
 
@@ -31,8 +35,12 @@ export interface IngestDeps {
   index: UserSourceIndex;
   /** Stored audience and computed-trait memberships. */
   memberships: MembershipStore;
-  /** The server clock (tests may fix it). */
-  now?: () => Date;
+  /** Stores validated calls (shared with the HTTP API). */
+  intake: CallIntake;
+  /** The request bytes of each unary call, as they arrived (sizes, `__proto__` scan). */
+  raw: RawRequests;
+  /** MAX_BATCH_CALLS: calls one Batch may carry. */
+  maxBatchCalls: number;
 }
 
 /**
@@ -40,29 +48,23 @@ export interface IngestDeps {
  * JetStream, and only then answer with the message id(s).
  */
 export function ingestService(deps: IngestDeps): ServiceImpl<IngestMethods> {
-  const now = deps.now ?? (() => new Date());
   const publish = (c: StoredCall) => deps.publisher.publish(c);
   const syncDeps = { nc: deps.nc, log: deps.log, memberships: deps.memberships, index: deps.index, publish };
-
-  /** Records the user ids of stored calls; free for pairs already known (in-memory cache). */
-  const remember = (calls: StoredCall[]): Promise<unknown> => {
-    const pending: Promise<void>[] = [];
-    for (const c of calls) {
-      if (c.userId) pending.push(deps.index.remember(c.userId, c.sourceId));
-      // An alias ties the previous id to the source as well: a deletion of it must reach it.
-      if (c.previousId) pending.push(deps.index.remember(c.previousId, c.sourceId));
-    }
-    return Promise.all(pending);
+  const rawBytes = (ctx: CallContext): Uint8Array => {
+    const bytes = deps.raw.of(ctx.metadata);
+    if (!bytes) throw new HookpostError(Code.INTERNAL, "the request bytes were not recorded");
+    return bytes;
   };
 
-  const one = async (call: Call, ctx: CallContext): Promise<{ messageId: string }> => {
+  const one = async (call: ProtoCall, ctx: CallContext): Promise<{ messageId: string }> => {
     const source = authenticateSource(deps.store, ctx.metadata);
-    const tooLarge = callSizeProblem(call);
-    if (tooLarge) throw new HookpostError(Code.INVALID_ARGUMENT, tooLarge);
-    throwIfInvalid(validateCall(call));
-    const stored = toStoredCall(call, { sourceId: source.id, receivedAt: now() });
-    await Promise.all([deps.publisher.publish(stored, grpcTraceContext(ctx.metadata)), remember([stored])]);
-    return { messageId: stored.messageId };
+    throwIfInvalid(protoCallViolations(call, rawBytes(ctx)));
+    const [messageId] = await deps.intake.store(
+      source.id,
+      [fromProtoCall(call)],
+      grpcTraceContext(ctx.metadata),
+    );
+    return { messageId: messageId! };
   };
 
   return {
@@ -75,14 +77,9 @@ export function ingestService(deps: IngestDeps): ServiceImpl<IngestMethods> {
 
     batch: async (req, ctx) => {
       const source = authenticateSource(deps.store, ctx.metadata);
-      throwIfInvalid(validateBatch(req));
-      const stamp = { sourceId: source.id, receivedAt: now() };
-      const stored = req.calls.map((bc) => toStoredCall(bc.call as Call, stamp));
-      await Promise.all([
-        deps.publisher.publishAll(stored, PUBLISH_CONCURRENCY, grpcTraceContext(ctx.metadata)),
-        remember(stored),
-      ]);
-      return { messageIds: stored.map((s) => s.messageId) };
+      throwIfInvalid(protoBatchViolations(req, rawBytes(ctx), deps.maxBatchCalls));
+      const calls = req.calls.map((bc) => fromProtoCall(bc.call as ProtoCall));
+      return { messageIds: await deps.intake.store(source.id, calls, grpcTraceContext(ctx.metadata)) };
     },
 
     delete: async (req, ctx) => {

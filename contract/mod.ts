@@ -1,0 +1,35 @@
+/**
+ * The ingest contract (SPEC sections 3 and 11), one module for every party: the gRPC and HTTP
+ * transports of ingest, the client library, the CLI and the test fakes. It holds the call types,
+ * the rules of a call, the limits, the message-id and timestamp rules, and the mapping to the
+ * stored call. A new field of the webhook body is a change here (and in the .proto), not in each
+ * party.
+ */
+export { CALL_STRING_FIELDS, CALL_TYPES, type CallType, type ContractCall, isCallType } from "./call.js";
+export {
+  DEFAULT_MAX_BATCH_CALLS,
+  MAX_BATCH_BYTES,
+  MAX_CALL_BYTES,
+  MAX_MESSAGE_ID_CHARS,
+  MAX_OBJECT_DEPTH,
+  MAX_REPORTED_VIOLATIONS,
+} from "./limits.js";
+export { MESSAGE_ID_RULE, messageIdProblem } from "./message-id.js";
+export { objectProblem, protoKeyProblem } from "./objects.js";
+export { fromProtoCall, type ProtoCall } from "./proto-call.js";
+export { protoBatchViolations, protoCallViolations } from "./proto-rules.js";
+export { batchCountProblem, batchSizeProblem, callSizeProblem, validateCall } from "./rules.js";
+export { type Stamp, toStoredCall } from "./stored-call.js";
+export {
+  fromDate,
+  fromProtoTimestamp,
+  InvalidTimestamp,
+  MAX_TIMESTAMP_MS,
+  MIN_TIMESTAMP_MS,
+  parseIsoTimestamp,
+  TIMESTAMP_FORMS,
+  TIMESTAMP_RANGE,
+  type Timestamp,
+  timestampProblem,
+} from "./timestamp.js";
+export { type FieldNaming, fieldName, type Violation } from "./violation.js";

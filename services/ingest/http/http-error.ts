@@ -1,0 +1,59 @@
+import { Code, HookpostError } from "../../../lib/grpc/mod.js";
+
+/** How long a client should wait before retrying when the stream is full / NATS is down. */
+const RETRY_AFTER_FULL_S = 5;
+const RETRY_AFTER_UNAVAILABLE_S = 2;
+
+/** The HTTP answer of an error: status, extra headers, and the JSON body. */
+export interface ErrorAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: { code: string; message: string; violations: Array<{ field: string; description: string }> };
+}
+
+/** A transport-level refusal with its own status (413 body too large, 415, 405, 404). */
+export class HttpStatusError extends HookpostError {
+  readonly status: number;
+
+  constructor(status: number, code: Code, message: string, field?: string) {
+    super(code, message, field === undefined ? [] : [{ field, description: message }]);
+    this.status = status;
+  }
+}
+
+/** Maps the one error type (HookpostError) to the Segment-style answer. */
+export function errorAnswer(err: HookpostError): ErrorAnswer {
+  const headers: Record<string, string> = {};
+  let status: number;
+  if (err instanceof HttpStatusError) status = err.status;
+  else {
+    switch (err.code) {
+      case Code.INVALID_ARGUMENT:
+        status = 400;
+        break;
+      case Code.UNAUTHENTICATED:
+        status = 401;
+        headers["WWW-Authenticate"] = 'Basic realm="hookpost", charset="UTF-8"';
+        break;
+      case Code.RESOURCE_EXHAUSTED:
+        status = 429;
+        headers["Retry-After"] = String(RETRY_AFTER_FULL_S);
+        break;
+      case Code.UNAVAILABLE:
+        status = 503;
+        headers["Retry-After"] = String(RETRY_AFTER_UNAVAILABLE_S);
+        break;
+      default:
+        status = 500;
+    }
+  }
+  return {
+    status,
+    headers,
+    body: {
+      code: err.codeName,
+      message: err.message,
+      violations: err.fieldViolations.map((v) => ({ field: v.field, description: v.description })),
+    },
+  };
+}

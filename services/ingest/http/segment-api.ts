@@ -1,0 +1,184 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import {
+  batchCountProblem,
+  batchSizeProblem,
+  type CallType,
+  type ContractCall,
+  callSizeProblem,
+  isCallType,
+  MAX_BATCH_BYTES,
+  MAX_CALL_BYTES,
+  type Violation,
+  validateCall,
+} from "../../../contract/mod.js";
+import type { ConfigStore } from "../../../lib/config/config-store.js";
+import { Code, HookpostError } from "../../../lib/grpc/mod.js";
+import type { Logger } from "../../../lib/log/logger.js";
+import { sourceByWriteKey, unauthenticated, writeKeyFromBasic } from "../auth.js";
+import type { CallIntake } from "../calls/intake.js";
+import { throwIfInvalid } from "../invalid.js";
+import type { IngestMetrics } from "../metrics.js";
+import { readBody } from "./body.js";
+import { errorAnswer, HttpStatusError } from "./http-error.js";
+import { arrayElementSizes } from "./json-spans.js";
+import { batchFromSegment, callFromSegment, isObject } from "./segment-json.js";
+import type { Mount } from "./server.js";
+
+export interface SegmentApiDeps {
+  store: ConfigStore;
+  intake: CallIntake;
+  log: Logger;
+  metrics: IngestMetrics;
+  /** HTTP_MAX_BODY_BYTES. */
+  maxBodyBytes: number;
+  /** MAX_BATCH_CALLS. */
+  maxBatchCalls: number;
+}
+
+const BASIC_HINT = "send `Authorization: Basic base64(<write key>:)` or `writeKey` in the JSON body";
+const ROUTES = new Set<string>(["identify", "track", "page", "screen", "group", "alias", "batch", "import"]);
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+const SUCCESS = JSON.stringify({ success: true });
+
+/**
+ * Segment's HTTP Tracking API on the ingest listener: `POST /v1/{identify,track,page,screen,group,
+ * alias,batch,import}`. Same contract, same publish path and so the same stored calls and dedup
+ * as gRPC; answers `200 {"success":true}` only once JetStream stored every call.
+ */
+export function segmentApi(deps: SegmentApiDeps): Mount {
+  return async (req, res) => {
+    const path = (req.url ?? "").split("?")[0]!;
+    if (!path.startsWith("/v1/")) return false;
+    const route = path.slice(4);
+    if (!ROUTES.has(route)) return false;
+    const started = performance.now();
+    let code: Code = Code.OK;
+    try {
+      if (req.method !== "POST") {
+        res.setHeader("Allow", "POST");
+        throw new HttpStatusError(405, Code.UNIMPLEMENTED, `${path} takes POST requests only`);
+      }
+      await handle(deps, route, req);
+      send(res, 200, {}, SUCCESS);
+    } catch (err) {
+      const herr =
+        err instanceof HookpostError
+          ? err
+          : new HookpostError(Code.INTERNAL, "internal error", [], { cause: err });
+      if (!(err instanceof HookpostError)) {
+        deps.log.error({ transport: "http", path, err: (err as Error)?.message }, "internal error");
+      }
+      code = herr.code;
+      const answer = errorAnswer(herr);
+      // A body not read to its end cannot be followed by another request on this connection.
+      if (!req.complete) answer.headers.Connection = "close";
+      send(res, answer.status, answer.headers, JSON.stringify(answer.body));
+    } finally {
+      const ms = performance.now() - started;
+      deps.metrics.callEnded("http", path, code, ms);
+      deps.log.debug({ transport: "http", path, code: Code[code], ms: Math.round(ms * 10) / 10 }, "call");
+    }
+    return true;
+  };
+}
+
+async function handle(deps: SegmentApiDeps, route: string, req: IncomingMessage): Promise<void> {
+  // A key in the header is checked before the body is read (a stranger's body is not read).
+  const header = req.headers.authorization;
+  let source = header === undefined ? undefined : sourceByWriteKey(deps.store, basicWriteKey(header));
+
+  const bytes = await readBody(req, deps.maxBodyBytes);
+  const body = parse(bytes);
+  if (source === undefined) {
+    const key = body.writeKey;
+    if (typeof key !== "string" || key === "") throw unauthenticated(`missing write key: ${BASIC_HINT}`);
+    source = sourceByWriteKey(deps.store, key);
+  }
+  const violations: Violation[] = [];
+  let calls: ContractCall[];
+  if (route === "batch" || route === "import") {
+    calls = batchCalls(body, bytes, deps.maxBatchCalls, violations);
+  } else {
+    const type = route as CallType;
+    if (bytes.length > MAX_CALL_BYTES) {
+      violations.push({
+        field: "body",
+        description: callSizeProblem(type, bytes.length, MAX_CALL_BYTES, "as JSON"),
+      });
+    }
+    const call = callFromSegment(body, type, "", {}, violations);
+    violations.push(...validateCall(call, "json"));
+    calls = [call];
+  }
+  throwIfInvalid(violations);
+  await deps.intake.store(source.id, calls);
+}
+
+function batchCalls(
+  body: Record<string, unknown>,
+  bytes: Buffer,
+  maxCalls: number,
+  out: Violation[],
+): ContractCall[] {
+  const count = Array.isArray(body.batch) ? body.batch.length : 0;
+  const countProblem = Array.isArray(body.batch) ? batchCountProblem(count, maxCalls) : undefined;
+  if (countProblem) {
+    out.push({ field: "batch", description: countProblem });
+    return [];
+  }
+  if (bytes.length > MAX_BATCH_BYTES) {
+    out.push({ field: "batch", description: batchSizeProblem(bytes.length, MAX_BATCH_BYTES, "as JSON") });
+  }
+  const calls = batchFromSegment(body, out);
+  if (calls === undefined) return [];
+  // Sizes of the calls as they arrived; a body this scan cannot follow (a key written with
+  // escapes) falls back to the calls' JSON.
+  const items = body.batch as unknown[];
+  const sizes = arrayElementSizes(bytes, "batch");
+  items.forEach((item, i) => {
+    const size = sizes?.length === items.length ? sizes[i]! : Buffer.byteLength(JSON.stringify(item));
+    const type = isObject(item) && isCallType(item.type) ? item.type : "unknown";
+    if (size > MAX_CALL_BYTES) {
+      out.push({ field: `batch[${i}]`, description: callSizeProblem(type, size, MAX_CALL_BYTES, "as JSON") });
+    }
+  });
+  return calls;
+}
+
+function basicWriteKey(header: string): string {
+  const match = /^([A-Za-z]+) +(\S+) *$/.exec(header);
+  if (!match || match[1]!.toLowerCase() !== "basic") {
+    throw unauthenticated(`malformed Authorization: ${BASIC_HINT}`);
+  }
+  return writeKeyFromBasic(match[2]!, BASIC_HINT);
+}
+
+function parse(bytes: Buffer): Record<string, unknown> {
+  let text: string;
+  try {
+    text = utf8.decode(bytes);
+  } catch {
+    throw HookpostError.invalid([{ field: "body", description: "is not valid UTF-8" }]);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw HookpostError.invalid([
+      { field: "body", description: `is not valid JSON: ${(err as Error).message}` },
+    ]);
+  }
+  if (!isObject(value))
+    throw HookpostError.invalid([{ field: "body", description: "must be a JSON object" }]);
+  return value;
+}
+
+function send(res: ServerResponse, status: number, headers: Record<string, string>, body: string): void {
+  if (res.headersSent) return;
+  res.writeHead(status, {
+    ...headers,
+    "Content-Type": "application/json",
+    "Content-Length": Buffer.byteLength(body),
+  });
+  res.end(body);
+}

@@ -1,0 +1,516 @@
+import { request } from "node:http";
+import { gzipSync } from "node:zlib";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { counterValue } from "../e2e/helpers.js";
+import { HOSTILE_MESSAGE_IDS } from "../helpers/hostile-ids.js";
+import { Harness, type IngestClient } from "../ingest/harness.js";
+import { basic, post, rawExchange } from "./helpers.js";
+
+let h: Harness;
+let src: { id: string; writeKey: string; client: IngestClient };
+let base: string;
+let httpAddress: string;
+
+beforeAll(async () => {
+  h = await Harness.start({
+    config: {
+      httpAddress: "127.0.0.1:0",
+      // Short, so the slow-client tests finish quickly; far above what a loaded machine needs.
+      http: { headersTimeoutMs: 3_000, requestTimeoutMs: 4_000 },
+    },
+  });
+  src = await h.source("web");
+  httpAddress = h.ingest.httpAddress!;
+  base = `http://${httpAddress}`;
+});
+
+afterAll(async () => {
+  await h?.close();
+});
+
+const ok = { status: 200, body: { success: true } };
+
+async function stored(messageId: string) {
+  const found = await h.find(messageId);
+  expect(found, `stored ${messageId}`).toBeDefined();
+  return found!;
+}
+
+describe("the six call routes", () => {
+  it("store the same call as gRPC would, answering 200 {success:true}", async () => {
+    const key = src.writeKey;
+    const at = "2026-11-21T09:30:00.000Z";
+    const common = { userId: "u1", anonymousId: "a1", timestamp: at, context: { ip: "10.0.0.1" } };
+    expect(
+      await post(
+        base,
+        "/v1/identify",
+        { ...common, messageId: "h-identify", traits: { plan: "pro" } },
+        { writeKey: key },
+      ),
+    ).toMatchObject(ok);
+    expect(
+      await post(
+        base,
+        "/v1/track",
+        { ...common, messageId: "h-track", event: "Signed Up", properties: { n: 1 } },
+        { writeKey: key },
+      ),
+    ).toMatchObject(ok);
+    expect(
+      await post(
+        base,
+        "/v1/page",
+        { ...common, messageId: "h-page", name: "Home", category: "Docs", properties: { path: "/" } },
+        { writeKey: key },
+      ),
+    ).toMatchObject(ok);
+    expect(
+      await post(base, "/v1/screen", { ...common, messageId: "h-screen", name: "Main" }, { writeKey: key }),
+    ).toMatchObject(ok);
+    expect(
+      await post(
+        base,
+        "/v1/group",
+        { ...common, messageId: "h-group", groupId: "g1", traits: { size: 3 } },
+        { writeKey: key },
+      ),
+    ).toMatchObject(ok);
+    expect(
+      await post(
+        base,
+        "/v1/alias",
+        { userId: "u1", previousId: "a1", messageId: "h-alias", timestamp: at },
+        { writeKey: key },
+      ),
+    ).toMatchObject(ok);
+
+    // The same calls over gRPC: the stored records differ only in message id and receive time.
+    const ts = { seconds: BigInt(Date.parse(at) / 1000), nanos: 0 };
+    const g = { userId: "u1", anonymousId: "a1", timestamp: ts, context: { ip: "10.0.0.1" } };
+    await src.client.identify({ ...g, messageId: "g-identify", traits: { plan: "pro" } });
+    await src.client.track({ ...g, messageId: "g-track", event: "Signed Up", properties: { n: 1 } });
+    await src.client.page({
+      ...g,
+      messageId: "g-page",
+      name: "Home",
+      category: "Docs",
+      properties: { path: "/" },
+    });
+    await src.client.screen({ ...g, messageId: "g-screen", name: "Main" });
+    await src.client.group({ ...g, messageId: "g-group", groupId: "g1", traits: { size: 3 } });
+    await src.client.alias({ userId: "u1", previousId: "a1", messageId: "g-alias", timestamp: ts });
+    for (const type of ["identify", "track", "page", "screen", "group", "alias"]) {
+      const viaHttp = await stored(`h-${type}`);
+      const viaGrpc = await stored(`g-${type}`);
+      const strip = (c: Record<string, unknown>) => ({ ...c, messageId: undefined, receivedAt: undefined });
+      expect(strip(viaHttp.call as never)).toEqual(strip(viaGrpc.call as never));
+      expect(viaHttp.subject).toBe(viaGrpc.subject);
+      expect(viaHttp.msgId).toBe(`${src.id}:h-${type}`);
+      expect(viaHttp.call.sourceId).toBe(src.id);
+    }
+  });
+
+  it("normalise every timestamp form SDKs write to UTC with milliseconds", async () => {
+    const forms: Record<string, string> = {
+      "2026-11-21T15:00:00+05:30": "2026-11-21T09:30:00.000Z",
+      "2026-11-21T09:30:00Z": "2026-11-21T09:30:00.000Z",
+      "2026-11-21T09:30:00.5+0000": "2026-11-21T09:30:00.500Z",
+      "2026-11-21T04:30:00.123456-05:00": "2026-11-21T09:30:00.123Z",
+      "2026-11-21T09:30:00.123456789Z": "2026-11-21T09:30:00.123Z",
+      "2026-11-21 09:30:00.1+00:00": "2026-11-21T09:30:00.100Z",
+      "9999-12-31T23:59:59.999999999Z": "9999-12-31T23:59:59.999Z",
+      "0001-01-01T00:00:00Z": "0001-01-01T00:00:00.000Z",
+    };
+    let i = 0;
+    for (const [sent, want] of Object.entries(forms)) {
+      const id = `ts-${i++}`;
+      const r = await post(
+        base,
+        "/v1/track",
+        { userId: "u", event: "E", messageId: id, timestamp: sent },
+        { writeKey: src.writeKey },
+      );
+      expect(r, sent).toMatchObject(ok);
+      expect((await stored(id)).call.timestamp, sent).toBe(want);
+    }
+    for (const bad of [
+      "9999-12-31T23:00:00-05:00",
+      "0001-01-01T00:30:00+01:00",
+      "2026-02-30T00:00:00Z",
+      "yesterday",
+      "2026-11-21T09:30:00",
+    ]) {
+      const r = await post(
+        base,
+        "/v1/track",
+        { userId: "u", event: "E", timestamp: bad },
+        { writeKey: src.writeKey },
+      );
+      expect(r.status, bad).toBe(400);
+      expect(r.body.violations?.[0]?.field).toBe("timestamp");
+    }
+  });
+
+  it("take the write key from the body, ignore unknown keys, and answer keep-alive", async () => {
+    const r = await post(base, "/v1/track", {
+      writeKey: src.writeKey,
+      userId: "u",
+      event: "E",
+      messageId: "in-body",
+      futureKey: { x: 1 },
+    });
+    expect(r).toMatchObject(ok);
+    expect((await stored("in-body")).call.sourceId).toBe(src.id);
+    // Two requests on one connection, both answered.
+    const body = JSON.stringify({ userId: "u", event: "E" });
+    const req = `POST /v1/track HTTP/1.1\r\nHost: x\r\nAuthorization: ${basic(src.writeKey)}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+    const both = await rawExchange(httpAddress, [req + req], { timeoutMs: 8_000 });
+    expect(both.text.match(/HTTP\/1\.1 200 OK/g)).toHaveLength(2);
+  });
+
+  it("accept gzip bodies", async () => {
+    const r = await post(
+      base,
+      "/v1/batch",
+      { batch: [{ type: "track", userId: "u", event: "Zipped", messageId: "gz-1" }] },
+      { writeKey: src.writeKey, gzip: true },
+    );
+    expect(r).toMatchObject(ok);
+    expect((await stored("gz-1")).call.event).toBe("Zipped");
+  });
+});
+
+describe("batch and import", () => {
+  it("merge batch-level context and integrations into each call (the call's own keys win)", async () => {
+    for (const path of ["/v1/batch", "/v1/import"]) {
+      const r = await post(
+        base,
+        path,
+        {
+          batch: [
+            { type: "track", userId: "u", event: "A", messageId: `${path}-m1`, context: { ip: "1.1.1.1" } },
+            {
+              type: "identify",
+              userId: "u",
+              messageId: `${path}-m2`,
+              context: { library: { name: "own" } },
+              integrations: { Webhooks: false },
+            },
+          ],
+          context: { library: { name: "analytics-go", version: "3.0.0" } },
+          integrations: { All: true, Other: { option: 1 } },
+          sentAt: "2026-11-21T09:30:00Z",
+        },
+        { writeKey: src.writeKey },
+      );
+      expect(r).toMatchObject(ok);
+      const m1 = (await stored(`${path}-m1`)).call;
+      expect(m1.context).toEqual({ library: { name: "analytics-go", version: "3.0.0" }, ip: "1.1.1.1" });
+      expect(m1.integrations).toEqual({ All: true, Other: true });
+      const m2 = (await stored(`${path}-m2`)).call;
+      expect(m2.context).toEqual({ library: { name: "own" } });
+      expect(m2.integrations).toEqual({ All: true, Other: true, Webhooks: false });
+    }
+  });
+
+  it("store a repeated message id once, across two posts", async () => {
+    const before = await h.messageCount();
+    const call = { type: "track", userId: "u", event: "Twice", messageId: "dedup-1" };
+    expect(await post(base, "/v1/batch", { batch: [call] }, { writeKey: src.writeKey })).toMatchObject(ok);
+    expect(await post(base, "/v1/track", call, { writeKey: src.writeKey })).toMatchObject(ok);
+    // And once more over gRPC: one dedup key whichever transport.
+    await src.client.track({ userId: "u", event: "Twice", messageId: "dedup-1" });
+    expect(await h.messageCount()).toBe(before + 1);
+  });
+
+  it("generate a message id when none is sent", async () => {
+    const before = await h.messageCount();
+    expect(
+      await post(
+        base,
+        "/v1/batch",
+        {
+          batch: [
+            { type: "track", userId: "u", event: "NoId" },
+            { type: "track", userId: "u", event: "NoId" },
+          ],
+        },
+        { writeKey: src.writeKey },
+      ),
+    ).toMatchObject(ok);
+    expect(await h.messageCount()).toBe(before + 2);
+  });
+});
+
+describe("error answers", () => {
+  it("400 with code, message and violations named as sent; nothing of the request stored", async () => {
+    const before = await h.messageCount();
+    const batch = [0, 1, 2].map((i) => ({ type: "track", userId: "u", event: "E", messageId: `never-${i}` }));
+    const r = await post(
+      base,
+      "/v1/batch",
+      { batch: [...batch, { type: "track", userId: "u" }] },
+      { writeKey: src.writeKey },
+    );
+    expect(r.status).toBe(400);
+    expect(r.body.code).toBe("INVALID_ARGUMENT");
+    expect(r.body.message).toContain("batch[3].event");
+    expect(r.body.violations).toEqual([
+      { field: "batch[3].event", description: "a track call needs an event name" },
+    ]);
+    expect(await h.messageCount()).toBe(before);
+
+    const bad = await post(base, "/v1/track", "{not json", { writeKey: src.writeKey });
+    expect(bad.status).toBe(400);
+    expect(bad.body.violations?.[0]?.field).toBe("body");
+    expect((await post(base, "/v1/track", "[1]", { writeKey: src.writeKey })).status).toBe(400);
+    const types = await post(
+      base,
+      "/v1/batch",
+      { batch: [{ type: "nope" }, 5, { type: "track", userId: 7, event: "E" }] },
+      { writeKey: src.writeKey },
+    );
+    expect(types.body.violations?.map((v) => v.field)).toEqual([
+      "batch[0].type",
+      "batch[1]",
+      "batch[2].userId",
+      "batch[2].userId",
+    ]);
+    expect(
+      (await post(base, "/v1/batch", { batch: [] }, { writeKey: src.writeKey })).body.violations?.[0]?.field,
+    ).toBe("batch");
+    expect(await h.messageCount()).toBe(before);
+  });
+
+  it("401 for a missing or unknown write key, with WWW-Authenticate", async () => {
+    const none = await post(base, "/v1/track", { userId: "u", event: "E" });
+    expect(none.status).toBe(401);
+    expect(none.body.code).toBe("UNAUTHENTICATED");
+    expect(none.headers.get("www-authenticate")).toMatch(/^Basic/);
+    const unknown = await post(base, "/v1/track", { userId: "u", event: "E" }, { writeKey: "hpk_not-a-key" });
+    expect(unknown.status).toBe(401);
+    expect(unknown.body.message).toContain("unknown write key");
+    expect((await post(base, "/v1/track", { writeKey: "hpk_nope", userId: "u", event: "E" })).status).toBe(
+      401,
+    );
+    expect((await post(base, "/v1/track", {}, { headers: { Authorization: "Bearer x" } })).status).toBe(401);
+  });
+
+  it("404 for other paths, 405 for other methods", async () => {
+    expect((await post(base, "/v1/nothing", {}, { writeKey: src.writeKey })).status).toBe(404);
+    expect((await post(base, "/", {}, { writeKey: src.writeKey })).status).toBe(404);
+    const get = await fetch(`${base}/v1/track`);
+    expect(get.status).toBe(405);
+    expect(get.headers.get("allow")).toBe("POST");
+  });
+
+  it("limits: 32 KiB per call, calls per batch, 500 KiB per body", async () => {
+    const big = { type: "track", userId: "u", event: "E", properties: { blob: "x".repeat(33 * 1024) } };
+    const one = await post(
+      base,
+      "/v1/batch",
+      { batch: [{ type: "track", userId: "u", event: "E" }, big] },
+      { writeKey: src.writeKey },
+    );
+    expect(one.status).toBe(400);
+    expect(one.body.violations?.[0]).toMatchObject({ field: "batch[1]" });
+    expect(one.body.violations?.[0]?.description).toMatch(/32 KiB/);
+    const single = await post(base, "/v1/track", big, { writeKey: src.writeKey });
+    expect(single.status).toBe(400);
+    const many = await post(
+      base,
+      "/v1/batch",
+      { batch: Array.from({ length: 2501 }, () => ({ type: "track", userId: "u", event: "E" })) },
+      { writeKey: src.writeKey },
+    );
+    expect(many.status).toBe(400);
+    expect(many.body.violations).toEqual([
+      { field: "batch", description: "the batch has 2501 calls; at most 2500 are allowed, split it" },
+    ]);
+    const body = await post(
+      base,
+      "/v1/batch",
+      { batch: Array.from({ length: 20 }, () => ({ ...big, properties: { blob: "x".repeat(30 * 1024) } })) },
+      { writeKey: src.writeKey },
+    );
+    expect(body.status).toBe(413);
+    expect(body.body.violations?.[0]?.field).toBe("body");
+  });
+
+  it("refuses __proto__ keys instead of dropping them", async () => {
+    const text = `{"userId":"u","event":"E","properties":{"a":{"__proto__":{"x":1}}}}`;
+    const r = await post(base, "/v1/track", text, { writeKey: src.writeKey });
+    expect(r.status).toBe(400);
+    expect(r.body.violations?.[0]?.field).toBe("properties");
+    expect(r.body.violations?.[0]?.description).toContain("__proto__");
+    const ctx = await post(
+      base,
+      "/v1/batch",
+      `{"batch":[{"type":"identify","userId":"u","traits":{"__proto__":"x"}}]}`,
+      { writeKey: src.writeKey },
+    );
+    expect(ctx.body.violations?.[0]?.field).toBe("batch[0].traits");
+  });
+
+  it("refuses message ids a header or a transport would alter (issue 10 findings 1 and 2)", async () => {
+    for (const id of [...HOSTILE_MESSAGE_IDS, "m".repeat(101)]) {
+      const r = await post(
+        base,
+        "/v1/track",
+        { userId: "u", event: "E", messageId: id },
+        { writeKey: src.writeKey },
+      );
+      expect(r.status, JSON.stringify(id)).toBe(400);
+      expect(r.body.violations?.[0]?.field).toBe("messageId");
+      expect(r.body.message).toMatch(/printable ASCII/);
+    }
+    expect(
+      (await post(base, "/v1/track", { userId: "u", event: "E", messageId: 5 }, { writeKey: src.writeKey }))
+        .status,
+    ).toBe(400);
+  });
+});
+
+describe("hostile clients", () => {
+  it("a gzip bomb is refused while it inflates (413), and the service keeps serving", async () => {
+    const bomb = gzipSync(Buffer.alloc(64 * 1024 * 1024, 0x20));
+    expect(bomb.length).toBeLessThan(512 * 1024);
+    const r = await post(base, "/v1/batch", bomb, {
+      writeKey: src.writeKey,
+      headers: { "Content-Encoding": "gzip" },
+    });
+    expect(r.status).toBe(413);
+    expect(r.body.message).toContain("decompressed");
+    const notGzip = await post(base, "/v1/batch", "not gzip at all", {
+      writeKey: src.writeKey,
+      headers: { "Content-Encoding": "gzip" },
+    });
+    expect(notGzip.status).toBe(400);
+    expect(
+      (await post(base, "/v1/batch", "x", { writeKey: src.writeKey, headers: { "Content-Encoding": "br" } }))
+        .status,
+    ).toBe(415);
+    expect(
+      await post(base, "/v1/track", { userId: "u", event: "after bomb" }, { writeKey: src.writeKey }),
+    ).toMatchObject(ok);
+  });
+
+  it("a 10 MB body is refused as it streams in: announced, or chunked", async () => {
+    const tenMb = Buffer.alloc(10 * 1024 * 1024, 0x61);
+    const announced = await post(base, "/v1/batch", tenMb, { writeKey: src.writeKey });
+    expect(announced.status).toBe(413);
+    // Chunked: no length announced; the answer comes before the client finished sending.
+    const answer = await new Promise<{ status: number; sentWhenAnswered: number }>((resolve, reject) => {
+      let sent = 0;
+      const req = request(`${base}/v1/batch`, {
+        method: "POST",
+        headers: { Authorization: basic(src.writeKey) },
+      });
+      req.on("response", (res) => {
+        res.resume();
+        resolve({ status: res.statusCode!, sentWhenAnswered: sent });
+        req.destroy();
+      });
+      req.on("error", (err) => (sent > 0 ? undefined : reject(err)));
+      const chunk = Buffer.alloc(64 * 1024, 0x61);
+      const pump = () => {
+        while (sent < tenMb.length) {
+          sent += chunk.length;
+          if (!req.write(chunk)) return void req.once("drain", pump);
+        }
+        req.end();
+      };
+      pump();
+    });
+    expect(answer.status).toBe(413);
+    expect(answer.sentWhenAnswered).toBeLessThan(tenMb.length);
+    expect(
+      await post(base, "/v1/track", { userId: "u", event: "after 10 MB" }, { writeKey: src.writeKey }),
+    ).toMatchObject(ok);
+  });
+
+  it("a client sending one byte a second is cut off (headers and body)", async () => {
+    const slowHeaders = "POST /v1/track HTTP/1.1\r\nHost: x\r\n".split("");
+    const body = JSON.stringify({ userId: "u", event: "slow", messageId: "slow-1" });
+    const head = `POST /v1/track HTTP/1.1\r\nHost: x\r\nAuthorization: ${basic(src.writeKey)}\r\nContent-Length: ${body.length}\r\n\r\n`;
+    const [a, b] = await Promise.all([
+      rawExchange(httpAddress, slowHeaders, { gapMs: 1_000, timeoutMs: 30_000 }),
+      rawExchange(httpAddress, [head, ...body.split("")], { gapMs: 1_000, timeoutMs: 30_000 }),
+    ]);
+    expect(a.closedByServer).toBe(true);
+    expect(b.closedByServer).toBe(true);
+    expect(b.text).not.toContain("200 OK");
+    expect(await h.find("slow-1")).toBeUndefined();
+  }, 60_000);
+
+  it("500 garbage requests are each answered or closed, and the service stays up", async () => {
+    let seed = 42;
+    const rand = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    const routes = ["/v1/track", "/v1/batch", "/v1/identify", "/v1/import", "/v1/alias", "/x", "/v1/"];
+    const pieces = [
+      '{"batch":[',
+      '{"type":"track"',
+      '"userId":',
+      "null",
+      "1e999",
+      '"\\ud800"',
+      "[[[[[[",
+      "}",
+      ",",
+      '"__proto__":',
+      "\u0000",
+      "\xff\xfe",
+    ];
+    const jobs: Promise<unknown>[] = [];
+    for (let i = 0; i < 500; i++) {
+      const route = routes[Math.floor(rand() * routes.length)]!;
+      const kind = i % 4;
+      if (kind === 3) {
+        const bytes = Buffer.from(
+          Array.from({ length: Math.floor(rand() * 300) }, () => Math.floor(rand() * 256)),
+        );
+        jobs.push(rawExchange(httpAddress, [bytes], { timeoutMs: 10_000 }));
+        continue;
+      }
+      const text = Array.from(
+        { length: Math.floor(rand() * 12) },
+        () => pieces[Math.floor(rand() * pieces.length)],
+      ).join("");
+      const options =
+        kind === 1
+          ? { writeKey: src.writeKey }
+          : kind === 2
+            ? { writeKey: src.writeKey, headers: { "Content-Encoding": "gzip" } }
+            : {};
+      jobs.push(
+        post(base, route, text, options).then((r) => {
+          expect([400, 401, 404, 413, 415]).toContain(r.status);
+        }),
+      );
+      if (jobs.length >= 50) await Promise.all(jobs.splice(0));
+    }
+    await Promise.all(jobs);
+    expect(
+      await post(base, "/v1/track", { userId: "u", event: "still up" }, { writeKey: src.writeKey }),
+    ).toMatchObject(ok);
+  }, 120_000);
+});
+
+describe("observability", () => {
+  it('counts HTTP requests with transport="http" and never logs write keys', async () => {
+    const n = await counterValue(h.ingest.metrics.registry, "hookpost_ingest_calls_total", {
+      transport: "http",
+      method: "/v1/track",
+      code: "OK",
+    });
+    expect(n).toBeGreaterThan(0);
+    const g = await counterValue(h.ingest.metrics.registry, "hookpost_ingest_calls_total", {
+      transport: "grpc",
+    });
+    expect(g).toBeGreaterThan(0);
+  });
+});
