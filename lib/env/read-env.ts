@@ -45,3 +45,12 @@ export function envList(env: Env, name: string): string[] {
         .map((s) => s.trim())
         .filter(Boolean);
 }
+
+/** `on`/`off` (also true/false, 1/0). */
+export function envSwitch(env: Env, name: string, fallback: boolean): boolean {
+  const v = envOptional(env, name)?.toLowerCase();
+  if (v === undefined) return fallback;
+  if (["on", "true", "1"].includes(v)) return true;
+  if (["off", "false", "0"].includes(v)) return false;
+  throw new ConfigError(`${name} must be on or off, got "${v}"`);
+}

@@ -1,4 +1,12 @@
-import { ConfigError, envDuration, envInt, envList, envOptional, envString } from "../../lib/env/read-env.js";
+import {
+  ConfigError,
+  envDuration,
+  envInt,
+  envList,
+  envOptional,
+  envString,
+  envSwitch,
+} from "../../lib/env/read-env.js";
 import { topologyFromEnv } from "../../lib/env/topology-env.js";
 import type { TopologySettings } from "../../lib/nats/topology.js";
 import { AddressPolicy } from "./ssrf.js";
@@ -32,6 +40,10 @@ export interface DispatcherConfig {
   shutdownGraceMs: number;
   /** HTTP ops port for /healthz, /readyz, /metrics; undefined: none (OPS_ADDR, "off" disables). */
   opsAddr?: string;
+  /** Record every attempt on the ATTEMPTS stream (ATTEMPT_LOG, on|off). */
+  attemptLog: boolean;
+  /** Keep the request body in attempt records (ATTEMPT_LOG_BODIES, on|off). */
+  attemptLogBodies: boolean;
   /** Stream settings; retryWindowMs (RETRY_WINDOW) and retryMaxDelayMs (RETRY_MAX_DELAY) live here. */
   topology: TopologySettings;
 }
@@ -58,6 +70,8 @@ export function dispatcherConfigFromEnv(env: Env = process.env): DispatcherConfi
     routerConcurrency: envInt(env, "ROUTER_CONCURRENCY", 64, 1),
     pullExpiresMs: envDuration(env, "PULL_EXPIRES", 5000),
     shutdownGraceMs: envDuration(env, "SHUTDOWN_GRACE", 10_000),
+    attemptLog: envSwitch(env, "ATTEMPT_LOG", true),
+    attemptLogBodies: envSwitch(env, "ATTEMPT_LOG_BODIES", true),
     topology,
     ...(caFile === undefined ? {} : { caFile }),
     ...(opsAddr === "off" ? {} : { opsAddr }),

@@ -1,5 +1,6 @@
 import { setMaxListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
+import { AttemptLog } from "../../lib/attempts/publisher.js";
 import { ConfigStore } from "../../lib/config/config-store.js";
 import { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
 import { createLogger, type Logger } from "../../lib/log/logger.js";
@@ -84,7 +85,15 @@ export async function startDispatcher(
     agent,
     timeoutMs: config.webhookTimeoutMs,
     logger,
-    onAttempt: (o) => metrics.attemptSeconds.observe({ result: o.ok ? "ok" : o.error }, o.durationMs / 1000),
+  });
+  const attemptLog = new AttemptLog(js, {
+    enabled: config.attemptLog,
+    bodies: config.attemptLogBodies,
+    logger,
+    onDrop: (why) => metrics.attemptLogDropped.inc({ why }),
+  });
+  store.on("change", (c) => {
+    if (c.kind === "destination" && !c.record) metrics.forgetDestination(c.id);
   });
   const shutdown = new AbortController();
   // Every in-flight request listens to it: that is bounded by the concurrency, not a leak.
@@ -101,6 +110,7 @@ export async function startDispatcher(
     ackWaitMs: config.ackWaitMs,
     metrics,
     logger,
+    attemptLog,
     shutdown: shutdown.signal,
   });
   const supervisor = new DestinationSupervisor({
@@ -115,7 +125,7 @@ export async function startDispatcher(
   });
   await supervisor.start();
 
-  const router = new Router({ js, store, metrics, logger });
+  const router = new Router({ js, store, metrics, logger, attemptLog });
   const routerPuller = new Puller({
     js,
     stream: EVENTS_STREAM,
@@ -136,6 +146,7 @@ export async function startDispatcher(
     jsm,
     store,
     deadLetters,
+    attemptLog,
     retryWindowMs: config.topology.retryWindowMs,
     intervalMs: janitorIntervalMs,
     logger,
@@ -183,6 +194,7 @@ export async function startDispatcher(
     // Open pulls end within PULL_EXPIRES; messages they still bring are handed back.
     await Promise.all([routerPuller.drain(), supervisor.drain()]);
     store.close();
+    await attemptLog.flush();
     await ops?.close();
     await nc.drain().catch(() => {});
     await agent.close();

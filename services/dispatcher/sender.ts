@@ -1,4 +1,5 @@
 import type { Dispatcher } from "undici";
+import { RESPONSE_EXCERPT_BYTES } from "../../lib/attempts/record.js";
 import type { UrlOutcomeRecord } from "../../lib/dead-letters/record.js";
 import type { Logger } from "../../lib/log/logger.js";
 import type { DestinationRecord } from "../../lib/model/destination.js";
@@ -19,6 +20,10 @@ export interface AttemptOutcome extends UrlOutcomeRecord {
   retryable: boolean;
   retryAfterMs?: number;
   durationMs: number;
+  /** Date.now() when the attempt started (for the attempt log). */
+  startedAt: number;
+  /** The first RESPONSE_EXCERPT_BYTES of the response body, as text ("" without a response). */
+  responseExcerpt: string;
   /** Cut short by shutdown: says nothing about the endpoint. */
   aborted: boolean;
 }
@@ -98,9 +103,13 @@ export class WebhookSender {
     signal: AbortSignal,
   ): Promise<AttemptOutcome> {
     const started = performance.now();
-    const done = (o: Omit<AttemptOutcome, "url" | "durationMs" | "aborted">): AttemptOutcome => ({
+    const startedAt = Date.now();
+    let excerpt = "";
+    const done = (o: StatusOutcome): AttemptOutcome => ({
       url: maskUrl(url),
       durationMs: performance.now() - started,
+      startedAt,
+      responseExcerpt: excerpt,
       aborted: signal.aborted,
       ...o,
     });
@@ -130,13 +139,17 @@ export class WebhookSender {
       });
       // The deadline covers the body too; then drop it (destroying a large one closes the socket).
       let read = 0;
+      const head: Buffer[] = [];
       for await (const chunk of res.body) {
+        // The attempt log keeps the first 4 KiB: what an endpoint says about its failure.
+        if (read < RESPONSE_EXCERPT_BYTES) head.push(chunk as Buffer);
         read += (chunk as Buffer).length;
         if (read >= MAX_RESPONSE_BYTES) {
           res.body.destroy();
           break;
         }
       }
+      excerpt = Buffer.concat(head).subarray(0, RESPONSE_EXCERPT_BYTES).toString("utf8");
       return done(statusOutcome(res.statusCode, res.headers["retry-after"]));
     } catch (err) {
       if (timedOut) {
@@ -145,7 +158,7 @@ export class WebhookSender {
           retryable: true,
           status: 0,
           error: "timeout",
-          detail: `no answer within ${timeoutMs} ms`,
+          detail: `timeout after ${timeoutMs} ms`,
         });
       }
       return done(errorOutcome(err));
@@ -172,7 +185,7 @@ export class WebhookSender {
   }
 }
 
-type StatusOutcome = Omit<AttemptOutcome, "url" | "durationMs" | "aborted">;
+type StatusOutcome = Omit<AttemptOutcome, "url" | "durationMs" | "aborted" | "startedAt" | "responseExcerpt">;
 
 function statusOutcome(status: number, retryAfter: string | string[] | undefined): StatusOutcome {
   if (status >= 200 && status < 300) return { ok: true, retryable: false, status, error: "http", detail: "" };
@@ -182,11 +195,13 @@ function statusOutcome(status: number, retryAfter: string | string[] | undefined
       retryable: false,
       status,
       error: "redirect",
-      detail: `HTTP ${status}: redirects are not followed`,
+      detail: `${status} is not retried: redirects are not followed`,
     };
   }
   const retryable = status === 408 || status === 429 || (status >= 500 && status < 600);
-  const out: StatusOutcome = { ok: false, retryable, status, error: "http", detail: `HTTP ${status}` };
+  // The rule, readable: "422 is not retried", "503 is retried".
+  const detail = `${status} is ${retryable ? "" : "not "}retried`;
+  const out: StatusOutcome = { ok: false, retryable, status, error: "http", detail };
   if (status === 429 || status === 503) {
     const ms = parseRetryAfter(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
     if (ms !== undefined) out.retryAfterMs = ms;
