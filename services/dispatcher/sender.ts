@@ -161,7 +161,7 @@ export class WebhookSender {
           detail: `timeout after ${timeoutMs} ms`,
         });
       }
-      return done(errorOutcome(err));
+      return done(errorOutcome(err, timeoutMs));
     } finally {
       clearTimeout(timer);
       signal.removeEventListener("abort", onShutdown);
@@ -212,7 +212,7 @@ function statusOutcome(status: number, retryAfter: string | string[] | undefined
 const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT", "UND_ERR_CONNECT_TIMEOUT"]);
 const TLS_CODE = /CERT|SELF_SIGNED|UNABLE_TO_GET_ISSUER|UNABLE_TO_VERIFY|ERR_TLS|ERR_SSL|HOSTNAME_MISMATCH/;
 
-function errorOutcome(err: unknown): StatusOutcome {
+function errorOutcome(err: unknown, timeoutMs: number): StatusOutcome {
   const chain: Array<{ code?: string; message?: string }> = [];
   for (let e = err as { cause?: unknown } | undefined, i = 0; e && i < 5; e = e.cause as typeof e, i++) {
     chain.push(e as { code?: string; message?: string });
@@ -224,7 +224,10 @@ function errorOutcome(err: unknown): StatusOutcome {
   if (ssrf)
     return { ok: false, retryable: false, status: 0, error: "ssrf", detail: ssrf.message ?? "refused" };
   const timeout = chain.find((e) => e.code !== undefined && TIMEOUT_CODES.has(e.code));
-  if (timeout) return { ok: false, retryable: true, status: 0, error: "timeout", detail: detail(timeout) };
+  if (timeout) {
+    const d = `timeout after ${timeoutMs} ms (${detail(timeout)})`;
+    return { ok: false, retryable: true, status: 0, error: "timeout", detail: d };
+  }
   const tls = chain.find((e) => e.code !== undefined && TLS_CODE.test(e.code));
   if (tls) return { ok: false, retryable: false, status: 0, error: "tls", detail: detail(tls) };
   if (first.code === "UND_ERR_INVALID_ARG") {

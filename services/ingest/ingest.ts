@@ -5,6 +5,8 @@ import { Server, ServerCredentials } from "@grpc/grpc-js";
 import { HealthImplementation, type ServingStatus } from "grpc-health-check";
 import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
 import { IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
+import { HealthAggregate } from "../../lib/attempts/health.js";
+import { AttemptReader } from "../../lib/attempts/reader.js";
 import { ConfigStore } from "../../lib/config/config-store.js";
 import { DeadLetters } from "../../lib/dead-letters/mod.js";
 import { ConfigError } from "../../lib/env/read-env.js";
@@ -69,6 +71,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
   let store: ConfigStore | undefined;
   let server: Server | undefined;
   let ops: OpsServer | undefined;
+  let healthFeed: HealthAggregate | undefined;
   let closing = false;
   // Created first so that it tracks the connection from the start.
   const publisher = new EventPublisher(nc, log, {
@@ -131,8 +134,18 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
       ingestService({ store, publisher, adminAuth, nc, log, index, memberships }),
       serveOptions,
     );
+    const jsm = await nc.jetstreamManager();
+    healthFeed = new HealthAggregate(nc.jetstream(), log);
+    healthFeed.start();
+    const feed = healthFeed;
+    store.on("change", (c) => {
+      if (c.kind === "destination" && !c.record) feed.forget(c.id);
+    });
     const adminDeps = {
       store,
+      jsm,
+      attempts: new AttemptReader(jsm),
+      health: healthFeed,
       log,
       adminAuth,
       natsConnected: () => publisher.connected,
@@ -174,6 +187,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
           await shutdown(grpcServer, log);
           await opsServer?.close();
           configStore.close();
+          healthFeed?.close();
           // Drain flushes what is pending; bounded, as it cannot finish while NATS is away.
           const drained = await Promise.race([
             nc.drain().then(
@@ -190,6 +204,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     };
   } catch (err) {
     server?.forceShutdown();
+    healthFeed?.close();
     await ops?.close();
     store?.close();
     await nc.close().catch(() => {});
