@@ -11,6 +11,7 @@ import {
   type SigningName,
   signingValue,
 } from "../views.js";
+import { destinationHealthCommand } from "./destination-health.js";
 
 type DestinationInit = MessageInitShape<typeof DestinationSchema>;
 
@@ -198,6 +199,8 @@ export function destinationsCommand(session: Session): Command {
       if (ctx.out.json) return ctx.out.data({ deleted: id });
       ctx.out.line(`Deleted destination ${id}.`);
     });
+
+  cmd.addCommand(destinationHealthCommand(session));
 
   return cmd;
 }
