@@ -86,9 +86,10 @@ export async function startDispatcher(
     timeoutMs: config.webhookTimeoutMs,
     logger,
   });
-  const attemptLog = new AttemptLog(js, {
+  const attemptLog = new AttemptLog(nc, {
     enabled: config.attemptLog,
     bodies: config.attemptLogBodies,
+    connected: () => connection.connected,
     logger,
     onDrop: (why) => metrics.attemptLogDropped.inc({ why }),
   });
