@@ -645,8 +645,9 @@ describe("dead letters", () => {
 
   it("checks its flags", async () => {
     const cases = [
-      ["dead-letters", "list"],
+      ["dead-letters", "list", "--after", "x"],
       ["dead-letters", "list", "--destination", "d1", "--limit", "0"],
+      ["dead-letters", "replay", "--destination", "d1", "--since", "yesterday"],
       ["dead-letters", "replay", "--destination", "d1", "--sequence", "x"],
     ];
     const results = await Promise.all(cases.map((args) => run(args)));
