@@ -7,6 +7,7 @@ import { type CliResult, hookpost } from "./run-cli.js";
 // A new user with one failing destination, from the CLI alone (a real process against a real
 // stack): every attempt, why it failed, when the next one is, the message's story, the
 // destination's health; then dead letters across destinations and a replay by time range.
+// Each test spawns a dozen CLI processes: on a loaded machine that takes a while.
 
 let stack: Stack;
 let failing: Receiver;
@@ -69,7 +70,7 @@ describe("seeing deliveries from the CLI", () => {
     expect(health).toMatch(/^Next retry:\s+\d{4}-/m);
     const all = (await cli(["destinations", "health"])).stdout;
     expect(all).toMatch(/^crm\s+failing\s+1\s+0\/1\s+0\/1\s+0%\s+1\s+500 is retried\s+\d{4}-/m);
-  });
+  }, 180_000);
 
   it("dead letters across destinations, replay by time range, clear errors for unknown ids", async () => {
     const src = await stack.source("dead");
@@ -128,5 +129,5 @@ describe("seeing deliveries from the CLI", () => {
     } finally {
       await gone.close();
     }
-  });
+  }, 180_000);
 });
