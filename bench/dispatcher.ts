@@ -211,6 +211,18 @@ export async function benchDispatcher(): Promise<Figure[]> {
       note: `${STEADY_RATE} calls/s, 1 replica`,
     });
 
+    // The same, with the attempt log off (issue 12: on must keep >= 0.8x of off).
+    await stopReplicas(procs.splice(0));
+    procs.push(replica(server.url, { ATTEMPT_LOG: "off" }));
+    await throughput(js, one.sink, "src1", 500);
+    const rateOff = await throughput(js, one.sink, "src1", DELIVERIES);
+    figures.push({
+      name: "deliveries/s, 1 replica, attempt log off",
+      value: Math.round(rateOff),
+      unit: "1/s",
+      note: `attempt log on = ${(rate1 / rateOff).toFixed(2)}x off`,
+    });
+
     // Isolation: the same healthy destination, then beside one that never answers.
     const dead = new Sink();
     sinks.push(dead);

@@ -1,9 +1,11 @@
 import { readFileSync } from "node:fs";
 import { Command, CommanderError, Option } from "commander";
 import { applyCommand } from "./commands/apply.js";
+import { attemptsCommand } from "./commands/attempts.js";
 import { deadLettersCommand } from "./commands/dead-letters.js";
 import { deleteUserCommand } from "./commands/delete-user.js";
 import { destinationsCommand } from "./commands/destinations.js";
+import { messagesCommand } from "./commands/messages.js";
 import { sendCommand } from "./commands/send.js";
 import { sourcesCommand } from "./commands/sources.js";
 import {
@@ -87,6 +89,8 @@ Examples:
     sendCommand(session),
     deleteUserCommand(session),
     deadLettersCommand(session),
+    attemptsCommand(session),
+    messagesCommand(session),
   ]) {
     program.addCommand(cmd);
   }

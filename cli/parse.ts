@@ -1,6 +1,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { InvalidArgumentError } from "commander";
 import { parseIsoTimestamp, timestampProblem } from "../contract/mod.js";
+import { parseDuration } from "../lib/env/duration.js";
 
 /** Flag value parsers for commander; a bad value is a usage error (exit 2) naming the flag. */
 
@@ -63,4 +64,16 @@ export function collectHeader(value: string, previous: [string, string][] = []):
   const headerValue = value.slice(colon + 1).trim();
   if (name === "") throw new InvalidArgumentError('expected "Name: value"');
   return [...previous.filter(([n]) => n.toLowerCase() !== name.toLowerCase()), [name, headerValue]];
+}
+
+/** `1h`, `30m` (that long ago) or an ISO 8601 date-time with a zone: for --since/--until. */
+export function pointInTime(value: string): Date {
+  const t = value.trim();
+  try {
+    return t.includes("T") ? isoDate(t) : new Date(Date.now() - parseDuration(t));
+  } catch {
+    throw new InvalidArgumentError(
+      "expected a duration ago (like 1h, 30m) or a date-time with a zone (like 2026-11-21T09:30:00Z)",
+    );
+  }
 }

@@ -96,13 +96,10 @@ export function deadLetterView(d: DeadLetter): DeadLetterView {
   };
 }
 
-/** `https://a/x → HTTP 503`, `https://b/y → timeout (no answer in 5000 ms)`. */
+/** `https://a/x → 503 is retried`, `https://b/y → timeout after 5000 ms`: the detail says it all. */
 export function outcomeText(o: DeadLetterView["outcomes"][number]): string {
-  const parts: string[] = [];
-  if (o.status) parts.push(`HTTP ${o.status}`);
-  if (o.error && (o.error !== "http" || !o.status)) parts.push(o.error);
-  if (o.detail) parts.push(`(${o.detail})`);
-  return `${o.url} → ${parts.join(" ") || "?"}`;
+  const fallback = o.status ? `HTTP ${o.status}` : o.error;
+  return `${o.url} → ${o.detail || fallback || "?"}`;
 }
 
 /** The CLI's words for the fields of an update mask. */

@@ -16,6 +16,7 @@ import {
   signingValue,
   updateSummary,
 } from "../views.js";
+import { destinationHealthCommand } from "./destination-health.js";
 
 type DestinationInit = MessageInitShape<typeof DestinationSchema>;
 
@@ -275,6 +276,8 @@ export function destinationsCommand(session: Session): Command {
       if (ctx.out.json) return ctx.out.data({ deleted: id });
       ctx.out.line(`Deleted destination ${id}.`);
     });
+
+  cmd.addCommand(destinationHealthCommand(session));
 
   return cmd;
 }

@@ -48,7 +48,7 @@ export class DeadLetters {
     return ack.seq;
   }
 
-  /** Dead letters of one destination, oldest first. */
+  /** Dead letters of one destination (every destination when empty), oldest first. */
   async list(destinationId: string, options: ListOptions = {}): Promise<DeadLetter[]> {
     const size = Math.min(Math.max(1, options.pageSize || DEFAULT_PAGE), MAX_PAGE);
     const out: DeadLetter[] = [];
@@ -76,15 +76,27 @@ export class DeadLetters {
   /**
    * Puts dead letters back on DELIVERIES (same body and headers, a fresh retry window) and
    * deletes their records. Without `sequences`, replays all of the destination's dead letters.
-   * The caller checks that the destination still exists. Returns how many were replayed;
-   * unknown sequences are skipped.
+   * The caller checks that the destination still exists (and that given sequences are its
+   * records). Returns how many were replayed; `range` keeps only records that became dead
+   * letters at or after `sinceMs` and before `untilMs`.
    */
-  async replay(destinationId: string, sequences?: readonly number[]): Promise<{ replayed: number }> {
+  async replay(
+    destinationId: string,
+    sequences?: readonly number[],
+    range: { sinceMs?: number; untilMs?: number } = {},
+  ): Promise<{ replayed: number }> {
+    const inRange = (l: DeadLetter) => {
+      const t = Date.parse(l.deadTime);
+      return (
+        (range.sinceMs === undefined || t >= range.sinceMs) &&
+        (range.untilMs === undefined || t < range.untilMs)
+      );
+    };
     let replayed = 0;
     if (sequences && sequences.length > 0) {
       for (const seq of new Set(sequences)) {
         const letter = await this.get(destinationId, seq);
-        if (letter && (await this.#replayOne(letter))) replayed++;
+        if (letter && inRange(letter) && (await this.#replayOne(letter))) replayed++;
       }
       return { replayed };
     }
@@ -94,7 +106,8 @@ export class DeadLetters {
     for (;;) {
       const m = await this.#next(destinationId, seq);
       if (!m || m.seq > last) break;
-      if (await this.#replayOne(parse(m))) replayed++;
+      const letter = parse(m);
+      if (inRange(letter) && (await this.#replayOne(letter))) replayed++;
       seq = m.seq + 1;
     }
     return { replayed };
@@ -120,7 +133,9 @@ export class DeadLetters {
   async #next(destinationId: string, seq: number): Promise<StoredMsg | undefined> {
     try {
       // nats-server >= 2.9 answers "the first message on this subject at or after seq".
-      const query = { seq, next_by_subj: deadSubject(destinationId) } as unknown as { seq: number };
+      // Empty: every destination's (hookpost.dead.>).
+      const subject = destinationId === "" ? deadSubject(">") : deadSubject(destinationId);
+      const query = { seq, next_by_subj: subject } as unknown as { seq: number };
       return await this.#jsm.streams.getMessage(DEAD_STREAM, query);
     } catch (err) {
       if (isNotFound(err) || /no message found/i.test((err as Error).message)) return undefined;

@@ -60,3 +60,12 @@ export function envBool(env: Env, name: string, fallback: boolean): boolean {
   if (v === "false" || v === "0") return false;
   throw new ConfigError(`${name} must be true or false, got "${v}"`);
 }
+
+/** `on`/`off` (also true/false, 1/0). */
+export function envSwitch(env: Env, name: string, fallback: boolean): boolean {
+  const v = envOptional(env, name)?.toLowerCase();
+  if (v === undefined) return fallback;
+  if (["on", "true", "1"].includes(v)) return true;
+  if (["off", "false", "0"].includes(v)) return false;
+  throw new ConfigError(`${name} must be on or off, got "${v}"`);
+}

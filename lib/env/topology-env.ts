@@ -14,5 +14,7 @@ export function topologyFromEnv(env: Env): TopologySettings {
     deadLetterMaxAgeMs: envDuration(env, "DEAD_LETTER_MAX_AGE", d.deadLetterMaxAgeMs),
     dedupWindowMs: envDuration(env, "DEDUP_WINDOW", d.dedupWindowMs),
     replicas: envInt(env, "STREAM_REPLICAS", d.replicas, 1),
+    attemptLogMaxAgeMs: envDuration(env, "ATTEMPT_LOG_MAX_AGE", d.attemptLogMaxAgeMs),
+    attemptLogMaxBytes: envInt(env, "ATTEMPT_LOG_MAX_BYTES", d.attemptLogMaxBytes, 1),
   };
 }

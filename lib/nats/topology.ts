@@ -8,11 +8,13 @@ import {
   StorageType,
   type StreamConfig,
 } from "nats";
+import { ATTEMPT_SUBJECTS, ATTEMPTS_STREAM } from "../attempts/record.js";
 
 /**
  * Every JetStream name Hookpost uses, in one place. Data flows one way:
  *   ingest --publish--> EVENTS --router--> DELIVERIES (one subject per destination) --> webhook
  *                                                                      \--> DEAD (dead letters)
+ * and, beside the flow, ATTEMPTS: the attempt log (lib/attempts), written without waiting.
  */
 export const EVENTS_STREAM = "HOOKPOST_EVENTS";
 export const DELIVERIES_STREAM = "HOOKPOST_DELIVERIES";
@@ -47,6 +49,10 @@ export interface TopologySettings {
   dedupWindowMs: number;
   /** Stream replicas (1 for a single server, 3 for a cluster). */
   replicas: number;
+  /** How long the attempt log keeps records (ATTEMPT_LOG_MAX_AGE). */
+  attemptLogMaxAgeMs: number;
+  /** Attempt log size limit; the oldest records go first (ATTEMPT_LOG_MAX_BYTES). */
+  attemptLogMaxBytes: number;
 }
 
 export const DEFAULT_TOPOLOGY: TopologySettings = {
@@ -57,6 +63,8 @@ export const DEFAULT_TOPOLOGY: TopologySettings = {
   deadLetterMaxAgeMs: 14 * 86_400_000,
   dedupWindowMs: 10 * 60_000,
   replicas: 1,
+  attemptLogMaxAgeMs: 3 * 86_400_000,
+  attemptLogMaxBytes: 1024 ** 3,
 };
 
 /**
@@ -97,6 +105,17 @@ function streamConfigs(s: TopologySettings): Partial<StreamConfig>[] {
       retention: RetentionPolicy.Limits,
       discard: DiscardPolicy.Old,
       max_age: nanos(s.deadLetterMaxAgeMs),
+      storage: StorageType.File,
+      num_replicas: s.replicas,
+    },
+    {
+      name: ATTEMPTS_STREAM,
+      subjects: ATTEMPT_SUBJECTS,
+      retention: RetentionPolicy.Limits,
+      // A log: when full, the oldest records make room; a delivery is never refused for it.
+      discard: DiscardPolicy.Old,
+      max_age: nanos(s.attemptLogMaxAgeMs),
+      max_bytes: s.attemptLogMaxBytes,
       storage: StorageType.File,
       num_replicas: s.replicas,
     },

@@ -7,6 +7,7 @@ import {
   envList,
   envOptional,
   envString,
+  envSwitch,
 } from "../../lib/env/read-env.js";
 import { topologyFromEnv } from "../../lib/env/topology-env.js";
 import type { TopologySettings } from "../../lib/nats/topology.js";
@@ -46,6 +47,10 @@ export interface DispatcherConfig {
   opsLimits?: OpsLimits;
   /** Pause a destination whose every attempt failed for this long; undefined: never (AUTO_DISABLE_AFTER). */
   autoDisableAfterMs?: number;
+  /** Record every attempt on the ATTEMPTS stream (ATTEMPT_LOG, on|off). */
+  attemptLog: boolean;
+  /** Keep the request body in attempt records (ATTEMPT_LOG_BODIES, on|off). */
+  attemptLogBodies: boolean;
   /** Stream settings; retryWindowMs (RETRY_WINDOW) and retryMaxDelayMs (RETRY_MAX_DELAY) live here. */
   topology: TopologySettings;
 }
@@ -72,6 +77,8 @@ export function dispatcherConfigFromEnv(env: Env = process.env): DispatcherConfi
     routerConcurrency: envInt(env, "ROUTER_CONCURRENCY", 64, 1),
     pullExpiresMs: envDuration(env, "PULL_EXPIRES", 5000),
     shutdownGraceMs: envDuration(env, "SHUTDOWN_GRACE", 10_000),
+    attemptLog: envSwitch(env, "ATTEMPT_LOG", true),
+    attemptLogBodies: envSwitch(env, "ATTEMPT_LOG_BODIES", true),
     topology,
     opsLimits: opsLimitsFromEnv(env),
     ...optional("autoDisableAfterMs", envDurationOrOff(env, "AUTO_DISABLE_AFTER", 24 * 3600_000)),

@@ -1,9 +1,12 @@
 import type { JsMsg } from "nats";
+import type { AttemptLog } from "../../lib/attempts/publisher.js";
+import { statusClass } from "../../lib/attempts/record.js";
 import type { ConfigStore } from "../../lib/config/config-store.js";
 import type { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
 import { MESSAGE_ID_HEADER, SOURCE_ID_HEADER } from "../../lib/dead-letters/delivery-headers.js";
 import type { Logger } from "../../lib/log/logger.js";
 import { startDeliverySpan } from "../../lib/tracing/mod.js";
+import { attemptRecords, readableReason } from "./attempt-records.js";
 import type { AutoDisabler } from "./auto-disable.js";
 import type { DispatcherMetrics } from "./metrics.js";
 import { logUrl } from "./redact-url.js";
@@ -18,6 +21,8 @@ export interface DeliveryDeps {
   ackWaitMs: number;
   metrics: DispatcherMetrics;
   logger: Logger;
+  /** Every attempt is recorded here, without waiting. */
+  attemptLog: AttemptLog;
   /** Aborted when shutdown's grace period is over: in-flight requests stop and are handed back. */
   shutdown: AbortSignal;
   /** Pauses destinations that are gone or failing too long (auto-disable.ts). */
@@ -50,7 +55,7 @@ export class DeliveryHandler {
     if (!dest.enabled) {
       // Disabled after this was pulled: hand it back; it waits with the rest of the backlog.
       msg.nak();
-      d.metrics.deliveries.inc({ outcome: "handed_back" });
+      d.metrics.deliveries.inc({ outcome: "handed_back", destination: destinationId });
       return;
     }
     const messageId = msg.headers?.get(MESSAGE_ID_HEADER) || `seq-${msg.seq}`;
@@ -64,18 +69,37 @@ export class DeliveryHandler {
     } finally {
       clearInterval(keepAlive);
     }
+    for (const o of result.outcomes) {
+      if (o.aborted) continue;
+      const labels = { destination: destinationId, result: statusClass(o.status, o.error) };
+      d.metrics.attemptSeconds.observe(labels, o.durationMs / 1000);
+    }
+    const facts = {
+      messageId,
+      destinationId,
+      sourceId: msg.headers?.get(SOURCE_ID_HEADER) ?? "",
+      attemptNumber: msg.info.deliveryCount,
+      body: msg.data,
+    };
+    const record = (nextAttemptMs?: number) => {
+      if (!d.attemptLog.enabled) return;
+      const f = nextAttemptMs === undefined ? facts : { ...facts, nextAttemptMs };
+      for (const r of attemptRecords(f, result.outcomes)) d.attemptLog.attempt(r);
+    };
 
     if (result.delivered) {
       d.autoDisable?.succeeded(destinationId);
       msg.ack();
-      d.metrics.deliveries.inc({ outcome: "delivered" });
+      record();
+      d.metrics.deliveries.inc({ outcome: "delivered", destination: destinationId });
       span.end("delivered");
       return;
     }
     if (d.shutdown.aborted || result.outcomes.some((o) => o.aborted)) {
       // Not the endpoint's fault: another replica takes it over at once.
       msg.nak();
-      d.metrics.deliveries.inc({ outcome: "handed_back" });
+      record();
+      d.metrics.deliveries.inc({ outcome: "handed_back", destination: destinationId });
       span.end("handed_back");
       return;
     }
@@ -83,7 +107,9 @@ export class DeliveryHandler {
     // Gone, or failing too long: the destination is paused and this call waits with its backlog.
     if (await d.autoDisable?.failed(dest, result)) {
       msg.nak();
-      d.metrics.deliveries.inc({ outcome: "handed_back" });
+      record();
+      d.metrics.deliveries.inc({ outcome: "handed_back", destination: destinationId });
+      span.end("handed_back");
       return;
     }
 
@@ -98,7 +124,8 @@ export class DeliveryHandler {
     });
     if (decision.action === "retry") {
       msg.nak(decision.delayMs);
-      d.metrics.deliveries.inc({ outcome: "retry" });
+      record(Date.now() + decision.delayMs);
+      d.metrics.deliveries.inc({ outcome: "retry", destination: destinationId });
       d.metrics.retries.inc();
       span.end("retry", true);
       // One record per failed attempt, with what the last URL said (npm start prints it as a line).
@@ -114,7 +141,15 @@ export class DeliveryHandler {
       );
       return;
     }
-    const reason = result.outcomes.length === 0 ? "destination has no URLs" : decision.reason;
+    record();
+    // The rule that ended it, as the attempt log words it: "422 is not retried".
+    const why = [...new Set(result.outcomes.map(readableReason))].join("; ");
+    const reason =
+      result.outcomes.length === 0
+        ? "destination has no URLs"
+        : decision.cause === "not_retryable"
+          ? why
+          : `${decision.reason}; last: ${why}`;
     await this.#deadLetter(destinationId, msg, messageId, result.outcomes, reason, decision.cause);
     span.end("dead_letter", true);
   }
@@ -128,8 +163,9 @@ export class DeliveryHandler {
     cause: DeadCause,
   ): Promise<void> {
     const d = this.#d;
+    let deadSequence: number;
     try {
-      await d.deadLetters.record(
+      deadSequence = await d.deadLetters.record(
         {
           messageId,
           destinationId,
@@ -150,7 +186,16 @@ export class DeliveryHandler {
       return;
     }
     msg.ack();
-    d.metrics.deliveries.inc({ outcome: "dead_letter" });
+    d.attemptLog.dead({
+      kind: "dead",
+      messageId,
+      destinationId,
+      sourceId: msg.headers?.get(SOURCE_ID_HEADER) ?? "",
+      deadSequence,
+      reason,
+      time: new Date().toISOString(),
+    });
+    d.metrics.deliveries.inc({ outcome: "dead_letter", destination: destinationId });
     d.metrics.deadLetters.inc({ cause });
     d.logger.warn(
       { destinationId, messageId, attempts: msg.info.deliveryCount, reason, ...lastOutcome(outcomes) },
@@ -168,6 +213,6 @@ function lastOutcome(outcomes: AttemptOutcome[]): Record<string, unknown> {
     status: o.status,
     error: o.error,
     detail: o.detail,
-    response: o.responseBody?.slice(0, 200),
+    response: o.responseExcerpt ? o.responseExcerpt.slice(0, 200) : undefined,
   };
 }

@@ -1,5 +1,6 @@
 import { setMaxListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
+import { AttemptLog } from "../../lib/attempts/publisher.js";
 import { ConfigStore } from "../../lib/config/config-store.js";
 import { registerConfigRevision } from "../../lib/config/revision-metric.js";
 import { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
@@ -95,7 +96,16 @@ export async function startDispatcher(
     agent,
     timeoutMs: config.webhookTimeoutMs,
     logger,
-    onAttempt: (o) => metrics.attemptSeconds.observe({ result: o.ok ? "ok" : o.error }, o.durationMs / 1000),
+  });
+  const attemptLog = new AttemptLog(nc, {
+    enabled: config.attemptLog,
+    bodies: config.attemptLogBodies,
+    connected: () => connection.connected,
+    logger,
+    onDrop: (why) => metrics.attemptLogDropped.inc({ why }),
+  });
+  store.on("change", (c) => {
+    if (c.kind === "destination" && !c.record) metrics.forgetDestination(c.id);
   });
   const shutdown = new AbortController();
   // Every in-flight request listens to it: that is bounded by the concurrency, not a leak.
@@ -112,6 +122,7 @@ export async function startDispatcher(
     ackWaitMs: config.ackWaitMs,
     metrics,
     logger,
+    attemptLog,
     shutdown: shutdown.signal,
     autoDisable: new AutoDisabler({ store, afterMs: config.autoDisableAfterMs, metrics, logger }),
   });
@@ -139,7 +150,7 @@ export async function startDispatcher(
   };
   registerConfigRevision(metrics.registry, configRevision);
 
-  const router = new Router({ js, store, metrics, logger });
+  const router = new Router({ js, store, metrics, logger, attemptLog });
   const routerPuller = new Puller({
     js,
     stream: EVENTS_STREAM,
@@ -160,6 +171,7 @@ export async function startDispatcher(
     jsm,
     store,
     deadLetters,
+    attemptLog,
     retryWindowMs: config.topology.retryWindowMs,
     intervalMs: janitorIntervalMs,
     logger,
@@ -216,6 +228,7 @@ export async function startDispatcher(
     await Promise.all([routerPuller.drain(), supervisor.drain()]);
     await registry.close();
     store.close();
+    await attemptLog.flush();
     await ops?.close();
     await nc.drain().catch(() => {});
     await agent.close();

@@ -1,4 +1,5 @@
 import type { JetStreamManager, StoredMsg } from "nats";
+import type { AttemptLog } from "../../lib/attempts/publisher.js";
 import type { ConfigStore } from "../../lib/config/config-store.js";
 import type { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
 import { MESSAGE_ID_HEADER, SOURCE_ID_HEADER } from "../../lib/dead-letters/delivery-headers.js";
@@ -10,6 +11,7 @@ export interface JanitorDeps {
   jsm: JetStreamManager;
   store: ConfigStore;
   deadLetters: DeadLetters;
+  attemptLog?: AttemptLog;
   retryWindowMs: number;
   intervalMs: number;
   logger: Logger;
@@ -95,20 +97,33 @@ export class Janitor {
     for (;;) {
       const m = await this.#next(destinationId, seq);
       if (!m || m.time.getTime() > cutoff) return;
-      await d.deadLetters.record(
+      const messageId = m.header?.get(MESSAGE_ID_HEADER) || `seq-${m.seq}`;
+      const sourceId = m.header?.get(SOURCE_ID_HEADER) ?? "";
+      const reason = "destination disabled for the whole retry window";
+      const deadTime = new Date().toISOString();
+      const deadSequence = await d.deadLetters.record(
         {
-          messageId: m.header?.get(MESSAGE_ID_HEADER) || `seq-${m.seq}`,
+          messageId,
           destinationId,
-          sourceId: m.header?.get(SOURCE_ID_HEADER) ?? "",
+          sourceId,
           body: decoder.decode(m.data),
           attempts: 0,
           outcomes: [],
-          reason: "destination disabled for the whole retry window",
+          reason,
           firstAttemptTime: m.time.toISOString(),
-          deadTime: new Date().toISOString(),
+          deadTime,
         },
         `${destinationId}:${m.seq}`,
       );
+      d.attemptLog?.dead({
+        kind: "dead",
+        messageId,
+        destinationId,
+        sourceId,
+        deadSequence,
+        reason,
+        time: deadTime,
+      });
       try {
         await d.jsm.streams.deleteMessage(DELIVERIES_STREAM, m.seq, false);
       } catch (err) {

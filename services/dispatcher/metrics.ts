@@ -7,6 +7,9 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
  */
 const BACKLOG_TIMEOUT_MS = 2000;
 
+const DELIVERY_OUTCOMES = ["delivered", "retry", "dead_letter", "handed_back"];
+const RESULT_CLASSES = ["2xx", "3xx", "4xx", "5xx", "timeout", "connection", "tls", "ssrf", "invalid"];
+
 /** Prometheus metrics of one dispatcher (own registry, so several can live in one process). */
 export class DispatcherMetrics {
   readonly registry = new Registry();
@@ -22,15 +25,15 @@ export class DispatcherMetrics {
   /** Deliveries (one per event and destination), by final or intermediate outcome. */
   readonly deliveries = new Counter({
     name: "hookpost_dispatcher_deliveries_total",
-    help: "Delivery attempts by outcome (delivered, retry, dead_letter, handed_back)",
-    labelNames: ["outcome"] as const,
+    help: "Delivery attempts by destination and outcome (delivered, retry, dead_letter, handed_back)",
+    labelNames: ["destination", "outcome"] as const,
     registers: [this.registry],
   });
 
   readonly attemptSeconds = new Histogram({
     name: "hookpost_dispatcher_attempt_seconds",
-    help: "Latency of one webhook request, by result (ok, timeout, connection, tls, ssrf, redirect, http)",
-    labelNames: ["result"] as const,
+    help: "Latency of one webhook request, by destination and result (2xx, 3xx, 4xx, 5xx, timeout, connection, tls, ssrf, invalid)",
+    labelNames: ["destination", "result"] as const,
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
@@ -56,7 +59,20 @@ export class DispatcherMetrics {
     registers: [this.registry],
   });
 
+  readonly attemptLogDropped = new Counter({
+    name: "hookpost_dispatcher_attempt_log_dropped_total",
+    help: "Attempt-log records not written (too many awaiting their ack, or the publish failed)",
+    labelNames: ["why"] as const,
+    registers: [this.registry],
+  });
+
   readonly backlog: Gauge<"destination">;
+
+  /** Series of a deleted destination go, so the label stays bounded by the live destinations. */
+  forgetDestination(id: string): void {
+    for (const outcome of DELIVERY_OUTCOMES) this.deliveries.remove({ destination: id, outcome });
+    for (const result of RESULT_CLASSES) this.attemptSeconds.remove({ destination: id, result });
+  }
 
   /** `backlog` is read from JetStream on scrape. */
   constructor(backlog: () => Promise<Map<string, number>>) {

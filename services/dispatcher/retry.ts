@@ -56,8 +56,7 @@ export function decide(args: {
   random?: () => number;
 }): Decision {
   const p = args.policy;
-  if (!args.retryable)
-    return { action: "dead", cause: "not_retryable", reason: "failed without a retryable error" };
+  if (!args.retryable) return { action: "dead", cause: "not_retryable", reason: "not retryable" };
   let delay = backoffMs(args.attempt, p, args.nowMs - args.firstTimeMs, args.random);
   if (args.retryAfterMs !== undefined) delay = Math.max(delay, Math.min(args.retryAfterMs, p.maxDelayMs));
   if (args.nowMs + delay > args.firstTimeMs + p.windowMs) {

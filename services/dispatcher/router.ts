@@ -1,4 +1,5 @@
 import { headers, type JetStreamClient, type JsMsg } from "nats";
+import type { AttemptLog } from "../../lib/attempts/publisher.js";
 import type { ConfigStore } from "../../lib/config/config-store.js";
 import {
   deliveryMsgId,
@@ -18,6 +19,8 @@ export interface RouterDeps {
   store: ConfigStore;
   metrics: DispatcherMetrics;
   logger: Logger;
+  /** Where each call went (or why nowhere) is recorded here, without waiting. */
+  attemptLog?: AttemptLog;
 }
 
 /** Wait before a call is routed again when DELIVERIES refused it (full, or NATS trouble). */
@@ -51,6 +54,11 @@ export class Router {
     const span = startRouteSpan(msg.headers, call);
     if (!webhooksEnabled(call)) {
       msg.ack();
+      this.#record(
+        call,
+        d.store.destinationsForSource(call.sourceId).map((dest) => dest.id),
+        true,
+      );
       d.metrics.routed.inc({ outcome: "filtered" });
       span.end("filtered");
       return;
@@ -58,6 +66,7 @@ export class Router {
     const targets = d.store.destinationsForSource(call.sourceId);
     if (targets.length === 0) {
       msg.ack();
+      this.#record(call, [], false);
       d.metrics.routed.inc({ outcome: "no_destination" });
       span.end("no_destination");
       return;
@@ -85,8 +94,29 @@ export class Router {
       return;
     }
     msg.ack();
+    this.#record(
+      call,
+      targets.map((dest) => dest.id),
+      false,
+      body,
+    );
     d.metrics.routed.inc({ outcome: "routed" });
     span.end("routed", false, { [ATTR.targets]: targets.length });
+  }
+
+  #record(call: StoredCall, destinations: string[], filtered: boolean, body?: Uint8Array | string): void {
+    const log = this.#d.attemptLog;
+    if (!log?.enabled) return;
+    log.routed({
+      kind: "routed",
+      messageId: call.messageId,
+      sourceId: call.sourceId,
+      receivedAt: call.receivedAt,
+      time: new Date().toISOString(),
+      destinations,
+      filtered,
+      ...(body === undefined ? {} : { body: typeof body === "string" ? body : decoder.decode(body) }),
+    });
   }
 }
 

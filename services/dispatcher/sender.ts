@@ -1,4 +1,5 @@
 import type { Dispatcher } from "undici";
+import { RESPONSE_EXCERPT_BYTES } from "../../lib/attempts/record.js";
 import type { UrlOutcomeRecord } from "../../lib/dead-letters/record.js";
 import type { Logger } from "../../lib/log/logger.js";
 import type { DestinationRecord } from "../../lib/model/destination.js";
@@ -11,8 +12,6 @@ import { SsrfRefusedError } from "./ssrf.js";
 export const USER_AGENT = "Hookpost/1.0";
 /** Response bodies are read up to this much, then dropped. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
-/** How much of a failed attempt's response body is kept (to say why it failed). */
-const KEPT_RESPONSE_BYTES = 4 * 1024;
 /** Names a static header may not take (the admin API refuses them too; this is the backstop). */
 const RESERVED =
   /^(content-type|content-length|host|user-agent|x-signature|x-signature-next|idempotency-key|transfer-encoding|connection|webhook-.*)$/i;
@@ -22,10 +21,12 @@ export interface AttemptOutcome extends UrlOutcomeRecord {
   retryable: boolean;
   retryAfterMs?: number;
   durationMs: number;
+  /** Date.now() when the attempt started (for the attempt log). */
+  startedAt: number;
+  /** The first RESPONSE_EXCERPT_BYTES of the response body, as text ("" without a response). */
+  responseExcerpt: string;
   /** Cut short by shutdown: says nothing about the endpoint. */
   aborted: boolean;
-  /** The start of the response body of a non-2xx answer (up to 4 KiB, as text). */
-  responseBody?: string;
 }
 
 export interface DeliveryResult {
@@ -104,9 +105,13 @@ export class WebhookSender {
     signal: AbortSignal,
   ): Promise<AttemptOutcome> {
     const started = performance.now();
-    const done = (o: Omit<AttemptOutcome, "url" | "durationMs" | "aborted">): AttemptOutcome => ({
+    const startedAt = Date.now();
+    let excerpt = "";
+    const done = (o: StatusOutcome): AttemptOutcome => ({
       url: maskUrl(url),
       durationMs: performance.now() - started,
+      startedAt,
+      responseExcerpt: excerpt,
       aborted: signal.aborted,
       ...o,
     });
@@ -135,22 +140,19 @@ export class WebhookSender {
         bodyTimeout: timeoutMs,
       });
       // The deadline covers the body too; then drop it (destroying a large one closes the socket).
-      // A failure's body is kept in part: it usually says why.
-      const keep = res.statusCode < 200 || res.statusCode >= 300;
-      const kept: Buffer[] = [];
       let read = 0;
+      const head: Buffer[] = [];
       for await (const chunk of res.body) {
-        const b = chunk as Buffer;
-        if (keep && read < KEPT_RESPONSE_BYTES) kept.push(b.subarray(0, KEPT_RESPONSE_BYTES - read));
-        read += b.length;
+        // The attempt log keeps the first 4 KiB: what an endpoint says about its failure.
+        if (read < RESPONSE_EXCERPT_BYTES) head.push(chunk as Buffer);
+        read += (chunk as Buffer).length;
         if (read >= MAX_RESPONSE_BYTES) {
           res.body.destroy();
           break;
         }
       }
-      const outcome = done(statusOutcome(res.statusCode, res.headers["retry-after"]));
-      if (kept.length > 0) outcome.responseBody = Buffer.concat(kept).toString("utf8");
-      return outcome;
+      excerpt = Buffer.concat(head).subarray(0, RESPONSE_EXCERPT_BYTES).toString("utf8");
+      return done(statusOutcome(res.statusCode, res.headers["retry-after"]));
     } catch (err) {
       if (timedOut) {
         return done({
@@ -158,10 +160,10 @@ export class WebhookSender {
           retryable: true,
           status: 0,
           error: "timeout",
-          detail: `no answer within ${timeoutMs} ms`,
+          detail: `timeout after ${timeoutMs} ms`,
         });
       }
-      return done(errorOutcome(err));
+      return done(errorOutcome(err, timeoutMs));
     } finally {
       clearTimeout(timer);
       signal.removeEventListener("abort", onShutdown);
@@ -185,7 +187,7 @@ export class WebhookSender {
   }
 }
 
-type StatusOutcome = Omit<AttemptOutcome, "url" | "durationMs" | "aborted">;
+type StatusOutcome = Omit<AttemptOutcome, "url" | "durationMs" | "aborted" | "startedAt" | "responseExcerpt">;
 
 function statusOutcome(status: number, retryAfter: string | string[] | undefined): StatusOutcome {
   if (status >= 200 && status < 300) return { ok: true, retryable: false, status, error: "http", detail: "" };
@@ -195,11 +197,13 @@ function statusOutcome(status: number, retryAfter: string | string[] | undefined
       retryable: false,
       status,
       error: "redirect",
-      detail: `HTTP ${status}: redirects are not followed`,
+      detail: `${status} is not retried: redirects are not followed`,
     };
   }
   const retryable = status === 408 || status === 429 || (status >= 500 && status < 600);
-  const out: StatusOutcome = { ok: false, retryable, status, error: "http", detail: `HTTP ${status}` };
+  // The rule, readable: "422 is not retried", "503 is retried".
+  const detail = `${status} is ${retryable ? "" : "not "}retried`;
+  const out: StatusOutcome = { ok: false, retryable, status, error: "http", detail };
   if (status === 429 || status === 503) {
     const ms = parseRetryAfter(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
     if (ms !== undefined) out.retryAfterMs = ms;
@@ -210,7 +214,7 @@ function statusOutcome(status: number, retryAfter: string | string[] | undefined
 const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT", "UND_ERR_CONNECT_TIMEOUT"]);
 const TLS_CODE = /CERT|SELF_SIGNED|UNABLE_TO_GET_ISSUER|UNABLE_TO_VERIFY|ERR_TLS|ERR_SSL|HOSTNAME_MISMATCH/;
 
-function errorOutcome(err: unknown): StatusOutcome {
+function errorOutcome(err: unknown, timeoutMs: number): StatusOutcome {
   const chain: Array<{ code?: string; message?: string }> = [];
   for (let e = err as { cause?: unknown } | undefined, i = 0; e && i < 5; e = e.cause as typeof e, i++) {
     chain.push(e as { code?: string; message?: string });
@@ -222,7 +226,10 @@ function errorOutcome(err: unknown): StatusOutcome {
   if (ssrf)
     return { ok: false, retryable: false, status: 0, error: "ssrf", detail: ssrf.message ?? "refused" };
   const timeout = chain.find((e) => e.code !== undefined && TIMEOUT_CODES.has(e.code));
-  if (timeout) return { ok: false, retryable: true, status: 0, error: "timeout", detail: detail(timeout) };
+  if (timeout) {
+    const d = `timeout after ${timeoutMs} ms (${detail(timeout)})`;
+    return { ok: false, retryable: true, status: 0, error: "timeout", detail: d };
+  }
   const tls = chain.find((e) => e.code !== undefined && TLS_CODE.test(e.code));
   if (tls) return { ok: false, retryable: false, status: 0, error: "tls", detail: detail(tls) };
   if (first.code === "UND_ERR_INVALID_ARG") {

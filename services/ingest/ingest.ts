@@ -6,6 +6,8 @@ import { HealthImplementation, type ServingStatus } from "grpc-health-check";
 import { DEFAULT_MAX_BATCH_CALLS } from "../../contract/mod.js";
 import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
 import { IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
+import { HealthAggregate } from "../../lib/attempts/health.js";
+import { AttemptReader } from "../../lib/attempts/reader.js";
 import { ConfigStore } from "../../lib/config/config-store.js";
 import { registerConfigRevision } from "../../lib/config/revision-metric.js";
 import { DeadLetters } from "../../lib/dead-letters/mod.js";
@@ -97,6 +99,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
   let ops: OpsServer | undefined;
   let listener: GrpcListener | undefined;
   let http: HttpServer | undefined;
+  let healthFeed: HealthAggregate | undefined;
   let closing = false;
   // Created first so that it tracks the connection from the start.
   const publisher = new EventPublisher(nc, log, {
@@ -188,8 +191,18 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
       },
       serveOptions,
     );
+    const jsm = await nc.jetstreamManager();
+    healthFeed = new HealthAggregate(nc.jetstream(), log);
+    healthFeed.start();
+    const feed = healthFeed;
+    store.on("change", (c) => {
+      if (c.kind === "destination" && !c.record) feed.forget(c.id);
+    });
     const adminDeps = {
       store,
+      jsm,
+      attempts: new AttemptReader(jsm),
+      health: healthFeed,
       log,
       adminAuth,
       natsConnected: () => publisher.connected,
@@ -258,6 +271,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
           await stopListening;
           await opsServer?.close();
           configStore.close();
+          healthFeed?.close();
           // Drain flushes what is pending; bounded, as it cannot finish while NATS is away.
           const drained = await Promise.race([
             nc.drain().then(
@@ -276,6 +290,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     server?.forceShutdown();
     await listener?.close();
     await http?.close(0);
+    healthFeed?.close();
     await ops?.close();
     store?.close();
     await nc.close().catch(() => {});

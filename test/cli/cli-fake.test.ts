@@ -642,7 +642,12 @@ describe("dead letters", () => {
       reason: "retry window exhausted",
       outcomes: [
         { url: "https://d1.example.com", status: 503, error: "http" },
-        { url: "https://d1-backup.example.com", status: 0, error: "timeout", detail: "no answer in 5000 ms" },
+        {
+          url: "https://d1-backup.example.com",
+          status: 0,
+          error: "timeout",
+          detail: "timeout after 5000 ms",
+        },
       ],
     });
     const s2 = fake.addDeadLetter("d1", {
@@ -657,7 +662,7 @@ describe("dead letters", () => {
     expect(table).toMatch(
       new RegExp(`^${s1}\\s+m-1\\s+7\\s+retry window exhausted\\s+https://d1.example.com → HTTP 503$`, "m"),
     );
-    expect(table).toContain("https://d1-backup.example.com → timeout (no answer in 5000 ms)");
+    expect(table).toContain("https://d1-backup.example.com → timeout after 5000 ms");
     expect(table).toMatch(
       new RegExp(`^${s2}\\s+m-2\\s+1\\s+not retryable\\s+https://d1.example.com → HTTP 404$`, "m"),
     );
@@ -682,8 +687,9 @@ describe("dead letters", () => {
 
   it("checks its flags", async () => {
     const cases = [
-      ["dead-letters", "list"],
+      ["dead-letters", "list", "--after", "x"],
       ["dead-letters", "list", "--destination", "d1", "--limit", "0"],
+      ["dead-letters", "replay", "--destination", "d1", "--since", "yesterday"],
       ["dead-letters", "replay", "--destination", "d1", "--sequence", "x"],
     ];
     const results = await Promise.all(cases.map((args) => run(args)));

@@ -164,7 +164,7 @@ destinations:
     const human = await cli(["dead-letters", "list", "--destination", "strict"]);
     expect(human.stdout).toMatch(/^SEQ\s+MESSAGE ID\s+ATTEMPTS\s+DEAD AT\s+REASON\s+LAST OUTCOMES/m);
     expect(human.stdout).toContain(appMessageId);
-    expect(human.stdout).toContain("HTTP 400");
+    expect(human.stdout).toContain("400 is not retried");
     expect((await cli(["dead-letters", "list", "--destination", "hook"])).stdout).toContain(
       "No dead letters for destination hook.",
     );

@@ -174,7 +174,9 @@ describe("live configuration", () => {
     expect((await get("/healthz")).status).toBe(200);
     expect((await get("/readyz")).status).toBe(200);
     const metrics = await (await get("/metrics")).text();
-    expect(metrics).toMatch(/hookpost_dispatcher_deliveries_total\{outcome="delivered"\} \d+/);
+    expect(metrics).toMatch(
+      /hookpost_dispatcher_deliveries_total\{outcome="delivered",destination="move"\} \d+/,
+    );
     expect(metrics).toMatch(/hookpost_dispatcher_attempt_seconds_bucket/);
     expect(metrics).toMatch(/hookpost_dispatcher_retries_total \d+/);
     expect(metrics).toMatch(/hookpost_dispatcher_consumer_backlog\{destination="move"\} \d+/);

@@ -117,13 +117,22 @@ describe("metrics move with traffic", () => {
     expect(retried).toBeGreaterThanOrEqual(7);
     expect(delta(dispatcherBefore, during, "hookpost_dispatcher_retries_total")).toBe(retried);
     const attempts = "hookpost_dispatcher_attempt_seconds";
-    expect(delta(dispatcherBefore, during, `${attempts}_count`, { result: "ok" })).toBe(7);
-    // HTTP failures: the 7 of "bad" and every attempt at "flaky".
-    const httpFailures = delta(dispatcherBefore, during, `${attempts}_count`, { result: "http" });
+    expect(delta(dispatcherBefore, during, `${attempts}_count`, { result: "2xx" })).toBe(7);
+    // Labelled by destination and status class: "bad" answered 4xx 7 times, "flaky" only 5xx.
+    expect(delta(dispatcherBefore, during, `${attempts}_count`, { result: "4xx", destination: "bad" })).toBe(
+      7,
+    );
+    expect(delta(dispatcherBefore, during, `${attempts}_count`, { result: "5xx", destination: "bad" })).toBe(
+      0,
+    );
+    expect(delta(dispatcherBefore, during, deliveries, { outcome: "delivered", destination: "ok" })).toBe(7);
+    const httpFailures =
+      delta(dispatcherBefore, during, `${attempts}_count`, { result: "4xx" }) +
+      delta(dispatcherBefore, during, `${attempts}_count`, { result: "5xx" });
     expect(httpFailures).toBeGreaterThanOrEqual(7 + 7);
     expect(httpFailures).toBeLessThanOrEqual(7 + flaky.requests.length);
     expect(delta(dispatcherBefore, during, `${attempts}_sum`)).toBeGreaterThan(0);
-    expect(delta(dispatcherBefore, during, `${attempts}_bucket`, { result: "ok", le: "+Inf" })).toBe(7);
+    expect(delta(dispatcherBefore, during, `${attempts}_bucket`, { result: "2xx", le: "+Inf" })).toBe(7);
     // The deliveries to "flaky" wait for their retries: that is the backlog.
     const backlog = "hookpost_dispatcher_consumer_backlog";
     expect(metric(during, backlog, { destination: "flaky" })).toBe(7);
@@ -143,7 +152,7 @@ describe("metrics move with traffic", () => {
       250,
     );
     expect(delta(dispatcherBefore, drained, deliveries, { outcome: "delivered" })).toBe(14);
-    expect(delta(dispatcherBefore, drained, `${attempts}_count`, { result: "ok" })).toBe(14);
+    expect(delta(dispatcherBefore, drained, `${attempts}_count`, { result: "2xx" })).toBe(14);
     expect(flaky.messageIds().size).toBe(7);
   });
 });

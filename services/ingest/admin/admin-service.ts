@@ -1,9 +1,14 @@
+import type { JetStreamManager } from "nats";
+import type { HealthAggregate } from "../../../lib/attempts/health.js";
+import type { AttemptReader } from "../../../lib/attempts/reader.js";
 import type { DeadLetters } from "../../../lib/dead-letters/mod.js";
 import type { CallContext, ServiceImpl } from "../../../lib/grpc/mod.js";
 import { Code, HookpostError } from "../../../lib/grpc/mod.js";
 import type { AdminAuth } from "../auth.js";
+import { attemptHandlers } from "./attempts.js";
 import { deadLetterHandlers } from "./dead-letters.js";
 import { destinationHandlers } from "./destinations.js";
+import { healthHandlers } from "./health.js";
 import { rotateSecretHandler } from "./rotate-secret.js";
 import { type AdminDeps, type AdminMethods, sourceHandlers } from "./sources.js";
 
@@ -13,6 +18,12 @@ export interface AdminServiceDeps extends AdminDeps {
   natsConnected: () => boolean;
   /** The DEAD stream, for ListDeadLetters / ReplayDeadLetters. */
   deadLetters: DeadLetters;
+  /** The attempt log, for ListAttempts / GetMessage. */
+  attempts: AttemptReader;
+  /** Delivery figures folded from the attempt log, for ListDestinationHealth. */
+  health: HealthAggregate;
+  /** Consumer lookups (backlog) for ListDestinationHealth. */
+  jsm: JetStreamManager;
 }
 
 function unreachable(what: string): HookpostError {
@@ -31,6 +42,8 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
     ...sourceHandlers(deps),
     ...destinationHandlers(deps),
     ...rotateSecretHandler(deps),
+    ...attemptHandlers(deps),
+    ...healthHandlers(deps),
   } as Record<string, (req: unknown, ctx: CallContext) => Promise<unknown>>;
   const guarded: Record<string, unknown> = {};
   for (const [name, fn] of Object.entries(handlers)) {

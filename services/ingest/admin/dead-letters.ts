@@ -1,5 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { DeadLetterSchema } from "../../../gen/hookpost/v1/admin_pb.js";
 import type { ConfigStore } from "../../../lib/config/config-store.js";
 import type { DeadLetter, DeadLetters } from "../../../lib/dead-letters/mod.js";
@@ -27,7 +27,8 @@ export function deadLetterHandlers(
 ): Pick<ServiceImpl<AdminMethods>, "listDeadLetters" | "replayDeadLetters"> {
   return {
     listDeadLetters: async (req) => {
-      const violations = requiredIdViolations(req.destinationId, "destination_id");
+      const violations =
+        req.destinationId === "" ? [] : requiredIdViolations(req.destinationId, "destination_id");
       if (req.pageSize < 0 || req.pageSize > MAX_PAGE) {
         violations.push({
           field: "page_size",
@@ -39,23 +40,50 @@ export function deadLetterHandlers(
         afterSequence: Number(req.afterSequence),
         pageSize: req.pageSize,
       });
+      // Deleted destinations keep their records; an id with neither is a mistake worth saying.
+      if (letters.length === 0 && req.destinationId !== "" && !deps.store.destination(req.destinationId)) {
+        const any = await deps.deadLetters.list(req.destinationId, { pageSize: 1 });
+        if (any.length === 0) throw destinationNotFound(req.destinationId);
+      }
       return { deadLetters: letters.map(toProto) };
     },
 
     replayDeadLetters: async (req) => {
       throwIfInvalid(requiredIdViolations(req.destinationId, "destination_id"));
-      if (!deps.store.destination(req.destinationId)) {
-        throw new HookpostError(Code.NOT_FOUND, `destination "${req.destinationId}" does not exist`);
+      if (!deps.store.destination(req.destinationId)) throw destinationNotFound(req.destinationId);
+      const sinceMs = req.since ? timestampDate(req.since).getTime() : undefined;
+      const untilMs = req.until ? timestampDate(req.until).getTime() : undefined;
+      if (sinceMs !== undefined && untilMs !== undefined && untilMs <= sinceMs) {
+        throwIfInvalid([{ field: "until", description: "must be after since" }]);
       }
       const sequences = req.sequences.map(Number);
+      // Every given sequence must be a record of this destination: a typo is not a silent 0.
+      const missing: number[] = [];
+      for (const seq of new Set(sequences)) {
+        if (!(await deps.deadLetters.get(req.destinationId, seq))) missing.push(seq);
+      }
+      if (missing.length > 0) {
+        throw new HookpostError(
+          Code.NOT_FOUND,
+          `no dead letter of destination "${req.destinationId}" with sequence ${missing.join(", ")}`,
+        );
+      }
       const r = await deps.deadLetters.replay(
         req.destinationId,
         sequences.length > 0 ? sequences : undefined,
+        {
+          ...(sinceMs === undefined ? {} : { sinceMs }),
+          ...(untilMs === undefined ? {} : { untilMs }),
+        },
       );
       deps.log.info({ destinationId: req.destinationId, replayed: r.replayed }, "dead letters replayed");
       return r;
     },
   };
+}
+
+function destinationNotFound(id: string): HookpostError {
+  return new HookpostError(Code.NOT_FOUND, `destination "${id}" does not exist`);
 }
 
 function toProto(d: DeadLetter): MessageInitShape<typeof DeadLetterSchema> {

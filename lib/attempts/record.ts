@@ -1,0 +1,105 @@
+import { createHash } from "node:crypto";
+
+/**
+ * The attempt log: what happened to every delivery, kept on its own JetStream stream (ATTEMPTS)
+ * with its own limits. The dispatcher writes it (without waiting), the admin API reads it.
+ *
+ * Subjects carry the destination and a short hash of the message id, so "every attempt of
+ * destination D" and "everything about message M" are both subject filters the server answers
+ * from its per-subject index, never a scan of the whole stream:
+ *   hookpost.attempts.<destination>.<message hash>   attempt and dead records
+ *   hookpost.routed.<message hash>                   one routing record per call
+ */
+export const ATTEMPTS_STREAM = "HOOKPOST_ATTEMPTS";
+export const ATTEMPT_SUBJECTS = ["hookpost.attempts.>", "hookpost.routed.>"];
+
+/** 64 bits of SHA-256, hex: collisions only widen a lookup (records carry the full id). */
+export function messageHash(messageId: string): string {
+  return createHash("sha256").update(messageId).digest("hex").slice(0, 16);
+}
+
+/** `*` for "any" in either position. */
+export const attemptSubject = (destinationId: string, hash: string) =>
+  `hookpost.attempts.${destinationId}.${hash}`;
+export const routedSubject = (hash: string) => `hookpost.routed.${hash}`;
+
+/** Mirrors hookpost.v1.AttemptOutcome. */
+export type OutcomeKind =
+  | "success"
+  | "redirect"
+  | "client_error"
+  | "server_error"
+  | "timeout"
+  | "connection"
+  | "tls"
+  | "ssrf";
+
+/** One HTTP attempt on one URL, or a refusal before any request. Times are ISO 8601. */
+export interface AttemptRecord {
+  kind: "attempt";
+  messageId: string;
+  destinationId: string;
+  sourceId: string;
+  url: string;
+  attemptNumber: number;
+  startTime: string;
+  durationMs: number;
+  outcome: OutcomeKind;
+  status: number;
+  reason: string;
+  retryable: boolean;
+  responseBody: string;
+  /** Absent when ATTEMPT_LOG_BODIES is off. */
+  requestBody?: string;
+  /** Set when the delivery will be tried again. */
+  nextAttemptTime?: string;
+}
+
+/** The delivery became a dead letter (after attempts, or waiting on a paused destination). */
+export interface DeadRecord {
+  kind: "dead";
+  messageId: string;
+  destinationId: string;
+  sourceId: string;
+  deadSequence: number;
+  reason: string;
+  time: string;
+}
+
+/** What the router did with a call: which destinations it went to, or why none. */
+export interface RoutedRecord {
+  kind: "routed";
+  messageId: string;
+  sourceId: string;
+  receivedAt: string;
+  time: string;
+  destinations: string[];
+  /** The call's integrations turned webhooks off: `destinations` were filtered, not sent to. */
+  filtered: boolean;
+  /** Absent when ATTEMPT_LOG_BODIES is off. */
+  body?: string;
+}
+
+export type LogRecord = AttemptRecord | DeadRecord | RoutedRecord;
+
+/** A record with its ATTEMPTS stream sequence. */
+export type Stored<T extends LogRecord = LogRecord> = T & { sequence: number };
+
+export const RESPONSE_EXCERPT_BYTES = 4096;
+
+/** The outcome kind of a status (0: no response) and error kind from the sender. */
+export function outcomeKind(status: number, error: string): OutcomeKind {
+  if (status >= 200 && status < 300) return "success";
+  if (status >= 300 && status < 400) return "redirect";
+  if (status >= 400 && status < 500) return "client_error";
+  if (status >= 500) return "server_error";
+  if (error === "timeout" || error === "tls" || error === "ssrf") return error;
+  return "connection";
+}
+
+/** The metrics label: 2xx/3xx/4xx/5xx for answers, the error kind otherwise. */
+export function statusClass(status: number, error: string): string {
+  if (status >= 100 && status < 600) return `${Math.floor(status / 100)}xx`;
+  if (error === "timeout" || error === "tls" || error === "ssrf") return error;
+  return error === "http" ? "invalid" : "connection";
+}

@@ -1,0 +1,58 @@
+import { type AttemptRecord, outcomeKind } from "../../lib/attempts/record.js";
+import type { AttemptOutcome } from "./sender.js";
+
+const decoder = new TextDecoder();
+
+/** A reason a person reads: "422 is not retried", "timeout after 5000 ms", "connection failed: …". */
+export function readableReason(o: AttemptOutcome): string {
+  if (o.ok) return `delivered (${o.status})`;
+  switch (o.error) {
+    case "connection":
+      return `connection failed: ${o.detail}`;
+    case "tls":
+      return `TLS certificate refused, no request sent: ${o.detail}`;
+    case "ssrf":
+      return `refused before connecting: ${o.detail}`;
+    default:
+      return o.detail || (o.status ? `${o.status}` : o.error);
+  }
+}
+
+export interface DeliveryFacts {
+  messageId: string;
+  destinationId: string;
+  sourceId: string;
+  attemptNumber: number;
+  body: Uint8Array;
+  /** When the delivery is tried again (set on the last URL's record only). */
+  nextAttemptMs?: number;
+}
+
+/** The attempt-log records of one delivery attempt (one per URL tried, in order). */
+export function attemptRecords(f: DeliveryFacts, outcomes: readonly AttemptOutcome[]): AttemptRecord[] {
+  const requestBody = decoder.decode(f.body);
+  return outcomes
+    .filter((o) => !o.aborted)
+    .map((o, i, all) => {
+      const r: AttemptRecord = {
+        kind: "attempt",
+        messageId: f.messageId,
+        destinationId: f.destinationId,
+        sourceId: f.sourceId,
+        url: o.url,
+        attemptNumber: f.attemptNumber,
+        startTime: new Date(o.startedAt).toISOString(),
+        durationMs: Math.round(o.durationMs),
+        outcome: outcomeKind(o.status, o.error),
+        status: o.status,
+        reason: readableReason(o),
+        retryable: o.retryable,
+        responseBody: o.responseExcerpt,
+        requestBody,
+      };
+      if (f.nextAttemptMs !== undefined && i === all.length - 1) {
+        r.nextAttemptTime = new Date(f.nextAttemptMs).toISOString();
+      }
+      return r;
+    });
+}

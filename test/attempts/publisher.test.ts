@@ -1,0 +1,100 @@
+import { connect, type NatsConnection } from "nats";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AttemptLog, type DropReason } from "../../lib/attempts/publisher.js";
+import { AttemptReader } from "../../lib/attempts/reader.js";
+import type { AttemptRecord } from "../../lib/attempts/record.js";
+import { DEFAULT_TOPOLOGY, ensureTopology } from "../../lib/nats/topology.js";
+import { NatsServer } from "../helpers/nats-server.js";
+
+// The publisher never blocks and never grows without bound: records it cannot write are dropped
+// and counted, and bodies are left out when asked.
+
+let server: NatsServer;
+let nc: NatsConnection;
+const quiet = pino({ level: "silent" });
+
+beforeAll(async () => {
+  server = await NatsServer.start();
+  nc = await connect({ servers: server.url });
+  await ensureTopology(await nc.jetstreamManager(), DEFAULT_TOPOLOGY);
+});
+
+afterAll(async () => {
+  await nc?.close();
+  await server?.stop();
+});
+
+let n = 0;
+function record(destinationId: string): AttemptRecord {
+  return {
+    kind: "attempt",
+    messageId: `m-${++n}`,
+    destinationId,
+    sourceId: "s",
+    url: "http://127.0.0.1/hook",
+    attemptNumber: 1,
+    startTime: new Date().toISOString(),
+    durationMs: 3,
+    outcome: "server_error",
+    status: 500,
+    reason: "500 is retried",
+    retryable: true,
+    responseBody: "down",
+    requestBody: '{"type":"track"}',
+  };
+}
+
+describe("AttemptLog", () => {
+  it("writes records readable newest first, without bodies when told so", async () => {
+    const log = new AttemptLog(nc, { enabled: true, bodies: false, logger: quiet });
+    for (let i = 0; i < 3; i++) log.attempt(record("pub-a"));
+    await log.flush();
+    const page = await new AttemptReader(await nc.jetstreamManager()).list({
+      destinationId: "pub-a",
+      pageSize: 10,
+    });
+    expect(page.attempts.map((a) => a.messageId)).toEqual([`m-${n}`, `m-${n - 1}`, `m-${n - 2}`]);
+    expect(page.attempts.every((a) => a.requestBody === undefined && a.responseBody === "down")).toBe(true);
+    expect(log.dropped).toBe(0);
+  });
+
+  it("drops and counts what it cannot write instead of waiting", async () => {
+    const drops: DropReason[] = [];
+    const away = new AttemptLog(nc, {
+      enabled: true,
+      bodies: true,
+      connected: () => false,
+      logger: quiet,
+      onDrop: (why) => drops.push(why),
+    });
+    away.attempt(record("pub-b"));
+    expect(drops).toEqual(["disconnected"]);
+
+    // A tiny budget of unflushed bytes: the first record fits, those right after it do not.
+    const full = new AttemptLog(nc, {
+      enabled: true,
+      bodies: true,
+      maxPendingBytes: 10,
+      logger: quiet,
+      onDrop: (why) => drops.push(why),
+    });
+    for (let i = 0; i < 5; i++) full.attempt(record("pub-b"));
+    expect(drops).toEqual(["disconnected", "full", "full", "full", "full"]);
+    expect(full.dropped).toBe(4);
+
+    const off = new AttemptLog(nc, {
+      enabled: false,
+      bodies: true,
+      logger: quiet,
+      onDrop: (why) => drops.push(why),
+    });
+    off.attempt(record("pub-b"));
+    await full.flush();
+    const page = await new AttemptReader(await nc.jetstreamManager()).list({
+      destinationId: "pub-b",
+      pageSize: 10,
+    });
+    expect(page.attempts).toHaveLength(1);
+  });
+});

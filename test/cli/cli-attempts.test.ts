@@ -1,0 +1,133 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { waitUntil } from "../dispatcher/helpers.js";
+import { Receiver } from "../helpers/receiver.js";
+import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
+import { type CliResult, hookpost } from "./run-cli.js";
+
+// A new user with one failing destination, from the CLI alone (a real process against a real
+// stack): every attempt, why it failed, when the next one is, the message's story, the
+// destination's health; then dead letters across destinations and a replay by time range.
+// Each test spawns a dozen CLI processes: on a loaded machine that takes a while.
+
+let stack: Stack;
+let failing: Receiver;
+let env: Record<string, string>;
+
+beforeAll(async () => {
+  // Retries far apart: the "next attempt" the CLI shows stays in the future while we look.
+  stack = await Stack.start({ dispatcher: { retryBaseDelayMs: 60_000 } });
+  failing = await Receiver.http();
+  failing.respond = () => ({ status: 500, body: '{"error":"database unavailable"}' });
+  env = { HOOKPOST_ENDPOINT: stack.ingest.address, ADMIN_TOKEN: STACK_ADMIN_TOKEN };
+});
+
+afterAll(async () => {
+  await stack?.close();
+  await failing?.close();
+});
+
+async function cli(args: string[]): Promise<CliResult> {
+  const r = await hookpost(args, env);
+  expect(r.code, `hookpost ${args.join(" ")}\n${r.stdout}\n${r.stderr}`).toBe(0);
+  return r;
+}
+
+describe("seeing deliveries from the CLI", () => {
+  it("attempts list, messages show and destinations health explain a failing destination", async () => {
+    const src = await stack.source("shop");
+    await stack.destination({ id: "crm", name: "CRM", sourceIds: [src.id], urls: [failing.url()] });
+    const { messageId } = await src.client.track({ userId: "u-1", event: "Order Completed" });
+    await failing.waitFor(1);
+    await waitUntil(async () => {
+      const r = await hookpost(["--json", "attempts", "list", "--destination", "crm"], env);
+      return r.code === 0 && (JSON.parse(r.stdout) as { attempts: unknown[] }).attempts.length === 1;
+    });
+
+    const table = (await cli(["attempts", "list", "--destination", "crm", "--failed", "--since", "1h"]))
+      .stdout;
+    expect(table).toMatch(
+      /^TIME\s+DESTINATION\s+MESSAGE ID\s+#\s+RESULT\s+MS\s+REASON\s+NEXT ATTEMPT\s+RESPONSE$/m,
+    );
+    expect(table).toMatch(new RegExp(`crm\\s+${messageId}\\s+1\\s+500\\s+\\d+\\s+500 is retried\\s+\\d{4}-`));
+    expect(table).toContain('{"error":"database unavailable"}');
+    const json = JSON.parse((await cli(["--json", "attempts", "list", "--destination", "crm"])).stdout) as {
+      attempts: { reason: string; nextAttemptTime: string; responseBody: string; outcome: string }[];
+    };
+    expect(json.attempts[0]).toMatchObject({ reason: "500 is retried", outcome: "server-error" });
+    expect(Date.parse(json.attempts[0]!.nextAttemptTime)).toBeGreaterThan(Date.now());
+
+    const story = (await cli(["messages", "show", messageId])).stdout;
+    expect(story).toMatch(new RegExp(`^Message:\\s+${messageId}$`, "m"));
+    expect(story).toMatch(/^crm\s+retrying\s+1\s+\d{4}-/m);
+    expect(story).toContain("500 is retried");
+    expect(story).toContain('"event":"Order Completed"');
+
+    const health = (await cli(["destinations", "health", "crm"])).stdout;
+    expect(health).toMatch(/^State:\s+failing$/m);
+    expect(health).toMatch(/^Backlog:\s+1\b/m);
+    expect(health).toMatch(/^Last failure:\s+\d{4}-.*: 500 is retried$/m);
+    expect(health).toMatch(/^Consecutive failures:\s+1$/m);
+    expect(health).toMatch(/^Next retry:\s+\d{4}-/m);
+    const all = (await cli(["destinations", "health"])).stdout;
+    expect(all).toMatch(/^crm\s+failing\s+1\s+0\/1\s+0\/1\s+0%\s+1\s+500 is retried\s+\d{4}-/m);
+  }, 180_000);
+
+  it("dead letters across destinations, replay by time range, clear errors for unknown ids", async () => {
+    const src = await stack.source("dead");
+    const gone = await Receiver.http();
+    try {
+      gone.respond = () => ({ status: 422, body: "bad" });
+      await stack.destination({ id: "dl-one", sourceIds: [src.id], urls: [gone.url()] });
+      await stack.destination({ id: "dl-two", sourceIds: [src.id], urls: [gone.url()] });
+      await src.client.track({ userId: "u", event: "Rejected" });
+      await waitUntil(async () => {
+        const r = await hookpost(["--json", "dead-letters", "list"], env);
+        return (
+          (JSON.parse(r.stdout) as { destinationId: string }[]).filter((d) =>
+            d.destinationId.startsWith("dl-"),
+          ).length === 2
+        );
+      });
+      const list = (await cli(["dead-letters", "list"])).stdout;
+      expect(list).toMatch(/^SEQ\s+DESTINATION\s+MESSAGE ID/m);
+      expect(list).toMatch(
+        /^\d+\s+dl-one\s+\S+\s+1\s+\S+\s+422 is not retried\s+http:\S+ → 422 is not retried$/m,
+      );
+      expect(list).toMatch(/\bdl-two\b/);
+
+      gone.respond = () => ({ status: 200 });
+      // Nothing died in the future.
+      const none = await cli([
+        "dead-letters",
+        "replay",
+        "--destination",
+        "dl-one",
+        "--since",
+        "2099-01-01T00:00:00Z",
+      ]);
+      expect(none.stdout).toBe(
+        "Nothing to replay: destination dl-one has no dead letters in that time range.\n",
+      );
+      const replayed = await cli(["dead-letters", "replay", "--destination", "dl-one", "--since", "1h"]);
+      expect(replayed.stdout).toBe("Replayed 1 dead letter of destination dl-one.\n");
+      await gone.waitFor(3);
+
+      const unknown = await hookpost(["dead-letters", "list", "--destination", "nope"], env);
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toContain('destination "nope" does not exist');
+      const badSeq = await hookpost(
+        ["dead-letters", "replay", "--destination", "dl-two", "--sequence", "999999"],
+        env,
+      );
+      expect(badSeq.code).toBe(1);
+      expect(badSeq.stderr).toContain("no dead letter of destination");
+      const noMessage = await hookpost(["messages", "show", "never-sent"], env);
+      expect(noMessage.code).toBe(1);
+      expect(noMessage.stderr).toContain('no record of message "never-sent"');
+      const noHealth = await hookpost(["destinations", "health", "nope"], env);
+      expect(noHealth.code).toBe(1);
+    } finally {
+      await gone.close();
+    }
+  }, 180_000);
+});
