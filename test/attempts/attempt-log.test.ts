@@ -282,7 +282,7 @@ describe("attempt log", () => {
 describe("dead letters", () => {
   it("lists across destinations, replays by time range, and refuses unknown destinations and sequences", async () => {
     const src = await stack.source("dead");
-    const r = await receiver(() => ({ status: 410 }));
+    const r = await receiver(() => ({ status: 422 }));
     await stack.destination({ id: "dl-a", sourceIds: [src.id], urls: [r.url()] });
     await stack.destination({ id: "dl-b", sourceIds: [src.id], urls: [r.url()] });
     await src.client.track({ userId: "u", event: "First" });
