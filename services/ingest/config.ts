@@ -14,6 +14,8 @@ export interface IngestConfig {
   tls?: { certFile: string; keyFile: string };
   /** OPS_ADDR: HTTP `/healthz`, `/readyz`, `/metrics`; absent (or `off`) for none. */
   opsAddress?: string;
+  /** HTTP_ADDR: the web console and AdminService over Connect; absent (or `off`) for none. */
+  httpAddress?: string;
   /** PUBLISH_TIMEOUT_MS: how long to wait for JetStream to confirm a call. */
   publishTimeoutMs: number;
   /** LOG_LEVEL. */
@@ -23,6 +25,7 @@ export interface IngestConfig {
 
 export const DEFAULT_INGEST_ADDR = "0.0.0.0:50051";
 export const DEFAULT_INGEST_OPS_ADDR = "0.0.0.0:9090";
+export const DEFAULT_HTTP_ADDR = "0.0.0.0:8080";
 export const DEFAULT_PUBLISH_TIMEOUT_MS = 5_000;
 
 type Env = Record<string, string | undefined>;
@@ -38,6 +41,8 @@ export function ingestConfigFromEnv(env: Env): IngestConfig {
   checkHostPort("INGEST_ADDR", address);
   const ops = envString(env, "OPS_ADDR", DEFAULT_INGEST_OPS_ADDR);
   if (ops !== "off") checkHostPort("OPS_ADDR", ops);
+  const http = envString(env, "HTTP_ADDR", DEFAULT_HTTP_ADDR);
+  if (http !== "off") checkHostPort("HTTP_ADDR", http);
 
   const config: IngestConfig = {
     natsUrl: envString(env, "NATS_URL", "nats://127.0.0.1:4222"),
@@ -50,6 +55,7 @@ export function ingestConfigFromEnv(env: Env): IngestConfig {
   if (token !== undefined) config.adminToken = token;
   if (certFile !== undefined && keyFile !== undefined) config.tls = { certFile, keyFile };
   if (ops !== "off") config.opsAddress = ops;
+  if (http !== "off") config.httpAddress = http;
   return config;
 }
 

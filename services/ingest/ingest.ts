@@ -21,6 +21,8 @@ import { ingestService } from "./calls/ingest-service.js";
 import { MAX_RECEIVE_BYTES } from "./calls/limits.js";
 import { EventPublisher } from "./calls/publish.js";
 import type { IngestConfig } from "./config.js";
+import { createConsoleHandler } from "./console/console-handler.js";
+import { type HttpListener, startHttpListener } from "./console/http-listener.js";
 import { IngestMetrics } from "./metrics.js";
 
 export interface IngestOptions {
@@ -36,6 +38,8 @@ export interface IngestHandle {
   readonly adminTokenGenerated: boolean;
   /** `host:port` of /healthz, /readyz, /metrics, when OPS_ADDR is set. */
   readonly opsAddress: string | undefined;
+  /** `host:port` of the web console (`/console/`) and AdminService over Connect, when HTTP_ADDR is set. */
+  readonly httpAddress: string | undefined;
   readonly metrics: IngestMetrics;
   /** Stops taking calls, lets in-flight calls finish (bounded), then drains NATS. */
   close(): Promise<void>;
@@ -69,6 +73,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
   let store: ConfigStore | undefined;
   let server: Server | undefined;
   let ops: OpsServer | undefined;
+  let http: HttpListener | undefined;
   let closing = false;
   // Created first so that it tracks the connection from the start.
   const publisher = new EventPublisher(nc, log, {
@@ -139,7 +144,8 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
       onSourceDeleted: (id: string) => index.forgetSource(id),
       deadLetters,
     };
-    addService(server, AdminService, adminService(adminDeps), serveOptions);
+    const admin = adminService(adminDeps);
+    addService(server, AdminService, admin, serveOptions);
     health.addToServer(server);
 
     const port = await bind(server, config.address, credentials);
@@ -157,21 +163,32 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
       });
     }
 
+    if (config.httpAddress !== undefined) {
+      http = await startHttpListener(
+        config.httpAddress,
+        [createConsoleHandler({ admin, serveOptions })],
+        log,
+      );
+    }
+
     let closed: Promise<void> | undefined;
     const grpcServer = server;
     const configStore = store;
     const opsServer = ops;
+    const httpListener = http;
     return {
       address,
       adminToken,
       adminTokenGenerated,
       opsAddress: ops?.address,
+      httpAddress: http?.address,
       metrics,
       close: () => {
         closed ??= (async () => {
           closing = true;
           setHealth("NOT_SERVING");
           await shutdown(grpcServer, log);
+          await httpListener?.close();
           await opsServer?.close();
           configStore.close();
           // Drain flushes what is pending; bounded, as it cannot finish while NATS is away.
@@ -190,6 +207,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     };
   } catch (err) {
     server?.forceShutdown();
+    await http?.close();
     await ops?.close();
     store?.close();
     await nc.close().catch(() => {});

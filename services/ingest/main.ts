@@ -14,7 +14,12 @@ async function main(): Promise<void> {
     log = createLogger("ingest", config.logLevel);
     const ingest = await startIngest(config, { logger: log });
     log.info(
-      { address: ingest.address, tls: config.tls !== undefined, ops: ingest.opsAddress },
+      {
+        address: ingest.address,
+        tls: config.tls !== undefined,
+        ops: ingest.opsAddress,
+        http: ingest.httpAddress,
+      },
       "ingest listening",
     );
     // No input may crash the service: a stray rejection is logged, not fatal.

@@ -121,6 +121,7 @@ async function main(): Promise<void> {
       ...base,
       INGEST_ADDR: process.env.INGEST_ADDR ?? "127.0.0.1:50051",
       OPS_ADDR: process.env.INGEST_OPS_ADDR ?? "127.0.0.1:9090",
+      HTTP_ADDR: process.env.HTTP_ADDR ?? "127.0.0.1:8080",
     },
     "ingest listening",
   );
@@ -185,6 +186,8 @@ async function main(): Promise<void> {
   out("Hookpost is running.");
   out(`  NATS (JetStream)   ${natsUrl}${nats ? `   (data in ${join(dataDir, "nats")})` : ""}`);
   out(`  ingest gRPC        ${endpoint}`);
+  if (ingestRec.http)
+    out(`  web console        http://${String(ingestRec.http)}/console/   (sign in with the admin token)`);
   if (ops) out(`  ingest ops         http://${ops}/healthz /readyz /metrics`);
   if (dispatcherRec.ops)
     out(`  dispatcher ops     http://${String(dispatcherRec.ops)}/healthz /readyz /metrics`);
