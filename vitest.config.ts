@@ -3,6 +3,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // Builds the web console when dist/console is missing (the browser tests serve it).
+    globalSetup: ["test/helpers/build-console.ts"],
     // Every test file starts its own nats-server and services: give them room, and run
     // a few files at once (2 cores here).
     testTimeout: 60_000,
