@@ -4,7 +4,7 @@ import { join, resolve } from "node:path";
 import { type Browser, chromium, type Page } from "playwright-core";
 
 /** Debian's Chromium (`apt-get install chromium`; .ci/run installs it when missing). */
-export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+export const CHROMIUM = "/usr/bin/chromium";
 const ARGS = [
   "--headless",
   "--no-sandbox",
@@ -20,7 +20,7 @@ export const SCREENSHOTS = resolve("test-results/console");
 
 export async function launchChromium(): Promise<Browser> {
   if (!existsSync(CHROMIUM)) {
-    throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)`);
+    throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium`);
   }
   return chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true, timeout: 60_000 });
 }
