@@ -47,10 +47,11 @@ function App() {
     [],
   );
   const signedIn = getToken() !== undefined;
-  if (!signedIn || path === "/sign-in") {
-    if (signedIn) navigate("/", true);
-    return <SignIn reason={reason} />;
-  }
+  useEffect(() => {
+    if (signedIn && path === "/sign-in") navigate("/", true);
+  }, [signedIn, path]);
+  if (!signedIn) return <SignIn reason={reason} />;
+  if (path === "/sign-in") return null;
   const signOut = () => {
     clearToken();
     setReason(undefined);

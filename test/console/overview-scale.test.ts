@@ -19,7 +19,12 @@ beforeAll(async () => {
     await Promise.all(
       ids.slice(i, i + 20).map((id) =>
         stack.admin.createDestination({
-          destination: { id, name: `Customer ${id}`, sourceIds: [src.id], urls: [`https://${id}.example.com/hook`] },
+          destination: {
+            id,
+            name: `Customer ${id}`,
+            sourceIds: [src.id],
+            urls: [`https://${id}.example.com/hook`],
+          },
         }),
       ),
     );
