@@ -227,7 +227,7 @@ describe("web console", () => {
   });
 
   it("replays every dead letter of a time range (destination required, shown at the field)", async () => {
-    stack.receiver.respond = () => ({ status: 410, body: "gone" });
+    stack.receiver.respond = () => ({ status: 400, body: "rejected" });
     const ids = [await track("Late 1"), await track("Late 2")];
     await stack.receiver.waitFor(7, 30_000);
     stack.receiver.respond = () => ({ status: 200 });
