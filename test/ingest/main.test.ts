@@ -23,6 +23,7 @@ describe("services/ingest/main.ts as a process", () => {
     const child = startMain({
       NATS_URL: nats.url,
       INGEST_ADDR: "127.0.0.1:0",
+      HTTP_ADDR: "127.0.0.1:0",
       OPS_ADDR: "127.0.0.1:0",
       ADMIN_TOKEN,
       LOG_LEVEL: "debug",

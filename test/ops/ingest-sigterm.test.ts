@@ -29,6 +29,7 @@ beforeAll(async () => {
     NATS_URL: nats.url,
     INGEST_ADDR: "127.0.0.1:0",
     OPS_ADDR: "off",
+    HTTP_ADDR: "off",
     ADMIN_TOKEN: STACK_ADMIN_TOKEN,
     LOG_LEVEL: "info",
   });

@@ -88,6 +88,7 @@ describe("npm start", () => {
       env: {
         ...env,
         INGEST_ADDR: "127.0.0.1:0",
+        HTTP_ADDR: "127.0.0.1:0",
         INGEST_OPS_ADDR: "127.0.0.1:0",
         DISPATCHER_OPS_ADDR: "127.0.0.1:0",
         DEMO_RECEIVER_ADDR: "127.0.0.1:0",
