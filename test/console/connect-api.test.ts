@@ -3,6 +3,8 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BadRequestSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
+import { ConfigError } from "../../lib/env/read-env.js";
+import { ingestConfigFromEnv } from "../../services/ingest/config.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 
 let stack: Stack;
@@ -114,5 +116,14 @@ describe("the console's static files", () => {
     const redirect = await fetch(`${base}/console`, { redirect: "manual" });
     expect(redirect.status).toBe(301);
     expect(redirect.headers.get("location")).toBe("/console/");
+  });
+});
+
+describe("HTTP_ADDR", () => {
+  it("defaults to 0.0.0.0:8080, `off` disables it, a bad value is refused by name", () => {
+    expect(ingestConfigFromEnv({}).httpAddress).toBe("0.0.0.0:8080");
+    expect(ingestConfigFromEnv({ HTTP_ADDR: "off" }).httpAddress).toBeUndefined();
+    expect(() => ingestConfigFromEnv({ HTTP_ADDR: "8080" })).toThrow(ConfigError);
+    expect(() => ingestConfigFromEnv({ HTTP_ADDR: "8080" })).toThrow(/HTTP_ADDR/);
   });
 });
