@@ -15,6 +15,7 @@ COPY services ./services
 COPY client ./client
 COPY receiver ./receiver
 COPY cli ./cli
+COPY console ./console
 RUN npm run build && npm prune --omit=dev
 
 FROM node:26-bookworm-slim
@@ -25,5 +26,5 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY bin ./bin
 USER node
-EXPOSE 50051 9090 9091
+EXPOSE 50051 8080 9090 9091
 CMD ["node", "dist/services/ingest/main.js"]

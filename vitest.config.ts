@@ -5,6 +5,8 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // Cluster tests have their own run: `npm run test:cluster` (vitest.cluster.config.ts).
     exclude: ["test/cluster/**", "**/node_modules/**"],
+    // Builds the web console when dist/console is missing (the browser tests serve it).
+    globalSetup: ["test/helpers/build-console.ts"],
     // Every test file starts its own nats-server and services: give them room, and run
     // a few files at once (2 cores here).
     testTimeout: 60_000,

@@ -160,7 +160,8 @@ export function addService<S extends GenServiceMethods>(
   server.addService(definition as ServiceDefinition, handlers);
 }
 
-function internal(method: string, err: unknown, options: ServeOptions): HookpostError {
+/** An unexpected failure: reported through onInternalError, answered as a bare INTERNAL. */
+export function internal(method: string, err: unknown, options: ServeOptions): HookpostError {
   options.onInternalError?.(method, err);
   return new HookpostError(Code.INTERNAL, "internal error", [], { cause: err });
 }

@@ -92,6 +92,7 @@ export function ingestConfigFromEnv(env: Env): IngestConfig {
   if (token !== undefined) config.adminToken = token;
   if (certFile !== undefined && keyFile !== undefined) config.tls = { certFile, keyFile };
   if (ops !== "off") config.opsAddress = ops;
+  if (http !== "off") config.httpAddress = http;
   return config;
 }
 

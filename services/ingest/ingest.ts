@@ -37,6 +37,7 @@ import { MAX_RECEIVE_BYTES } from "./calls/limits.js";
 import { EventPublisher } from "./calls/publish.js";
 import { RawRequests } from "./calls/raw-requests.js";
 import type { IngestConfig } from "./config.js";
+import { createConsoleHandler } from "./console/console-handler.js";
 import { DEFAULT_HTTP_LIMITS } from "./http/limits.js";
 import { segmentApi } from "./http/segment-api.js";
 import { type HttpServer, type Mount, startHttpServer } from "./http/server.js";
@@ -60,7 +61,7 @@ export interface IngestHandle {
   readonly adminTokenGenerated: boolean;
   /** `host:port` of /healthz, /readyz, /metrics, when OPS_ADDR is set. */
   readonly opsAddress: string | undefined;
-  /** `host:port` of the Segment-compatible HTTP API, when HTTP_ADDR is set. */
+  /** `host:port` of the HTTP listener (Segment-compatible API, web console, AdminService over Connect), when HTTP_ADDR is set. */
   readonly httpAddress: string | undefined;
   readonly metrics: IngestMetrics;
   /** Live counters of the gRPC port's TCP connections (tests, diagnostics). */
@@ -209,7 +210,8 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
       onSourceDeleted: (id: string) => index.forgetSource(id),
       deadLetters,
     };
-    addService(server, AdminService, adminService(adminDeps), serveOptions);
+    const admin = adminService(adminDeps);
+    addService(server, AdminService, admin, serveOptions);
     health.addToServer(server);
 
     listener = await listen(server, config.address, credentials, grpcLimits);
@@ -231,10 +233,14 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
       http = await startHttpServer({
         address: config.httpAddress,
         limits,
-        mounts: [api, ...(options.httpMounts ?? [])],
+        // The Segment API answers /v1/*; the console and AdminService over Connect the rest.
+        mounts: [api, createConsoleHandler({ admin, serveOptions }), ...(options.httpMounts ?? [])],
         onError: (err) => log.error({ transport: "http", err: (err as Error)?.message }, "internal error"),
       });
-      log.info({ address: http.address }, "Segment-compatible HTTP API listening");
+      log.info(
+        { address: http.address },
+        "HTTP listening: Segment-compatible API, console, AdminService over Connect",
+      );
     }
 
     if (config.opsAddress !== undefined) {

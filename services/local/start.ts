@@ -195,6 +195,7 @@ async function main(): Promise<void> {
   out(`  NATS (JetStream)   ${natsUrl}${nats ? `   (data in ${join(dataDir, "nats")})` : ""}`);
   out(`  ingest gRPC        ${endpoint}`);
   if (http) out(`  ingest HTTP        http://${http}/v1/   (Segment-compatible)`);
+  if (http) out(`  web console        http://${http}/console/   (sign in with the admin token)`);
   if (ops) out(`  ingest ops         http://${ops}/healthz /readyz /metrics`);
   if (dispatcherRec.ops)
     out(`  dispatcher ops     http://${String(dispatcherRec.ops)}/healthz /readyz /metrics`);

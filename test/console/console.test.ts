@@ -1,0 +1,321 @@
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Code, HookpostError } from "../../lib/grpc/mod.js";
+import { STACK_OPTIONS } from "../e2e/helpers.js";
+import { type IngestClient, ingestClient, STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
+import { launchChromium, screenshots, WIDE, watchErrors } from "./browser.js";
+
+/**
+ * The web console in a real Chromium against a real stack (nats-server, ingest with its HTTP
+ * listener, dispatcher, webhook receiver): everything an operator does, with the mouse.
+ * Tests run in order and build on each other (one source, one destination).
+ */
+
+let stack: Stack;
+let browser: Browser;
+let context: BrowserContext;
+let page: Page;
+let base: string;
+let errors: string[];
+const requested: string[] = [];
+let source: { writeKey: string; client: IngestClient };
+
+/**
+ * Which RPCs the server offers: the attempt log, health and message timeline come from
+ * another change; until it is merged they answer UNIMPLEMENTED and the console shows a notice.
+ * The checks using them are skipped at run time then (remove the guard once merged).
+ */
+const offered = { attempts: false, health: false, message: false, rotateSecret: false };
+async function isOffered(call: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await call();
+    return true;
+  } catch (err) {
+    return !(err instanceof HookpostError && err.code === Code.UNIMPLEMENTED);
+  }
+}
+
+beforeAll(async () => {
+  stack = await Stack.start({ ...STACK_OPTIONS, ingest: { httpAddress: "127.0.0.1:0" } });
+  base = `http://${stack.ingest.httpAddress}/console/`;
+  offered.attempts = await isOffered(() => stack.admin.listAttempts({ pageSize: 1 }));
+  offered.health = await isOffered(() => stack.admin.listDestinationHealth({}));
+  offered.message = await isOffered(() => stack.admin.getMessage({ messageId: "probe" }));
+  offered.rotateSecret = await isOffered(() => stack.admin.rotateSecret({ destinationId: "probe" }));
+  browser = await launchChromium();
+  context = await browser.newContext({ viewport: WIDE });
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], {
+    origin: `http://${stack.ingest.httpAddress}`,
+  });
+  page = await context.newPage();
+  page.setDefaultTimeout(30_000);
+  errors = watchErrors(page);
+  page.on("request", (r) => requested.push(r.url()));
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await stack?.close();
+});
+
+const nav = (name: string) => page.getByRole("navigation").getByRole("link", { name, exact: true }).click();
+const go = (path: string) => page.goto(new URL(path, base).toString());
+
+/** Reloads until `selector` shows up (pages poll too, but a reload is quicker to wait on). */
+async function reloadUntil(selector: string, timeoutMs = 45_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await page.locator(selector).first().isVisible()) return;
+    if (Date.now() > deadline) throw new Error(`never saw ${selector}`);
+    await page.waitForTimeout(500);
+    await page.reload();
+    await page.locator("main").waitFor();
+  }
+}
+
+async function track(event: string): Promise<string> {
+  const r = await source.client.track({ userId: "u-1", event, properties: { plan: "pro" } });
+  return r.messageId;
+}
+
+async function expectNoSidewaysScroll(name: string): Promise<void> {
+  expect(await screenshots(page, name), `${name} scrolls sideways at 390 px`).toBeLessThanOrEqual(1);
+}
+
+describe("web console", () => {
+  it("signs in with the admin token, kept in session storage and never in a URL", async () => {
+    await go("./");
+    await page.locator("input[name=token]").fill("not-the-token");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    expect(await page.locator(".field-error").textContent()).toBe("invalid admin token");
+    await expectNoSidewaysScroll("sign-in");
+
+    await page.locator("input[name=token]").fill(STACK_ADMIN_TOKEN);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
+    expect(await page.evaluate('sessionStorage.getItem("hookpost.adminToken")')).toBe(STACK_ADMIN_TOKEN);
+    expect(page.url()).not.toContain(STACK_ADMIN_TOKEN);
+    // Not even with a signed-in session does the overview go blank without destinations.
+    await page.getByText("No destination yet").waitFor();
+  });
+
+  it("creates a source: field errors next to the field, the write key shown once with a copy button", async () => {
+    await nav("Sources");
+    const form = page.locator("[data-testid=new-source]");
+    await form.getByRole("button", { name: "Create source" }).click();
+    const nameError = form.locator('.field-error[data-field="name"]');
+    expect(await nameError.textContent()).toMatch(/required|empty/);
+
+    await form.locator("input[name=name]").fill("Web shop");
+    await form.locator("input[name=id]").fill("web");
+    await form.getByRole("button", { name: "Create source" }).click();
+    const key = (await page.locator("[data-testid=shown-once]").textContent()) ?? "";
+    expect(key.length).toBeGreaterThan(20);
+    await page.getByRole("button", { name: "Copy" }).click();
+    await page.getByRole("button", { name: "Copied" }).waitFor();
+    expect(await page.evaluate("navigator.clipboard.readText()")).toBe(key);
+    await page.locator('tr[data-source="web"]').waitFor();
+    await expectNoSidewaysScroll("sources");
+
+    // A second source: rotate its key (a new one is shown), then delete it (asks once more).
+    await form.locator("input[name=name]").fill("Temporary");
+    await form.locator("input[name=id]").fill("temp");
+    await form.getByRole("button", { name: "Create source" }).click();
+    const row = page.locator('tr[data-source="temp"]');
+    await row.waitFor();
+    const tempKey = await page.locator("[data-testid=shown-once]").textContent();
+    await row.getByRole("button", { name: "Rotate key" }).click();
+    await page.getByText('New write key of "Temporary"').waitFor();
+    const rotated = await page.locator("[data-testid=shown-once]").textContent();
+    expect(rotated).not.toBe(tempKey);
+    await row.getByRole("button", { name: "Delete" }).click();
+    await row.getByRole("button", { name: "Really delete" }).click();
+    await row.waitFor({ state: "detached" });
+    expect((await stack.admin.listSources({})).sources.map((s) => s.id)).toEqual(["web"]);
+
+    source = { writeKey: key, client: ingestClient(stack.ingest.address, key) };
+  });
+
+  it("creates a destination through the UI and delivers calls sent over gRPC", async () => {
+    await nav("Overview");
+    await page.getByRole("link", { name: "New destination" }).click();
+    await page.locator("input[name=id]").fill("hook");
+    await page.locator("input[name=name]").fill("Customer hook");
+    await page.locator("textarea[name=urls]").fill("ftp://example.com/hook");
+    await page.locator("textarea[name=headers]").fill("X-Tenant: acme");
+    await page.getByRole("button", { name: "Create destination" }).click();
+    const urlError = page.locator('.field-error[data-field="destination.urls"]');
+    expect(await urlError.textContent()).toContain("scheme");
+    await expectNoSidewaysScroll("new-destination-field-error");
+
+    await page.locator("textarea[name=urls]").fill(stack.receiver.url());
+    await page.getByRole("button", { name: "Create destination" }).click();
+    await page.waitForURL(/\/console\/destinations\/hook$/);
+    await page.getByRole("heading", { name: /Customer hook/ }).waitFor();
+    expect(await page.locator("[data-testid=delivery-state]").textContent()).toContain("Delivering");
+
+    await stack.waitForConsumer("hook");
+    for (const event of ["Signed Up", "Order Completed", "Logged In"]) await track(event);
+    const received = await stack.receiver.waitFor(3, 30_000);
+    expect(received.every((r) => r.headers["x-tenant"] === "acme")).toBe(true);
+  });
+
+  it("shows the deliveries in the attempt log, each opening to its request and response", async (ctx) => {
+    if (!offered.attempts) return ctx.skip(); // ListAttempts is not in this build yet
+    await go("destinations/hook");
+    await reloadUntil("[data-testid=attempts] .attempt:nth-child(3)");
+    const first = page.locator("[data-testid=attempts] .attempt").first();
+    expect(await first.getAttribute("data-outcome")).toBe("SUCCESS");
+    await first.locator("summary").click();
+    expect(await first.locator("[data-testid=request-body]").textContent()).toContain('"event": "Logged In"');
+    expect(await first.locator("dd").nth(2).textContent()).toMatch(/^\d+ ms$/);
+    await expectNoSidewaysScroll("destination-attempts");
+  });
+
+  let failedId = "";
+  it("makes the receiver fail: the call becomes a dead letter with its reason", async () => {
+    stack.receiver.respond = () => ({ status: 422, body: "missing field: plan_id" });
+    failedId = await track("Broken Event");
+    await stack.receiver.waitFor(4, 30_000);
+    await go("dead-letters");
+    await reloadUntil(`tr[data-message="${failedId}"]`);
+    const row = page.locator(`tr[data-message="${failedId}"]`);
+    expect(await row.textContent()).toContain("hook");
+    await expectNoSidewaysScroll("dead-letters");
+  });
+
+  it("shows the failure reason and the state change on the overview, and the message timeline", async (ctx) => {
+    if (!offered.attempts || !offered.health || !offered.message) return ctx.skip(); // not in this build yet
+    await go("./");
+    await reloadUntil('tr[data-destination="hook"] [data-col="state"] .badge-bad');
+    expect(await page.locator('tr[data-destination="hook"] [data-col="state"]').textContent()).toBe(
+      "failing",
+    );
+    expect(
+      await page.locator('tr[data-destination="hook"] [data-col="last-failure"]').textContent(),
+    ).toContain("422");
+    await page.locator("[data-testid=deliveries-chart] canvas").waitFor();
+    await expectNoSidewaysScroll("overview-failing");
+
+    await go("destinations/hook");
+    await page.getByText("Failed only").click();
+    await reloadUntil(`[data-testid=attempts] .attempt[data-message="${failedId}"]`);
+    const failed = page.locator("[data-testid=attempts] .attempt");
+    expect(await failed.count()).toBe(1);
+    await failed.first().locator("summary").click();
+    expect(await failed.first().locator("summary").textContent()).toContain("422");
+    expect(await failed.first().locator("[data-testid=response-body]").textContent()).toBe(
+      "missing field: plan_id",
+    );
+
+    await go(`messages/${failedId}`);
+    await page.locator("[data-testid=message-timeline]").waitFor();
+    expect(await page.locator('tr[data-destination="hook"]').textContent()).toContain("dead letter");
+    await expectNoSidewaysScroll("message");
+  });
+
+  it("replays a selected dead letter and sees it delivered", async () => {
+    stack.receiver.respond = () => ({ status: 200 });
+    await go("dead-letters");
+    const row = page.locator(`tr[data-message="${failedId}"]`);
+    await row.locator("input[type=checkbox]").check();
+    await page.getByRole("button", { name: "Replay selected (1)" }).click();
+    expect(await page.locator("[data-testid=replay-result]").textContent()).toBe("Replayed 1 dead letter.");
+    const received = await stack.receiver.waitFor(5, 30_000);
+    expect(received[4]!.headers["idempotency-key"]).toBe(failedId);
+    await row.waitFor({ state: "detached" });
+  });
+
+  it("replays every dead letter of a time range (destination required, shown at the field)", async () => {
+    stack.receiver.respond = () => ({ status: 400, body: "rejected" });
+    const ids = [await track("Late 1"), await track("Late 2")];
+    await stack.receiver.waitFor(7, 30_000);
+    stack.receiver.respond = () => ({ status: 200 });
+    await go("dead-letters");
+    await reloadUntil(`tr[data-message="${ids[1]}"]`);
+    await reloadUntil(`tr[data-message="${ids[0]}"]`);
+
+    const form = page.locator("[data-testid=replay-range]");
+    await form.getByRole("button", { name: "Replay range" }).click();
+    expect(await form.locator('.field-error[data-field="destination_id"]').textContent()).toMatch(
+      /required|empty/,
+    );
+
+    await form.locator("select[name=destination]").selectOption("hook");
+    const since = new Date(Date.now() - 10 * 60_000);
+    const local = new Date(since.getTime() - since.getTimezoneOffset() * 60_000).toISOString().slice(0, 19);
+    await form.locator("input[name=since]").fill(local);
+    await form.getByRole("button", { name: "Replay range" }).click();
+    expect(await page.locator("[data-testid=replay-result]").textContent()).toBe("Replayed 2 dead letters.");
+    const received = await stack.receiver.waitFor(9, 30_000);
+    expect(new Set(received.slice(7).map((r) => r.headers["idempotency-key"]))).toEqual(new Set(ids));
+  });
+
+  it("edits settings, pauses and resumes delivery", async () => {
+    await go("destinations/hook");
+    await page.locator("input[name=name]").fill("Customer hook (EU)");
+    await page.locator("textarea[name=headers]").fill("X-Tenant acme");
+    await page.getByRole("button", { name: "Save settings" }).click();
+    expect(await page.locator('.field-error[data-field="destination.headers"]').textContent()).toContain(
+      "token",
+    );
+    await page.locator("textarea[name=headers]").fill("X-Tenant: acme-eu");
+    await page.getByRole("button", { name: "Save settings" }).click();
+    await page.getByText("Saved.").waitFor();
+    let d = (await stack.admin.getDestination({ id: "hook" })).destination!;
+    expect(d.name).toBe("Customer hook (EU)");
+    expect(d.headers).toEqual({ "X-Tenant": "acme-eu" });
+
+    await page.getByRole("button", { name: "Pause delivery" }).click();
+    await page.getByRole("button", { name: "Resume delivery" }).waitFor();
+    expect(await page.locator("[data-testid=delivery-state]").textContent()).toContain("Paused");
+    d = (await stack.admin.getDestination({ id: "hook" })).destination!;
+    expect(d.enabled).toBe(false);
+    await page.getByRole("button", { name: "Resume delivery" }).click();
+    await page.getByRole("button", { name: "Pause delivery" }).waitFor();
+    expect((await stack.admin.getDestination({ id: "hook" })).destination!.enabled).toBe(true);
+  });
+
+  it("rotates the shared secret: the new one is shown once", async (ctx) => {
+    if (!offered.rotateSecret) {
+      // RotateSecret is not in this build yet: the page says so instead of failing silently.
+      await go("destinations/hook");
+      await page.getByRole("button", { name: "Rotate secret" }).click();
+      await page.getByText(/does not offer this yet \(AdminService\/RotateSecret/).waitFor();
+      return ctx.skip();
+    }
+    await go("destinations/hook");
+    const shown = page.locator("[data-testid=shown-once]");
+    await page.getByRole("button", { name: "Rotate secret" }).click();
+    const first = (await shown.textContent()) ?? "";
+    expect(first.length).toBeGreaterThan(10);
+    expect((await stack.admin.getDestination({ id: "hook" })).destination!.sharedSecretSet).toBe(true);
+    // Rotating again: the first secret keeps signing beside the new one for a while, and the page says so.
+    await page.getByRole("button", { name: "Rotate secret" }).click();
+    await page.getByText("The previous secret signs too until").waitFor();
+    expect(await shown.textContent()).not.toBe(first);
+  });
+
+  it("renders every page without errors, the message page too (search by id)", async () => {
+    await go("messages");
+    await page.locator("input[name=message]").fill(failedId);
+    await page.getByRole("button", { name: "Find" }).click();
+    await page.waitForURL(new RegExp(`/console/messages/${failedId}$`));
+    // Either the timeline or a readable notice (when the server lacks GetMessage): never blank.
+    await page.locator("[data-testid=message-timeline], .notice").first().waitFor();
+    await expectNoSidewaysScroll("message-search");
+    await go("./");
+    await page.locator("[data-testid=deliveries-chart], .notice").first().waitFor();
+    await page.locator('tr[data-destination="hook"]').waitFor();
+    await expectNoSidewaysScroll("overview");
+    await go("destinations/hook");
+    await page.getByRole("heading", { name: /Customer hook/ }).waitFor();
+    await expectNoSidewaysScroll("destination");
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("button", { name: "Sign in" }).waitFor();
+    expect(await page.evaluate('sessionStorage.getItem("hookpost.adminToken")')).toBeNull();
+
+    expect(errors).toEqual([]);
+    expect(requested.filter((u) => u.includes(STACK_ADMIN_TOKEN))).toEqual([]);
+  });
+});
