@@ -1,10 +1,10 @@
-import { setMaxListeners } from "node:events";
-import { headers, type JetStreamClient, type NatsConnection } from "nats";
+import { headers, type NatsConnection } from "nats";
 import { Code, HookpostError } from "../../../lib/grpc/mod.js";
 import type { Logger } from "../../../lib/log/logger.js";
 import type { StoredCall } from "../../../lib/model/stored-call.js";
 import { ConnectionState } from "../../../lib/nats/connection-state.js";
 import { isStreamFull } from "../../../lib/nats/jetstream-errors.js";
+import { PipelinedPublisher, PublishError } from "../../../lib/nats/pipelined-publisher.js";
 import { eventSubject } from "../../../lib/nats/topology.js";
 
 export interface PublisherOptions {
@@ -26,30 +26,20 @@ const UNAVAILABLE_HINT = "the call was not stored; retry later with the same mes
  * connection comes back.
  */
 export class EventPublisher {
-  readonly #js: JetStreamClient;
+  /** All publishes in flight share one inbox; a batch's go out in one socket write. */
+  readonly #pipe: PipelinedPublisher;
   readonly #options: PublisherOptions;
   readonly #log: Logger;
   readonly #state: ConnectionState;
-  /** Aborted when the connection drops (a fresh one per connection). */
-  #lost: AbortController;
 
   constructor(nc: NatsConnection, log: Logger, options: PublisherOptions) {
-    this.#js = nc.jetstream();
+    this.#pipe = new PipelinedPublisher(nc, options.timeoutMs);
     this.#log = log;
     this.#options = options;
-    this.#lost = this.#newLost();
     this.#state = new ConnectionState(nc);
     this.#state.onChange((up) => {
-      if (up) this.#lost = this.#newLost();
-      else this.#lost.abort();
+      if (!up) this.#pipe.failAll(new PublishError("DISCONNECT", "lost the NATS connection"));
     });
-  }
-
-  #newLost(): AbortController {
-    const c = new AbortController();
-    // One listener per in-flight publish (a batch has hundreds): not a leak.
-    setMaxListeners(0, c.signal);
-    return c;
   }
 
   get connected(): boolean {
@@ -72,24 +62,9 @@ export class EventPublisher {
     }
     const h = headers();
     h.set("Nats-Msg-Id", `${call.sourceId}:${call.messageId}`);
-    const pub = this.#js.publish(eventSubject(call.sourceId, call.type), JSON.stringify(call), {
-      headers: h,
-      timeout: this.#options.timeoutMs,
-    });
-    pub.catch(() => {}); // may lose the race below; its outcome no longer matters then
-    // Settles with the publish, or fails at once when the connection drops meanwhile.
-    // (Listeners are removed afterwards: racing a never-settling promise would leak.)
-    const lost = this.#lost.signal;
-    let onLost: (() => void) | undefined;
-    const dropped = new Promise<never>((_, reject) => {
-      onLost = () =>
-        reject(new HookpostError(Code.UNAVAILABLE, `lost the NATS connection: ${UNAVAILABLE_HINT}`));
-      if (lost.aborted) onLost();
-      else lost.addEventListener("abort", onLost, { once: true });
-    });
-    dropped.catch(() => {});
     try {
-      const ack = await Promise.race([pub, dropped]);
+      // Fails at once when the connection drops meanwhile (failAll above).
+      const ack = await this.#pipe.publish(eventSubject(call.sourceId, call.type), JSON.stringify(call), h);
       observe(ack.duplicate ? "duplicate" : "stored");
     } catch (err) {
       const herr = this.#toError(err);
@@ -101,8 +76,6 @@ export class EventPublisher {
             : "error",
       );
       throw herr;
-    } finally {
-      lost.removeEventListener("abort", onLost!);
     }
   }
 

@@ -1,0 +1,102 @@
+import { type ChildProcess, fork, spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { ROOT, type ServiceProcess, spawnNode } from "../../test/helpers/service-process.js";
+
+const HERE = fileURLToPath(new URL(".", import.meta.url));
+
+/**
+ * Node flags for the Hookpost service processes of a bench: `BENCH_CPU_PROF=<dir>` profiles
+ * them (`node --cpu-prof`), one .cpuprofile per process, written when it exits.
+ */
+function profileFlags(): string[] {
+  const dir = process.env.BENCH_CPU_PROF;
+  return dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : [];
+}
+
+/** A Hookpost service (`ingest` or `dispatcher`) as its own process, as in production. */
+export function startService(name: "ingest" | "dispatcher", env: Record<string, string>): ServiceProcess {
+  const entry = `${ROOT}/services/${name}/main.ts`;
+  return spawnNode([...profileFlags(), "--import", "tsx", entry], {
+    OPS_ADDR: "off",
+    LOG_LEVEL: "info",
+    ...env,
+  });
+}
+
+/** SIGTERM, then waits for the exit (a profiled process writes its profile on exit). */
+export async function stopProcess(p: ChildProcess): Promise<void> {
+  if (p.exitCode !== null || p.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => p.once("exit", () => resolve()));
+  p.kill("SIGTERM");
+  await exited;
+}
+
+/** The raw gRPC limit server (procs/empty-grpc-child.ts); resolves with its process and address. */
+export async function startEmptyGrpc(): Promise<{ proc: ChildProcess; address: string }> {
+  const proc = spawn(process.execPath, ["--import", "tsx", `${HERE}empty-grpc-child.ts`], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const line = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: proc.stdout! }).once("line", resolve);
+    proc.once("exit", (code) => reject(new Error(`empty gRPC server exited (${code})`)));
+  });
+  return { proc, address: (JSON.parse(line) as { address: string }).address };
+}
+
+/**
+ * The webhook receiver (procs/receiver-child.ts) in its own process; keeps the arrival time of
+ * every Idempotency-Key (the first one) and counts requests.
+ */
+export class ReceiverProcess {
+  readonly arrivals = new Map<string, number>();
+  requests = 0;
+  readonly #waiters = new Set<() => void>();
+
+  private constructor(
+    readonly proc: ChildProcess,
+    readonly url: string,
+  ) {
+    proc.on("message", (m: { arrivals?: Array<[string, number]> }) => {
+      if (!m.arrivals) return;
+      for (const [id, at] of m.arrivals) {
+        this.requests++;
+        if (!this.arrivals.has(id)) this.arrivals.set(id, at);
+      }
+      for (const w of this.#waiters) w();
+    });
+  }
+
+  static async start(): Promise<ReceiverProcess> {
+    const proc = fork(`${HERE}receiver-child.ts`, [], { execArgv: ["--import", "tsx"], stdio: "inherit" });
+    const port = await new Promise<number>((resolve, reject) => {
+      proc.once("message", (m: { port: number }) => resolve(m.port));
+      proc.once("exit", (code) => reject(new Error(`receiver exited (${code})`)));
+    });
+    return new ReceiverProcess(proc, `http://127.0.0.1:${port}/hook`);
+  }
+
+  /** Resolves once `count` distinct keys arrived (rejects after `timeoutMs`). */
+  async waitForCount(count: number, timeoutMs = 180_000): Promise<void> {
+    if (this.arrivals.size >= count) return;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#waiters.delete(check);
+        reject(new Error(`only ${this.arrivals.size} of ${count} deliveries arrived`));
+      }, timeoutMs);
+      const check = () => {
+        if (this.arrivals.size < count) return;
+        clearTimeout(timer);
+        this.#waiters.delete(check);
+        resolve();
+      };
+      this.#waiters.add(check);
+    });
+  }
+
+  async stop(): Promise<void> {
+    const exited = new Promise<void>((resolve) => this.proc.once("exit", () => resolve()));
+    this.proc.disconnect();
+    await exited;
+  }
+}
