@@ -15,7 +15,7 @@ import { DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "../lib/nats/topo
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { adminClient, type IngestClient, ingestClient, STACK_ADMIN_TOKEN } from "../test/helpers/stack.js";
 import { pipelined, round, storedTrack, trackInit } from "./payloads.js";
-import { startEmptyGrpc, startService, stopProcess } from "./procs/processes.js";
+import { cpuMs, startEmptyGrpc, startService, stopProcess } from "./procs/processes.js";
 import { type Figure, printTable } from "./table.js";
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 20_000);
@@ -90,18 +90,29 @@ export async function benchIngest(): Promise<Figure[]> {
       });
 
     // Warm-up of every path (JIT, connections, consumers), then the measured runs.
-    await rawPublish("warm-js", 2_000);
-    await viaBatch(raw, "warm-raw", 2_000);
-    await viaUnary(raw, "warm-raw", 2_000);
-    await viaBatch(hookpost, "warm-b", 2_000);
-    await viaUnary(hookpost, "warm-u", 2_000);
-
-    const jsRate = await rawPublish("js", CALLS);
-    const grpcBatch = await viaBatch(raw, "raw-b");
-    const grpcUnary = await viaUnary(raw, "raw-u");
-    const grpcStream = await viaStream(raw);
-    const batch = await viaBatch(hookpost, "b");
-    const unary = await viaUnary(hookpost, "u");
+    const step = <T>(what: string, fn: () => Promise<T>) => {
+      console.error(`  ingest: ${what}`);
+      return fn();
+    };
+    await step("warm-up", async () => {
+      await rawPublish("warm-js", 2_000);
+      await viaBatch(raw, "warm-raw", 2_000);
+      await viaUnary(raw, "warm-raw", 2_000);
+      await viaBatch(hookpost, "warm-b", 2_000);
+      await viaUnary(hookpost, "warm-u", 2_000);
+    });
+    const jsRate = await step("raw JetStream publish", () => rawPublish("js", CALLS));
+    const grpcBatch = await step("raw gRPC Batch", () => viaBatch(raw, "raw-b"));
+    const grpcUnary = await step("raw gRPC unary", () => viaUnary(raw, "raw-u"));
+    const grpcStream = await step("raw gRPC stream", () => viaStream(raw));
+    // The ingest process's CPU per call: steadier than rates on a machine shared with other work.
+    const perCall = async (fn: () => Promise<number>): Promise<[number, string]> => {
+      const cpu0 = cpuMs(ingest.proc.pid);
+      const rate = await fn();
+      return [rate, `ingest CPU ${round(((cpuMs(ingest.proc.pid) - cpu0) * 1000) / CALLS, 1)} µs/call`];
+    };
+    const [batch, batchCpu] = await step("Hookpost Batch", () => perCall(() => viaBatch(hookpost, "b")));
+    const [unary, unaryCpu] = await step("Hookpost unary", () => perCall(() => viaUnary(hookpost, "u")));
 
     const calls = `${CALLS} track calls of ~300 B`;
     const limitJs = "raw JetStream async publish";
@@ -135,7 +146,7 @@ export async function benchIngest(): Promise<Figure[]> {
         value: Math.round(batch),
         unit: "calls/s",
         limit: { name: limitJs, value: jsRate },
-        note: `${calls}; answered after every PubAck`,
+        note: `${calls}; answered after every PubAck; ${batchCpu}`,
       },
       {
         name: "ingest via Batch vs gRPC",
@@ -148,7 +159,7 @@ export async function benchIngest(): Promise<Figure[]> {
         value: Math.round(unary),
         unit: "calls/s",
         limit: { name: "raw gRPC unary", value: grpcUnary },
-        note: `${UNARY_IN_FLIGHT} in flight`,
+        note: `${UNARY_IN_FLIGHT} in flight; ${unaryCpu}`,
       },
       {
         name: "ingest via unary calls vs JetStream",

@@ -1,4 +1,5 @@
 import { type ChildProcess, fork, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { ROOT, type ServiceProcess, spawnNode } from "../../test/helpers/service-process.js";
@@ -98,5 +99,17 @@ export class ReceiverProcess {
     const exited = new Promise<void>((resolve) => this.proc.once("exit", () => resolve()));
     this.proc.disconnect();
     await exited;
+  }
+}
+
+/** CPU time (user + system, ms) a process used so far, from /proc (Linux); NaN elsewhere. */
+export function cpuMs(pid: number | undefined): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    // utime and stime are fields 14 and 15 of the file (11 and 12 after the name), in 1/100 s.
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return Number.NaN;
   }
 }
