@@ -89,7 +89,6 @@ async function latencies(
 ): Promise<number[]> {
   const total = rate * STEADY_SECONDS;
   const sent: number[] = new Array(total);
-  const base = receiver.arrivals.size;
   const start = performance.now();
   const sends: Promise<unknown>[] = [];
   for (let i = 0; i < total; i++) {
@@ -100,7 +99,7 @@ async function latencies(
     sends.push(client.track(trackInit(i, tag)));
   }
   await Promise.all(sends);
-  await receiver.waitForCount(base + total);
+  await receiver.waitForTag(tag, total);
   return sent.map((at, i) => receiver.arrivals.get(`${tag}-${i}`)! - at);
 }
 
@@ -153,17 +152,15 @@ export async function benchDispatcher(): Promise<Figure[]> {
 
     // Warm-up: creates the consumers and connections, then stops so a backlog can build.
     replicas.push(replica(server.url));
-    const warm = receiver.arrivals.size;
     await fillBacklog(js, sourceId, "warm", 500);
-    await receiver.waitForCount(warm + 500);
+    await receiver.waitForTag("warm", 500);
     await stopReplicas();
 
     const backlog = async (n: number) => {
       const tag = `backlog${n}`;
       await fillBacklog(js, sourceId, tag, BACKLOG);
-      const before = receiver.arrivals.size;
       for (let i = 0; i < n; i++) replicas.push(replica(server.url));
-      await receiver.waitForCount(before + BACKLOG);
+      await receiver.waitForTag(tag, BACKLOG);
       return receiptRate(receiver, tag, BACKLOG);
     };
     const one = await backlog(1);

@@ -77,16 +77,21 @@ export class ReceiverProcess {
     return new ReceiverProcess(proc, `http://127.0.0.1:${port}/hook`);
   }
 
-  /** Resolves once `count` distinct keys arrived (rejects after `timeoutMs`). */
-  async waitForCount(count: number, timeoutMs = 180_000): Promise<void> {
-    if (this.arrivals.size >= count) return;
+  /** Resolves once the keys `<tag>-0` .. `<tag>-<count - 1>` all arrived (rejects after `timeoutMs`). */
+  async waitForTag(tag: string, count: number, timeoutMs = 300_000): Promise<void> {
+    let next = 0;
+    const done = () => {
+      while (next < count && this.arrivals.has(`${tag}-${next}`)) next++;
+      return next === count;
+    };
+    if (done()) return;
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#waiters.delete(check);
-        reject(new Error(`only ${this.arrivals.size} of ${count} deliveries arrived`));
+        reject(new Error(`only ${next} of ${count} "${tag}" deliveries arrived in order`));
       }, timeoutMs);
       const check = () => {
-        if (this.arrivals.size < count) return;
+        if (!done()) return;
         clearTimeout(timer);
         this.#waiters.delete(check);
         resolve();
