@@ -1,275 +1,230 @@
 /**
- * Dispatcher benchmark (issue 3): end-to-end deliveries per second to a local receiver with 1 and
- * 2 replicas, delivery latency (receive time - publish time) at a steady rate, and the isolation
- * figure: a healthy destination's p99 alone and beside a destination that always times out.
+ * Dispatcher benchmark (issue 13), every part in its own process as in production: nats-server,
+ * ingest, dispatcher replicas, and the webhook receiver (procs/receiver-child.ts). Figures:
  *
- *   npx tsx bench/dispatcher.ts
- *   BENCH_DELIVERIES=20000 npx tsx bench/dispatcher.ts
+ * - limit: raw undici POSTs of the same bodies to the same receiver (from this process);
+ * - dispatch from a backlog (calls already on EVENTS when the replicas start) with 1 and 2
+ *   replicas: deliveries/s from the first to the last receipt;
+ * - latency send -> receipt (a unary Track call to ingest -> the receiver got the webhook) at a
+ *   steady 500 and 2000 calls/s, p50 and p99 (target p99: 20 ms).
  *
- * Starts a private nats-server; replicas run as child processes (`services/dispatcher/main.ts`),
- * as in production, so two replicas really are two event loops. Calls are published to EVENTS the
- * way ingest does. The receiver (node:http, answers 200 at once) runs in this process.
+ *   npm run bench -- dispatcher        BENCH_DELIVERIES=20000 npm run bench -- dispatcher
+ *   BENCH_CPU_PROF=/tmp/prof npm run bench -- dispatcher   # .cpuprofile per service process
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { connect, type JetStreamClient } from "nats";
-import { ConfigStore } from "../lib/config/config-store.js";
-import type { DestinationRecord } from "../lib/model/destination.js";
-import type { StoredCall } from "../lib/model/stored-call.js";
+import { connect, headers, type JetStreamClient } from "nats";
+import { Pool } from "undici";
 import { DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "../lib/nats/topology.js";
 import { NatsServer } from "../test/helpers/nats-server.js";
+import type { ServiceProcess } from "../test/helpers/service-process.js";
+import { adminClient, type IngestClient, ingestClient, STACK_ADMIN_TOKEN } from "../test/helpers/stack.js";
+import { percentile, pipelined, round, storedTrack, trackInit } from "./payloads.js";
+import { ReceiverProcess, startService, stopProcess } from "./procs/processes.js";
 import { type Figure, printTable } from "./table.js";
 
-const DELIVERIES = Number(process.env.BENCH_DELIVERIES ?? 5000);
-const STEADY_RATE = 200; // calls/s for the latency figures
+const BACKLOG = Number(process.env.BENCH_DELIVERIES ?? 10_000);
+/** Requests in flight for the raw POST limit (undici pool, keep-alive). */
+const RAW_IN_FLIGHT = 64;
 const STEADY_SECONDS = 3;
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const P99_TARGET_MS = 20;
 
-/** Counts requests by Idempotency-Key and when they arrived. */
-class Sink {
-  readonly arrivals = new Map<string, number>();
-  requests = 0;
-  hang = false;
-  readonly server: Server;
-  constructor() {
-    this.server = createServer((req, res) => {
-      req.resume();
-      req.on("end", () => {
-        this.requests++;
-        if (this.hang) return;
-        const id = String(req.headers["idempotency-key"]);
-        if (!this.arrivals.has(id)) this.arrivals.set(id, Date.now());
-        res.writeHead(200).end();
-      });
-    });
-  }
-  async listen(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, "127.0.0.1", () => resolve()));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hook`;
-  }
-  async waitFor(ids: Iterable<string>, timeoutMs = 120_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    for (const id of ids) {
-      while (!this.arrivals.has(id)) {
-        if (Date.now() > deadline) throw new Error(`only ${this.arrivals.size} deliveries arrived`);
-        await sleep(5);
-      }
-    }
-  }
-  close(): Promise<void> {
-    this.server.closeAllConnections();
-    return new Promise((resolve) => this.server.close(() => resolve()));
-  }
-}
-
-function replica(natsUrl: string, env: Record<string, string> = {}): ChildProcess {
-  const proc = spawn(process.execPath, ["--import", "tsx", "services/dispatcher/main.ts"], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      NATS_URL: natsUrl,
-      WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",
-      OPS_ADDR: "off",
-      LOG_LEVEL: "error",
-      PULL_EXPIRES: "1s",
-      ...env,
-    },
-    stdio: ["ignore", "ignore", "inherit"],
+function replica(natsUrl: string, env: Record<string, string> = {}): ServiceProcess {
+  return startService("dispatcher", {
+    NATS_URL: natsUrl,
+    WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",
+    PULL_EXPIRES: "1s",
+    LOG_LEVEL: "error",
+    ...env,
   });
-  // Each measurement starts with a warm-up run that waits until deliveries arrive.
-  return proc;
 }
 
-async function stopReplicas(procs: ChildProcess[]): Promise<void> {
-  await Promise.all(
-    procs.map(
-      (p) =>
-        new Promise<void>((resolve) => {
-          if (p.exitCode !== null) return resolve();
-          p.once("exit", () => resolve());
-          p.kill("SIGTERM");
-        }),
-    ),
-  );
-}
-
-let seq = 0;
-function call(sourceId: string): StoredCall {
-  const now = new Date().toISOString();
-  return {
-    type: "track",
-    messageId: `bench-${process.pid}-${++seq}`,
-    sourceId,
-    receivedAt: now,
-    timestamp: now,
-    userId: `user-${seq % 1000}`,
-    event: "Order Completed",
-    properties: { orderId: seq, total: 42.5, currency: "EUR", items: [{ sku: "A-1", qty: 2 }] },
-    context: { ip: "203.0.113.7", library: { name: "bench", version: "1" } },
-  };
-}
-
-async function publish(js: JetStreamClient, c: StoredCall): Promise<void> {
-  await js.publish(eventSubject(c.sourceId, c.type), JSON.stringify(c), { msgID: c.messageId });
-}
-
-function destination(id: string, sourceId: string, url: string): DestinationRecord {
-  const now = new Date().toISOString();
-  return {
-    id,
-    name: id,
-    sourceIds: [sourceId],
-    urls: [url],
-    headers: {},
-    sharedSecret: "bench-secret",
-    signing: "segment",
-    enabled: true,
-    createdAt: now,
-    updatedAt: now,
-  };
-}
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return (
-    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN
-  );
-}
-
-/** Publishes `count` calls as fast as PubAcks allow; returns deliveries/s, first publish to last receipt. */
-async function throughput(js: JetStreamClient, sink: Sink, sourceId: string, count: number): Promise<number> {
-  const started = Date.now();
-  const ids: string[] = [];
-  for (let i = 0; i < count; i += 250) {
-    const batch = Array.from({ length: Math.min(250, count - i) }, () => call(sourceId));
-    await Promise.all(batch.map((c) => publish(js, c)));
-    ids.push(...batch.map((c) => c.messageId));
+/** Raw POSTs of stored-call bodies: the most this receiver takes from one client process. */
+async function rawPosts(url: string, count: number, tag: string, sourceId: string): Promise<number> {
+  const u = new URL(url);
+  const pool = new Pool(u.origin, { connections: RAW_IN_FLIGHT, pipelining: 1 });
+  try {
+    return await pipelined(count, RAW_IN_FLIGHT, async (i) => {
+      const body = JSON.stringify(storedTrack(i, tag, sourceId));
+      const r = await pool.request({
+        path: u.pathname,
+        method: "POST",
+        headers: { "content-type": "application/json", "idempotency-key": `${tag}-${i}` },
+        body,
+      });
+      await r.body.dump();
+    });
+  } finally {
+    await pool.close();
   }
-  await sink.waitFor(ids);
-  return count / ((Date.now() - started) / 1000);
 }
 
-/** Publishes at a steady rate; returns latencies (ms) from publish to receipt. */
-async function latencies(js: JetStreamClient, sink: Sink, sourceId: string, rate: number, seconds: number) {
-  const sent = new Map<string, number>();
-  const interval = 1000 / rate;
-  const start = Date.now();
-  for (let i = 0; i < rate * seconds; i++) {
-    const wait = start + i * interval - Date.now();
-    if (wait > 0) await sleep(wait);
-    const c = call(sourceId);
-    sent.set(c.messageId, Date.now());
-    void publish(js, c);
+/** Puts `count` calls on EVENTS (as ingest would store them). */
+async function fillBacklog(js: JetStreamClient, sourceId: string, tag: string, count: number): Promise<void> {
+  await pipelined(count, 1_000, (i) => {
+    const c = storedTrack(i, tag, sourceId);
+    const h = headers();
+    h.set("Nats-Msg-Id", `${sourceId}:${c.messageId}`);
+    return js.publish(eventSubject(sourceId, "track"), JSON.stringify(c), { headers: h });
+  });
+}
+
+/** Deliveries/s between the first and the last receipt of the calls tagged `tag`. */
+function receiptRate(receiver: ReceiverProcess, tag: string, count: number): number {
+  let first = Number.POSITIVE_INFINITY;
+  let last = 0;
+  for (let i = 0; i < count; i++) {
+    const at = receiver.arrivals.get(`${tag}-${i}`)!;
+    first = Math.min(first, at);
+    last = Math.max(last, at);
   }
-  await sink.waitFor(sent.keys());
-  return [...sent].map(([id, at]) => sink.arrivals.get(id)! - at);
+  return (count - 1) / ((last - first) / 1000);
+}
+
+/** Sends unary Track calls at `rate` for STEADY_SECONDS; latencies (ms) from send to receipt. */
+async function latencies(
+  client: IngestClient,
+  receiver: ReceiverProcess,
+  tag: string,
+  rate: number,
+): Promise<number[]> {
+  const total = rate * STEADY_SECONDS;
+  const sent: number[] = new Array(total);
+  const start = performance.now();
+  const sends: Promise<unknown>[] = [];
+  for (let i = 0; i < total; i++) {
+    const due = start + (i * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait > 1) await sleep(wait);
+    sent[i] = performance.timeOrigin + performance.now();
+    sends.push(client.track(trackInit(i, tag)));
+  }
+  await Promise.all(sends);
+  await receiver.waitForTag(tag, total);
+  return sent.map((at, i) => receiver.arrivals.get(`${tag}-${i}`)! - at);
+}
+
+/** p50 and p99 of one steady rate; p99 beside its target (a ratio <= 1 meets it). */
+function latencyFigures(rate: number, values: number[]): Figure[] {
+  return [
+    {
+      name: `latency p50, ${rate} calls/s`,
+      value: round(percentile(values, 50), 1),
+      unit: "ms",
+      note: `send -> receipt; ${rate} unary calls/s for ${STEADY_SECONDS} s, 1 replica`,
+    },
+    {
+      name: `latency p99, ${rate} calls/s`,
+      value: round(percentile(values, 99), 1),
+      unit: "ms",
+      limit: { name: "target", value: P99_TARGET_MS },
+    },
+  ];
 }
 
 export async function benchDispatcher(): Promise<Figure[]> {
   const server = await NatsServer.start();
-  const nc = await connect({ servers: server.url });
-  const figures: Figure[] = [];
-  const procs: ChildProcess[] = [];
-  const sinks: Sink[] = [];
+  const nc = await connect({ servers: server.url, noAsyncTraces: true });
+  const receiver = await ReceiverProcess.start();
+  const ingest = startService("ingest", {
+    NATS_URL: server.url,
+    INGEST_ADDR: "127.0.0.1:0",
+    ADMIN_TOKEN: STACK_ADMIN_TOKEN,
+  });
+  const replicas: ServiceProcess[] = [];
+  const clients: Array<{ close(): void }> = [];
+  const stopReplicas = () => Promise.all(replicas.splice(0).map((r) => stopProcess(r.proc)));
   try {
-    await ensureTopology(await nc.jetstreamManager(), DEFAULT_TOPOLOGY);
     const js = nc.jetstream();
-    const store = await ConfigStore.open(nc);
-    const newSink = async () => {
-      const s = new Sink();
-      sinks.push(s);
-      return { sink: s, url: await s.listen() };
+    await ensureTopology(await nc.jetstreamManager(), DEFAULT_TOPOLOGY);
+    const address = String((await ingest.waitFor("ingest listening")).address);
+    const admin = adminClient(address);
+    clients.push(admin);
+    const source = await admin.createSource({ name: "bench" });
+    const sourceId = source.source!.id;
+    const client = ingestClient(address, source.writeKey);
+    clients.push(client);
+    await admin.createDestination({
+      destination: { name: "bench", urls: [receiver.url], sourceIds: [sourceId], enabled: true },
+    });
+
+    await rawPosts(receiver.url, 2_000, "warm-raw", sourceId);
+    const raw = await rawPosts(receiver.url, BACKLOG, "raw", sourceId);
+
+    // Warm-up: creates the consumers and connections, then stops so a backlog can build.
+    replicas.push(replica(server.url));
+    await fillBacklog(js, sourceId, "warm", 500);
+    await receiver.waitForTag("warm", 500);
+    await stopReplicas();
+
+    const backlog = async (n: number, env: Record<string, string> = {}) => {
+      const tag = `backlog${n}${env.ATTEMPT_LOG ?? ""}`;
+      await fillBacklog(js, sourceId, tag, BACKLOG);
+      for (let i = 0; i < n; i++) replicas.push(replica(server.url, env));
+      await receiver.waitForTag(tag, BACKLOG);
+      return receiptRate(receiver, tag, BACKLOG);
     };
+    const one = await backlog(1);
+    await stopReplicas();
+    const two = await backlog(2);
+    await stopReplicas();
+    // The same backlog with the attempt log off: its cost (target: on >= 0.8x off).
+    const oneOff = await backlog(1, { ATTEMPT_LOG: "off" });
+    await stopReplicas();
 
-    // 1 replica.
-    const one = await newSink();
-    await store.putDestination(destination("bench1", "src1", one.url));
-    procs.push(replica(server.url));
-    await throughput(js, one.sink, "src1", 500); // warm-up (JIT, connections, consumer creation)
-    const rate1 = await throughput(js, one.sink, "src1", DELIVERIES);
-    figures.push({
-      name: "deliveries/s, 1 replica",
-      value: Math.round(rate1),
-      unit: "1/s",
-      note: `${DELIVERIES} calls, signed, 200 at once`,
-    });
+    // Latency with 1 replica, warmed up.
+    replicas.push(replica(server.url));
+    await latencies(client, receiver, "lat-warm", 200);
+    const steady: Figure[] = [];
+    for (const rate of [500, 2000])
+      steady.push(...latencyFigures(rate, await latencies(client, receiver, `lat${rate}`, rate)));
 
-    const steady = await latencies(js, one.sink, "src1", STEADY_RATE, STEADY_SECONDS);
-    figures.push({
-      name: "delivery latency p50",
-      value: percentile(steady, 50),
-      unit: "ms",
-      note: `${STEADY_RATE} calls/s, 1 replica`,
-    });
-    figures.push({
-      name: "delivery latency p99",
-      value: percentile(steady, 99),
-      unit: "ms",
-      note: `${STEADY_RATE} calls/s, 1 replica`,
-    });
-
-    // The same, with the attempt log off (issue 12: on must keep >= 0.8x of off).
-    await stopReplicas(procs.splice(0));
-    procs.push(replica(server.url, { ATTEMPT_LOG: "off" }));
-    await throughput(js, one.sink, "src1", 500);
-    const rateOff = await throughput(js, one.sink, "src1", DELIVERIES);
-    figures.push({
-      name: "deliveries/s, 1 replica, attempt log off",
-      value: Math.round(rateOff),
-      unit: "1/s",
-      note: `attempt log on = ${(rate1 / rateOff).toFixed(2)}x off`,
-    });
-
-    // Isolation: the same healthy destination, then beside one that never answers.
-    const dead = new Sink();
-    sinks.push(dead);
-    dead.hang = true;
-    const deadUrl = await dead.listen();
-    await stopReplicas(procs.splice(0));
-    procs.push(replica(server.url, { WEBHOOK_TIMEOUT_MS: "300", RETRY_BASE_DELAY: "100ms" }));
-    await latencies(js, one.sink, "src1", STEADY_RATE, 1); // warm-up
-    const alone = await latencies(js, one.sink, "src1", STEADY_RATE, STEADY_SECONDS);
-    await store.putDestination(destination("timeout", "src1", deadUrl));
-    await sleep(500);
-    const beside = await latencies(js, one.sink, "src1", STEADY_RATE, STEADY_SECONDS);
-    figures.push({
-      name: "isolation: healthy p99 alone",
-      value: percentile(alone, 99),
-      unit: "ms",
-      note: `${STEADY_RATE} calls/s`,
-    });
-    figures.push({
-      name: "isolation: healthy p99 beside timing-out dest.",
-      value: percentile(beside, 99),
-      unit: "ms",
-      note: `timeout 300 ms, ${dead.requests} attempts on it meanwhile`,
-    });
-    await store.deleteDestination("timeout");
-    await stopReplicas(procs.splice(0));
-
-    // 2 replicas, on a fresh destination.
-    const two = await newSink();
-    await store.putDestination(destination("bench2", "src2", two.url));
-    procs.push(replica(server.url), replica(server.url));
-    await throughput(js, two.sink, "src2", 500);
-    const rate2 = await throughput(js, two.sink, "src2", DELIVERIES);
-    figures.push({
-      name: "deliveries/s, 2 replicas",
-      value: Math.round(rate2),
-      unit: "1/s",
-      note: `${DELIVERIES} calls; 2 cores shared with nats-server and the receiver`,
-    });
-    store.close();
+    const limit = { name: "raw undici POST", value: raw };
+    return [
+      {
+        name: "limit: raw undici POST to the receiver",
+        value: Math.round(raw),
+        unit: "req/s",
+        note: `${BACKLOG} bodies, ${RAW_IN_FLIGHT} in flight, receiver in its own process`,
+      },
+      {
+        name: "dispatch from backlog, 1 replica",
+        value: Math.round(one),
+        unit: "deliveries/s",
+        limit,
+        note: `${BACKLOG} calls on EVENTS, routed, signed, POSTed; first to last receipt`,
+      },
+      {
+        name: "dispatch from backlog, 2 replicas",
+        value: Math.round(two),
+        unit: "deliveries/s",
+        limit,
+        note: "2 cores shared with nats-server, the receiver and the replicas",
+      },
+      { name: "2 replicas / 1 replica", value: round(two / one, 2), unit: "x", note: "target: >= 1" },
+      {
+        name: "dispatch from backlog, 1 replica, attempt log off",
+        value: Math.round(oneOff),
+        unit: "deliveries/s",
+        limit,
+        note: "the same backlog with ATTEMPT_LOG=off",
+      },
+      {
+        name: "attempt log on / off",
+        value: round(one / oneOff, 2),
+        unit: "x",
+        note: "target: >= 0.8",
+      },
+      ...steady,
+    ];
   } finally {
-    await stopReplicas(procs);
-    await Promise.all(sinks.map((s) => s.close()));
+    for (const c of clients) c.close();
+    await stopReplicas();
+    await stopProcess(ingest.proc);
+    await receiver.stop();
     await nc.close();
     await server.stop();
   }
-  return figures;
 }
 
 const isMain = process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1];

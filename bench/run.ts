@@ -9,13 +9,18 @@ import { fileURLToPath } from "node:url";
 import { benchAudience } from "./audience.js";
 import { benchClient } from "./client.js";
 import { benchDispatcher } from "./dispatcher.js";
+import { benchIngest } from "./ingest.js";
+import { benchIsolation } from "./isolation.js";
 import { runJsonChild } from "./json-child.js";
 import { type Figure, printTable } from "./table.js";
 
+/** One line per suite (merges stay trivial); they run in this order. */
 const suites: Record<string, () => Promise<Figure[]>> = {
-  client: benchClient,
+  ingest: benchIngest,
   dispatcher: benchDispatcher,
   audience: benchAudience,
+  isolation: benchIsolation,
+  client: benchClient,
   replicas: (await import("./replicas.js")).benchReplicas,
   "http-ingest": async () => (await import("./http-ingest.js")).benchHttpIngest(),
 };

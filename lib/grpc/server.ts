@@ -120,7 +120,12 @@ export function addService<S extends GenServiceMethods>(
     ) => {
       const started = performance.now();
       const abort = new AbortController();
-      call.on("cancelled", () => abort.abort(new HookpostError(Code.CANCELLED, "call cancelled")));
+      let answered = false;
+      // grpc-js also signals "cancelled" once an answered call's stream closes: only a call
+      // still running is really cancelled (and an error with its stack trace is not free).
+      call.on("cancelled", () => {
+        if (!answered) abort.abort(new HookpostError(Code.CANCELLED, "call cancelled"));
+      });
       const ctx: CallContext = {
         method: name,
         metadata: call.metadata,
@@ -131,10 +136,12 @@ export function addService<S extends GenServiceMethods>(
       try {
         if (!fn) throw new HookpostError(Code.UNIMPLEMENTED, `${name} is not implemented yet`);
         const out = await run(ctx);
+        answered = true;
         callback(null, encode(out));
       } catch (err) {
         const herr = err instanceof HookpostError ? err : internal(name, err, options);
         code = herr.code;
+        answered = true;
         callback(herr.toServiceError());
       } finally {
         options.onCallEnd?.(name, code, performance.now() - started);

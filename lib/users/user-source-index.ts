@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
-import type { JetStreamClient, JetStreamManager, KV, NatsConnection, Subscription } from "nats";
+import { headers, type JetStreamManager, type KV, type NatsConnection, type Subscription } from "nats";
 import { Code, HookpostError } from "../grpc/hookpost-error.js";
+import { PipelinedPublisher } from "../nats/pipelined-publisher.js";
 import { ID_PATTERN } from "../nats/topology.js";
 
 /** JetStream KV bucket: one key per (user id, source id) pair that has received calls. */
@@ -93,7 +94,6 @@ const ENTRY_OVERHEAD = 96;
  * and tells every replica to drop the pairs from memory.
  */
 export class UserSourceIndex {
-  readonly #js: JetStreamClient;
   readonly #jsm: JetStreamManager;
   readonly #nc: NatsConnection;
   readonly #kv: KV;
@@ -101,6 +101,8 @@ export class UserSourceIndex {
   readonly #maxBytes: number;
   readonly #ttlMs: number;
   readonly #timeoutMs: number;
+  /** Pair writes: many in flight at low cost each (audience syncs write one per new member). */
+  readonly #pipe: PipelinedPublisher;
   /** LRU of known pairs (Map keeps insertion order; a hit moves the entry to the end). */
   readonly #known = new Map<string, number>();
   #bytes = 0;
@@ -108,28 +110,22 @@ export class UserSourceIndex {
   #sub: Subscription | undefined;
   readonly #stats = { hits: 0, misses: 0, writes: 0 };
 
-  private constructor(
-    nc: NatsConnection,
-    js: JetStreamClient,
-    jsm: JetStreamManager,
-    kv: KV,
-    o: UserSourceIndexOptions,
-  ) {
+  private constructor(nc: NatsConnection, jsm: JetStreamManager, kv: KV, o: UserSourceIndexOptions) {
     this.#nc = nc;
-    this.#js = js;
     this.#jsm = jsm;
     this.#kv = kv;
     this.#capacity = o.capacity ?? 100_000;
     this.#maxBytes = o.maxBytes ?? 32 * 1024 * 1024;
     this.#ttlMs = o.knownTtlMs ?? 3_600_000;
     this.#timeoutMs = o.timeoutMs ?? 5_000;
+    this.#pipe = new PipelinedPublisher(nc, this.#timeoutMs);
   }
 
   /** Opens (creating if needed) the bucket and listens for "forgotten" notices. */
   static async open(nc: NatsConnection, options: UserSourceIndexOptions = {}): Promise<UserSourceIndex> {
     const js = nc.jetstream();
     const kv = await js.views.kv(USER_SOURCES_BUCKET, { history: 1, replicas: options.replicas ?? 1 });
-    const index = new UserSourceIndex(nc, js, await nc.jetstreamManager(), kv, options);
+    const index = new UserSourceIndex(nc, await nc.jetstreamManager(), kv, options);
     index.#sub = nc.subscribe(USER_FORGOTTEN_SUBJECT, {
       callback: (err, msg) => {
         if (err) return;
@@ -196,10 +192,12 @@ export class UserSourceIndex {
   async #store(userId: string, sourceId: string): Promise<void> {
     if (!ID_PATTERN.test(sourceId)) throw new Error(`invalid source id ${JSON.stringify(sourceId)}`);
     try {
-      await this.#js.publish(
+      const h = headers();
+      h.set("Nats-Expected-Last-Subject-Sequence", "0");
+      await this.#pipe.publish(
         `$KV.${USER_SOURCES_BUCKET}.${userSourceKey(userId, sourceId)}`,
         new Date().toISOString(),
-        { expect: { lastSubjectSequence: 0 }, timeout: this.#timeoutMs },
+        h,
       );
       this.#stats.writes++;
     } catch (err) {
@@ -295,6 +293,7 @@ export class UserSourceIndex {
   }
 
   close(): void {
+    this.#pipe.close();
     this.#sub?.unsubscribe();
     this.#sub = undefined;
   }

@@ -1,11 +1,11 @@
-import { setMaxListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
-import { headers, type JetStreamClient, type MsgHdrs, type NatsConnection, type PubAck } from "nats";
+import { headers, type MsgHdrs, type NatsConnection } from "nats";
 import { Code, HookpostError } from "../../../lib/grpc/mod.js";
 import type { Logger } from "../../../lib/log/logger.js";
 import type { StoredCall } from "../../../lib/model/stored-call.js";
 import { ConnectionState } from "../../../lib/nats/connection-state.js";
 import { isNoResponders, isStreamFull, isTransient } from "../../../lib/nats/jetstream-errors.js";
+import { PipelinedPublisher, type PubAckLite, PublishError } from "../../../lib/nats/pipelined-publisher.js";
 import { eventSubject } from "../../../lib/nats/topology.js";
 import { startPublishSpan, type TraceContext } from "../../../lib/tracing/mod.js";
 
@@ -34,30 +34,20 @@ const disconnected = () =>
  * deadline. It recovers on its own when the connection comes back.
  */
 export class EventPublisher {
-  readonly #js: JetStreamClient;
+  /** All publishes in flight share one inbox; a batch's go out in one socket write. */
+  readonly #pipe: PipelinedPublisher;
   readonly #options: PublisherOptions;
   readonly #log: Logger;
   readonly #state: ConnectionState;
-  /** Aborted when the connection drops (a fresh one per connection). */
-  #lost: AbortController;
 
   constructor(nc: NatsConnection, log: Logger, options: PublisherOptions) {
-    this.#js = nc.jetstream();
+    this.#pipe = new PipelinedPublisher(nc, options.timeoutMs);
     this.#log = log;
     this.#options = options;
-    this.#lost = this.#newLost();
     this.#state = new ConnectionState(nc);
     this.#state.onChange((up) => {
-      if (up) this.#lost = this.#newLost();
-      else this.#lost.abort();
+      if (!up) this.#pipe.failAll(new PublishError("DISCONNECT", "lost the NATS connection"));
     });
-  }
-
-  #newLost(): AbortController {
-    const c = new AbortController();
-    // One listener per in-flight publish (a batch has hundreds): not a leak.
-    setMaxListeners(0, c.signal);
-    return c;
   }
 
   get connected(): boolean {
@@ -122,30 +112,11 @@ export class EventPublisher {
     return this.#state.waitUp(deadline - performance.now());
   }
 
-  /** One publish; fails at once when the connection is (or goes) down meanwhile. */
-  async #attempt(subject: string, data: string, h: MsgHdrs, remainingMs: number): Promise<PubAck> {
-    if (!this.connected) throw disconnected();
-    const pub = this.#js.publish(subject, data, {
-      headers: h,
-      // Short enough that a publish lost in an election is sent again well before the deadline.
-      timeout: Math.max(1, Math.min(remainingMs, ATTEMPT_TIMEOUT_MS)),
-    });
-    pub.catch(() => {}); // may lose the race below; its outcome no longer matters then
-    // Settles with the publish, or fails at once when the connection drops meanwhile.
-    // (Listeners are removed afterwards: racing a never-settling promise would leak.)
-    const lost = this.#lost.signal;
-    let onLost: (() => void) | undefined;
-    const dropped = new Promise<never>((_, reject) => {
-      onLost = () => reject(disconnected());
-      if (lost.aborted) onLost();
-      else lost.addEventListener("abort", onLost, { once: true });
-    });
-    dropped.catch(() => {});
-    try {
-      return await Promise.race([pub, dropped]);
-    } finally {
-      lost.removeEventListener("abort", onLost!);
-    }
+  /** One publish; fails at once when the connection is (or goes) down meanwhile (failAll). */
+  #attempt(subject: string, data: string, h: MsgHdrs, remainingMs: number): Promise<PubAckLite> {
+    if (!this.connected) return Promise.reject(disconnected());
+    // Short enough that a publish lost in an election is sent again well before the deadline.
+    return this.#pipe.publish(subject, data, h, Math.max(1, Math.min(remainingMs, ATTEMPT_TIMEOUT_MS)));
   }
 
   /** Stores several calls at once (at most `concurrency` in flight); rejects with the first failure. */

@@ -1,21 +1,36 @@
-import type { JetStreamClient, NatsConnection } from "nats";
+import { headers, type NatsConnection } from "nats";
 import type { StoredCall } from "../../../lib/model/stored-call.js";
 import { natsFailure } from "../../../lib/nats/jetstream-errors.js";
+import { PipelinedPublisher } from "../../../lib/nats/pipelined-publisher.js";
 import { eventSubject } from "../../../lib/nats/topology.js";
 import type { PublishCall } from "./deps.js";
+
+/** One pipelined publisher per connection and timeout; its inbox closes with the connection. */
+const publishers = new WeakMap<NatsConnection, Map<number, PipelinedPublisher>>();
+
+function pipelined(nc: NatsConnection, timeoutMs: number): PipelinedPublisher {
+  const byTimeout = publishers.get(nc) ?? new Map<number, PipelinedPublisher>();
+  publishers.set(nc, byTimeout);
+  let pipe = byTimeout.get(timeoutMs);
+  if (!pipe || pipe.closed) {
+    pipe = new PipelinedPublisher(nc, timeoutMs);
+    byTimeout.set(timeoutMs, pipe);
+  }
+  return pipe;
+}
 
 /**
  * The built-in publisher: one JetStream publish per call with `Nats-Msg-Id:
  * <sourceId>:<messageId>`, so that a repeated message id inside the dedup window is stored once.
+ * Pipelined: many calls in flight cost little each (see PipelinedPublisher).
  */
 export function jetStreamPublisher(nc: NatsConnection, timeoutMs = 5_000): PublishCall {
-  const js: JetStreamClient = nc.jetstream();
+  const pipe = pipelined(nc, timeoutMs);
   return async (call: StoredCall) => {
+    const h = headers();
+    h.set("Nats-Msg-Id", `${call.sourceId}:${call.messageId}`);
     try {
-      await js.publish(eventSubject(call.sourceId, call.type), JSON.stringify(call), {
-        msgID: `${call.sourceId}:${call.messageId}`,
-        timeout: timeoutMs,
-      });
+      await pipe.publish(eventSubject(call.sourceId, call.type), JSON.stringify(call), h);
     } catch (err) {
       throw natsFailure("could not store the call", err);
     }

@@ -202,20 +202,25 @@ export function syncMessageId(
   escapedUserId: string,
   valueJson: string,
 ): string {
-  const digest = createHash("sha256")
-    .update(
-      JSON.stringify([
-        "hookpost-sync/1",
-        subject.sourceId,
-        subject.kind,
-        subject.key,
-        escapedUserId,
-        valueJson,
-        generation,
-      ]),
-    )
-    .digest("base64url");
-  return `${subject.kind === "audience" ? "aud" : "trt"}_${digest}`;
+  return syncMessageIds(subject, generation)(escapedUserId, valueJson);
+}
+
+/**
+ * `syncMessageId` for one sync: the parts that do not change between its calls are rendered
+ * once (the digest input is byte for byte the same JSON array).
+ */
+export function syncMessageIds(
+  subject: SyncSubject,
+  generation: string,
+): (escapedUserId: string, valueJson: string) => string {
+  const head = JSON.stringify(["hookpost-sync/1", subject.sourceId, subject.kind, subject.key]).slice(0, -1);
+  const tail = `,${JSON.stringify(generation)}]`;
+  const prefix = subject.kind === "audience" ? "aud_" : "trt_";
+  return (escapedUserId, valueJson) =>
+    prefix +
+    createHash("sha256")
+      .update(`${head},${JSON.stringify(escapedUserId)},${JSON.stringify(valueJson)}${tail}`)
+      .digest("base64url");
 }
 
 /**
@@ -249,18 +254,29 @@ export async function applySync(
     const leftValue = subject.kind === "audience" ? "false" : "null";
     const counts: SyncCounts = { current: 0, added: 0, changed: 0, left: 0 };
     const signal = options.signal;
+    const messageId = syncMessageIds(subject, generation);
+    // Audience values are "true"/"false": parsed once, not per call.
+    const parsed = new Map<string, JsonValue>([
+      ["true", true],
+      ["false", false],
+      ["null", null],
+    ]);
 
     const emit = (escapedId: string, valueJson: string, isNew: boolean): Promise<void> | undefined => {
       const userId = unescapeField(escapedId);
       const call: StoredCall = {
         type: "identify",
-        messageId: syncMessageId(subject, generation, escapedId, valueJson),
+        messageId: messageId(escapedId, valueJson),
         sourceId: subject.sourceId,
         receivedAt: at,
         timestamp: at,
         userId,
         context,
-        traits: { [subject.key]: JSON.parse(valueJson) as JsonValue },
+        traits: {
+          [subject.key]: parsed.has(valueJson)
+            ? parsed.get(valueJson)!
+            : (JSON.parse(valueJson) as JsonValue),
+        },
       };
       const index = isNew ? deps.index : undefined;
       return window.run(() =>

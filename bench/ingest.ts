@@ -1,0 +1,184 @@
+/**
+ * Ingest benchmark (issue 13): Hookpost ingest (its own process, as in production) next to the
+ * limits of the same machine, measured in the same run:
+ *
+ * - raw nats.js JetStream async publish of the same payloads (pipelined, from this process);
+ * - raw gRPC of an empty IngestService handler (own process, same server code): unary Track,
+ *   Batch of 100 calls, and one client stream (SyncAudience chunks).
+ *
+ *   npm run bench -- ingest          BENCH_CALLS=50000 npm run bench -- ingest
+ *   BENCH_CPU_PROF=/tmp/prof npm run bench -- ingest   # .cpuprofile of the ingest process
+ */
+import { fileURLToPath } from "node:url";
+import { connect, headers } from "nats";
+import { DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "../lib/nats/topology.js";
+import { NatsServer } from "../test/helpers/nats-server.js";
+import { adminClient, type IngestClient, ingestClient, STACK_ADMIN_TOKEN } from "../test/helpers/stack.js";
+import { pipelined, round, storedTrack, trackInit } from "./payloads.js";
+import { cpuMs, startEmptyGrpc, startService, stopProcess } from "./procs/processes.js";
+import { type Figure, printTable } from "./table.js";
+
+const CALLS = Number(process.env.BENCH_CALLS ?? 20_000);
+const BATCH = 100;
+/** Batches in flight at once (a few clients' worth). */
+const BATCHES_IN_FLIGHT = 8;
+/** Unary calls in flight at once. */
+const UNARY_IN_FLIGHT = 256;
+/** Raw JetStream publishes in flight at once. */
+const JS_IN_FLIGHT = 1_000;
+
+type Ingest = IngestClient;
+
+const batchOf = (b: number, tag: string) => ({
+  calls: Array.from({ length: BATCH }, (_, k) => ({
+    call: { case: "track" as const, value: trackInit(b * BATCH + k, tag) },
+  })),
+});
+
+/** calls/s through Batch: CALLS calls in batches of 100, 8 batches in flight. */
+async function viaBatch(client: Ingest, tag: string, calls = CALLS): Promise<number> {
+  const batches = Math.ceil(calls / BATCH);
+  const rate = await pipelined(batches, BATCHES_IN_FLIGHT, (b) => client.batch(batchOf(b, tag)));
+  return rate * BATCH;
+}
+
+async function viaUnary(client: Ingest, tag: string, calls = CALLS): Promise<number> {
+  return pipelined(calls, UNARY_IN_FLIGHT, (i) => client.track(trackInit(i, tag)));
+}
+
+/** Messages/s of one client stream of 100-id chunks. */
+async function viaStream(client: Ingest, messages = CALLS / 2): Promise<number> {
+  const ids = Array.from({ length: BATCH }, (_, i) => `usr_${i.toString(16).padStart(8, "0")}`);
+  const started = performance.now();
+  await client.syncAudience(
+    (function* () {
+      for (let i = 0; i < messages; i++) yield { audienceName: i === 0 ? "bench" : "", userIds: ids };
+    })(),
+  );
+  return messages / ((performance.now() - started) / 1000);
+}
+
+export async function benchIngest(): Promise<Figure[]> {
+  const server = await NatsServer.start();
+  const nc = await connect({ servers: server.url, noAsyncTraces: true });
+  const empty = await startEmptyGrpc();
+  const ingest = startService("ingest", {
+    NATS_URL: server.url,
+    INGEST_ADDR: "127.0.0.1:0",
+    ADMIN_TOKEN: STACK_ADMIN_TOKEN,
+  });
+  const clients: Array<{ close(): void }> = [];
+  try {
+    await ensureTopology(await nc.jetstreamManager(), DEFAULT_TOPOLOGY);
+    const address = String((await ingest.waitFor("ingest listening")).address);
+    const admin = adminClient(address);
+    clients.push(admin);
+    const source = await admin.createSource({ name: "bench" });
+    const hookpost = ingestClient(address, source.writeKey);
+    const raw = ingestClient(empty.address, source.writeKey);
+    clients.push(hookpost, raw);
+    const sourceId = source.source!.id;
+
+    // Raw JetStream: what ingest stores for these calls, with the same dedup header.
+    const js = nc.jetstream();
+    const rawPublish = async (tag: string, count: number) =>
+      pipelined(count, JS_IN_FLIGHT, (i) => {
+        const c = storedTrack(i, tag, sourceId);
+        const h = headers();
+        h.set("Nats-Msg-Id", `${sourceId}:${c.messageId}`);
+        return js.publish(eventSubject(sourceId, "track"), JSON.stringify(c), { headers: h });
+      });
+
+    // Warm-up of every path (JIT, connections, consumers), then the measured runs.
+    const step = <T>(what: string, fn: () => Promise<T>) => {
+      console.error(`  ingest: ${what}`);
+      return fn();
+    };
+    await step("warm-up", async () => {
+      await rawPublish("warm-js", 2_000);
+      await viaBatch(raw, "warm-raw", 2_000);
+      await viaUnary(raw, "warm-raw", 2_000);
+      await viaBatch(hookpost, "warm-b", 2_000);
+      await viaUnary(hookpost, "warm-u", 2_000);
+    });
+    const jsRate = await step("raw JetStream publish", () => rawPublish("js", CALLS));
+    const grpcBatch = await step("raw gRPC Batch", () => viaBatch(raw, "raw-b"));
+    const grpcUnary = await step("raw gRPC unary", () => viaUnary(raw, "raw-u"));
+    const grpcStream = await step("raw gRPC stream", () => viaStream(raw));
+    // The ingest process's CPU per call: steadier than rates on a machine shared with other work.
+    const perCall = async (fn: () => Promise<number>): Promise<[number, string]> => {
+      const cpu0 = cpuMs(ingest.proc.pid);
+      const rate = await fn();
+      return [rate, `ingest CPU ${round(((cpuMs(ingest.proc.pid) - cpu0) * 1000) / CALLS, 1)} µs/call`];
+    };
+    const [batch, batchCpu] = await step("Hookpost Batch", () => perCall(() => viaBatch(hookpost, "b")));
+    const [unary, unaryCpu] = await step("Hookpost unary", () => perCall(() => viaUnary(hookpost, "u")));
+
+    const calls = `${CALLS} track calls of ~300 B`;
+    const limitJs = "raw JetStream async publish";
+    return [
+      {
+        name: "limit: raw JetStream async publish",
+        value: Math.round(jsRate),
+        unit: "msg/s",
+        note: `${calls}, ${JS_IN_FLIGHT} in flight`,
+      },
+      {
+        name: "limit: raw gRPC Batch, empty handler",
+        value: Math.round(grpcBatch),
+        unit: "calls/s",
+        note: `batches of ${BATCH}, ${BATCHES_IN_FLIGHT} in flight`,
+      },
+      {
+        name: "limit: raw gRPC unary, empty handler",
+        value: Math.round(grpcUnary),
+        unit: "calls/s",
+        note: `${UNARY_IN_FLIGHT} in flight`,
+      },
+      {
+        name: "limit: raw gRPC client stream, empty handler",
+        value: Math.round(grpcStream),
+        unit: "msg/s",
+        note: `${BATCH} ids per message`,
+      },
+      {
+        name: "ingest via Batch",
+        value: Math.round(batch),
+        unit: "calls/s",
+        limit: { name: limitJs, value: jsRate },
+        note: `${calls}; answered after every PubAck; ${batchCpu}`,
+      },
+      {
+        name: "ingest via Batch vs gRPC",
+        value: Math.round(batch),
+        unit: "calls/s",
+        limit: { name: "raw gRPC Batch", value: grpcBatch },
+      },
+      {
+        name: "ingest via unary calls",
+        value: Math.round(unary),
+        unit: "calls/s",
+        limit: { name: "raw gRPC unary", value: grpcUnary },
+        note: `${UNARY_IN_FLIGHT} in flight; ${unaryCpu}`,
+      },
+      {
+        name: "ingest via unary calls vs JetStream",
+        value: Math.round(unary),
+        unit: "calls/s",
+        limit: { name: limitJs, value: jsRate },
+      },
+    ].map((f) => ({ ...f, value: round(f.value) }));
+  } finally {
+    for (const c of clients) c.close();
+    await stopProcess(ingest.proc);
+    await stopProcess(empty.proc);
+    await nc.close();
+    await server.stop();
+  }
+}
+
+const isMain = process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1];
+if (isMain) {
+  printTable(await benchIngest());
+  process.exit(0);
+}

@@ -1,0 +1,120 @@
+import { type ChildProcess, fork, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { ROOT, type ServiceProcess, spawnNode } from "../../test/helpers/service-process.js";
+
+const HERE = fileURLToPath(new URL(".", import.meta.url));
+
+/**
+ * Node flags for the Hookpost service processes of a bench: `BENCH_CPU_PROF=<dir>` profiles
+ * them (`node --cpu-prof`), one .cpuprofile per process, written when it exits.
+ */
+function profileFlags(): string[] {
+  const dir = process.env.BENCH_CPU_PROF;
+  return dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : [];
+}
+
+/** A Hookpost service (`ingest` or `dispatcher`) as its own process, as in production. */
+export function startService(name: "ingest" | "dispatcher", env: Record<string, string>): ServiceProcess {
+  const entry = `${ROOT}/services/${name}/main.ts`;
+  return spawnNode([...profileFlags(), "--import", "tsx", entry], {
+    OPS_ADDR: "off",
+    LOG_LEVEL: "info",
+    ...env,
+  });
+}
+
+/** SIGTERM, then waits for the exit (a profiled process writes its profile on exit). */
+export async function stopProcess(p: ChildProcess): Promise<void> {
+  if (p.exitCode !== null || p.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => p.once("exit", () => resolve()));
+  p.kill("SIGTERM");
+  await exited;
+}
+
+/** The raw gRPC limit server (procs/empty-grpc-child.ts); resolves with its process and address. */
+export async function startEmptyGrpc(): Promise<{ proc: ChildProcess; address: string }> {
+  const proc = spawn(process.execPath, ["--import", "tsx", `${HERE}empty-grpc-child.ts`], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const line = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: proc.stdout! }).once("line", resolve);
+    proc.once("exit", (code) => reject(new Error(`empty gRPC server exited (${code})`)));
+  });
+  return { proc, address: (JSON.parse(line) as { address: string }).address };
+}
+
+/**
+ * The webhook receiver (procs/receiver-child.ts) in its own process; keeps the arrival time of
+ * every Idempotency-Key (the first one) and counts requests.
+ */
+export class ReceiverProcess {
+  readonly arrivals = new Map<string, number>();
+  requests = 0;
+  readonly #waiters = new Set<() => void>();
+
+  private constructor(
+    readonly proc: ChildProcess,
+    readonly url: string,
+  ) {
+    proc.on("message", (m: { arrivals?: Array<[string, number]> }) => {
+      if (!m.arrivals) return;
+      for (const [id, at] of m.arrivals) {
+        this.requests++;
+        if (!this.arrivals.has(id)) this.arrivals.set(id, at);
+      }
+      for (const w of this.#waiters) w();
+    });
+  }
+
+  static async start(): Promise<ReceiverProcess> {
+    const proc = fork(`${HERE}receiver-child.ts`, [], { execArgv: ["--import", "tsx"], stdio: "inherit" });
+    const port = await new Promise<number>((resolve, reject) => {
+      proc.once("message", (m: { port: number }) => resolve(m.port));
+      proc.once("exit", (code) => reject(new Error(`receiver exited (${code})`)));
+    });
+    return new ReceiverProcess(proc, `http://127.0.0.1:${port}/hook`);
+  }
+
+  /** Resolves once the keys `<tag>-0` .. `<tag>-<count - 1>` all arrived (rejects after `timeoutMs`). */
+  async waitForTag(tag: string, count: number, timeoutMs = 300_000): Promise<void> {
+    let next = 0;
+    const done = () => {
+      while (next < count && this.arrivals.has(`${tag}-${next}`)) next++;
+      return next === count;
+    };
+    if (done()) return;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#waiters.delete(check);
+        reject(new Error(`only ${next} of ${count} "${tag}" deliveries arrived in order`));
+      }, timeoutMs);
+      const check = () => {
+        if (!done()) return;
+        clearTimeout(timer);
+        this.#waiters.delete(check);
+        resolve();
+      };
+      this.#waiters.add(check);
+    });
+  }
+
+  async stop(): Promise<void> {
+    const exited = new Promise<void>((resolve) => this.proc.once("exit", () => resolve()));
+    this.proc.disconnect();
+    await exited;
+  }
+}
+
+/** CPU time (user + system, ms) a process used so far, from /proc (Linux); NaN elsewhere. */
+export function cpuMs(pid: number | undefined): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    // utime and stime are fields 14 and 15 of the file (11 and 12 after the name), in 1/100 s.
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return Number.NaN;
+  }
+}

@@ -1,0 +1,79 @@
+import { connect, DiscardPolicy, headers, type NatsConnection, RetentionPolicy } from "nats";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { isStreamFull } from "../../lib/nats/jetstream-errors.js";
+import { PipelinedPublisher, PublishError } from "../../lib/nats/pipelined-publisher.js";
+import { NatsServer } from "../helpers/nats-server.js";
+
+let server: NatsServer;
+let nc: NatsConnection;
+
+beforeAll(async () => {
+  server = await NatsServer.start();
+  nc = await connect({ servers: server.url });
+  const jsm = await nc.jetstreamManager();
+  await jsm.streams.add({ name: "PP", subjects: ["pp.>"], retention: RetentionPolicy.Limits });
+  await jsm.streams.add({ name: "TINY", subjects: ["tiny.>"], max_msgs: 1, discard: DiscardPolicy.New });
+});
+afterAll(async () => {
+  await nc?.close();
+  await server?.stop();
+});
+
+const withId = (id: string) => {
+  const h = headers();
+  h.set("Nats-Msg-Id", id);
+  return h;
+};
+
+describe("PipelinedPublisher", () => {
+  it("stores many messages in flight at once, each confirmed by its own PubAck, and deduplicates ids", async () => {
+    const pipe = new PipelinedPublisher(nc, 10_000);
+    const acks = await Promise.all(
+      Array.from({ length: 2_000 }, (_, i) => pipe.publish(`pp.${i % 7}`, `m${i}`, withId(`id-${i}`))),
+    );
+    expect(new Set(acks.map((a) => a.seq)).size).toBe(2_000);
+    expect(acks.every((a) => a.stream === "PP" && !a.duplicate)).toBe(true);
+    expect(pipe.inFlight).toBe(0);
+    const again = await pipe.publish("pp.0", "m0", withId("id-0"));
+    expect(again.duplicate).toBe(true);
+    const info = await (await nc.jetstreamManager()).streams.info("PP");
+    expect(info.state.messages).toBe(2_000);
+    pipe.close();
+  });
+
+  it("rejects with the JetStream API error, shaped so the classifiers see a full stream", async () => {
+    const pipe = new PipelinedPublisher(nc, 10_000);
+    await pipe.publish("tiny.a", "first", headers());
+    const err = await pipe.publish("tiny.a", "second", headers()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PublishError);
+    expect(isStreamFull(err)).toBe(true);
+    pipe.close();
+  });
+
+  it("answers no responders (503) when no stream takes the subject", async () => {
+    const pipe = new PipelinedPublisher(nc, 10_000);
+    const err = (await pipe.publish("nobody.here", "x", headers()).catch((e: unknown) => e)) as PublishError;
+    expect(err.code).toBe("503");
+    pipe.close();
+  });
+
+  it("times out when nobody answers, and fails what is in flight on failAll and close", async () => {
+    const silent = nc.subscribe("silent.>"); // a responder that never answers: no 503, no PubAck
+    const pipe = new PipelinedPublisher(nc, 300);
+    const timedOut = (await pipe
+      .publish("silent.a", "x", headers())
+      .catch((e: unknown) => e)) as PublishError;
+    expect(timedOut.code).toBe("TIMEOUT");
+
+    const slow = new PipelinedPublisher(nc, 60_000);
+    const pending = slow.publish("silent.b", "x", headers()).catch((e: unknown) => e);
+    slow.failAll(new PublishError("DISCONNECT", "lost"));
+    expect(((await pending) as PublishError).code).toBe("DISCONNECT");
+    const afterClose = slow.publish("silent.c", "x", headers()).catch((e: unknown) => e);
+    slow.close();
+    expect(((await afterClose) as PublishError).code).toBe("CONNECTION_CLOSED");
+    expect(slow.closed).toBe(true);
+    silent.unsubscribe();
+    pipe.close();
+  });
+});
