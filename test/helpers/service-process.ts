@@ -27,8 +27,9 @@ export function spawnService(entry: string, env: Record<string, string>, cwd = R
 export function spawnNode(args: string[], env: Record<string, string>, cwd = ROOT): ServiceProcess {
   const proc = spawn(process.execPath, args, {
     cwd,
-    // Only what a service needs: nothing of the test's environment leaks in.
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...env },
+    // Only what a service needs: nothing of the test's environment leaks in. No HTTP listener
+    // unless asked for: its default port (8080) would clash between test files running at once.
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", HTTP_ADDR: "off", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const records: LogRecord[] = [];
