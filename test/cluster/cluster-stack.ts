@@ -226,7 +226,8 @@ export class Load {
 
   constructor(client: IngestClient, o: { workers?: number; batchSize?: number; tag?: string } = {}) {
     const batchSize = o.batchSize ?? 10;
-    const tag = o.tag ?? "load";
+    // Message ids are visible ASCII without spaces (the contract's rule): a tag is made to fit.
+    const tag = (o.tag ?? "load").replace(/[^\x21-\x7e]/g, "-");
     const worker = async (w: number) => {
       for (let i = 0; this.#running; i++) {
         const ids = Array.from({ length: batchSize }, (_, k) => `${tag}-${w}-${i}-${k}`);
