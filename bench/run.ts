@@ -23,6 +23,7 @@ const suites: Record<string, () => Promise<Figure[]>> = {
   client: benchClient,
   replicas: (await import("./replicas.js")).benchReplicas,
   "http-ingest": async () => (await import("./http-ingest.js")).benchHttpIngest(),
+  "sdk-e2e": async () => (await import("./sdk-e2e.js")).benchSdkE2e(),
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");
