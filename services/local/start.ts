@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url";
 import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
 import { adminMetadata, createClient } from "../../lib/grpc/mod.js";
 import { splitHostPort } from "../../lib/ops/ops-server.js";
+import { buildConsoleIfStale } from "./console-build.js";
 import { summarizeDeliveries } from "./delivered-summary.js";
 import { DEMO_SECRET, startDemoReceiver } from "./demo-receiver.js";
 import { humanLine } from "./log-lines.js";
@@ -86,6 +87,12 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
 
 async function main(): Promise<void> {
   await mkdir(dataDir, { recursive: true });
+  // The console is a static build: made here when missing or stale, so its URL works at once.
+  try {
+    if (buildConsoleIfStale(root, "ignore")) out("built the web console (dist/console)");
+  } catch (err) {
+    out(`could not build the web console (npm run build shows why): ${(err as Error).message}`);
+  }
   let nats: LocalNats | undefined;
   let natsUrl = process.env.NATS_URL;
   if (!natsUrl) {

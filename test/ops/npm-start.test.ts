@@ -156,6 +156,11 @@ describe("npm start", () => {
     expect(await httpStatus(`http://${ingestOps}/readyz`)).toBe(200);
     expect(await httpStatus(`http://${dispatcherOps}/readyz`)).toBe(200);
     expect(await httpStatus(`http://${dispatcherOps}/metrics`)).toBe(200);
+    // The web console answers at the printed URL (built by npm start when missing).
+    const consoleUrl = printed(/^ {2}web console\s+(http:\/\/\S+\/console\/)/)[1]!;
+    const page = await fetch(consoleUrl);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toMatch(/<script[^>]+src="[^"]*\/console\/assets\/[^"]+\.js"/);
 
     // The printed first-event instructions, run as printed.
     const exportLine = printed(/^ {2}export (HOOKPOST_ENDPOINT=\S+ ADMIN_TOKEN=\S+)$/)[1]!;
