@@ -51,9 +51,15 @@ export async function screenshots(page: Page, name: string): Promise<number> {
   await page.setViewportSize(WIDE);
   await page.screenshot({ path: join(SCREENSHOTS, `${name}-1280.png`), fullPage: true });
   await page.setViewportSize(NARROW);
-  const overflow = (await page.evaluate(
-    "document.documentElement.scrollWidth - window.innerWidth",
-  )) as number;
+  const measure = async () =>
+    (await page.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number;
+  // Charts follow a resize on a later frame (ResizeObserver): give the layout a moment to settle;
+  // an overflow that lasts is a real one.
+  let overflow = await measure();
+  for (const until = Date.now() + 3000; overflow > 1 && Date.now() < until; ) {
+    await page.waitForTimeout(100);
+    overflow = await measure();
+  }
   await page.screenshot({ path: join(SCREENSHOTS, `${name}-390.png`), fullPage: true });
   await page.setViewportSize(WIDE);
   return overflow;

@@ -198,10 +198,13 @@ describe("web console", () => {
     await expectNoSidewaysScroll("overview-failing");
 
     await go("destinations/hook");
-    await page.getByText("Failed only").click();
+    // The attempt log has the failure (a reload clears the filter, so wait before filtering).
     await reloadUntil(`[data-testid=attempts] .attempt[data-message="${failedId}"]`);
+    await page.getByText("Failed only").click();
+    // The filtered list replaces the full one: only the failed attempt is left.
     const failed = page.locator("[data-testid=attempts] .attempt");
-    expect(await failed.count()).toBe(1);
+    await expect.poll(() => failed.count(), { timeout: 30_000 }).toBe(1);
+    expect(await failed.first().getAttribute("data-message")).toBe(failedId);
     await failed.first().locator("summary").click();
     expect(await failed.first().locator("summary").textContent()).toContain("422");
     expect(await failed.first().locator("[data-testid=response-body]").textContent()).toBe(
