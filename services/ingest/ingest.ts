@@ -182,12 +182,11 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
           nc,
           log,
           index,
-          memberships,
           intake,
           raw,
           maxBatchCalls,
         }),
-        // The sync handlers with their limits replace the plain ones.
+        // The sync RPCs, with their limits.
         ...syncService({ store, limiter, nc, log, memberships, index, publish }),
       },
       serveOptions,

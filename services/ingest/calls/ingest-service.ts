@@ -10,7 +10,6 @@ import type { IngestService } from "../../../gen/hookpost/v1/ingest_pb.js";
 import type { ConfigStore } from "../../../lib/config/config-store.js";
 import { type CallContext, Code, HookpostError, type ServiceImpl } from "../../../lib/grpc/mod.js";
 import type { Logger } from "../../../lib/log/logger.js";
-import type { MembershipStore } from "../../../lib/membership/membership-store.js";
 import type { StoredCall } from "../../../lib/model/stored-call.js";
 import { grpcTraceContext } from "../../../lib/tracing/mod.js";
 import type { UserSourceIndex } from "../../../lib/users/user-source-index.js";
@@ -18,7 +17,6 @@ import type { AdminAuth } from "../auth.js";
 import { authenticateSource } from "../auth.js";
 import { deleteUser } from "../deletion/delete-user.js";
 import { throwIfInvalid } from "../invalid.js";
-import { syncAudience, syncComputedTrait } from "../sync/mod.js";
 import type { CallIntake } from "./intake.js";
 import type { EventPublisher } from "./publish.js";
 import type { RawRequests } from "./raw-requests.js";
@@ -33,8 +31,6 @@ export interface IngestDeps {
   log: Logger;
   /** Which sources have seen each user id (for deletion requests). */
   index: UserSourceIndex;
-  /** Stored audience and computed-trait memberships. */
-  memberships: MembershipStore;
   /** Stores validated calls (shared with the HTTP API). */
   intake: CallIntake;
   /** The request bytes of each unary call, as they arrived (sizes, `__proto__` scan). */
@@ -45,11 +41,11 @@ export interface IngestDeps {
 
 /**
  * IngestService: authenticate (write key), validate (all-or-nothing), stamp, persist on
- * JetStream, and only then answer with the message id(s).
+ * JetStream, and only then answer with the message id(s). The sync RPCs, with their limits,
+ * are in ../sync/sync-service.ts.
  */
 export function ingestService(deps: IngestDeps): ServiceImpl<IngestMethods> {
   const publish = (c: StoredCall) => deps.publisher.publish(c);
-  const syncDeps = { nc: deps.nc, log: deps.log, memberships: deps.memberships, index: deps.index, publish };
   const rawBytes = (ctx: CallContext): Uint8Array => {
     const bytes = deps.raw.of(ctx.metadata);
     if (!bytes) throw new HookpostError(Code.INTERNAL, "the request bytes were not recorded");
@@ -90,16 +86,6 @@ export function ingestService(deps: IngestDeps): ServiceImpl<IngestMethods> {
       );
       deps.log.info({ requestId: r.requestId, sources: r.sourceIds }, "deletion request stored");
       return r;
-    },
-    syncAudience: async (reqs, ctx) => {
-      const source = authenticateSource(deps.store, ctx.metadata);
-      const r = await syncAudience(syncDeps, source.id, reqs, { signal: ctx.signal });
-      return { members: BigInt(r.members), joined: BigInt(r.joined), left: BigInt(r.left) };
-    },
-    syncComputedTrait: async (reqs, ctx) => {
-      const source = authenticateSource(deps.store, ctx.metadata);
-      const r = await syncComputedTrait(syncDeps, source.id, reqs, { signal: ctx.signal });
-      return { users: BigInt(r.users), changed: BigInt(r.changed), left: BigInt(r.left) };
     },
   };
 }
