@@ -4,13 +4,16 @@
  *
  * - limit: raw undici POSTs of the same bodies to the same receiver (from this process);
  * - dispatch from a backlog (calls already on EVENTS when the replicas start) with 1 and 2
- *   replicas: deliveries/s from the first to the last receipt;
- * - latency send -> receipt (a unary Track call to ingest -> the receiver got the webhook) at a
- *   steady 500 and 2000 calls/s, p50 and p99 (target p99: 20 ms).
+ *   replicas: deliveries/s from the moment every replica is up to the last receipt, and the
+ *   CPU per delivery of the replica, nats-server and the receiver meanwhile;
+ * - latency send -> receipt (a single call to ingest, over gRPC unary `Track` and over HTTP
+ *   `/v1/track` -> the receiver got the webhook) at a steady 500 and 2000 calls/s, p50 and p99
+ *   (target p99: 20 ms).
  *
- *   npm run bench -- dispatcher        BENCH_DELIVERIES=20000 npm run bench -- dispatcher
+ *   npm run bench -- dispatcher        BENCH_DELIVERIES=40000 npm run bench -- dispatcher
  *   BENCH_CPU_PROF=/tmp/prof npm run bench -- dispatcher   # .cpuprofile per service process
  */
+import { availableParallelism } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { connect, headers, type JetStreamClient } from "nats";
@@ -20,10 +23,10 @@ import { NatsServer } from "../test/helpers/nats-server.js";
 import type { ServiceProcess } from "../test/helpers/service-process.js";
 import { adminClient, type IngestClient, ingestClient, STACK_ADMIN_TOKEN } from "../test/helpers/stack.js";
 import { percentile, pipelined, round, storedTrack, trackInit } from "./payloads.js";
-import { ReceiverProcess, startService, stopProcess } from "./procs/processes.js";
+import { cpuMs, ReceiverProcess, startService, stopProcess } from "./procs/processes.js";
 import { type Figure, printTable } from "./table.js";
 
-const BACKLOG = Number(process.env.BENCH_DELIVERIES ?? 10_000);
+const BACKLOG = Number(process.env.BENCH_DELIVERIES ?? 20_000);
 /** Requests in flight for the raw POST limit (undici pool, keep-alive). */
 const RAW_IN_FLIGHT = 64;
 const STEADY_SECONDS = 3;
@@ -69,21 +72,51 @@ async function fillBacklog(js: JetStreamClient, sourceId: string, tag: string, c
   });
 }
 
-/** Deliveries/s between the first and the last receipt of the calls tagged `tag`. */
-function receiptRate(receiver: ReceiverProcess, tag: string, count: number): number {
-  let first = Number.POSITIVE_INFINITY;
-  let last = 0;
+/** Deliveries/s of the calls tagged `tag` that arrived after `from` (epoch ms), up to the last one. */
+function windowRate(
+  receiver: ReceiverProcess,
+  tag: string,
+  count: number,
+  from: number,
+): { rate: number; count: number } {
+  let last = from;
+  let n = 0;
   for (let i = 0; i < count; i++) {
     const at = receiver.arrivals.get(`${tag}-${i}`)!;
-    first = Math.min(first, at);
+    if (at < from) continue;
+    n++;
     last = Math.max(last, at);
   }
-  return (count - 1) / ((last - first) / 1000);
+  if (n < count / 2) throw new Error(`only ${n} of ${count} deliveries after every replica was up`);
+  return { rate: n / ((last - from) / 1000), count: n };
 }
 
-/** Sends unary Track calls at `rate` for STEADY_SECONDS; latencies (ms) from send to receipt. */
+/** One way to send a single track call: gRPC unary `Track`, or HTTP `POST /v1/track` (Segment API). */
+type SendOne = (i: number, tag: string) => Promise<unknown>;
+
+function viaGrpc(client: IngestClient): SendOne {
+  return (i, tag) => client.track(trackInit(i, tag));
+}
+
+function viaHttp(httpAddress: string, writeKey: string): { send: SendOne; close(): Promise<void> } {
+  const pool = new Pool(`http://${httpAddress}`, { connections: 64, pipelining: 1 });
+  const authorization = `Basic ${Buffer.from(`${writeKey}:`).toString("base64")}`;
+  const send: SendOne = async (i, tag) => {
+    const r = await pool.request({
+      path: "/v1/track",
+      method: "POST",
+      headers: { "content-type": "application/json", authorization },
+      body: JSON.stringify(trackInit(i, tag)),
+    });
+    await r.body.dump();
+    if (r.statusCode !== 200) throw new Error(`HTTP ingest answered ${r.statusCode}`);
+  };
+  return { send, close: () => pool.close() };
+}
+
+/** Sends single calls at `rate` for STEADY_SECONDS; latencies (ms) from send to receipt. */
 async function latencies(
-  client: IngestClient,
+  send: SendOne,
   receiver: ReceiverProcess,
   tag: string,
   rate: number,
@@ -97,7 +130,7 @@ async function latencies(
     const wait = due - performance.now();
     if (wait > 1) await sleep(wait);
     sent[i] = performance.timeOrigin + performance.now();
-    sends.push(client.track(trackInit(i, tag)));
+    sends.push(send(i, tag));
   }
   await Promise.all(sends);
   await receiver.waitForTag(tag, total);
@@ -105,19 +138,42 @@ async function latencies(
 }
 
 /** p50 and p99 of one steady rate; p99 beside its target (a ratio <= 1 meets it). */
-function latencyFigures(rate: number, values: number[]): Figure[] {
+function latencyFigures(rate: number, via: string, values: number[]): Figure[] {
   return [
     {
-      name: `latency p50, ${rate} calls/s`,
+      name: `latency p50, ${rate} calls/s, ${via}`,
       value: round(percentile(values, 50), 1),
       unit: "ms",
-      note: `send -> receipt; ${rate} unary calls/s for ${STEADY_SECONDS} s, 1 replica`,
+      note: `send -> receipt; ${rate} single calls/s for ${STEADY_SECONDS} s, 1 replica`,
     },
     {
-      name: `latency p99, ${rate} calls/s`,
+      name: `latency p99, ${rate} calls/s, ${via}`,
       value: round(percentile(values, 99), 1),
       unit: "ms",
       limit: { name: "target", value: P99_TARGET_MS },
+    },
+  ];
+}
+
+/**
+ * Where the distance to the raw POST limit goes: CPU per delivery of the replica, nats-server
+ * and the receiver while 1 replica drains the backlog, and the most deliveries/s that CPU
+ * allows on this machine's cores (a ceiling: it assumes perfect use of every core).
+ */
+function cpuBudget(b: { replicas: number; nats: number; receiver: number }, raw: number): Figure[] {
+  const cores = availableParallelism();
+  const total = b.replicas + b.nats + b.receiver;
+  const note = "CPU per delivery while 1 replica drains the backlog (from /proc)";
+  return [
+    { name: "CPU per delivery: dispatcher replica", value: round(b.replicas, 1), unit: "µs", note },
+    { name: "CPU per delivery: nats-server", value: round(b.nats, 1), unit: "µs", note },
+    { name: "CPU per delivery: receiver", value: round(b.receiver, 1), unit: "µs", note },
+    {
+      name: `ceiling of that CPU on ${cores} cores`,
+      value: Math.round((cores * 1e6) / total),
+      unit: "deliveries/s",
+      limit: { name: "raw undici POST", value: raw },
+      note: `${cores} cores / ${Math.round(total)} µs per delivery: the most any replica count reaches`,
     },
   ];
 }
@@ -129,6 +185,7 @@ export async function benchDispatcher(): Promise<Figure[]> {
   const ingest = startService("ingest", {
     NATS_URL: server.url,
     INGEST_ADDR: "127.0.0.1:0",
+    HTTP_ADDR: "127.0.0.1:0",
     ADMIN_TOKEN: STACK_ADMIN_TOKEN,
   });
   const replicas: ServiceProcess[] = [];
@@ -137,7 +194,8 @@ export async function benchDispatcher(): Promise<Figure[]> {
   try {
     const js = nc.jetstream();
     await ensureTopology(await nc.jetstreamManager(), DEFAULT_TOPOLOGY);
-    const address = String((await ingest.waitFor("ingest listening")).address);
+    const listening = await ingest.waitFor("ingest listening");
+    const address = String(listening.address);
     const admin = adminClient(address);
     clients.push(admin);
     const source = await admin.createSource({ name: "bench" });
@@ -157,12 +215,30 @@ export async function benchDispatcher(): Promise<Figure[]> {
     await receiver.waitForTag("warm", 500);
     await stopReplicas();
 
+    // CPU per delivery of each process while a backlog drains (from /proc, after the first
+    // receipts so start-up is left out): what the machine's 2 cores must pay per delivery.
+    const budget = { replicas: 0, nats: 0, receiver: 0 };
     const backlog = async (n: number, env: Record<string, string> = {}) => {
       const tag = `backlog${n}${env.ATTEMPT_LOG ?? ""}`;
       await fillBacklog(js, sourceId, tag, BACKLOG);
-      for (let i = 0; i < n; i++) replicas.push(replica(server.url, env));
+      const started = replicas.length;
+      for (let i = 0; i < n; i++) replicas.push(replica(server.url, { LOG_LEVEL: "info", ...env }));
+      // Measured once every replica is up: start-up (tsx compiling TypeScript, ~1 s of CPU per
+      // process) is not dispatching, and replicas starting at once come up at different times.
+      const mine = replicas.slice(started);
+      await Promise.all(mine.map((r) => r.waitFor("dispatcher started")));
+      const from = performance.timeOrigin + performance.now();
+      const pids = [...mine.map((r) => r.proc.pid), server.pid, receiver.proc.pid];
+      const before = pids.map(cpuMs);
       await receiver.waitForTag(tag, BACKLOG);
-      return receiptRate(receiver, tag, BACKLOG);
+      const window = windowRate(receiver, tag, BACKLOG, from);
+      const used = pids.map((pid, i) => ((cpuMs(pid) - before[i]!) * 1000) / window.count);
+      if (n === 1 && env.ATTEMPT_LOG === undefined) {
+        budget.replicas = used[0]!;
+        budget.nats = used[1]!;
+        budget.receiver = used[2]!;
+      }
+      return window.rate;
     };
     const one = await backlog(1);
     await stopReplicas();
@@ -172,12 +248,24 @@ export async function benchDispatcher(): Promise<Figure[]> {
     const oneOff = await backlog(1, { ATTEMPT_LOG: "off" });
     await stopReplicas();
 
-    // Latency with 1 replica, warmed up.
+    // Latency with 1 replica, warmed up: single calls over gRPC unary and over the HTTP API.
     replicas.push(replica(server.url));
-    await latencies(client, receiver, "lat-warm", 200);
+    const http = viaHttp(String(listening.http), source.writeKey);
+    clients.push({ close: () => void http.close() });
+    const senders: Array<[string, SendOne]> = [
+      ["gRPC unary", viaGrpc(client)],
+      ["HTTP /v1/track", http.send],
+    ];
     const steady: Figure[] = [];
-    for (const rate of [500, 2000])
-      steady.push(...latencyFigures(rate, await latencies(client, receiver, `lat${rate}`, rate)));
+    for (const [via, send] of senders) {
+      // Message ids allow no spaces: the tag names the transport by its first word.
+      const t = via.split(" ")[0]!.toLowerCase();
+      await latencies(send, receiver, `lat-warm-${t}`, 200);
+      for (const rate of [500, 2000]) {
+        const values = await latencies(send, receiver, `lat${rate}-${t}`, rate);
+        steady.push(...latencyFigures(rate, via, values));
+      }
+    }
 
     const limit = { name: "raw undici POST", value: raw };
     return [
@@ -192,7 +280,7 @@ export async function benchDispatcher(): Promise<Figure[]> {
         value: Math.round(one),
         unit: "deliveries/s",
         limit,
-        note: `${BACKLOG} calls on EVENTS, routed, signed, POSTed; first to last receipt`,
+        note: `${BACKLOG} calls on EVENTS, routed, signed, POSTed; from every replica up to the last receipt`,
       },
       {
         name: "dispatch from backlog, 2 replicas",
@@ -202,6 +290,7 @@ export async function benchDispatcher(): Promise<Figure[]> {
         note: "2 cores shared with nats-server, the receiver and the replicas",
       },
       { name: "2 replicas / 1 replica", value: round(two / one, 2), unit: "x", note: "target: >= 1" },
+      ...cpuBudget(budget, raw),
       {
         name: "dispatch from backlog, 1 replica, attempt log off",
         value: Math.round(oneOff),

@@ -6,11 +6,20 @@
  * - raw gRPC of an empty IngestService handler (own process, same server code): unary Track,
  *   Batch of 100 calls, and one client stream (SyncAudience chunks).
  *
+ * The generic gRPC client used for these figures encodes each request with protobuf-es
+ * (`create` + `toBinary`: ~80 µs of the bench process's CPU per call with Structs, more than
+ * ingest spends on it), which caps both the raw gRPC Batch limit and the Batch figure on 2 cores.
+ * The "SDK frames" figures send the same calls encoded as hookpost/client encodes them
+ * (client/call-encoder.ts, a few µs per call), to both the empty handler and ingest.
+ *
  *   npm run bench -- ingest          BENCH_CALLS=50000 npm run bench -- ingest
  *   BENCH_CPU_PROF=/tmp/prof npm run bench -- ingest   # .cpuprofile of the ingest process
  */
 import { fileURLToPath } from "node:url";
 import { connect, headers } from "nats";
+import { encodeFrame } from "../client/call-encoder.js";
+import { batchRequestOf } from "../client/wire.js";
+import { MAX_CALL_BYTES } from "../contract/mod.js";
 import { DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "../lib/nats/topology.js";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { adminClient, type IngestClient, ingestClient, STACK_ADMIN_TOKEN } from "../test/helpers/stack.js";
@@ -35,10 +44,25 @@ const batchOf = (b: number, tag: string) => ({
   })),
 });
 
+/** A batch of the same calls, encoded as hookpost/client encodes them (one frame per call). */
+const framesOf = (b: number, tag: string) =>
+  batchRequestOf(
+    Array.from({ length: BATCH }, (_, k) =>
+      encodeFrame("track", trackInit(b * BATCH + k, tag), MAX_CALL_BYTES),
+    ),
+  );
+
 /** calls/s through Batch: CALLS calls in batches of 100, 8 batches in flight. */
 async function viaBatch(client: Ingest, tag: string, calls = CALLS): Promise<number> {
   const batches = Math.ceil(calls / BATCH);
   const rate = await pipelined(batches, BATCHES_IN_FLIGHT, (b) => client.batch(batchOf(b, tag)));
+  return rate * BATCH;
+}
+
+/** As viaBatch, the requests encoded as hookpost/client does. */
+async function viaFrames(client: Ingest, tag: string, calls = CALLS): Promise<number> {
+  const batches = Math.ceil(calls / BATCH);
+  const rate = await pipelined(batches, BATCHES_IN_FLIGHT, (b) => client.batch(framesOf(b, tag)));
   return rate * BATCH;
 }
 
@@ -97,12 +121,15 @@ export async function benchIngest(): Promise<Figure[]> {
     await step("warm-up", async () => {
       await rawPublish("warm-js", 2_000);
       await viaBatch(raw, "warm-raw", 2_000);
+      await viaFrames(raw, "warm-raw-f", 2_000);
       await viaUnary(raw, "warm-raw", 2_000);
       await viaBatch(hookpost, "warm-b", 2_000);
       await viaUnary(hookpost, "warm-u", 2_000);
+      await viaFrames(hookpost, "warm-f", 2_000);
     });
     const jsRate = await step("raw JetStream publish", () => rawPublish("js", CALLS));
     const grpcBatch = await step("raw gRPC Batch", () => viaBatch(raw, "raw-b"));
+    const grpcFrames = await step("raw gRPC Batch, SDK frames", () => viaFrames(raw, "raw-f"));
     const grpcUnary = await step("raw gRPC unary", () => viaUnary(raw, "raw-u"));
     const grpcStream = await step("raw gRPC stream", () => viaStream(raw));
     // The ingest process's CPU per call: steadier than rates on a machine shared with other work.
@@ -113,6 +140,9 @@ export async function benchIngest(): Promise<Figure[]> {
     };
     const [batch, batchCpu] = await step("Hookpost Batch", () => perCall(() => viaBatch(hookpost, "b")));
     const [unary, unaryCpu] = await step("Hookpost unary", () => perCall(() => viaUnary(hookpost, "u")));
+    const [frames, framesCpu] = await step("Hookpost Batch, SDK frames", () =>
+      perCall(() => viaFrames(hookpost, "f")),
+    );
 
     const calls = `${CALLS} track calls of ~300 B`;
     const limitJs = "raw JetStream async publish";
@@ -128,6 +158,12 @@ export async function benchIngest(): Promise<Figure[]> {
         value: Math.round(grpcBatch),
         unit: "calls/s",
         note: `batches of ${BATCH}, ${BATCHES_IN_FLIGHT} in flight`,
+      },
+      {
+        name: "limit: raw gRPC Batch, empty handler, SDK frames",
+        value: Math.round(grpcFrames),
+        unit: "calls/s",
+        note: "the same batches encoded as hookpost/client does",
       },
       {
         name: "limit: raw gRPC unary, empty handler",
@@ -153,6 +189,13 @@ export async function benchIngest(): Promise<Figure[]> {
         value: Math.round(batch),
         unit: "calls/s",
         limit: { name: "raw gRPC Batch", value: grpcBatch },
+      },
+      {
+        name: "ingest via Batch, SDK frames",
+        value: Math.round(frames),
+        unit: "calls/s",
+        limit: { name: limitJs, value: jsRate },
+        note: `encoded as hookpost/client does; ${framesCpu}`,
       },
       {
         name: "ingest via unary calls",

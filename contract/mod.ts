@@ -18,6 +18,7 @@ export { MESSAGE_ID_RULE, messageIdProblem } from "./message-id.js";
 export { objectProblem, protoKeyProblem } from "./objects.js";
 export { fromProtoCall, type ProtoCall } from "./proto-call.js";
 export { protoBatchViolations, protoCallViolations } from "./proto-rules.js";
+export { acceptedBatchCalls, acceptedCall } from "./proto-wire.js";
 export { batchCountProblem, batchSizeProblem, callSizeProblem, validateCall } from "./rules.js";
 export { type Stamp, toStoredCall } from "./stored-call.js";
 export {

@@ -11,51 +11,92 @@ import { type FieldNaming, fieldName, type Violation } from "./violation.js";
  * that arrived.
  */
 export function validateCall(call: ContractCall, naming: FieldNaming, prefix = ""): Violation[] {
+  // No closures here: this runs for every call of every batch.
   const out: Violation[] = [];
-  const bad = (field: string, description: string) =>
-    out.push({ field: prefix + fieldName(field, naming), description });
-  const name = (field: string) => fieldName(field, naming);
-
   if (call.messageId !== "") {
     const problem = messageIdProblem(call.messageId);
-    if (problem) bad("messageId", problem);
+    if (problem) bad(out, prefix, naming, "messageId", problem);
   }
   for (const field of CALL_STRING_FIELDS) {
     const v = call[field];
     // (A message id's BOM is reported by the message-id rule.)
-    if (field !== "messageId" && v && startsWithBom(v)) bad(field, bomProblem(name(field)));
+    if (field !== "messageId" && v && startsWithBom(v)) {
+      bad(out, prefix, naming, field, bomProblem(fieldName(field, naming)));
+    }
   }
   if (call.type === "alias") {
-    if (call.userId === "") bad("userId", `an alias call needs the ${name("userId")} to alias to`);
-    if (!call.previousId) bad("previousId", `an alias call needs the ${name("previousId")} to alias from`);
+    if (call.userId === "") {
+      bad(
+        out,
+        prefix,
+        naming,
+        "userId",
+        `an alias call needs the ${fieldName("userId", naming)} to alias to`,
+      );
+    }
+    if (!call.previousId) {
+      bad(
+        out,
+        prefix,
+        naming,
+        "previousId",
+        `an alias call needs the ${fieldName("previousId", naming)} to alias from`,
+      );
+    }
   } else if (call.userId === "" && call.anonymousId === "") {
     const article = call.type === "identify" ? "an" : "a";
-    bad("userId", `${article} ${call.type} call needs a ${name("userId")} or an ${name("anonymousId")}`);
+    bad(
+      out,
+      prefix,
+      naming,
+      "userId",
+      `${article} ${call.type} call needs a ${fieldName("userId", naming)} or an ${fieldName("anonymousId", naming)}`,
+    );
   }
-  if (call.type === "track" && !call.event) bad("event", "a track call needs an event name");
-  if (call.type === "group" && !call.groupId) bad("groupId", `a group call needs a ${name("groupId")}`);
+  if (call.type === "track" && !call.event)
+    bad(out, prefix, naming, "event", "a track call needs an event name");
+  if (call.type === "group" && !call.groupId) {
+    bad(out, prefix, naming, "groupId", `a group call needs a ${fieldName("groupId", naming)}`);
+  }
 
   if (call.timestamp !== undefined) {
     const problem = timestampProblem(call.timestamp);
-    if (problem) bad("timestamp", problem);
+    if (problem) bad(out, prefix, naming, "timestamp", problem);
   }
-  const check = (field: "context" | "traits" | "properties") => {
-    const value = call[field];
-    if (value === undefined) return;
-    const problem = objectProblem(value, field);
-    if (problem) bad(field, problem);
-  };
   if (call.integrations !== undefined) {
     if (Object.hasOwn(call.integrations, "__proto__")) {
-      bad("integrations", protoKeyProblem("integrations.__proto__"));
+      bad(out, prefix, naming, "integrations", protoKeyProblem("integrations.__proto__"));
     }
     const k = Object.keys(call.integrations).find(startsWithBom);
-    if (k !== undefined) bad("integrations", bomProblem(`integrations.${k} (a key)`));
+    if (k !== undefined) bad(out, prefix, naming, "integrations", bomProblem(`integrations.${k} (a key)`));
   }
-  check("context");
-  if (call.type === "identify" || call.type === "group") check("traits");
-  if (call.type === "track" || call.type === "page") check("properties");
+  checkObject(out, prefix, naming, call, "context");
+  if (call.type === "identify" || call.type === "group") checkObject(out, prefix, naming, call, "traits");
+  if (call.type === "track" || call.type === "page") checkObject(out, prefix, naming, call, "properties");
   return out;
+}
+
+function bad(
+  out: Violation[],
+  prefix: string,
+  naming: FieldNaming,
+  field: string,
+  description: string,
+): void {
+  out.push({ field: prefix + fieldName(field, naming), description });
+}
+
+function checkObject(
+  out: Violation[],
+  prefix: string,
+  naming: FieldNaming,
+  call: ContractCall,
+  field: "context" | "traits" | "properties",
+): void {
+  const value = call[field];
+  if (value === undefined) return;
+  const problem = objectProblem(value, field);
+  if (problem) bad(out, prefix, naming, field, problem);
 }
 
 /** Why a batch's call count is refused (none, or more than `maxCalls`), or undefined. */

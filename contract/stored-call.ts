@@ -15,7 +15,7 @@ export interface Stamp {
  * objects, an empty integrations map) are left out, never null.
  */
 export function toStoredCall(call: ContractCall, stamp: Stamp): StoredCall {
-  const receivedAt = stamp.receivedAt.toISOString();
+  const receivedAt = isoOf(stamp.receivedAt);
   const out: StoredCall = {
     type: call.type,
     messageId: call.messageId === "" ? randomUUID() : call.messageId,
@@ -29,33 +29,41 @@ export function toStoredCall(call: ContractCall, stamp: Stamp): StoredCall {
   if (call.integrations !== undefined && Object.keys(call.integrations).length > 0) {
     out.integrations = { ...call.integrations };
   }
-  const str = (key: "event" | "name" | "category" | "groupId" | "previousId") => {
-    const v = call[key];
-    if (v) out[key] = v;
-  };
   switch (call.type) {
     case "identify":
       if (call.traits !== undefined) out.traits = call.traits;
       break;
     case "track":
-      str("event");
+      if (call.event) out.event = call.event;
       if (call.properties !== undefined) out.properties = call.properties;
       break;
     case "page":
-      str("name");
-      str("category");
+      if (call.name) out.name = call.name;
+      if (call.category) out.category = call.category;
       if (call.properties !== undefined) out.properties = call.properties;
       break;
     case "screen":
-      str("name");
+      if (call.name) out.name = call.name;
       break;
     case "group":
       if (call.traits !== undefined) out.traits = call.traits;
-      str("groupId");
+      if (call.groupId) out.groupId = call.groupId;
       break;
     case "alias":
-      str("previousId");
+      if (call.previousId) out.previousId = call.previousId;
       break;
   }
   return out;
+}
+
+/** The calls of a batch share their receive time: rendered once. */
+let lastMs = Number.NaN;
+let lastIso = "";
+function isoOf(date: Date): string {
+  const ms = date.getTime();
+  if (ms !== lastMs) {
+    lastIso = date.toISOString();
+    lastMs = ms;
+  }
+  return lastIso;
 }

@@ -1,12 +1,12 @@
-import { type ConsumerMessages, DeliverPolicy, type JetStreamClient } from "nats";
+import type { NatsConnection } from "nats";
 import type { Logger } from "../log/logger.js";
+import { StreamFeed } from "../nats/stream-feed.js";
 import { ATTEMPTS_STREAM, type LogRecord } from "./record.js";
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
 /** Messages waiting for a retry remembered per destination (the earliest next retry is shown). */
 const MAX_RETRYING = 10_000;
-const RESTART_MS = 2000;
 const decoder = new TextDecoder();
 
 interface Counts {
@@ -23,6 +23,8 @@ class DestinationStats {
   lastSuccessMs: number | undefined;
   lastFailure: { ms: number; reason: string } | undefined;
   consecutiveFailures = 0;
+  /** When prune() last ran for this destination (record time, ms). */
+  prunedAt = 0;
   /** Message id -> next attempt (ms), while the last attempt was a failure that will be retried. */
   readonly retrying = new Map<string, number>();
 }
@@ -45,65 +47,42 @@ export interface HealthFigures {
 }
 
 /**
- * Delivery health per destination, folded in memory from the attempt log: an ordered consumer
- * reads the last hour at start, then follows new records. Work per record is constant and state
+ * Delivery health per destination, folded in memory from the attempt log: a stream feed
+ * (lib/nats/stream-feed.ts) reads the last hour at start, then follows new records. Work per record is constant and state
  * is bounded by the hour's minutes, the minute's seconds and MAX_RETRYING, so answering a health
  * query never scans the stream.
  */
 export class HealthAggregate {
   readonly #stats = new Map<string, DestinationStats>();
-  readonly #js: JetStreamClient;
-  readonly #logger: Logger;
-  #messages: ConsumerMessages | undefined;
-  #closed = false;
-  /** Stream sequence of the last record folded in: a restart continues after it. */
-  #lastSeq = 0;
+  readonly #feed: StreamFeed;
 
-  constructor(js: JetStreamClient, logger: Logger) {
-    this.#js = js;
-    this.#logger = logger;
+  constructor(nc: NatsConnection, logger: Logger) {
+    this.#feed = new StreamFeed({
+      nc,
+      stream: ATTEMPTS_STREAM,
+      startTime: () => new Date(Date.now() - HOUR),
+      onMessage: (data) => {
+        try {
+          this.fold(JSON.parse(decoder.decode(data)) as LogRecord);
+        } catch {
+          // Not ours to judge: an unreadable record is skipped.
+        }
+      },
+      logger,
+    });
   }
 
   start(): void {
-    void this.#follow();
+    this.#feed.start();
   }
 
   close(): void {
-    this.#closed = true;
-    void this.#messages?.close();
+    this.#feed.close();
   }
 
   /** The stream sequence folded in so far (tests wait on it). */
   get lastSequence(): number {
-    return this.#lastSeq;
-  }
-
-  async #follow(): Promise<void> {
-    while (!this.#closed) {
-      try {
-        const consumer = await this.#js.consumers.get(
-          ATTEMPTS_STREAM,
-          this.#lastSeq > 0
-            ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: this.#lastSeq + 1 }
-            : {
-                deliver_policy: DeliverPolicy.StartTime,
-                opt_start_time: new Date(Date.now() - HOUR).toISOString(),
-              },
-        );
-        this.#messages = await consumer.consume();
-        for await (const m of this.#messages) {
-          this.#lastSeq = m.seq;
-          try {
-            this.fold(JSON.parse(decoder.decode(m.data)) as LogRecord);
-          } catch {
-            // Not ours to judge: an unreadable record is skipped.
-          }
-        }
-      } catch (err) {
-        if (!this.#closed) this.#logger.warn({ err: (err as Error).message }, "health feed interrupted");
-      }
-      if (!this.#closed) await new Promise((r) => setTimeout(r, RESTART_MS).unref());
-    }
+    return this.#feed.lastSequence;
   }
 
   /** Folds one record in (public for tests of the arithmetic). */
@@ -138,7 +117,11 @@ export class HealthAggregate {
         s.retrying.set(r.messageId, Date.parse(r.nextAttemptTime));
       }
     }
-    prune(s, at);
+    // Once a second per destination: a prune walks every minute and second kept.
+    if (at - s.prunedAt >= 1000) {
+      s.prunedAt = at;
+      prune(s, at);
+    }
   }
 
   figures(destinationId: string, nowMs = Date.now()): HealthFigures {

@@ -21,6 +21,11 @@ export interface AttemptLogOptions {
   logger: Logger;
   /** Called once per dropped record (NATS unreachable, or too much unflushed). */
   onDrop?: (why: DropReason) => void;
+  /**
+   * Writes records with other traffic in one socket write per event-loop turn (the dispatcher's
+   * pipelined publisher); without it each record is a publish of its own.
+   */
+  writer?: { send(subject: string, data: Uint8Array): void };
 }
 
 export type DropReason = "disconnected" | "full";
@@ -96,7 +101,8 @@ export class AttemptLog {
     }
     const data = encoder.encode(JSON.stringify(record));
     try {
-      this.#nc.publish(subject, data);
+      if (this.#o.writer) this.#o.writer.send(subject, data);
+      else this.#nc.publish(subject, data);
     } catch {
       this.#drop("disconnected");
       return;

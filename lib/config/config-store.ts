@@ -27,6 +27,8 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   readonly #kv: KV;
   readonly #sources = new Map<string, SourceRecord>();
   readonly #destinations = new Map<string, DestinationRecord>();
+  /** destinationsForSource() answers, built on demand and dropped at every destination change. */
+  #bySource = new Map<string, DestinationRecord[]>();
   readonly #byKeyHash = new Map<string, string>();
   /** KV revision of each destination's current entry, for revision-checked updates. */
   readonly #destinationRevisions = new Map<string, number>();
@@ -149,6 +151,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   #setDestination(id: string, record: DestinationRecord | undefined, revision: number): void {
     if (record) this.#destinations.set(id, record);
     else this.#destinations.delete(id);
+    this.#bySource = new Map();
     this.#destinationRevisions.set(id, revision);
     this.emit("change", { kind: "destination", id, record });
   }
@@ -190,9 +193,17 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
     return [...this.#destinations.values()].sort((a, b) => a.createdAt.localeCompare(b.createdAt));
   }
 
-  /** Destinations connected to a source (enabled or not). */
-  destinationsForSource(sourceId: string): DestinationRecord[] {
-    return this.destinations().filter((d) => d.sourceIds.includes(sourceId));
+  /**
+   * Destinations connected to a source (enabled or not), oldest first. Asked for every routed
+   * call: kept per source until a destination changes. The array is shared; do not change it.
+   */
+  destinationsForSource(sourceId: string): readonly DestinationRecord[] {
+    let list = this.#bySource.get(sourceId);
+    if (!list) {
+      list = this.destinations().filter((d) => d.sourceIds.includes(sourceId));
+      this.#bySource.set(sourceId, list);
+    }
+    return list;
   }
 
   // Writes: to KV, then applied locally at once so the writer reads its own write.

@@ -7,4 +7,11 @@ export {
   writeKeyMetadata,
 } from "./client.js";
 export { Code, type FieldViolation, HookpostError } from "./hookpost-error.js";
-export { addService, type CallContext, type ServeOptions, type ServiceImpl } from "./server.js";
+export {
+  addService,
+  type CallContext,
+  type RawRequest,
+  rawHandler,
+  type ServeOptions,
+  type ServiceImpl,
+} from "./server.js";

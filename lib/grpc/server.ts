@@ -30,6 +30,29 @@ export type UnaryHandler<M extends Method> = (
   req: MessageShape<M["input"]>,
   ctx: CallContext,
 ) => Promise<Output<M>>;
+/**
+ * A unary request as it arrived: its bytes, and the standard decoding (INVALID_ARGUMENT for
+ * bytes that are not the message, refusal of map keys the decoder would lose), for a handler
+ * that reads the bytes itself when it can (see `rawHandler`).
+ */
+export interface RawRequest<M extends Method> {
+  readonly bytes: Buffer;
+  decode(): MessageShape<M["input"]>;
+}
+/** The response of a raw handler: the message, or its encoding (a hot path encoding it itself). */
+export type RawOutput<M extends Method> = Output<M> | Uint8Array;
+
+/** A unary handler that takes the request undecoded (a hot path with its own reader). */
+export interface RawUnaryHandler<M extends Method> {
+  readonly raw: (req: RawRequest<M>, ctx: CallContext) => Promise<RawOutput<M>>;
+}
+
+export function rawHandler<M extends Method>(
+  fn: (req: RawRequest<M>, ctx: CallContext) => Promise<RawOutput<M>>,
+): RawUnaryHandler<M> {
+  return { raw: fn };
+}
+
 export type ClientStreamingHandler<M extends Method> = (
   reqs: AsyncIterable<MessageShape<M["input"]>>,
   ctx: CallContext,
@@ -38,7 +61,7 @@ export type ClientStreamingHandler<M extends Method> = (
 /** An implementation of a service from its protobuf-es descriptor; missing methods answer UNIMPLEMENTED. */
 export type ServiceImpl<S extends GenServiceMethods> = {
   [K in keyof S]?: S[K]["methodKind"] extends "unary"
-    ? UnaryHandler<S[K]>
+    ? UnaryHandler<S[K]> | RawUnaryHandler<S[K]>
     : S[K]["methodKind"] extends "client_streaming"
       ? ClientStreamingHandler<S[K]>
       : never;
@@ -73,16 +96,18 @@ export function addService<S extends GenServiceMethods>(
     const name = `${service.name}/${method.name}`;
     const decode = (bytes: Buffer): MessageShape<typeof method.input> => {
       let decoded: MessageShape<typeof method.input>;
+      let lost: string[];
       try {
         decoded = fromBinary(method.input, bytes);
+        // Refused rather than silently lost by the decoder (see proto-map-keys.ts). Its
+        // stricter reader fails on some malformed bytes the decoder tolerates: refused too.
+        lost = lostMapKeys(method.input, bytes);
       } catch (err) {
         throw new HookpostError(
           Code.INVALID_ARGUMENT,
           `request is not a valid ${method.input.typeName}: ${(err as Error).message}`,
         );
       }
-      // Refused rather than silently lost by the decoder (see proto-map-keys.ts).
-      const lost = lostMapKeys(method.input, bytes);
       if (lost.length > 0) {
         throw HookpostError.invalid(
           lost.map((field) => ({
@@ -94,10 +119,17 @@ export function addService<S extends GenServiceMethods>(
       return decoded;
     };
     const encode = (out: unknown): Buffer =>
-      Buffer.from(
-        toBinary(method.output, create(method.output, out as MessageInitShape<typeof method.output>)),
-      );
-    const fn = (impl as Record<string, unknown>)[method.localName] as
+      out instanceof Uint8Array
+        ? Buffer.from(out.buffer, out.byteOffset, out.length)
+        : Buffer.from(
+            toBinary(method.output, create(method.output, out as MessageInitShape<typeof method.output>)),
+          );
+    const handler = (impl as Record<string, unknown>)[method.localName] as
+      | ((req: unknown, ctx: CallContext) => Promise<unknown>)
+      | RawUnaryHandler<Method>
+      | undefined;
+    const raw = typeof handler === "object";
+    const fn = (raw ? handler.raw : handler) as
       | ((req: unknown, ctx: CallContext) => Promise<unknown>)
       | undefined;
     const requestStream = method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming";
@@ -119,18 +151,30 @@ export function addService<S extends GenServiceMethods>(
       callback: (err: Partial<ServiceError> | null, value?: Buffer) => void,
     ) => {
       const started = performance.now();
-      const abort = new AbortController();
+      // The signal and the peer are made when a handler asks (most calls never do).
+      let abort: AbortController | undefined;
+      let cancelled = false;
       let answered = false;
       // grpc-js also signals "cancelled" once an answered call's stream closes: only a call
       // still running is really cancelled (and an error with its stack trace is not free).
       call.on("cancelled", () => {
-        if (!answered) abort.abort(new HookpostError(Code.CANCELLED, "call cancelled"));
+        if (answered || cancelled) return;
+        cancelled = true;
+        abort?.abort(new HookpostError(Code.CANCELLED, "call cancelled"));
       });
       const ctx: CallContext = {
         method: name,
         metadata: call.metadata,
-        peer: call.getPeer(),
-        signal: abort.signal,
+        get peer() {
+          return call.getPeer();
+        },
+        get signal() {
+          if (abort === undefined) {
+            abort = new AbortController();
+            if (cancelled) abort.abort(new HookpostError(Code.CANCELLED, "call cancelled"));
+          }
+          return abort.signal;
+        },
       };
       let code: Code = Code.OK;
       try {
@@ -150,7 +194,12 @@ export function addService<S extends GenServiceMethods>(
 
     if (method.methodKind === "unary") {
       const unary: handleUnaryCall<Buffer, Buffer> = (call, callback) => {
-        void finish(call, (ctx) => fn!(decode(call.request), ctx), callback);
+        const bytes = call.request;
+        void finish(
+          call,
+          (ctx) => fn!(raw ? { bytes, decode: () => decode(bytes) } : decode(bytes), ctx),
+          callback,
+        );
       };
       handlers[method.localName] = unary;
     } else if (method.methodKind === "client_streaming") {

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
-import { headers, type JetStreamManager, type KV, type NatsConnection, type Subscription } from "nats";
+import type { JetStreamManager, KV, NatsConnection, Subscription } from "nats";
 import { Code, HookpostError } from "../grpc/hookpost-error.js";
-import { PipelinedPublisher } from "../nats/pipelined-publisher.js";
+import { EncodedHeaders, PipelinedPublisher } from "../nats/pipelined-publisher.js";
 import { ID_PATTERN } from "../nats/topology.js";
 
 /** JetStream KV bucket: one key per (user id, source id) pair that has received calls. */
@@ -71,6 +71,9 @@ export interface UserSourceIndexStats {
 }
 
 const RESOLVED: Promise<void> = Promise.resolve();
+/** A pair is written only when new: the same headers for every write, rendered once. */
+const NEW_PAIR_ONLY = new EncodedHeaders();
+NEW_PAIR_ONLY.set("Nats-Expected-Last-Subject-Sequence", "0");
 const WRONG_LAST_SEQUENCE = 10071;
 /** Map entry overhead estimate (key string header, value, hash table slot). */
 const ENTRY_OVERHEAD = 96;
@@ -109,6 +112,8 @@ export class UserSourceIndex {
   readonly #pending = new Map<string, Promise<void>>();
   #sub: Subscription | undefined;
   readonly #stats = { hits: 0, misses: 0, writes: 0 };
+  #nowMs = 0;
+  #nowIso = "";
 
   private constructor(nc: NatsConnection, jsm: JetStreamManager, kv: KV, o: UserSourceIndexOptions) {
     this.#nc = nc;
@@ -192,12 +197,10 @@ export class UserSourceIndex {
   async #store(userId: string, sourceId: string): Promise<void> {
     if (!ID_PATTERN.test(sourceId)) throw new Error(`invalid source id ${JSON.stringify(sourceId)}`);
     try {
-      const h = headers();
-      h.set("Nats-Expected-Last-Subject-Sequence", "0");
       await this.#pipe.publish(
         `$KV.${USER_SOURCES_BUCKET}.${userSourceKey(userId, sourceId)}`,
-        new Date().toISOString(),
-        h,
+        this.#firstSeen(),
+        NEW_PAIR_ONLY,
       );
       this.#stats.writes++;
     } catch (err) {
@@ -296,6 +299,16 @@ export class UserSourceIndex {
     this.#pipe.close();
     this.#sub?.unsubscribe();
     this.#sub = undefined;
+  }
+
+  /** The value of a new pair: now, as ISO time (rendered once per millisecond, not per write). */
+  #firstSeen(): string {
+    const now = Date.now();
+    if (now !== this.#nowMs) {
+      this.#nowMs = now;
+      this.#nowIso = new Date(now).toISOString();
+    }
+    return this.#nowIso;
   }
 
   #remember(key: string): void {

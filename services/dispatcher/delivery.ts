@@ -58,9 +58,13 @@ export class DeliveryHandler {
       d.metrics.deliveries.inc({ outcome: "handed_back", destination: destinationId });
       return;
     }
-    const messageId = msg.headers?.get(MESSAGE_ID_HEADER) || `seq-${msg.seq}`;
+    // Read once: nats.js decodes headers and delivery info on access.
+    const headers = msg.headers;
+    const info = msg.info;
+    const messageId = headers?.get(MESSAGE_ID_HEADER) || `seq-${msg.seq}`;
+    const sourceId = headers?.get(SOURCE_ID_HEADER) ?? "";
     // Tracing hook: one span per attempt, under the trace the DELIVERIES headers carry.
-    const span = startDeliverySpan(msg.headers, destinationId, messageId, msg.info.deliveryCount);
+    const span = startDeliverySpan(headers, destinationId, messageId, info.deliveryCount);
     // A long attempt (5 URLs x timeout) may outlast ack-wait: keep telling JetStream we're on it.
     const keepAlive = setInterval(() => msg.working(), Math.max(250, Math.floor(d.ackWaitMs / 3)));
     let result: Awaited<ReturnType<WebhookSender["deliver"]>>;
@@ -74,13 +78,7 @@ export class DeliveryHandler {
       const labels = { destination: destinationId, result: statusClass(o.status, o.error) };
       d.metrics.attemptSeconds.observe(labels, o.durationMs / 1000);
     }
-    const facts = {
-      messageId,
-      destinationId,
-      sourceId: msg.headers?.get(SOURCE_ID_HEADER) ?? "",
-      attemptNumber: msg.info.deliveryCount,
-      body: msg.data,
-    };
+    const facts = { messageId, destinationId, sourceId, attemptNumber: info.deliveryCount, body: msg.data };
     const record = (nextAttemptMs?: number) => {
       if (!d.attemptLog.enabled) return;
       const f = nextAttemptMs === undefined ? facts : { ...facts, nextAttemptMs };
@@ -115,10 +113,10 @@ export class DeliveryHandler {
 
     const retryAfters = result.outcomes.map((o) => o.retryAfterMs).filter((v) => v !== undefined);
     const decision = decide({
-      attempt: msg.info.deliveryCount,
+      attempt: info.deliveryCount,
       retryable: result.outcomes.some((o) => o.retryable),
       retryAfterMs: retryAfters.length > 0 ? Math.max(...retryAfters) : undefined,
-      firstTimeMs: msg.info.timestampNanos / 1e6,
+      firstTimeMs: info.timestampNanos / 1e6,
       nowMs: Date.now(),
       policy: d.policy,
     });
@@ -133,7 +131,7 @@ export class DeliveryHandler {
         {
           destinationId,
           messageId,
-          attempt: msg.info.deliveryCount,
+          attempt: info.deliveryCount,
           delayMs: decision.delayMs,
           ...lastOutcome(result.outcomes),
         },
@@ -150,7 +148,7 @@ export class DeliveryHandler {
         : decision.cause === "not_retryable"
           ? why
           : `${decision.reason}; last: ${why}`;
-    await this.#deadLetter(destinationId, msg, messageId, result.outcomes, reason, decision.cause);
+    await this.#deadLetter(destinationId, msg, messageId, sourceId, result.outcomes, reason, decision.cause);
     span.end("dead_letter", true);
   }
 
@@ -158,6 +156,7 @@ export class DeliveryHandler {
     destinationId: string,
     msg: JsMsg,
     messageId: string,
+    sourceId: string,
     outcomes: AttemptOutcome[],
     reason: string,
     cause: DeadCause,
@@ -169,7 +168,7 @@ export class DeliveryHandler {
         {
           messageId,
           destinationId,
-          sourceId: msg.headers?.get(SOURCE_ID_HEADER) ?? "",
+          sourceId,
           body: decoder.decode(msg.data),
           attempts: msg.info.deliveryCount,
           outcomes: outcomes.map(({ url, status, error, detail }) => ({ url, status, error, detail })),
@@ -190,7 +189,7 @@ export class DeliveryHandler {
       kind: "dead",
       messageId,
       destinationId,
-      sourceId: msg.headers?.get(SOURCE_ID_HEADER) ?? "",
+      sourceId,
       deadSequence,
       reason,
       time: new Date().toISOString(),

@@ -7,6 +7,7 @@ import { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
 import { createLogger, type Logger } from "../../lib/log/logger.js";
 import { connectNats } from "../../lib/nats/connect.js";
 import { ConnectionState } from "../../lib/nats/connection-state.js";
+import { PipelinedPublisher } from "../../lib/nats/pipelined-publisher.js";
 import {
   DELIVERIES_STREAM,
   destinationConsumer,
@@ -39,6 +40,10 @@ export interface RunningDispatcher {
 }
 
 const JANITOR_INTERVAL_MS = 60_000;
+/** How long a fan-out publish or an ack confirmation waits for its answer (nats.js's default). */
+const PUBLISH_TIMEOUT_MS = 5_000;
+/** How long one ack confirmation waits before the ack is sent again (confirmed-ack.ts). */
+const ACK_CONFIRM_TIMEOUT_MS = 2_000;
 
 export async function startDispatcher(
   config: DispatcherConfig,
@@ -72,6 +77,11 @@ export async function startDispatcher(
       : logger.warn("NATS connection lost: not ready until it is back"),
   );
   const js = nc.jetstream();
+  // Fan-out publishes and every ack, nak and progress note: one inbox, writes batched per turn.
+  const pipe = new PipelinedPublisher(nc, PUBLISH_TIMEOUT_MS);
+  // Acks have their own, with a shorter wait: an ack lost to a consumer leader's election is
+  // resent after 2 s, well inside ack-wait, so the message is not delivered a second time.
+  const acks = new PipelinedPublisher(nc, ACK_CONFIRM_TIMEOUT_MS);
 
   const metrics = new DispatcherMetrics(async () => {
     const out = new Map<string, number>();
@@ -103,6 +113,7 @@ export async function startDispatcher(
     connected: () => connection.connected,
     logger,
     onDrop: (why) => metrics.attemptLogDropped.inc({ why }),
+    writer: pipe,
   });
   store.on("change", (c) => {
     if (c.kind === "destination" && !c.record) metrics.forgetDestination(c.id);
@@ -128,6 +139,7 @@ export async function startDispatcher(
   });
   const supervisor = new DestinationSupervisor({
     js,
+    acks,
     jsm,
     store,
     handler,
@@ -150,7 +162,7 @@ export async function startDispatcher(
   };
   registerConfigRevision(metrics.registry, configRevision);
 
-  const router = new Router({ js, store, metrics, logger, attemptLog });
+  const router = new Router({ publisher: pipe, store, metrics, logger, attemptLog });
   const routerPuller = new Puller({
     js,
     stream: EVENTS_STREAM,
@@ -158,6 +170,7 @@ export async function startDispatcher(
     concurrency: config.routerConcurrency,
     expiresMs: config.pullExpiresMs,
     handle: (msg) => router.handle(msg),
+    acks,
     logger,
   });
   routerPuller.resume();
@@ -230,7 +243,11 @@ export async function startDispatcher(
     store.close();
     await attemptLog.flush();
     await ops?.close();
+    // Writes queued in this turn (the last acks and naks) go out before the drain.
+    await new Promise((resolve) => setImmediate(resolve));
     await nc.drain().catch(() => {});
+    pipe.close();
+    acks.close();
     await agent.close();
     logger.info("dispatcher stopped");
   };

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { consumerOpts, type JetStreamClient, type JetStreamPullSubscription, type JsMsg } from "nats";
 import type { Logger } from "../../lib/log/logger.js";
 import { confirmingAck } from "../../lib/nats/confirmed-ack.js";
+import type { PipelinedPublisher } from "../../lib/nats/pipelined-publisher.js";
 
 export interface PullerOptions {
   js: JetStreamClient;
@@ -12,6 +13,8 @@ export interface PullerOptions {
   /** Long-poll length of one pull request. */
   expiresMs: number;
   handle: (msg: JsMsg) => Promise<void>;
+  /** Acks, naks and progress notes go out through it, batched per event-loop turn. */
+  acks: PipelinedPublisher;
   logger: Logger;
 }
 
@@ -106,28 +109,44 @@ export class Puller {
     return Promise.race([all, sleep(ms, false, { ref: false })]);
   }
 
+  /** Free slots: neither handling a message nor promised to an open pull request. */
+  #free(): number {
+    let outstanding = 0;
+    for (const r of this.#requests) outstanding += r.remaining;
+    return this.#o.concurrency - this.#inFlight.size - outstanding;
+  }
+
+  /** How many free slots make a new pull request worth its round trip. */
+  #pullAt(): number {
+    return Math.max(1, Math.ceil(this.#o.concurrency / 4));
+  }
+
   async #run(): Promise<void> {
     const o = this.#o;
+    /** The last wait ended by its timer: nothing freed enough slots meanwhile. */
+    let quiet = true;
     while (this.#running) {
       try {
         const sub = this.#sub ?? (await this.#open());
         const now = Date.now();
         this.#requests = this.#requests.filter((r) => r.remaining > 0 && r.endsAt > now);
-        const outstanding = this.#requests.reduce((n, r) => n + r.remaining, 0);
-        const free = o.concurrency - this.#inFlight.size - outstanding;
-        if (free > 0) {
+        const free = this.#free();
+        // Ask again once a quarter of the slots is free, not at every freed slot: a request per
+        // message doubled the round trips and the server's work under load. After a quiet wait
+        // any free slot is asked for, so a few slots held long (acks being confirmed, a slow
+        // endpoint) never stop the rest.
+        if (free > 0 && (free >= this.#pullAt() || quiet)) {
           sub.pull({ batch: free, expires: o.expiresMs });
           this.#requests.push({ remaining: free, endsAt: now + o.expiresMs });
           this.#pullEnds = now + o.expiresMs + LATE_SLACK_MS;
         }
-        // Until a slot frees, a message arrives, a request expires, or pause().
-        // No open request (every slot busy): a freed slot wakes the loop; the timer is a fallback.
+        // Until enough slots free, a request expires, or pause(); the timer is a fallback.
         const next = Math.min(Date.now() + o.expiresMs, ...this.#requests.map((r) => r.endsAt));
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, Math.max(10, next - Date.now()));
+        quiet = await new Promise<boolean>((resolve) => {
+          const t = setTimeout(() => resolve(true), Math.max(10, next - Date.now()));
           this.#wakeLoop = () => {
             clearTimeout(t);
-            resolve();
+            resolve(false);
           };
         });
         this.#wakeLoop = undefined;
@@ -154,9 +173,9 @@ export class Puller {
         // Counted against the oldest open request; a late one may push past the limit briefly.
         const r = this.#requests.find((q) => q.remaining > 0);
         if (r) r.remaining--;
+        // A message taking its slot leaves the free count as it was: nothing to wake for.
         if (this.#running) this.#start(msg);
         else msg.nak(); // paused or closing: someone else (or later) takes it
-        this.#wakeLoop?.();
       }
     })().catch((err) => {
       this.#o.logger.warn({ consumer: this.#o.consumer, err: (err as Error).message }, "subscription ended");
@@ -173,7 +192,7 @@ export class Puller {
 
   #start(original: JsMsg): void {
     // The slot is held until the ack is confirmed: an ack lost to a leader change is resent.
-    const { msg, confirmed } = confirmingAck(original, this.#o.logger);
+    const { msg, confirmed } = confirmingAck(original, this.#o.logger, this.#o.acks);
     const p = this.#o
       .handle(msg)
       .then(confirmed)
@@ -186,7 +205,7 @@ export class Puller {
       })
       .finally(() => {
         this.#inFlight.delete(p);
-        this.#wakeLoop?.();
+        if (this.#free() >= this.#pullAt()) this.#wakeLoop?.();
       });
     this.#inFlight.add(p);
   }

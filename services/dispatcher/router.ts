@@ -1,4 +1,4 @@
-import { headers, type JetStreamClient, type JsMsg } from "nats";
+import { headers, type JsMsg } from "nats";
 import type { AttemptLog } from "../../lib/attempts/publisher.js";
 import type { ConfigStore } from "../../lib/config/config-store.js";
 import {
@@ -8,6 +8,7 @@ import {
 } from "../../lib/dead-letters/delivery-headers.js";
 import type { Logger } from "../../lib/log/logger.js";
 import type { StoredCall } from "../../lib/model/stored-call.js";
+import type { PipelinedPublisher } from "../../lib/nats/pipelined-publisher.js";
 import { deliverySubject, type EventType } from "../../lib/nats/topology.js";
 import { ATTR, startRouteSpan } from "../../lib/tracing/mod.js";
 import { renderBody } from "./body.js";
@@ -15,7 +16,8 @@ import { webhooksEnabled } from "./integrations.js";
 import type { DispatcherMetrics } from "./metrics.js";
 
 export interface RouterDeps {
-  js: JetStreamClient;
+  /** Fan-out publishes: PubAck awaited, many in flight, written together per event-loop turn. */
+  publisher: PipelinedPublisher;
   store: ConfigStore;
   metrics: DispatcherMetrics;
   logger: Logger;
@@ -27,6 +29,8 @@ export interface RouterDeps {
 const BACKPRESSURE_DELAY_MS = 2000;
 const TYPES = new Set<EventType>(["identify", "track", "page", "screen", "group", "alias", "delete"]);
 const decoder = new TextDecoder();
+/** JetStream's dedup header: a redelivered call's fan-out is stored once. */
+const NATS_MSG_ID = "Nats-Msg-Id";
 
 /**
  * Fans each stored call out to its destinations: one message per destination on DELIVERIES,
@@ -76,13 +80,11 @@ export class Router {
       await Promise.all(
         targets.map((dest) => {
           const h = headers();
+          h.set(NATS_MSG_ID, deliveryMsgId(call.sourceId, call.messageId, dest.id));
           h.set(MESSAGE_ID_HEADER, call.messageId);
           h.set(SOURCE_ID_HEADER, call.sourceId);
           span.inject(h); // tracing hook: the trace goes on to DELIVERIES
-          return d.js.publish(deliverySubject(dest.id), body, {
-            msgID: deliveryMsgId(call.sourceId, call.messageId, dest.id),
-            headers: h,
-          });
+          return d.publisher.publish(deliverySubject(dest.id), body, h);
         }),
       );
     } catch (err) {

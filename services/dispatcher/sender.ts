@@ -244,10 +244,20 @@ function errorOutcome(err: unknown, timeoutMs: number): StatusOutcome {
   return { ok: false, retryable: true, status: 0, error: "connection", detail: detail(first) || String(err) };
 }
 
+/** Parsed destination URLs: a handful of strings, each parsed twice per attempt before this. */
+const parsedUrls = new Map<string, URL | undefined>();
+const MAX_PARSED_URLS = 1024;
+
+/** The URL, or undefined when it does not parse. The result is shared: callers must not change it. */
 function safeParse(url: string): URL | undefined {
+  if (parsedUrls.has(url)) return parsedUrls.get(url);
+  let u: URL | undefined;
   try {
-    return new URL(url);
+    u = new URL(url);
   } catch {
-    return undefined;
+    u = undefined;
   }
+  if (parsedUrls.size >= MAX_PARSED_URLS) parsedUrls.clear();
+  parsedUrls.set(url, u);
+  return u;
 }

@@ -2,6 +2,7 @@ import type { JetStreamClient, JetStreamManager, JsMsg } from "nats";
 import type { ConfigChange, ConfigStore } from "../../lib/config/config-store.js";
 import type { Logger } from "../../lib/log/logger.js";
 import type { DestinationRecord } from "../../lib/model/destination.js";
+import type { PipelinedPublisher } from "../../lib/nats/pipelined-publisher.js";
 import { DELIVERIES_STREAM, destinationConsumer } from "../../lib/nats/topology.js";
 import { type ConsumerSettings, ensureDestinationConsumer, removeDestinationConsumer } from "./consumers.js";
 import type { DeliveryHandler } from "./delivery.js";
@@ -13,6 +14,8 @@ const RETRY_APPLY_MS = 2000;
 
 export interface SupervisorDeps {
   js: JetStreamClient;
+  /** Acks and naks of every destination's puller go out through it (batched writes). */
+  acks: PipelinedPublisher;
   jsm: JetStreamManager;
   store: ConfigStore;
   handler: DeliveryHandler;
@@ -186,6 +189,7 @@ export class DestinationSupervisor {
           concurrency: this.#concurrency(record),
           expiresMs: d.pullExpiresMs,
           handle: (msg) => this.#handle(id, msg),
+          acks: d.acks,
           logger: d.logger,
         });
         this.#pullers.set(id, puller);

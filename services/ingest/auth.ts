@@ -12,13 +12,22 @@ export function unauthenticated(message: string): HookpostError {
   return new HookpostError(Code.UNAUTHENTICATED, message);
 }
 
-/** The one `authorization` value of a call, split into scheme and credentials. */
-function authorization(metadata: Metadata, hint: string): { scheme: string; credentials: string } {
+/** The one `authorization` value of a call. */
+function authorizationValue(metadata: Metadata, hint: string): string {
   const values = metadata.get("authorization");
   if (values.length === 0) throw unauthenticated(`missing authorization: ${hint}`);
   if (values.length > 1) throw unauthenticated(`more than one authorization value: ${hint}`);
   const value = values[0];
   if (typeof value !== "string") throw unauthenticated(`authorization must be text: ${hint}`);
+  return value;
+}
+
+/** The one `authorization` value of a call, split into scheme and credentials. */
+function authorization(metadata: Metadata, hint: string): { scheme: string; credentials: string } {
+  return splitAuthorization(authorizationValue(metadata, hint), hint);
+}
+
+function splitAuthorization(value: string, hint: string): { scheme: string; credentials: string } {
   const match = /^([A-Za-z]+) +(\S+) *$/.exec(value);
   if (!match) throw unauthenticated(`malformed authorization: ${hint}`);
   return { scheme: match[1]!.toLowerCase(), credentials: match[2]! };
@@ -29,11 +38,45 @@ function authorization(metadata: Metadata, hint: string): { scheme: string; cred
  * user name and an empty password) and returns that source. Looks the key up in memory.
  */
 export function authenticateSource(store: ConfigStore, metadata: Metadata): SourceRecord {
-  const { scheme, credentials } = authorization(metadata, BASIC_HINT);
+  const value = authorizationValue(metadata, BASIC_HINT);
+  const cache = knownKeys(store);
+  const known = cache.get(value);
+  if (known !== undefined) {
+    const source = store.source(known.id);
+    // A rotated key no longer matches the source's hash; a deleted source is gone.
+    if (source?.writeKeyHash === known.writeKeyHash) return source;
+    cache.delete(value);
+  }
+  const { scheme, credentials } = splitAuthorization(value, BASIC_HINT);
   if (scheme !== "basic") {
     throw unauthenticated(`calls authenticate with a source write key: ${BASIC_HINT}`);
   }
-  return sourceByWriteKey(store, writeKeyFromBasic(credentials, BASIC_HINT));
+  const source = sourceByWriteKey(store, writeKeyFromBasic(credentials, BASIC_HINT));
+  if (cache.size >= MAX_KNOWN_KEYS) cache.delete(cache.keys().next().value!);
+  cache.set(value, { id: source.id, writeKeyHash: source.writeKeyHash });
+  return source;
+}
+
+/**
+ * Recently accepted `authorization` values and their source, per store, so that a call does not
+ * hash its write key again (SHA-256, ~5 % of a call's CPU). Only accepted keys are kept, at most
+ * MAX_KNOWN_KEYS (oldest dropped first); every source change empties it, and a hit is checked
+ * against the source's current key hash, so a rotated or deleted key is refused at once.
+ */
+const known = new WeakMap<ConfigStore, Map<string, { id: string; writeKeyHash: string }>>();
+const MAX_KNOWN_KEYS = 1024;
+
+function knownKeys(store: ConfigStore): Map<string, { id: string; writeKeyHash: string }> {
+  let cache = known.get(store);
+  if (cache === undefined) {
+    const created = new Map<string, { id: string; writeKeyHash: string }>();
+    store.on("change", (c) => {
+      if (c.kind === "source") created.clear();
+    });
+    known.set(store, created);
+    cache = created;
+  }
+  return cache;
 }
 
 /** The write key (the user name) of Basic credentials `base64(<write key>:)`. */

@@ -35,7 +35,6 @@ import { ingestService } from "./calls/ingest-service.js";
 import { CallIntake } from "./calls/intake.js";
 import { MAX_RECEIVE_BYTES } from "./calls/limits.js";
 import { EventPublisher } from "./calls/publish.js";
-import { RawRequests } from "./calls/raw-requests.js";
 import type { IngestConfig } from "./config.js";
 import { createConsoleHandler } from "./console/console-handler.js";
 import { DEFAULT_HTTP_LIMITS } from "./http/limits.js";
@@ -156,7 +155,10 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     const serveOptions = {
       onCallEnd: (method: string, code: Code, ms: number) => {
         metrics.callEnded("grpc", method, code, ms);
-        log.debug({ transport: "grpc", method, code: Code[code], ms: Math.round(ms * 10) / 10 }, "call");
+        // Not even the log object is built per call unless debug logging is on.
+        if (log.isLevelEnabled("debug")) {
+          log.debug({ transport: "grpc", method, code: Code[code], ms: Math.round(ms * 10) / 10 }, "call");
+        }
       },
       onInternalError: (method: string, err: unknown) =>
         log.error(
@@ -168,11 +170,10 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     await sweepSyncTemp(limiter.limits.tmpDir, log);
     metrics.watchSyncs(limiter);
     const publish = (c: StoredCall) => publisher.publish(c);
-    const raw = new RawRequests();
     const intake = new CallIntake(publisher, index);
     const maxBatchCalls = config.maxBatchCalls ?? DEFAULT_MAX_BATCH_CALLS;
     addService(
-      raw.recording(server),
+      server,
       IngestService,
       {
         ...ingestService({
@@ -183,7 +184,6 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
           log,
           index,
           intake,
-          raw,
           maxBatchCalls,
         }),
         // The sync RPCs, with their limits.
@@ -192,7 +192,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
       serveOptions,
     );
     const jsm = await nc.jetstreamManager();
-    healthFeed = new HealthAggregate(nc.jetstream(), log);
+    healthFeed = new HealthAggregate(nc, log);
     healthFeed.start();
     const feed = healthFeed;
     store.on("change", (c) => {

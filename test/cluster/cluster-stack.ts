@@ -35,6 +35,8 @@ export class ClusterStack {
   readonly receiver: Receiver;
   readonly ingest: ServiceProcess;
   readonly dispatchers: ServiceProcess[];
+  /** Each dispatcher's ops address (host:port), for its /readyz configuration revision. */
+  readonly dispatcherOps: string[];
   readonly nc: NatsConnection;
   readonly admin: AdminClient;
   readonly client: IngestClient;
@@ -46,6 +48,7 @@ export class ClusterStack {
     receiver: Receiver;
     ingest: ServiceProcess;
     dispatchers: ServiceProcess[];
+    dispatcherOps: string[];
     nc: NatsConnection;
     admin: AdminClient;
     client: IngestClient;
@@ -56,6 +59,7 @@ export class ClusterStack {
     this.receiver = o.receiver;
     this.ingest = o.ingest;
     this.dispatchers = o.dispatchers;
+    this.dispatcherOps = o.dispatcherOps;
     this.nc = o.nc;
     this.admin = o.admin;
     this.client = o.client;
@@ -102,11 +106,13 @@ export class ClusterStack {
         // Short, so that a delivery whose ack was lost comes back (and is counted) within the test.
         ACK_WAIT: "5s",
         LOG_LEVEL: "info",
+        OPS_ADDR: "127.0.0.1:0",
       }),
     );
     processes.push(...dispatchers);
     const listening = await ingest.waitFor("ingest listening", 60_000);
-    await Promise.all(dispatchers.map((d) => d.waitFor("dispatcher started", 60_000)));
+    const started = await Promise.all(dispatchers.map((d) => d.waitFor("dispatcher started", 60_000)));
+    const dispatcherOps = started.map((r) => String(r.ops));
     const address = String(listening.address);
     const admin = adminClient(address);
     const created = await admin.createSource({ name: "cluster load" });
@@ -131,6 +137,7 @@ export class ClusterStack {
       receiver,
       ingest,
       dispatchers,
+      dispatcherOps,
       nc,
       admin,
       client: ingestClient(address, created.writeKey),

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, HookpostError } from "../../lib/grpc/mod.js";
 import { Receiver } from "../helpers/receiver.js";
+import { waitForRevision } from "../helpers/revisions.js";
 import { ClusterStack, Load, waitUntil } from "./cluster-stack.js";
 
 // A 3-node cluster, R3, ingest and 2 dispatchers as processes under steady load. The leader of
@@ -109,20 +110,11 @@ describe("Hookpost on a 3-node cluster: consumer and bucket leaders", () => {
     // And changes keep reaching the dispatchers: disabling the new destination stops its deliveries.
     const dests = await s.admin.listDestinations({});
     const id = dests.destinations.find((d) => d.name === "second")!.id;
-    await change("disable the new destination", () =>
+    const disabled = await change("disable the new destination", () =>
       s.admin.updateDestination({ destination: { id, enabled: false }, updateMask: { paths: ["enabled"] } }),
     );
-    // Both dispatchers saw it (a fact in their logs): calls sent from now on skip that destination.
-    await waitUntil(
-      "both dispatchers paused the disabled destination",
-      () =>
-        s.dispatchers.every((d) =>
-          d.records.some(
-            (r) => r.msg === "destination disabled: delivery paused, backlog kept" && r.destinationId === id,
-          ),
-        ),
-      60_000,
-    );
+    // Both dispatchers applied it (their /readyz revision): calls sent from now on skip that destination.
+    await waitForRevision(disabled.revision, s.dispatcherOps, 60_000);
     const load = new Load(s.client, { tag: "after-disable" });
     await load.more(200);
     await load.stop();

@@ -27,6 +27,11 @@ export class NatsServer {
     this.#extraArgs = extraArgs;
   }
 
+  /** The server process's pid (benchmarks read its CPU time from /proc). */
+  get pid(): number | undefined {
+    return this.#proc?.pid;
+  }
+
   get url(): string {
     return `nats://127.0.0.1:${this.port}`;
   }

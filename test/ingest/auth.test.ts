@@ -97,6 +97,16 @@ describe("write key authentication", () => {
     expect((await failure(client.track(track))).code).toBe(Code.UNAUTHENTICATED);
   });
 
+  it("a key just used (so remembered as accepted) fails at once after a deletion, also in a Batch", async () => {
+    const { id, client } = await h.source();
+    await client.track(track);
+    await client.batch({ calls: [{ call: { case: "track", value: track } }] });
+    await h.admin.deleteSource({ id });
+    expect((await failure(client.track(track))).code).toBe(Code.UNAUTHENTICATED);
+    const err = await failure(client.batch({ calls: [{ call: { case: "track", value: track } }] }));
+    expect(err.code).toBe(Code.UNAUTHENTICATED);
+  });
+
   it("another ingest replica sees a new key, a rotation and a deletion within 2 s", async () => {
     const replica = await startIngest(testConfig(h.nats.url), { logger: silentLogger() });
     try {

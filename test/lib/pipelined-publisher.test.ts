@@ -76,4 +76,23 @@ describe("PipelinedPublisher", () => {
     silent.unsubscribe();
     pipe.close();
   });
+
+  it("keeps answering in order of arrival while an old message waits for its deadline", async () => {
+    const silent = nc.subscribe("stalled.>");
+    const pipe = new PipelinedPublisher(nc, 1_500);
+    // The oldest pending message never gets an answer: the ones behind it (more than the
+    // initial ring holds, in several rounds so the ring wraps) must settle all the same.
+    const stalled = pipe.publish("stalled.a", "x", headers()).catch((e: unknown) => e);
+    for (let round = 0; round < 3; round++) {
+      const acks = await Promise.all(
+        Array.from({ length: 1_500 }, (_, i) => pipe.publish(`pp.r${round}`, `r${round}-${i}`, headers())),
+      );
+      expect(acks.every((a) => a.stream === "PP" && a.seq > 0)).toBe(true);
+      expect(pipe.inFlight).toBe(1);
+    }
+    expect(((await stalled) as PublishError).code).toBe("TIMEOUT");
+    expect(pipe.inFlight).toBe(0);
+    silent.unsubscribe();
+    pipe.close();
+  });
 });

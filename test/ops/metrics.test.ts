@@ -95,12 +95,18 @@ describe("metrics move with traffic", () => {
 
     // 7 calls x 3 destinations: "ok" delivers, "bad" (400) dead-letters at once, "flaky" (503) retries.
     const deliveries = "hookpost_dispatcher_deliveries_total";
-    const during = await waitUntil("deliveries and dead letters", async () => {
+    const backlog = "hookpost_dispatcher_consumer_backlog";
+    // The backlog is read from JetStream, which applies an ack a moment after the counter moved:
+    // wait for both to settle rather than read them in one instant.
+    const during = await waitUntil("deliveries, dead letters and their acks", async () => {
       const s = await scrape(dispatcherOps());
       const ok =
         delta(dispatcherBefore, s, deliveries, { outcome: "delivered" }) >= 7 &&
         delta(dispatcherBefore, s, deliveries, { outcome: "dead_letter" }) >= 7 &&
-        delta(dispatcherBefore, s, "hookpost_dispatcher_retries_total") >= 7;
+        delta(dispatcherBefore, s, "hookpost_dispatcher_retries_total") >= 7 &&
+        s.some((x) => x.name === backlog && x.labels.destination === "bad") &&
+        metric(s, backlog, { destination: "ok" }) === 0 &&
+        metric(s, backlog, { destination: "bad" }) === 0;
       return ok ? s : undefined;
     });
     expect(stack.receiver.requests).toHaveLength(7);
@@ -134,7 +140,6 @@ describe("metrics move with traffic", () => {
     expect(delta(dispatcherBefore, during, `${attempts}_sum`)).toBeGreaterThan(0);
     expect(delta(dispatcherBefore, during, `${attempts}_bucket`, { result: "2xx", le: "+Inf" })).toBe(7);
     // The deliveries to "flaky" wait for their retries: that is the backlog.
-    const backlog = "hookpost_dispatcher_consumer_backlog";
     expect(metric(during, backlog, { destination: "flaky" })).toBe(7);
     expect(metric(during, backlog, { destination: "ok" })).toBe(0);
     expect(metric(during, backlog, { destination: "bad" })).toBe(0);

@@ -9,9 +9,11 @@ import type { UserSourceIndex } from "../../../lib/users/user-source-index.js";
  * Stores a call on the EVENTS stream (subject `eventSubject(sourceId, type)`, header
  * `Nats-Msg-Id: <sourceId>:<messageId>`) and resolves once JetStream confirmed it. Rejects with
  * a HookpostError (UNAVAILABLE, RESOURCE_EXHAUSTED) otherwise. The ingest's EventPublisher#publish
- * fits; `publishStoredCall` (publish.ts) is the built-in one.
+ * fits; `jetStreamPublisher` (publish.ts) is the built-in one. `json`, when given, is
+ * `JSON.stringify(call)` already rendered (the syncs render it from templates); a publisher may
+ * use it instead of serialising again.
  */
-export type PublishCall = (call: StoredCall) => Promise<void>;
+export type PublishCall = (call: StoredCall, json?: string) => Promise<void>;
 
 /** What the sync and deletion handlers need from the ingest service. */
 export interface SyncDeps {

@@ -1,7 +1,7 @@
-import { headers, type NatsConnection } from "nats";
+import type { NatsConnection } from "nats";
 import type { StoredCall } from "../../../lib/model/stored-call.js";
 import { natsFailure } from "../../../lib/nats/jetstream-errors.js";
-import { PipelinedPublisher } from "../../../lib/nats/pipelined-publisher.js";
+import { msgIdHeaders, PipelinedPublisher } from "../../../lib/nats/pipelined-publisher.js";
 import { eventSubject } from "../../../lib/nats/topology.js";
 import type { PublishCall } from "./deps.js";
 
@@ -26,13 +26,17 @@ function pipelined(nc: NatsConnection, timeoutMs: number): PipelinedPublisher {
  */
 export function jetStreamPublisher(nc: NatsConnection, timeoutMs = 5_000): PublishCall {
   const pipe = pipelined(nc, timeoutMs);
-  return async (call: StoredCall) => {
-    const h = headers();
-    h.set("Nats-Msg-Id", `${call.sourceId}:${call.messageId}`);
-    try {
-      await pipe.publish(eventSubject(call.sourceId, call.type), JSON.stringify(call), h);
-    } catch (err) {
-      throw natsFailure("could not store the call", err);
-    }
-  };
+  return (call: StoredCall, json?: string) =>
+    pipe
+      .publish(
+        eventSubject(call.sourceId, call.type),
+        json ?? JSON.stringify(call),
+        msgIdHeaders(`${call.sourceId}:${call.messageId}`),
+      )
+      .then(stored, failed);
 }
+
+const stored = (): void => {};
+const failed = (err: unknown): never => {
+  throw natsFailure("could not store the call", err);
+};

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -216,11 +216,34 @@ export function syncMessageIds(
   const head = JSON.stringify(["hookpost-sync/1", subject.sourceId, subject.kind, subject.key]).slice(0, -1);
   const tail = `,${JSON.stringify(generation)}]`;
   const prefix = subject.kind === "audience" ? "aud_" : "trt_";
+  // Audience values are "true"/"false": their JSON string, rendered once.
+  const quoted = new Map(["true", "false", "null"].map((v) => [v, JSON.stringify(v)]));
   return (escapedUserId, valueJson) =>
     prefix +
-    createHash("sha256")
-      .update(`${head},${JSON.stringify(escapedUserId)},${JSON.stringify(valueJson)}${tail}`)
-      .digest("base64url");
+    hash(
+      "sha256",
+      `${head},${JSON.stringify(escapedUserId)},${quoted.get(valueJson) ?? JSON.stringify(valueJson)}${tail}`,
+      "base64url",
+    );
+}
+
+/**
+ * `JSON.stringify` of a sync's identify call (the StoredCall `emit` in applySync builds), from
+ * templates rendered once per sync: per call only the message id, the user id and the value
+ * are spliced in. `valueJson` is canonical JSON (JSON.stringify output), which JSON.stringify
+ * of its parsed value renders unchanged; message ids (prefix and base64url) need no escaping.
+ * Byte for byte what JSON.stringify gives (test/sync/identify-json.test.ts).
+ */
+export function identifyJsonRenderer(
+  subject: SyncSubject,
+  at: string,
+  context: JsonObject,
+): (messageId: string, userId: string, valueJson: string) => string {
+  const head = '{"type":"identify","messageId":"';
+  const mid = `","sourceId":${JSON.stringify(subject.sourceId)},"receivedAt":${JSON.stringify(at)},"timestamp":${JSON.stringify(at)},"userId":`;
+  const traits = `,"context":${JSON.stringify(context)},"traits":{${JSON.stringify(subject.key)}:`;
+  return (messageId, userId, valueJson) =>
+    `${head}${messageId}${mid}${JSON.stringify(userId)}${traits}${valueJson}}}`;
 }
 
 /**
@@ -262,6 +285,8 @@ export async function applySync(
       ["null", null],
     ]);
 
+    const render = identifyJsonRenderer(subject, at, context);
+
     const emit = (escapedId: string, valueJson: string, isNew: boolean): Promise<void> | undefined => {
       const userId = unescapeField(escapedId);
       const call: StoredCall = {
@@ -278,9 +303,12 @@ export async function applySync(
             : (JSON.parse(valueJson) as JsonValue),
         },
       };
+      const json = render(call.messageId, userId, valueJson);
       const index = isNew ? deps.index : undefined;
       return window.run(() =>
-        index ? Promise.all([publish(call), index.record(userId, subject.sourceId)]) : publish(call),
+        index
+          ? Promise.all([publish(call, json), index.record(userId, subject.sourceId)])
+          : publish(call, json),
       );
     };
 

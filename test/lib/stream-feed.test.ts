@@ -1,0 +1,71 @@
+import { connect, type NatsConnection } from "nats";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { StreamFeed } from "../../lib/nats/stream-feed.js";
+import { waitUntil } from "../dispatcher/helpers.js";
+import { NatsServer } from "../helpers/nats-server.js";
+
+// The feed the health fold reads the attempt log with: every message of the stream once, in
+// order, from a start time, and still exactly once across a nats-server restart.
+
+let server: NatsServer;
+let nc: NatsConnection;
+
+beforeAll(async () => {
+  server = await NatsServer.start();
+  nc = await connect({ servers: server.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+  const jsm = await nc.jetstreamManager();
+  await jsm.streams.add({ name: "FEED", subjects: ["feed.a.>", "feed.b.>"] });
+});
+
+afterAll(async () => {
+  await nc?.close();
+  await server?.stop();
+});
+
+const decoder = new TextDecoder();
+
+describe("StreamFeed", () => {
+  it("delivers every message of every subject once, in order, and goes on after a server restart", async () => {
+    const js = nc.jetstream();
+    // Before the feed starts, and older than its start time: left out.
+    await js.publish("feed.a.old", "old");
+    await new Promise((r) => setTimeout(r, 50));
+    const startedAt = new Date();
+    for (let i = 0; i < 50; i++) await js.publish(i % 2 ? "feed.a.x" : "feed.b.y", String(i));
+
+    const seen: Array<{ text: string; seq: number }> = [];
+    const feed = new StreamFeed({
+      nc,
+      stream: "FEED",
+      startTime: () => startedAt,
+      onMessage: (data, seq) => seen.push({ text: decoder.decode(data), seq }),
+      logger: pino({ level: "silent" }),
+      heartbeatMs: 500,
+    });
+    feed.start();
+    try {
+      await waitUntil(() => seen.length >= 50, 10_000, "the first 50 messages");
+      expect(seen.map((s) => s.text)).toEqual(Array.from({ length: 50 }, (_, i) => String(i)));
+      expect(feed.lastSequence).toBe(51);
+
+      // The server goes away and comes back (its ephemeral consumer is gone with it).
+      await server.restart();
+      for (let i = 50; i < 100; i++) {
+        for (;;) {
+          try {
+            await js.publish("feed.a.z", String(i));
+            break;
+          } catch {
+            await new Promise((r) => setTimeout(r, 100));
+          }
+        }
+      }
+      await waitUntil(() => seen.length >= 100, 20_000, "the messages after the restart");
+      expect(seen.map((s) => s.text)).toEqual(Array.from({ length: 100 }, (_, i) => String(i)));
+      expect(seen.map((s) => s.seq)).toEqual(Array.from({ length: 100 }, (_, i) => i + 2));
+    } finally {
+      feed.close();
+    }
+  });
+});
