@@ -8,7 +8,8 @@
  *   CPU per delivery of the replica, nats-server and the receiver meanwhile;
  * - latency send -> receipt (a single call to ingest, over gRPC unary `Track` and over HTTP
  *   `/v1/track` -> the receiver got the webhook) at a steady 500 and 2000 calls/s, p50 and p99
- *   (target p99: 20 ms).
+ *   (target p99: 20 ms), and at 2000 calls/s the CPU per call of every process on the machine
+ *   (the sender included) with the busy share of the cores it makes.
  *
  *   npm run bench -- dispatcher        BENCH_DELIVERIES=40000 npm run bench -- dispatcher
  *   BENCH_CPU_PROF=/tmp/prof npm run bench -- dispatcher   # .cpuprofile per service process
@@ -29,7 +30,8 @@ import { type Figure, printTable } from "./table.js";
 const BACKLOG = Number(process.env.BENCH_DELIVERIES ?? 20_000);
 /** Requests in flight for the raw POST limit (undici pool, keep-alive). */
 const RAW_IN_FLIGHT = 64;
-const STEADY_SECONDS = 3;
+/** Long enough that one slow moment (a GC, a stream flush) is not the p99 by itself. */
+const STEADY_SECONDS = 5;
 const P99_TARGET_MS = 20;
 
 function replica(natsUrl: string, env: Record<string, string> = {}): ServiceProcess {
@@ -114,15 +116,20 @@ function viaHttp(httpAddress: string, writeKey: string): { send: SendOne; close(
   return { send, close: () => pool.close() };
 }
 
-/** Sends single calls at `rate` for STEADY_SECONDS; latencies (ms) from send to receipt. */
+/**
+ * Sends single calls at `rate` for STEADY_SECONDS; latencies (ms) from send to receipt, and the
+ * CPU per call (µs) of each process in `pids` meanwhile (this process, the sender, included).
+ */
 async function latencies(
   send: SendOne,
   receiver: ReceiverProcess,
   tag: string,
   rate: number,
-): Promise<number[]> {
+  pids: number[] = [],
+): Promise<{ values: number[]; cpu: number[] }> {
   const total = rate * STEADY_SECONDS;
   const sent: number[] = new Array(total);
+  const before = pids.map(cpuMs);
   const start = performance.now();
   const sends: Promise<unknown>[] = [];
   for (let i = 0; i < total; i++) {
@@ -134,7 +141,25 @@ async function latencies(
   }
   await Promise.all(sends);
   await receiver.waitForTag(tag, total);
-  return sent.map((at, i) => receiver.arrivals.get(`${tag}-${i}`)! - at);
+  const cpu = pids.map((pid, i) => ((cpuMs(pid) - before[i]!) * 1000) / total);
+  return { values: sent.map((at, i) => receiver.arrivals.get(`${tag}-${i}`)! - at), cpu };
+}
+
+/**
+ * What a steady rate costs the machine: CPU per call of every process on it (the bench's own
+ * sender included, it shares the cores) and the busy share of the cores that makes. Near 100 %
+ * calls queue for a core at every hop, and the p99 grows with the queues.
+ */
+function busyFigure(rate: number, via: string, cpu: number[]): Figure {
+  const [sender, ingest, replica, nats, receiver] = cpu.map((x) => Math.round(x));
+  const total = cpu.reduce((a, b) => a + b, 0);
+  const cores = availableParallelism();
+  return {
+    name: `busy share of ${cores} cores at ${rate} calls/s, ${via}`,
+    value: Math.round((total * rate) / 1e4 / cores),
+    unit: "%",
+    note: `CPU µs per call: sender ${sender}, ingest ${ingest}, dispatcher ${replica}, nats-server ${nats}, receiver ${receiver}`,
+  };
 }
 
 /** p50 and p99 of one steady rate; p99 beside its target (a ratio <= 1 meets it). */
@@ -262,8 +287,10 @@ export async function benchDispatcher(): Promise<Figure[]> {
       const t = via.split(" ")[0]!.toLowerCase();
       await latencies(send, receiver, `lat-warm-${t}`, 200);
       for (const rate of [500, 2000]) {
-        const values = await latencies(send, receiver, `lat${rate}-${t}`, rate);
+        const pids = [process.pid, ingest.proc.pid!, replicas[0]!.proc.pid!, server.pid!, receiver.proc.pid!];
+        const { values, cpu } = await latencies(send, receiver, `lat${rate}-${t}`, rate, pids);
         steady.push(...latencyFigures(rate, via, values));
+        if (rate === 2000) steady.push(busyFigure(rate, via, cpu));
       }
     }
 
