@@ -34,6 +34,10 @@ const FIRST_WINDOW = 256;
 const MAX_WINDOW = 1 << 20;
 /** Records of one message at most (attempts of every destination, routing, dead letters). */
 const MESSAGE_RECORDS_MAX = 2000;
+/** Routed records looked at per message for its body (more than one only on a hash collision). */
+const ROUTED_LOOKUPS_PER_MESSAGE = 4;
+/** Body lookups of one page in flight at once. */
+const BODY_LOOKUPS_IN_FLIGHT = 32;
 const decoder = new TextDecoder();
 
 /**
@@ -100,6 +104,35 @@ export class AttemptReader {
       .map(parse)
       .filter((r) => r.messageId === messageId)
       .sort((a, b) => a.sequence - b.sequence);
+  }
+
+  /**
+   * The request body of each message, from its routed record (the bytes every destination was
+   * sent). A message whose routed record is gone (aged out, or not written) or was stored
+   * without its body (ATTEMPT_LOG_BODIES=off) is absent from the map.
+   */
+  async requestBodies(messageIds: Iterable<string>): Promise<Map<string, string>> {
+    const ids = [...new Set(messageIds)];
+    const out = new Map<string, string>();
+    const one = async (id: string) => {
+      const subject = routedSubject(messageHash(id));
+      // The first routed record of the message; a hash collision only adds a record to skip.
+      let seq = 1;
+      for (let left = ROUTED_LOOKUPS_PER_MESSAGE; left > 0; left--) {
+        const m = await this.#next(subject, seq);
+        if (!m) return;
+        const r = parse(m);
+        if (r.kind === "routed" && r.messageId === id) {
+          if (r.body !== undefined) out.set(id, r.body);
+          return;
+        }
+        seq = m.seq + 1;
+      }
+    };
+    for (let i = 0; i < ids.length; i += BODY_LOOKUPS_IN_FLIGHT) {
+      await Promise.all(ids.slice(i, i + BODY_LOOKUPS_IN_FLIGHT).map(one));
+    }
+    return out;
   }
 
   /** Messages on `filter` with lo <= seq < hi, oldest first; undefined when the budget ran out. */

@@ -49,7 +49,10 @@ export interface AttemptRecord {
   reason: string;
   retryable: boolean;
   responseBody: string;
-  /** Absent when ATTEMPT_LOG_BODIES is off. */
+  /**
+   * Only in records written before the dispatcher left it to the routed record (the same bytes
+   * go to every destination); AttemptReader.requestBodies joins it from there.
+   */
   requestBody?: string;
   /** Set when the delivery will be tried again. */
   nextAttemptTime?: string;

@@ -78,7 +78,7 @@ export class DeliveryHandler {
       const labels = { destination: destinationId, result: statusClass(o.status, o.error) };
       d.metrics.attemptSeconds.observe(labels, o.durationMs / 1000);
     }
-    const facts = { messageId, destinationId, sourceId, attemptNumber: info.deliveryCount, body: msg.data };
+    const facts = { messageId, destinationId, sourceId, attemptNumber: info.deliveryCount };
     const record = (nextAttemptMs?: number) => {
       if (!d.attemptLog.enabled) return;
       const f = nextAttemptMs === undefined ? facts : { ...facts, nextAttemptMs };

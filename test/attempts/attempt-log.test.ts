@@ -1,6 +1,7 @@
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AttemptOutcome, DeliveryState, DestinationState } from "../../gen/hookpost/v1/admin_pb.js";
+import { ATTEMPTS_STREAM, type AttemptRecord } from "../../lib/attempts/record.js";
 import type { HookpostError } from "../../lib/grpc/mod.js";
 import { makeCerts, type TestCerts, waitUntil } from "../dispatcher/helpers.js";
 import { Receiver } from "../helpers/receiver.js";
@@ -91,8 +92,16 @@ describe("attempt log", () => {
       reason: "delivered (200)",
       responseBody: "thanks",
     });
-    expect(success.requestBody).toContain('"event":"Signed Up"');
+    // The request body is the bytes the endpoint was sent, on every destination's attempts.
+    const sentBody = ok.requests[0]!.body.toString("utf8");
+    expect(sentBody).toContain('"event":"Signed Up"');
+    expect(success.requestBody).toBe(sentBody);
     expect(success.nextAttemptTime).toBeUndefined();
+    // It is stored once, on the call's routed record: the attempt records leave it out.
+    const stored = await (await stack.nc.jetstreamManager()).streams.getMessage(ATTEMPTS_STREAM, {
+      seq: Number(success.sequence),
+    });
+    expect(stored.json<AttemptRecord>()).not.toHaveProperty("requestBody");
 
     const e500 = await one("a-500");
     expect(e500).toMatchObject({
@@ -131,7 +140,8 @@ describe("attempt log", () => {
     // One message's story across all six destinations.
     const story = await stack.admin.getMessage({ messageId });
     expect(story.sourceId).toBe(src.id);
-    expect(story.body).toContain('"event":"Signed Up"');
+    expect(story.body).toBe(sentBody);
+    expect(story.attempts.every((a) => a.requestBody === sentBody)).toBe(true);
     expect(story.noDestination).toBe(false);
     const states = Object.fromEntries(story.deliveries.map((d) => [d.destinationId, d.state]));
     expect(states).toMatchObject({

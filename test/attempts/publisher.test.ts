@@ -3,7 +3,12 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AttemptLog, type DropReason } from "../../lib/attempts/publisher.js";
 import { AttemptReader } from "../../lib/attempts/reader.js";
-import type { AttemptRecord } from "../../lib/attempts/record.js";
+import {
+  type AttemptRecord,
+  messageHash,
+  type RoutedRecord,
+  routedSubject,
+} from "../../lib/attempts/record.js";
 import { DEFAULT_TOPOLOGY, ensureTopology } from "../../lib/nats/topology.js";
 import { NatsServer } from "../helpers/nats-server.js";
 
@@ -96,5 +101,33 @@ describe("AttemptLog", () => {
       pageSize: 10,
     });
     expect(page.attempts).toHaveLength(1);
+  });
+
+  it("joins each attempt's request body from its message's routed record", async () => {
+    const log = new AttemptLog(nc, { enabled: true, bodies: true, logger: quiet });
+    const routed = (messageId: string, body?: string): RoutedRecord => ({
+      kind: "routed",
+      messageId,
+      sourceId: "s",
+      receivedAt: new Date().toISOString(),
+      time: new Date().toISOString(),
+      destinations: ["pub-c"],
+      filtered: false,
+      ...(body === undefined ? {} : { body }),
+    });
+    // Another message's record on the same subject first (what a hash collision looks like).
+    nc.publish(routedSubject(messageHash("join-a")), JSON.stringify(routed("other", '{"other":true}')));
+    log.routed(routed("join-a", '{"a":1}'));
+    log.routed(routed("join-b", '{"b":2}'));
+    log.routed(routed("join-unlogged")); // stored without its body (ATTEMPT_LOG_BODIES=off)
+    await log.flush();
+    const bodies = await new AttemptReader(await nc.jetstreamManager()).requestBodies([
+      "join-a",
+      "join-b",
+      "join-a",
+      "join-unlogged",
+      "join-never-routed",
+    ]);
+    expect(Object.fromEntries(bodies)).toEqual({ "join-a": '{"a":1}', "join-b": '{"b":2}' });
   });
 });

@@ -75,8 +75,12 @@ export function attemptHandlers(
           throw new HookpostError(Code.NOT_FOUND, `destination "${req.destinationId}" does not exist`);
         }
       }
+      // Attempt records leave the request body to the call's routed record: join it in.
+      const bodies = await deps.attempts.requestBodies(
+        page.attempts.filter((a) => a.requestBody === undefined).map((a) => a.messageId),
+      );
       return {
-        attempts: page.attempts.map(attemptToProto),
+        attempts: page.attempts.map((a) => attemptToProto(a, bodies.get(a.messageId))),
         nextPageToken: page.nextBefore === undefined ? "" : String(page.nextBefore),
       };
     },
@@ -105,8 +109,9 @@ export function attemptHandlers(
       ]);
       const deliveries: MessageInitShape<typeof MessageDeliverySchema>[] = [];
       for (const id of destinations) deliveries.push(await deliveryState(id, records, deps.deadLetters));
+      const routedBody = routed.find((r) => r.body)?.body;
       const body =
-        routed.find((r) => r.body)?.body ??
+        routedBody ??
         attempts.find((r) => r.requestBody)?.requestBody ??
         (await deadLetterBody(deliveries, deps.deadLetters));
       return {
@@ -116,7 +121,7 @@ export function attemptHandlers(
         ...(first ? { receivedTime: timestampFromDate(new Date(first.receivedAt)) } : {}),
         deliveries,
         noDestination: routed.length > 0 && destinations.size === 0,
-        attempts: attempts.map(attemptToProto),
+        attempts: attempts.map((a) => attemptToProto(a, routedBody)),
       };
     },
   };
@@ -170,7 +175,11 @@ async function deadLetterBody(
   return undefined;
 }
 
-export function attemptToProto(r: Stored<AttemptRecord>): MessageInitShape<typeof AttemptSchema> {
+/** `requestBody`: the call's body from its routed record, for records that do not carry it. */
+export function attemptToProto(
+  r: Stored<AttemptRecord>,
+  requestBody?: string,
+): MessageInitShape<typeof AttemptSchema> {
   return {
     sequence: BigInt(r.sequence),
     messageId: r.messageId,
@@ -185,7 +194,7 @@ export function attemptToProto(r: Stored<AttemptRecord>): MessageInitShape<typeo
     reason: r.reason,
     retryable: r.retryable,
     responseBody: r.responseBody,
-    requestBody: r.requestBody ?? "",
+    requestBody: r.requestBody ?? requestBody ?? "",
     ...(r.nextAttemptTime ? { nextAttemptTime: timestampFromDate(new Date(r.nextAttemptTime)) } : {}),
   };
 }
