@@ -1,12 +1,15 @@
 import type { NatsConnection } from "nats";
 import type { Logger } from "../log/logger.js";
 import { StreamFeed } from "../nats/stream-feed.js";
-import { ATTEMPTS_STREAM, type LogRecord } from "./record.js";
+import type { HealthSummary } from "./health-tally.js";
+import { ATTEMPTS_STREAM, healthSubject } from "./record.js";
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
 /** Messages waiting for a retry remembered per destination (the earliest next retry is shown). */
 const MAX_RETRYING = 10_000;
+/** A retry this far past due is forgotten rather than shown as the next one. */
+const OVERDUE_MS = MINUTE;
 const decoder = new TextDecoder();
 
 interface Counts {
@@ -47,10 +50,12 @@ export interface HealthFigures {
 }
 
 /**
- * Delivery health per destination, folded in memory from the attempt log: a stream feed
- * (lib/nats/stream-feed.ts) reads the last hour at start, then follows new records. Work per record is constant and state
- * is bounded by the hour's minutes, the minute's seconds and MAX_RETRYING, so answering a health
- * query never scans the stream.
+ * Delivery health per destination, merged in memory from the dispatcher replicas' health
+ * summaries (lib/attempts/health-tally.ts): a stream feed (lib/nats/stream-feed.ts) over
+ * `hookpost.health.>` reads the last hour at start, then follows new summaries. One summary per
+ * replica and second whatever the traffic, so following it costs next to nothing, and state is
+ * bounded by the hour's minutes, the minute's seconds and MAX_RETRYING: answering a health query
+ * never scans the stream.
  */
 export class HealthAggregate {
   readonly #stats = new Map<string, DestinationStats>();
@@ -60,12 +65,14 @@ export class HealthAggregate {
     this.#feed = new StreamFeed({
       nc,
       stream: ATTEMPTS_STREAM,
+      filterSubject: healthSubject("*"),
       startTime: () => new Date(Date.now() - HOUR),
       onMessage: (data) => {
         try {
-          this.fold(JSON.parse(decoder.decode(data)) as LogRecord);
+          const r = JSON.parse(decoder.decode(data)) as HealthSummary;
+          if (r.kind === "health") this.merge(r);
         } catch {
-          // Not ours to judge: an unreadable record is skipped.
+          // Not ours to judge: an unreadable summary is skipped.
         }
       },
       logger,
@@ -80,47 +87,38 @@ export class HealthAggregate {
     this.#feed.close();
   }
 
-  /** The stream sequence folded in so far (tests wait on it). */
+  /** The stream sequence merged in so far (tests wait on it). */
   get lastSequence(): number {
     return this.#feed.lastSequence;
   }
 
-  /** Folds one record in (public for tests of the arithmetic). */
-  fold(r: LogRecord): void {
-    if (r.kind === "routed") {
-      if (r.filtered) return;
-      const sec = Math.floor(Date.parse(r.time) / 1000);
-      for (const id of r.destinations) bump(this.#get(id).incoming, sec);
-      return;
-    }
-    const s = this.#get(r.destinationId);
-    if (r.kind === "dead") {
-      s.retrying.delete(r.messageId);
-      return;
-    }
-    const at = Date.parse(r.startTime) + r.durationMs;
-    const minute = Math.floor(at / MINUTE) * MINUTE;
-    const counts = s.minutes.get(minute) ?? { delivered: 0, failed: 0 };
-    s.minutes.set(minute, counts);
-    if (r.outcome === "success") {
-      counts.delivered++;
-      bump(s.deliveredBySecond, Math.floor(at / 1000));
-      s.lastSuccessMs = Math.max(s.lastSuccessMs ?? 0, at);
-      s.consecutiveFailures = 0;
-      s.retrying.delete(r.messageId);
-    } else {
-      counts.failed++;
-      if (!s.lastFailure || at >= s.lastFailure.ms) s.lastFailure = { ms: at, reason: r.reason };
-      s.consecutiveFailures++;
-      s.retrying.delete(r.messageId);
-      if (r.nextAttemptTime && s.retrying.size < MAX_RETRYING) {
-        s.retrying.set(r.messageId, Date.parse(r.nextAttemptTime));
+  /** Merges one replica's window in (public for tests of the arithmetic). */
+  merge(summary: HealthSummary): void {
+    const now = Date.parse(summary.time);
+    for (const [id, d] of Object.entries(summary.destinations)) {
+      const s = this.#get(id);
+      for (const [minute, [delivered, failed]] of Object.entries(d.minutes ?? {})) {
+        const counts = s.minutes.get(Number(minute)) ?? { delivered: 0, failed: 0 };
+        counts.delivered += delivered;
+        counts.failed += failed;
+        s.minutes.set(Number(minute), counts);
       }
-    }
-    // Once a second per destination: a prune walks every minute and second kept.
-    if (at - s.prunedAt >= 1000) {
-      s.prunedAt = at;
-      prune(s, at);
+      for (const [sec, n] of Object.entries(d.incoming ?? {})) add(s.incoming, Number(sec), n);
+      for (const [sec, n] of Object.entries(d.delivered ?? {})) add(s.deliveredBySecond, Number(sec), n);
+      if (d.lastSuccessMs !== undefined) s.lastSuccessMs = Math.max(s.lastSuccessMs ?? 0, d.lastSuccessMs);
+      if (d.lastFailure && (!s.lastFailure || d.lastFailure.ms >= s.lastFailure.ms))
+        s.lastFailure = d.lastFailure;
+      if (d.reset) s.consecutiveFailures = d.failures ?? 0;
+      else s.consecutiveFailures += d.failures ?? 0;
+      for (const [messageId, next] of Object.entries(d.retrying ?? {})) {
+        if (next === 0) s.retrying.delete(messageId);
+        else if (s.retrying.has(messageId) || s.retrying.size < MAX_RETRYING) s.retrying.set(messageId, next);
+      }
+      // Once a second per destination: a prune walks every minute and second kept.
+      if (now - s.prunedAt >= 1000) {
+        s.prunedAt = now;
+        prune(s, now);
+      }
     }
   }
 
@@ -148,7 +146,12 @@ export class HealthAggregate {
       return n / 60;
     };
     let nextRetryMs: number | undefined;
-    for (const t of s.retrying.values()) if (nextRetryMs === undefined || t < nextRetryMs) nextRetryMs = t;
+    for (const [messageId, t] of s.retrying) {
+      // Long overdue: its outcome came from another replica in a summary merged before this
+      // one's "will retry" (a window apart), or the destination is paused. Not a next retry.
+      if (t < nowMs - OVERDUE_MS) s.retrying.delete(messageId);
+      else if (nextRetryMs === undefined || t < nextRetryMs) nextRetryMs = t;
+    }
     const total = hour.delivered + hour.failed;
     return {
       deliveries5m: five.delivered,
@@ -182,8 +185,8 @@ export class HealthAggregate {
   }
 }
 
-function bump(m: Map<number, number>, key: number): void {
-  m.set(key, (m.get(key) ?? 0) + 1);
+function add(m: Map<number, number>, key: number, n: number): void {
+  m.set(key, (m.get(key) ?? 0) + n);
 }
 
 function prune(s: DestinationStats, nowMs: number): void {

@@ -1,9 +1,12 @@
 import type { NatsConnection } from "nats";
 import type { Logger } from "../log/logger.js";
+import { HealthTally } from "./health-tally.js";
 import {
   type AttemptRecord,
   attemptSubject,
   type DeadRecord,
+  healthSubject,
+  type LogRecord,
   messageHash,
   type RoutedRecord,
   routedSubject,
@@ -26,6 +29,11 @@ export interface AttemptLogOptions {
    * pipelined publisher); without it each record is a publish of its own.
    */
   writer?: { send(subject: string, data: Uint8Array): void };
+  /**
+   * Also fold every record into a health summary, written once per `everyMs` (default 1 s) on
+   * `hookpost.health.<replica>`: what ingest reads for destination health (lib/attempts/health.ts).
+   */
+  health?: { replica: string; everyMs?: number };
 }
 
 export type DropReason = "disconnected" | "full";
@@ -34,6 +42,7 @@ const DEFAULT_MAX_PENDING_BYTES = 8 * 1024 * 1024;
 /** Unflushed bytes are counted down when the connection has flushed them, at most this often. */
 const FLUSH_EVERY_MS = 100;
 const DROP_LOG_EVERY_MS = 10_000;
+const HEALTH_EVERY_MS = 1000;
 const encoder = new TextEncoder();
 
 /**
@@ -52,6 +61,8 @@ export class AttemptLog {
   #flushing: Promise<void> | undefined;
   #dropped = 0;
   #lastDropLog = 0;
+  readonly #tally = new HealthTally();
+  #healthTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(nc: NatsConnection, o: AttemptLogOptions) {
     this.#nc = nc;
@@ -70,19 +81,24 @@ export class AttemptLog {
   attempt(r: AttemptRecord): void {
     if (!this.#o.bodies) delete r.requestBody;
     this.#publish(attemptSubject(r.destinationId, messageHash(r.messageId)), r);
+    this.#fold(r);
   }
 
   dead(r: DeadRecord): void {
     this.#publish(attemptSubject(r.destinationId, messageHash(r.messageId)), r);
+    this.#fold(r);
   }
 
   routed(r: RoutedRecord): void {
     if (!this.#o.bodies) delete r.body;
     this.#publish(routedSubject(messageHash(r.messageId)), r);
+    this.#fold(r);
   }
 
-  /** Resolves when the server has everything written so far (or after `ms`). */
+  /** Writes the health summary so far, then resolves when the server has everything written (or after `ms`). */
   async flush(ms = 5000): Promise<void> {
+    clearTimeout(this.#healthTimer);
+    this.#writeHealth();
     await Promise.race([
       this.#nc.flush().catch(() => {}),
       new Promise((resolve) => setTimeout(resolve, ms).unref()),
@@ -118,6 +134,26 @@ export class AttemptLog {
       },
     );
   }
+
+  /** Health counts every record, written or dropped: a full log does not make a destination look idle. */
+  #fold(r: LogRecord): void {
+    if (!this.#o.enabled || !this.#o.health) return;
+    this.#tally.fold(r);
+    this.#healthTimer ??= setTimeout(this.#writeHealth, this.#o.health.everyMs ?? HEALTH_EVERY_MS).unref();
+  }
+
+  readonly #writeHealth = (): void => {
+    this.#healthTimer = undefined;
+    const health = this.#o.health;
+    if (!health || this.#tally.empty) return;
+    // Not now: the window stays open and is written with the next one.
+    const away = this.#o.connected && !this.#o.connected();
+    if (away || this.#pendingBytes >= this.#maxPending) {
+      this.#healthTimer = setTimeout(this.#writeHealth, health.everyMs ?? HEALTH_EVERY_MS).unref();
+      return;
+    }
+    this.#publish(healthSubject(health.replica), this.#tally.take(health.replica)!);
+  };
 
   #drop(why: DropReason): void {
     this.#dropped++;

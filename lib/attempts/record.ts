@@ -9,9 +9,10 @@ import { createHash } from "node:crypto";
  * from its per-subject index, never a scan of the whole stream:
  *   hookpost.attempts.<destination>.<message hash>   attempt and dead records
  *   hookpost.routed.<message hash>                   one routing record per call
+ *   hookpost.health.<replica>                        a replica's health summary per second
  */
 export const ATTEMPTS_STREAM = "HOOKPOST_ATTEMPTS";
-export const ATTEMPT_SUBJECTS = ["hookpost.attempts.>", "hookpost.routed.>"];
+export const ATTEMPT_SUBJECTS = ["hookpost.attempts.>", "hookpost.routed.>", "hookpost.health.>"];
 
 /** 64 bits of SHA-256, hex: collisions only widen a lookup (records carry the full id). */
 export function messageHash(messageId: string): string {
@@ -22,6 +23,8 @@ export function messageHash(messageId: string): string {
 export const attemptSubject = (destinationId: string, hash: string) =>
   `hookpost.attempts.${destinationId}.${hash}`;
 export const routedSubject = (hash: string) => `hookpost.routed.${hash}`;
+/** `*` for every replica. */
+export const healthSubject = (replica: string) => `hookpost.health.${replica}`;
 
 /** Mirrors hookpost.v1.AttemptOutcome. */
 export type OutcomeKind =

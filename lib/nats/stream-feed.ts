@@ -12,6 +12,8 @@ import type { Logger } from "../log/logger.js";
 export interface StreamFeedOptions {
   nc: NatsConnection;
   stream: string;
+  /** Only messages on this subject (wildcards allowed); the whole stream when unset. */
+  filterSubject?: string;
   /** Where to begin when nothing was read yet. */
   startTime: () => Date;
   /** Called for every message, in stream order, with its stream sequence. */
@@ -101,6 +103,7 @@ export class StreamFeed {
           .add(this.#o.stream, {
             deliver_subject: inbox,
             ack_policy: AckPolicy.None,
+            ...(this.#o.filterSubject ? { filter_subject: this.#o.filterSubject } : {}),
             ...(this.#lastSeq > 0
               ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: this.#lastSeq + 1 }
               : {

@@ -114,6 +114,7 @@ export async function startDispatcher(
     logger,
     onDrop: (why) => metrics.attemptLogDropped.inc({ why }),
     writer: pipe,
+    health: { replica: registry.id },
   });
   store.on("change", (c) => {
     if (c.kind === "destination" && !c.record) metrics.forgetDestination(c.id);

@@ -219,12 +219,20 @@ describe("the fast path of call requests agrees with protobuf-es and the full ru
   it("batches: random batches are stored alike, all-or-nothing", () => {
     let fastCount = 0;
     fc.assert(
-      fc.property(fc.array(fc.oneof(goodCall, goodCall, call), { maxLength: MAX_CALLS + 2 }), (calls) => {
-        const bytes = encodeBatch(calls);
-        const r = agree(BatchRequestSchema, bytes);
-        if (r.full !== "refused" && !hasLoss(bytes)) expect(r.fast, r.full).toBe(true);
-        if (r.fast) fastCount++;
-      }),
+      // Half short batches of mostly-good calls: one bad call refuses a whole batch, and long
+      // mixed ones alone took the fast path too rarely (19 of 600 once) for the count below.
+      fc.property(
+        fc.oneof(
+          fc.array(goodCall, { minLength: 1, maxLength: 3 }),
+          fc.array(fc.oneof(goodCall, goodCall, call), { maxLength: MAX_CALLS + 2 }),
+        ),
+        (calls) => {
+          const bytes = encodeBatch(calls);
+          const r = agree(BatchRequestSchema, bytes);
+          if (r.full !== "refused" && !hasLoss(bytes)) expect(r.fast, r.full).toBe(true);
+          if (r.fast) fastCount++;
+        },
+      ),
       { numRuns: 600 * RUNS },
     );
     expect(fastCount).toBeGreaterThan(20);
@@ -272,7 +280,8 @@ describe("the fast path of call requests agrees with protobuf-es and the full ru
       }),
       { numRuns: 3000 * RUNS },
     );
-    expect(fastCount).toBeGreaterThan(300 * RUNS);
+    // About 350 of 3000 per run: a bound the count clears by far, so it fails only when the fast path stops being taken.
+    expect(fastCount).toBeGreaterThan(200 * RUNS);
   });
 
   it("unusual but valid encodings are left to the full path or read alike", () => {

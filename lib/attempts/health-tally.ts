@@ -1,0 +1,121 @@
+import type { LogRecord } from "./record.js";
+
+const MINUTE = 60_000;
+/** Retry entries one summary carries per destination at most (the fold keeps 10 000). */
+const MAX_RETRYING_PER_SUMMARY = 1000;
+
+/**
+ * What one dispatcher replica's records changed in a destination's health during one window:
+ * counts to add, the newest success and failure, the run of failures since the window's last
+ * success, and which messages started or stopped waiting for a retry. JSON-safe.
+ */
+export interface DestinationDelta {
+  /** Minute start (ms) -> [delivered, failed]. */
+  minutes?: Record<string, [number, number]>;
+  /** Second -> calls routed to the destination. */
+  incoming?: Record<string, number>;
+  /** Second -> deliveries. */
+  delivered?: Record<string, number>;
+  lastSuccessMs?: number;
+  lastFailure?: { ms: number; reason: string };
+  /** Failures after the window's last success (every failure of the window when `reset` is unset). */
+  failures?: number;
+  /** The window had a success: consecutive failures count from `failures` again. */
+  reset?: true;
+  /** Message id -> next attempt (ms); 0 when it no longer waits (delivered, dead, or not retried). */
+  retrying?: Record<string, number>;
+}
+
+/** One replica's window of health, stored on the attempt log (`hookpost.health.<replica>`). */
+export interface HealthSummary {
+  kind: "health";
+  replica: string;
+  /** End of the window, ISO 8601. */
+  time: string;
+  destinations: Record<string, DestinationDelta>;
+}
+
+/**
+ * Folds the records a dispatcher replica writes into per-destination deltas, taken (and reset)
+ * once per window. Ingest merges the summaries instead of reading every record: one small
+ * message per replica and second, however many deliveries, and an hour of health is an hour of
+ * summaries to read at start instead of every attempt of the hour.
+ */
+export class HealthTally {
+  #deltas = new Map<string, DestinationDelta>();
+  /** Entries in each delta's `retrying` (counted, not re-counted per record). */
+  #retryEntries = new Map<DestinationDelta, number>();
+
+  get empty(): boolean {
+    return this.#deltas.size === 0;
+  }
+
+  fold(r: LogRecord): void {
+    if (r.kind === "routed") {
+      if (r.filtered) return;
+      const sec = String(Math.floor(Date.parse(r.time) / 1000));
+      for (const id of r.destinations) {
+        const d = this.#get(id);
+        d.incoming ??= {};
+        d.incoming[sec] = (d.incoming[sec] ?? 0) + 1;
+      }
+      return;
+    }
+    const d = this.#get(r.destinationId);
+    if (r.kind === "dead") {
+      this.#retry(d, r.messageId, 0);
+      return;
+    }
+    const at = Date.parse(r.startTime) + r.durationMs;
+    const minute = String(Math.floor(at / MINUTE) * MINUTE);
+    d.minutes ??= {};
+    d.minutes[minute] ??= [0, 0];
+    const counts = d.minutes[minute];
+    if (r.outcome === "success") {
+      counts[0]++;
+      const sec = String(Math.floor(at / 1000));
+      d.delivered ??= {};
+      d.delivered[sec] = (d.delivered[sec] ?? 0) + 1;
+      d.lastSuccessMs = Math.max(d.lastSuccessMs ?? 0, at);
+      d.reset = true;
+      d.failures = 0;
+      // A first attempt never waited for a retry: most deliveries add nothing here.
+      if (r.attemptNumber > 1 || d.retrying?.[r.messageId]) this.#retry(d, r.messageId, 0);
+    } else {
+      counts[1]++;
+      if (!d.lastFailure || at >= d.lastFailure.ms) d.lastFailure = { ms: at, reason: r.reason };
+      d.failures = (d.failures ?? 0) + 1;
+      if (r.nextAttemptTime) this.#retry(d, r.messageId, Date.parse(r.nextAttemptTime));
+      else if (r.attemptNumber > 1 || d.retrying?.[r.messageId]) this.#retry(d, r.messageId, 0);
+    }
+  }
+
+  /** The window's summary (undefined when nothing happened), and a fresh window. */
+  take(replica: string, nowMs = Date.now()): HealthSummary | undefined {
+    if (this.#deltas.size === 0) return undefined;
+    const destinations = Object.fromEntries(this.#deltas);
+    this.#deltas = new Map();
+    this.#retryEntries = new Map();
+    return { kind: "health", replica, time: new Date(nowMs).toISOString(), destinations };
+  }
+
+  #retry(d: DestinationDelta, messageId: string, nextMs: number): void {
+    d.retrying ??= {};
+    if (!(messageId in d.retrying)) {
+      const n = this.#retryEntries.get(d) ?? 0;
+      // Past the cap only removals are kept: a missed "waiting" entry only hides a retry time.
+      if (nextMs !== 0 && n >= MAX_RETRYING_PER_SUMMARY) return;
+      this.#retryEntries.set(d, n + 1);
+    }
+    d.retrying[messageId] = nextMs;
+  }
+
+  #get(id: string): DestinationDelta {
+    let d = this.#deltas.get(id);
+    if (!d) {
+      d = {};
+      this.#deltas.set(id, d);
+    }
+    return d;
+  }
+}
