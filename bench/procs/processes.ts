@@ -51,6 +51,8 @@ export async function startEmptyGrpc(): Promise<{ proc: ChildProcess; address: s
  */
 export class ReceiverProcess {
   readonly arrivals = new Map<string, number>();
+  /** First arrivals per tag (the key up to its last "-"). */
+  readonly #perTag = new Map<string, number>();
   requests = 0;
   readonly #waiters = new Set<() => void>();
 
@@ -62,7 +64,10 @@ export class ReceiverProcess {
       if (!m.arrivals) return;
       for (const [id, at] of m.arrivals) {
         this.requests++;
-        if (!this.arrivals.has(id)) this.arrivals.set(id, at);
+        if (this.arrivals.has(id)) continue;
+        this.arrivals.set(id, at);
+        const tag = id.slice(0, id.lastIndexOf("-"));
+        this.#perTag.set(tag, (this.#perTag.get(tag) ?? 0) + 1);
       }
       for (const w of this.#waiters) w();
     });
@@ -78,17 +83,30 @@ export class ReceiverProcess {
   }
 
   /** Resolves once the keys `<tag>-0` .. `<tag>-<count - 1>` all arrived (rejects after `timeoutMs`). */
-  async waitForTag(tag: string, count: number, timeoutMs = 300_000): Promise<void> {
+  waitForTag(tag: string, count: number, timeoutMs = 300_000): Promise<void> {
     let next = 0;
-    const done = () => {
+    return this.#wait(timeoutMs, () => {
       while (next < count && this.arrivals.has(`${tag}-${next}`)) next++;
-      return next === count;
-    };
+      return next === count ? undefined : `only ${next} of ${count} "${tag}" deliveries arrived in order`;
+    });
+  }
+
+  /** Resolves once `count` keys `<tag>-*` arrived, in any order. */
+  waitForTagCount(tag: string, count: number, timeoutMs = 300_000): Promise<void> {
+    return this.#wait(timeoutMs, () => {
+      const n = this.#perTag.get(tag) ?? 0;
+      return n >= count ? undefined : `only ${n} of ${count} "${tag}" deliveries arrived`;
+    });
+  }
+
+  /** `missing()` says what is still missing, or undefined when done. */
+  async #wait(timeoutMs: number, missing: () => string | undefined): Promise<void> {
+    const done = () => missing() === undefined;
     if (done()) return;
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#waiters.delete(check);
-        reject(new Error(`only ${next} of ${count} "${tag}" deliveries arrived in order`));
+        reject(new Error(missing()));
       }, timeoutMs);
       const check = () => {
         if (!done()) return;
