@@ -6,6 +6,9 @@
  * - raw gRPC of an empty IngestService handler (own process, same server code): unary Track,
  *   Batch of 100 calls, and one client stream (SyncAudience chunks).
  *
+ * Hookpost figures: gRPC Batch, unary Track, and the Segment-compatible HTTP API (`/v1/batch`
+ * of the same 100 calls as JSON, 8 in flight over keep-alive connections).
+ *
  * The generic gRPC client used for these figures encodes each request with protobuf-es
  * (`create` + `toBinary`: ~80 µs of the bench process's CPU per call with Structs, more than
  * ingest spends on it), which caps both the raw gRPC Batch limit and the Batch figure on 2 cores.
@@ -17,6 +20,7 @@
  */
 import { fileURLToPath } from "node:url";
 import { connect, headers } from "nats";
+import { Pool } from "undici";
 import { encodeFrame } from "../client/call-encoder.js";
 import { batchRequestOf } from "../client/wire.js";
 import { MAX_CALL_BYTES } from "../contract/mod.js";
@@ -66,6 +70,26 @@ async function viaFrames(client: Ingest, tag: string, calls = CALLS): Promise<nu
   return rate * BATCH;
 }
 
+/** calls/s through the HTTP API: the same calls as JSON `/v1/batch` bodies, 8 in flight. */
+async function viaHttp(pool: Pool, authorization: string, tag: string, calls = CALLS): Promise<number> {
+  const batches = Math.ceil(calls / BATCH);
+  const rate = await pipelined(batches, BATCHES_IN_FLIGHT, async (b) => {
+    const batch = Array.from({ length: BATCH }, (_, k) => ({
+      type: "track",
+      ...trackInit(b * BATCH + k, tag),
+    }));
+    const r = await pool.request({
+      path: "/v1/batch",
+      method: "POST",
+      headers: { "content-type": "application/json", authorization },
+      body: JSON.stringify({ batch }),
+    });
+    await r.body.dump();
+    if (r.statusCode !== 200) throw new Error(`HTTP ingest answered ${r.statusCode}`);
+  });
+  return rate * BATCH;
+}
+
 async function viaUnary(client: Ingest, tag: string, calls = CALLS): Promise<number> {
   return pipelined(calls, UNARY_IN_FLIGHT, (i) => client.track(trackInit(i, tag)));
 }
@@ -89,12 +113,14 @@ export async function benchIngest(): Promise<Figure[]> {
   const ingest = startService("ingest", {
     NATS_URL: server.url,
     INGEST_ADDR: "127.0.0.1:0",
+    HTTP_ADDR: "127.0.0.1:0",
     ADMIN_TOKEN: STACK_ADMIN_TOKEN,
   });
   const clients: Array<{ close(): void }> = [];
   try {
     await ensureTopology(await nc.jetstreamManager(), DEFAULT_TOPOLOGY);
-    const address = String((await ingest.waitFor("ingest listening")).address);
+    const listening = await ingest.waitFor("ingest listening");
+    const address = String(listening.address);
     const admin = adminClient(address);
     clients.push(admin);
     const source = await admin.createSource({ name: "bench" });
@@ -102,6 +128,9 @@ export async function benchIngest(): Promise<Figure[]> {
     const raw = ingestClient(empty.address, source.writeKey);
     clients.push(hookpost, raw);
     const sourceId = source.source!.id;
+    const http = new Pool(`http://${String(listening.http)}`, { connections: BATCHES_IN_FLIGHT });
+    clients.push({ close: () => void http.close() });
+    const authorization = `Basic ${Buffer.from(`${source.writeKey}:`).toString("base64")}`;
 
     // Raw JetStream: what ingest stores for these calls, with the same dedup header.
     const js = nc.jetstream();
@@ -126,6 +155,7 @@ export async function benchIngest(): Promise<Figure[]> {
       await viaBatch(hookpost, "warm-b", 2_000);
       await viaUnary(hookpost, "warm-u", 2_000);
       await viaFrames(hookpost, "warm-f", 2_000);
+      await viaHttp(http, authorization, "warm-h", 2_000);
     });
     const jsRate = await step("raw JetStream publish", () => rawPublish("js", CALLS));
     const grpcBatch = await step("raw gRPC Batch", () => viaBatch(raw, "raw-b"));
@@ -142,6 +172,9 @@ export async function benchIngest(): Promise<Figure[]> {
     const [unary, unaryCpu] = await step("Hookpost unary", () => perCall(() => viaUnary(hookpost, "u")));
     const [frames, framesCpu] = await step("Hookpost Batch, SDK frames", () =>
       perCall(() => viaFrames(hookpost, "f")),
+    );
+    const [viaApi, apiCpu] = await step("Hookpost HTTP /v1/batch", () =>
+      perCall(() => viaHttp(http, authorization, "h")),
     );
 
     const calls = `${CALLS} track calls of ~300 B`;
@@ -196,6 +229,13 @@ export async function benchIngest(): Promise<Figure[]> {
         unit: "calls/s",
         limit: { name: limitJs, value: jsRate },
         note: `encoded as hookpost/client does; ${framesCpu}`,
+      },
+      {
+        name: "ingest via HTTP /v1/batch",
+        value: Math.round(viaApi),
+        unit: "calls/s",
+        limit: { name: limitJs, value: jsRate },
+        note: `Segment-compatible JSON, the same calls, ${BATCHES_IN_FLIGHT} in flight; ${apiCpu}`,
       },
       {
         name: "ingest via unary calls",
