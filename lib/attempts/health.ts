@@ -87,11 +87,6 @@ export class HealthAggregate {
     this.#feed.close();
   }
 
-  /** The stream sequence merged in so far (tests wait on it). */
-  get lastSequence(): number {
-    return this.#feed.lastSequence;
-  }
-
   /** Merges one replica's window in (public for tests of the arithmetic). */
   merge(summary: HealthSummary): void {
     const now = Date.parse(summary.time);

@@ -62,12 +62,14 @@ export class AttemptLog {
   #dropped = 0;
   #lastDropLog = 0;
   readonly #tally = new HealthTally();
+  readonly #healthEveryMs: number;
   #healthTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(nc: NatsConnection, o: AttemptLogOptions) {
     this.#nc = nc;
     this.#o = o;
     this.#maxPending = o.maxPendingBytes ?? DEFAULT_MAX_PENDING_BYTES;
+    this.#healthEveryMs = o.health?.everyMs ?? HEALTH_EVERY_MS;
   }
 
   get enabled(): boolean {
@@ -139,7 +141,7 @@ export class AttemptLog {
   #fold(r: LogRecord): void {
     if (!this.#o.enabled || !this.#o.health) return;
     this.#tally.fold(r);
-    this.#healthTimer ??= setTimeout(this.#writeHealth, this.#o.health.everyMs ?? HEALTH_EVERY_MS).unref();
+    this.#healthTimer ??= setTimeout(this.#writeHealth, this.#healthEveryMs).unref();
   }
 
   readonly #writeHealth = (): void => {
@@ -149,7 +151,7 @@ export class AttemptLog {
     // Not now: the window stays open and is written with the next one.
     const away = this.#o.connected && !this.#o.connected();
     if (away || this.#pendingBytes >= this.#maxPending) {
-      this.#healthTimer = setTimeout(this.#writeHealth, health.everyMs ?? HEALTH_EVERY_MS).unref();
+      this.#healthTimer = setTimeout(this.#writeHealth, this.#healthEveryMs).unref();
       return;
     }
     this.#publish(healthSubject(health.replica), this.#tally.take(health.replica)!);

@@ -40,7 +40,7 @@ export interface RunningDispatcher {
 }
 
 const JANITOR_INTERVAL_MS = 60_000;
-/** How long a fan-out publish or an ack confirmation waits for its answer (nats.js's default). */
+/** How long a fan-out publish waits for its PubAck (nats.js's default). */
 const PUBLISH_TIMEOUT_MS = 5_000;
 /** How long one ack confirmation waits before the ack is sent again (confirmed-ack.ts). */
 const ACK_CONFIRM_TIMEOUT_MS = 2_000;
@@ -77,9 +77,9 @@ export async function startDispatcher(
       : logger.warn("NATS connection lost: not ready until it is back"),
   );
   const js = nc.jetstream();
-  // Fan-out publishes and every ack, nak and progress note: one inbox, writes batched per turn.
+  // Fan-out publishes and attempt-log records: one inbox, writes batched per turn.
   const pipe = new PipelinedPublisher(nc, PUBLISH_TIMEOUT_MS);
-  // Acks have their own, with a shorter wait: an ack lost to a consumer leader's election is
+  // Acks, naks and progress notes have their own, with a shorter wait: an ack lost to a consumer leader's election is
   // resent after 2 s, well inside ack-wait, so the message is not delivered a second time.
   const acks = new PipelinedPublisher(nc, ACK_CONFIRM_TIMEOUT_MS);
 
