@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import type { NatsConnection } from "nats";
+import type { JetStreamManager, NatsConnection } from "nats";
 import { Code, HookpostError } from "../../lib/grpc/mod.js";
 import {
   CONFIG_BUCKET,
@@ -163,16 +163,20 @@ export class ClusterStack {
    * unacknowledged anywhere (so no redelivery, hence no further duplicate, can still come).
    */
   async settled(acked: readonly string[], timeoutMs = 120_000): Promise<void> {
-    await waitUntil(
-      `all ${acked.length} acknowledged calls delivered`,
-      () => {
-        const got = this.receiver.messageIds();
-        return acked.every((id) => got.has(id));
-      },
-      timeoutMs,
-      250,
-    );
     const jsm = await this.nc.jetstreamManager();
+    try {
+      await waitUntil(
+        `all ${acked.length} acknowledged calls delivered`,
+        () => {
+          const got = this.receiver.messageIds();
+          return acked.every((id) => got.has(id));
+        },
+        timeoutMs,
+        250,
+      );
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\n${await this.#diagnosis(jsm, acked)}`);
+    }
     await waitUntil(
       "no pending or unacknowledged message",
       async () => {
@@ -183,6 +187,32 @@ export class ClusterStack {
       timeoutMs,
       250,
     );
+  }
+
+  /** What a failed wait leaves to read: the calls missing, both consumers, the services' warnings. */
+  async #diagnosis(jsm: JetStreamManager, acked: readonly string[]): Promise<string> {
+    const got = this.receiver.messageIds();
+    const missing = acked.filter((id) => !got.has(id));
+    const consumer = async (stream: string, name: string) => {
+      try {
+        const i = await jsm.consumers.info(stream, name);
+        return `${name}: pending ${i.num_pending}, ack pending ${i.num_ack_pending}, redelivered ${i.num_redelivered}, waiting pulls ${i.num_waiting}, leader ${i.cluster?.leader}`;
+      } catch (e) {
+        return `${name}: ${(e as Error).message}`;
+      }
+    };
+    const warnings = [this.ingest, ...this.dispatchers].flatMap((p, i) =>
+      p.records
+        .filter((r) => Number(r.level) >= 40)
+        .slice(-15)
+        .map((r) => `${i === 0 ? "ingest" : `dispatcher ${i}`}: ${JSON.stringify(r)}`),
+    );
+    return [
+      `${missing.length} missing, e.g. ${missing.slice(0, 5).join(", ")}`,
+      await consumer(EVENTS_STREAM, ROUTER_CONSUMER),
+      await consumer(DELIVERIES_STREAM, destinationConsumer(this.destinationId)),
+      ...warnings,
+    ].join("\n");
   }
 
   /** Requests at the receiver, distinct message ids, and the extra copies. */
