@@ -236,6 +236,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
         mounts: [api, createConsoleHandler({ admin, serveOptions }), ...(options.httpMounts ?? [])],
         onError: (err) => log.error({ transport: "http", err: (err as Error)?.message }, "internal error"),
       });
+      metrics.watchHttpConnections(http.connections);
       log.info(
         { address: http.address },
         "HTTP listening: Segment-compatible API, console, AdminService over Connect",

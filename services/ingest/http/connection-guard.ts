@@ -1,0 +1,116 @@
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import { isIPv6, type Socket } from "node:net";
+
+/** Why the listener closed a connection itself (label `reason` of the metric). */
+export type HttpCloseReason = "per_ip" | "shed" | "max_connections" | "timeout";
+
+export interface HttpConnectionStats {
+  /** TCP connections open now (counted by the guard). */
+  open: number;
+  /** Connections closed or refused by a limit, by reason. */
+  closed: Record<HttpCloseReason, number>;
+}
+
+export interface ConnectionGuardLimits {
+  maxConnections: number;
+  maxConnectionsPerIp: number;
+}
+
+/**
+ * Keeps slow or idle connections from holding every slot of `server`:
+ * - one client address (an IPv6 /64) holds at most `maxConnectionsPerIp`; more are closed at once;
+ * - at `maxConnections`, a newcomer is let in and the connection that has waited longest for
+ *   request headers (a trickler, or an idle keep-alive) is closed instead. A real client sends
+ *   its headers within milliseconds, so it is never the one waiting longest. Only when every
+ *   connection is inside a request is the newcomer refused.
+ * Headers and body deadlines themselves are Node's headersTimeout and requestTimeout.
+ *
+ * Must be called right after createServer: it wraps Node's own connection listener so that a
+ * refused socket never gets an HTTP parser.
+ */
+export function guardConnections(server: Server, limits: ConnectionGuardLimits): HttpConnectionStats {
+  const stats: HttpConnectionStats = {
+    open: 0,
+    closed: { per_ip: 0, shed: 0, max_connections: 0, timeout: 0 },
+  };
+  const perIp = new Map<string, number>();
+  const ipOf = new Map<Socket, string>();
+  // Insertion order is waiting order: the first is the one waiting longest for headers.
+  const waiting = new Set<Socket>();
+
+  const release = (socket: Socket) => {
+    const ip = ipOf.get(socket);
+    if (ip === undefined) return;
+    ipOf.delete(socket);
+    waiting.delete(socket);
+    stats.open--;
+    const left = (perIp.get(ip) ?? 1) - 1;
+    if (left > 0) perIp.set(ip, left);
+    else perIp.delete(ip);
+  };
+
+  const admit = (socket: Socket): boolean => {
+    const ip = clientKey(socket.remoteAddress);
+    const held = perIp.get(ip) ?? 0;
+    if (held >= limits.maxConnectionsPerIp) {
+      stats.closed.per_ip++;
+      return false;
+    }
+    if (stats.open >= limits.maxConnections) {
+      const oldest = waiting.values().next().value;
+      if (oldest === undefined) {
+        stats.closed.max_connections++;
+        return false;
+      }
+      stats.closed.shed++;
+      // Released now, not at its 'close', so the next newcomer does not shed a second one.
+      release(oldest);
+      oldest.destroy();
+    }
+    perIp.set(ip, held + 1);
+    ipOf.set(socket, ip);
+    waiting.add(socket);
+    stats.open++;
+    socket.once("close", () => release(socket));
+    return true;
+  };
+
+  const internal = server.listeners("connection");
+  if (internal.length !== 1) throw new Error("node:http changed: expected one 'connection' listener");
+  const parse = internal[0] as (socket: Socket) => void;
+  server.removeAllListeners("connection");
+  server.on("connection", (socket: Socket) => {
+    if (admit(socket)) parse.call(server, socket);
+    else socket.destroy();
+  });
+  // A hard ceiling for sockets still closing after a shed; refused by net without any JS.
+  server.maxConnections = limits.maxConnections + Math.max(16, Math.ceil(limits.maxConnections / 8));
+  server.on("drop", () => stats.closed.max_connections++);
+
+  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    if (!ipOf.has(socket)) return;
+    waiting.delete(socket);
+    // Answered: it waits for the next request's headers, at the back of the line.
+    res.once("close", () => {
+      if (ipOf.has(socket) && !socket.destroyed) waiting.add(socket);
+    });
+  });
+  return stats;
+}
+
+/** The address a per-client limit counts: IPv4 (IPv4-mapped too) as is, IPv6 by /64 (one host's usual share). */
+export function clientKey(address: string | undefined): string {
+  if (address === undefined) return "?";
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) return mapped[1]!;
+  if (!isIPv6(address)) return address;
+  const [head = "", tail] = address.split("%")[0]!.split("::");
+  const left = head === "" ? [] : head.split(":");
+  const right = tail === undefined || tail === "" ? [] : tail.split(":");
+  const groups = [...left, ...Array<string>(8 - left.length - right.length).fill("0"), ...right];
+  return `${groups
+    .slice(0, 4)
+    .map((g) => Number.parseInt(g, 16).toString(16))
+    .join(":")}::/64`;
+}
