@@ -14,6 +14,7 @@ import {
 import type { ConfigStore } from "../../../lib/config/config-store.js";
 import { Code, HookpostError } from "../../../lib/grpc/mod.js";
 import type { Logger } from "../../../lib/log/logger.js";
+import { extractTraceContext } from "../../../lib/tracing/mod.js";
 import { sourceByWriteKey, unauthenticated, writeKeyFromBasic } from "../auth.js";
 import type { CallIntake } from "../calls/intake.js";
 import { throwIfInvalid } from "../invalid.js";
@@ -111,7 +112,12 @@ async function handle(deps: SegmentApiDeps, route: string, req: IncomingMessage)
     calls = [call];
   }
   throwIfInvalid(violations);
-  await deps.intake.store(source.id, calls);
+  // The caller's traceparent/tracestate go on to EVENTS and the webhook, as over gRPC.
+  await deps.intake.store(
+    source.id,
+    calls,
+    extractTraceContext((name) => req.headers[name]),
+  );
 }
 
 function batchCalls(
