@@ -12,6 +12,7 @@ import { ConfigStore } from "../../lib/config/config-store.js";
 import { registerConfigRevision } from "../../lib/config/revision-metric.js";
 import { DeadLetters } from "../../lib/dead-letters/mod.js";
 import { DEFAULT_GRPC_LIMITS } from "../../lib/env/grpc-env.js";
+import { listenError } from "../../lib/env/listen-error.js";
 import { ConfigError } from "../../lib/env/read-env.js";
 import { DEFAULT_SYNC_LIMITS } from "../../lib/env/sync-env.js";
 import {
@@ -331,7 +332,7 @@ async function listen(
   try {
     return await listenGrpc(server, address, credentials, limits);
   } catch (err) {
-    throw new ConfigError(`INGEST_ADDR ${address}: cannot listen: ${(err as Error).message}`);
+    throw listenError("INGEST_ADDR", address, err);
   }
 }
 

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import { ConfigError } from "../../../lib/env/read-env.js";
+import { listenError } from "../../../lib/env/listen-error.js";
 import { guardConnections, type HttpConnectionStats } from "./connection-guard.js";
 import type { HttpLimits } from "./limits.js";
 
@@ -68,9 +68,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   const host = options.address.slice(0, i);
   const port = Number(options.address.slice(i + 1));
   await new Promise<void>((resolve, reject) => {
-    server.once("error", (err) =>
-      reject(new ConfigError(`HTTP_ADDR ${options.address}: cannot listen: ${err.message}`)),
-    );
+    server.once("error", (err) => reject(listenError("HTTP_ADDR", options.address, err)));
     server.listen(port, host.replace(/^\[|\]$/g, ""), () => resolve());
   });
   const bound = server.address();
