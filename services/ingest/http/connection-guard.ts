@@ -1,6 +1,12 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { isIPv6, type Socket } from "node:net";
 
+/**
+ * A connection waiting this long for request headers, or for the rest of a body, may be shed at
+ * the cap: a real client sends within milliseconds; one just accepted has not had its chance.
+ */
+const SHED_AFTER_MS = 1_000;
+
 /** Why the listener closed a connection itself (label `reason` of the metric). */
 export type HttpCloseReason = "per_ip" | "shed" | "max_connections" | "timeout";
 
@@ -19,10 +25,9 @@ export interface ConnectionGuardLimits {
 /**
  * Keeps slow or idle connections from holding every slot of `server`:
  * - one client address (an IPv6 /64) holds at most `maxConnectionsPerIp`; more are closed at once;
- * - at `maxConnections`, a newcomer is let in and the connection that has waited longest for
- *   request headers (a trickler, or an idle keep-alive) is closed instead. A real client sends
- *   its headers within milliseconds, so it is never the one waiting longest. Only when every
- *   connection is inside a request is the newcomer refused.
+ * - at `maxConnections`, a newcomer is let in and the connection that has waited longest (at
+ *   least SHED_AFTER_MS) for request headers or for the rest of a body is closed instead: a
+ *   trickler, or an idle keep-alive. Only when none has is the newcomer refused.
  * Headers and body deadlines themselves are Node's headersTimeout and requestTimeout.
  *
  * Must be called right after createServer: it wraps Node's own connection listener so that a
@@ -35,18 +40,34 @@ export function guardConnections(server: Server, limits: ConnectionGuardLimits):
   };
   const perIp = new Map<string, number>();
   const ipOf = new Map<Socket, string>();
-  // Insertion order is waiting order: the first is the one waiting longest for headers.
-  const waiting = new Set<Socket>();
+  // Since when each waits; insertion order is waiting order (the first waited longest).
+  const waitingHeaders = new Map<Socket, number>();
+  const waitingBody = new Map<Socket, { req: IncomingMessage; since: number }>();
 
   const release = (socket: Socket) => {
     const ip = ipOf.get(socket);
     if (ip === undefined) return;
     ipOf.delete(socket);
-    waiting.delete(socket);
+    waitingHeaders.delete(socket);
+    waitingBody.delete(socket);
     stats.open--;
     const left = (perIp.get(ip) ?? 1) - 1;
     if (left > 0) perIp.set(ip, left);
     else perIp.delete(ip);
+  };
+
+  const slowest = (): Socket | undefined => {
+    let found: [Socket, number] | undefined = waitingHeaders.entries().next().value;
+    for (const [socket, { req, since }] of waitingBody) {
+      // A complete body is being answered: not waiting on the client any more.
+      if (req.complete) {
+        waitingBody.delete(socket);
+        continue;
+      }
+      if (found === undefined || since < found[1]) found = [socket, since];
+      break;
+    }
+    return found && performance.now() - found[1] >= SHED_AFTER_MS ? found[0] : undefined;
   };
 
   const admit = (socket: Socket): boolean => {
@@ -57,19 +78,19 @@ export function guardConnections(server: Server, limits: ConnectionGuardLimits):
       return false;
     }
     if (stats.open >= limits.maxConnections) {
-      const oldest = waiting.values().next().value;
-      if (oldest === undefined) {
+      const shed = slowest();
+      if (shed === undefined) {
         stats.closed.max_connections++;
         return false;
       }
       stats.closed.shed++;
       // Released now, not at its 'close', so the next newcomer does not shed a second one.
-      release(oldest);
-      oldest.destroy();
+      release(shed);
+      shed.destroy();
     }
     perIp.set(ip, held + 1);
     ipOf.set(socket, ip);
-    waiting.add(socket);
+    waitingHeaders.set(socket, performance.now());
     stats.open++;
     socket.once("close", () => release(socket));
     return true;
@@ -90,10 +111,12 @@ export function guardConnections(server: Server, limits: ConnectionGuardLimits):
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
     const socket = req.socket;
     if (!ipOf.has(socket)) return;
-    waiting.delete(socket);
+    waitingHeaders.delete(socket);
+    if (!req.complete) waitingBody.set(socket, { req, since: performance.now() });
     // Answered: it waits for the next request's headers, at the back of the line.
     res.once("close", () => {
-      if (ipOf.has(socket) && !socket.destroyed) waiting.add(socket);
+      waitingBody.delete(socket);
+      if (ipOf.has(socket) && !socket.destroyed) waitingHeaders.set(socket, performance.now());
     });
   });
   return stats;

@@ -62,6 +62,11 @@ export function segmentApi(deps: SegmentApiDeps): Mount {
       await handle(deps, route, req);
       send(res, 200, {}, SUCCESS);
     } catch (err) {
+      if ((err as NodeJS.ErrnoException)?.code === "ECONNRESET") {
+        // The connection closed mid-body (the client, or a limit): nobody to answer, nothing wrong here.
+        code = Code.CANCELLED;
+        return true;
+      }
       const herr =
         err instanceof HookpostError
           ? err
