@@ -13,7 +13,7 @@ import { AdminService } from "../gen/hookpost/v1/admin_pb.js";
 import { adminMetadata, createClient } from "../lib/grpc/mod.js";
 import { DEFAULT_TOPOLOGY } from "../lib/nats/topology.js";
 import { startIngest } from "../services/ingest/ingest.js";
-import { underFlood } from "../test/helpers/http-flood.js";
+import { floodTarget, underFlood } from "../test/helpers/http-flood.js";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { type Figure, printTable } from "./table.js";
 
@@ -45,12 +45,7 @@ export async function benchHttpFlood(): Promise<Figure[]> {
     const admin = createClient(AdminService, ingest.address, { metadata: adminMetadata(TOKEN) });
     const { writeKey } = await admin.createSource({ name: "bench" });
     admin.close();
-    const address = ingest.httpAddress!;
-    const target = {
-      host: address.slice(0, address.lastIndexOf(":")),
-      port: Number(address.slice(address.lastIndexOf(":") + 1)),
-      writeKey,
-    };
+    const target = floodTarget(ingest.httpAddress!, writeKey);
     const figures: Figure[] = [];
     for (const shape of SHAPES) {
       const answers = await underFlood(target, shape.sources, shape.body);

@@ -12,6 +12,12 @@ export interface FloodTarget {
   writeKey: string;
 }
 
+/** The target of a flood of ingest's HTTP listener at `address` (`host:port`). */
+export function floodTarget(address: string, writeKey: string): FloodTarget {
+  const i = address.lastIndexOf(":");
+  return { host: address.slice(0, i), port: Number(address.slice(i + 1)), writeKey };
+}
+
 /**
  * The slowloris: `total` connections that send request headers (or, with `body`, a request's
  * headers then its body) a byte at a time and never finish.

@@ -1,6 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { counterValue } from "../e2e/helpers.js";
-import { type FloodTarget, underFlood as flood, type RealAnswer } from "../helpers/http-flood.js";
+import {
+  type FloodTarget,
+  underFlood as flood,
+  floodTarget,
+  type RealAnswer,
+} from "../helpers/http-flood.js";
 import { Harness } from "../ingest/harness.js";
 
 // Issue 22 finding 8: ~1 100 connections trickling bytes held every slot of the HTTP port,
@@ -12,12 +17,7 @@ let target: FloodTarget;
 beforeAll(async () => {
   h = await Harness.start({ config: { httpAddress: "127.0.0.1:0" } });
   const { writeKey } = await h.source("flooded");
-  const address = h.ingest.httpAddress!;
-  target = {
-    host: address.slice(0, address.lastIndexOf(":")),
-    port: Number(address.slice(address.lastIndexOf(":") + 1)),
-    writeKey,
-  };
+  target = floodTarget(h.ingest.httpAddress!, writeKey);
 });
 
 afterAll(async () => {
