@@ -1,6 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Registry } from "prom-client";
+import { listenError } from "../env/listen-error.js";
 import { DEFAULT_OPS_LIMITS } from "../env/ops-env.js";
 
 export interface Readiness {
@@ -25,6 +26,8 @@ export interface OpsServerOptions {
   /** DEFAULT_OPS_LIMITS (lib/env/ops-env.ts) when absent. */
   limits?: OpsLimits;
   registry: Registry;
+  /** The variable that set `address`, named when it cannot be opened (default `OPS_ADDR`). */
+  variable?: string;
   /** Called on each /readyz. */
   readiness: () => Readiness | Promise<Readiness>;
 }
@@ -90,9 +93,10 @@ export async function startOpsServer(options: OpsServerOptions): Promise<OpsServ
   server.setTimeout(limits.idleTimeoutMs);
   const { host, port } = splitHostPort(options.address);
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
+    const failed = (err: Error) => reject(listenError(options.variable ?? "OPS_ADDR", options.address, err));
+    server.once("error", failed);
     server.listen(port, host, () => {
-      server.off("error", reject);
+      server.off("error", failed);
       resolve();
     });
   });

@@ -25,7 +25,12 @@ const tracing = await startTracing("hookpost-dispatcher", process.env, logger).c
   logger.fatal({ err: err.message }, "bad configuration");
   process.exit(2);
 });
-const dispatcher = await startDispatcher(config, { logger });
+const dispatcher = await startDispatcher(config, { logger }).catch((err: unknown) => {
+  // A port in use or a bad address: one line naming the variable, no stack trace.
+  if (err instanceof ConfigError) logger.fatal(err.message);
+  else logger.fatal({ err: (err as Error)?.message, stack: (err as Error)?.stack }, "start failed");
+  process.exit(err instanceof ConfigError ? 2 : 1);
+});
 
 let stopping = false;
 for (const signal of ["SIGTERM", "SIGINT"] as const) {

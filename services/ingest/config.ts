@@ -82,6 +82,7 @@ export function ingestConfigFromEnv(env: Env): IngestConfig {
     http: {
       maxBodyBytes,
       maxConnections: envInt(env, "HTTP_MAX_CONNECTIONS", d.maxConnections, 1),
+      maxConnectionsPerIp: envInt(env, "HTTP_MAX_CONNECTIONS_PER_IP", d.maxConnectionsPerIp, 1),
       headersTimeoutMs: envDuration(env, "HTTP_HEADERS_TIMEOUT", d.headersTimeoutMs),
       requestTimeoutMs: envDuration(env, "HTTP_REQUEST_TIMEOUT", d.requestTimeoutMs),
       keepAliveTimeoutMs: envDuration(env, "HTTP_KEEPALIVE_TIMEOUT", d.keepAliveTimeoutMs),

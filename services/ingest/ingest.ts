@@ -12,6 +12,7 @@ import { ConfigStore } from "../../lib/config/config-store.js";
 import { registerConfigRevision } from "../../lib/config/revision-metric.js";
 import { DeadLetters } from "../../lib/dead-letters/mod.js";
 import { DEFAULT_GRPC_LIMITS } from "../../lib/env/grpc-env.js";
+import { listenError } from "../../lib/env/listen-error.js";
 import { ConfigError } from "../../lib/env/read-env.js";
 import { DEFAULT_SYNC_LIMITS } from "../../lib/env/sync-env.js";
 import {
@@ -236,6 +237,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
         mounts: [api, createConsoleHandler({ admin, serveOptions }), ...(options.httpMounts ?? [])],
         onError: (err) => log.error({ transport: "http", err: (err as Error)?.message }, "internal error"),
       });
+      metrics.watchHttpConnections(http.connections);
       log.info(
         { address: http.address },
         "HTTP listening: Segment-compatible API, console, AdminService over Connect",
@@ -330,7 +332,7 @@ async function listen(
   try {
     return await listenGrpc(server, address, credentials, limits);
   } catch (err) {
-    throw new ConfigError(`INGEST_ADDR ${address}: cannot listen: ${(err as Error).message}`);
+    throw listenError("INGEST_ADDR", address, err);
   }
 }
 

@@ -3,6 +3,7 @@ import type { GrpcListenerStats } from "../../lib/grpc/listener.js";
 import type { Code } from "../../lib/grpc/mod.js";
 import { Code as Codes } from "../../lib/grpc/mod.js";
 import type { PublishOutcome } from "./calls/publish.js";
+import type { HttpConnectionStats } from "./http/connection-guard.js";
 import type { SyncLimiter } from "./sync/sync-limiter.js";
 
 /** How a request reached ingest (a label of metrics and a field of logs). */
@@ -74,6 +75,29 @@ export class IngestMetrics {
         this.inc({ reason: "handshake_timeout" }, stats.handshakeTimeouts);
         this.inc({ reason: "max_connections" }, stats.refused);
         this.inc({ reason: "ping_strikes" }, stats.pingStrikeouts);
+      },
+    });
+  }
+
+  /** Exposes the HTTP port's connection counters (read at each scrape). */
+  watchHttpConnections(stats: HttpConnectionStats): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: "hookpost_ingest_http_connections",
+      help: "TCP connections open on the HTTP port",
+      registers,
+      collect() {
+        this.set(stats.open);
+      },
+    });
+    new Counter({
+      name: "hookpost_ingest_http_connections_closed_total",
+      help: "HTTP connections closed or refused by a limit: per_ip, shed (slowest closed at the cap), max_connections, timeout",
+      labelNames: ["reason"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [reason, n] of Object.entries(stats.closed)) this.inc({ reason }, n);
       },
     });
   }

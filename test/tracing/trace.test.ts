@@ -7,7 +7,7 @@ import { Receiver } from "../helpers/receiver.js";
 import { Stack } from "../helpers/stack.js";
 import { waitUntil } from "../ops/helpers.js";
 
-// Ingest and dispatcher in this process, tracing into an in-memory exporter: a gRPC call that
+// Ingest and dispatcher in this process, tracing into an in-memory exporter: a gRPC (or HTTP) call that
 // carries a W3C traceparent yields one trace (publish → route → each delivery attempt → each
 // webhook request), and the webhook receiver gets a traceparent of that same trace.
 
@@ -22,7 +22,7 @@ let failing: Receiver;
 
 beforeAll(async () => {
   tracing = await startTracing("hookpost-test", {}, pino({ level: "silent" }), { exporter });
-  stack = await Stack.start();
+  stack = await Stack.start({ ingest: { httpAddress: "127.0.0.1:0" } });
   failing = await Receiver.http();
 });
 
@@ -119,6 +119,30 @@ describe("tracing through ingest, NATS and the dispatcher", () => {
     for (const secret of [SECRET, src.writeKey, "Traced", "/webhook", "broken"]) {
       expect(values).not.toContain(secret);
     }
+  });
+
+  it("continues the caller's trace from an HTTP API call to the webhook request (issue 22 finding 10)", async () => {
+    const src = await stack.source("traced-http");
+    failing.respond = () => ({ status: 200 });
+    await stack.destination({ sourceIds: [src.id], urls: [failing.url()] });
+    const before = failing.requests.length;
+    const res = await fetch(`http://${stack.ingest.httpAddress}/v1/track`, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/json",
+        Authorization: `Basic ${Buffer.from(`${src.writeKey}:`).toString("base64")}`,
+        traceparent: `00-${TRACE_ID}-${CALLER_SPAN}-01`,
+      },
+      body: JSON.stringify({ userId: "u-http", event: "Traced over HTTP", messageId: "traced-http-1" }),
+    });
+    expect(res.status).toBe(200);
+    await waitUntil("the delivery", () => failing.requests.length > before, 20_000);
+    expect(traceparent(failing.requests[before]!.headers.traceparent).traceId).toBe(TRACE_ID);
+    // Ingest's publish span is a child of the caller's span, as for gRPC.
+    const publish = exporter
+      .getFinishedSpans()
+      .find((s) => s.name === "hookpost publish" && s.attributes["hookpost.message_id"] === "traced-http-1");
+    expect(publish && parentOf(publish)).toBe(CALLER_SPAN);
   });
 
   it("starts a trace for a call without a traceparent; every retry is a span of it", async () => {

@@ -14,6 +14,7 @@ import {
 import type { ConfigStore } from "../../../lib/config/config-store.js";
 import { Code, HookpostError } from "../../../lib/grpc/mod.js";
 import type { Logger } from "../../../lib/log/logger.js";
+import { extractTraceContext } from "../../../lib/tracing/mod.js";
 import { sourceByWriteKey, unauthenticated, writeKeyFromBasic } from "../auth.js";
 import type { CallIntake } from "../calls/intake.js";
 import { throwIfInvalid } from "../invalid.js";
@@ -61,6 +62,11 @@ export function segmentApi(deps: SegmentApiDeps): Mount {
       await handle(deps, route, req);
       send(res, 200, {}, SUCCESS);
     } catch (err) {
+      if ((err as NodeJS.ErrnoException)?.code === "ECONNRESET") {
+        // The connection closed mid-body (the client, or a limit): nobody to answer, nothing wrong here.
+        code = Code.CANCELLED;
+        return true;
+      }
       const herr =
         err instanceof HookpostError
           ? err
@@ -111,7 +117,12 @@ async function handle(deps: SegmentApiDeps, route: string, req: IncomingMessage)
     calls = [call];
   }
   throwIfInvalid(violations);
-  await deps.intake.store(source.id, calls);
+  // The caller's traceparent/tracestate go on to EVENTS and the webhook, as over gRPC.
+  await deps.intake.store(
+    source.id,
+    calls,
+    extractTraceContext((name) => req.headers[name]),
+  );
 }
 
 function batchCalls(

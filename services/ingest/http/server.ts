@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import { ConfigError } from "../../../lib/env/read-env.js";
+import { listenError } from "../../../lib/env/listen-error.js";
+import { guardConnections, type HttpConnectionStats } from "./connection-guard.js";
 import type { HttpLimits } from "./limits.js";
 
 /**
@@ -22,6 +23,8 @@ export interface HttpServerOptions {
 export interface HttpServer {
   /** `host:port` bound (the real port when 0 was asked). */
   readonly address: string;
+  /** Open connections and those closed by a limit (read by the metrics). */
+  readonly connections: HttpConnectionStats;
   /** Stops accepting, lets in-flight requests finish (at most `graceMs`), then closes every connection. */
   close(graceMs?: number): Promise<void>;
 }
@@ -29,8 +32,9 @@ export interface HttpServer {
 const NOT_FOUND = JSON.stringify({ code: "NOT_FOUND", message: "no such path", violations: [] });
 
 /**
- * Starts the ingest HTTP listener: keep-alive connections, a cap on open connections, and
- * timeouts for the headers and the whole request so slow clients are cut off. Every
+ * Starts the ingest HTTP listener: keep-alive connections, caps on open connections (per client
+ * address and in all, shedding the slowest when full: connection-guard.ts), and timeouts for
+ * the headers and the whole request so slow clients are cut off. Every
  * outsider-controlled resource here has a limit (HttpLimits). Extra handlers are mounts.
  */
 export async function startHttpServer(options: HttpServerOptions): Promise<HttpServer> {
@@ -47,11 +51,15 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
       void route(options, req, res);
     },
   );
-  server.maxConnections = limits.maxConnections;
+  const connections = guardConnections(server, limits);
   // Never let a socket error (a client resetting mid-request) reach the process.
-  server.on("clientError", (_err, socket: Socket) => {
+  server.on("clientError", (err: NodeJS.ErrnoException, socket: Socket) => {
+    // Node's headersTimeout / requestTimeout ran out.
+    const timedOut = err.code === "ERR_HTTP_REQUEST_TIMEOUT";
+    if (timedOut) connections.closed.timeout++;
     if (socket.writable && !socket.destroyed) {
-      socket.end("HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+      const status = timedOut ? "408 Request Timeout" : "400 Bad Request";
+      socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
     }
     socket.destroy();
   });
@@ -60,9 +68,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   const host = options.address.slice(0, i);
   const port = Number(options.address.slice(i + 1));
   await new Promise<void>((resolve, reject) => {
-    server.once("error", (err) =>
-      reject(new ConfigError(`HTTP_ADDR ${options.address}: cannot listen: ${err.message}`)),
-    );
+    server.once("error", (err) => reject(listenError("HTTP_ADDR", options.address, err)));
     server.listen(port, host.replace(/^\[|\]$/g, ""), () => resolve());
   });
   const bound = server.address();
@@ -71,6 +77,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   let closed: Promise<void> | undefined;
   return {
     address,
+    connections,
     close: (graceMs = 5_000) => {
       closed ??= new Promise<void>((resolve) => {
         server.close(() => resolve());
