@@ -1,5 +1,15 @@
 /** Why one URL of a delivery failed (the proto's UrlOutcome.error). */
-export type FailureKind = "timeout" | "connection" | "tls" | "ssrf" | "redirect" | "http";
+export type FailureKind =
+  | "timeout"
+  | "connection"
+  | "tls"
+  | "ssrf"
+  | "redirect"
+  | "http"
+  /** The status was outside 100-599. */
+  | "invalid_response"
+  /** No request: it could not be prepared (signing, body, configuration). */
+  | "not_sent";
 
 /** The last outcome of one URL (maps 1:1 onto hookpost.v1.UrlOutcome). */
 export interface UrlOutcomeRecord {

@@ -11,7 +11,7 @@ import type { AutoDisabler } from "./auto-disable.js";
 import type { DispatcherMetrics } from "./metrics.js";
 import { logUrl } from "./redact-url.js";
 import { type DeadCause, decide, type RetryPolicy } from "./retry.js";
-import type { AttemptOutcome, WebhookSender } from "./sender.js";
+import { type AttemptOutcome, notSentOutcome, type WebhookSender } from "./sender.js";
 
 export interface DeliveryDeps {
   store: ConfigStore;
@@ -70,6 +70,11 @@ export class DeliveryHandler {
     let result: Awaited<ReturnType<WebhookSender["deliver"]>>;
     try {
       result = await d.sender.deliver(dest, msg.data, messageId, d.shutdown, span.context);
+    } catch (err) {
+      // Whatever stopped the request before it was sent (the sender turns what it foresees into
+      // outcomes itself) is a failed attempt too: recorded, retried, dead-lettered at the window,
+      // never the Puller's silent hand-back.
+      result = { delivered: false, outcomes: [notSentOutcome(dest.urls?.[0] ?? "", preparationError(err))] };
     } finally {
       clearInterval(keepAlive);
     }
@@ -142,12 +147,7 @@ export class DeliveryHandler {
     record();
     // The rule that ended it, as the attempt log words it: "422 is not retried".
     const why = [...new Set(result.outcomes.map(readableReason))].join("; ");
-    const reason =
-      result.outcomes.length === 0
-        ? "destination has no URLs"
-        : decision.cause === "not_retryable"
-          ? why
-          : `${decision.reason}; last: ${why}`;
+    const reason = decision.cause === "not_retryable" ? why : `${decision.reason}; last: ${why}`;
     await this.#deadLetter(destinationId, msg, messageId, sourceId, result.outcomes, reason, decision.cause);
     span.end("dead_letter", true);
   }
@@ -201,6 +201,12 @@ export class DeliveryHandler {
       "delivery dead-lettered",
     );
   }
+}
+
+/** What went wrong preparing a request, without a stack (an error's message names no secret). */
+function preparationError(err: unknown): string {
+  const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  return text.slice(0, 300);
 }
 
 /** Log fields of the last URL tried: where, what came back, the start of its body. */

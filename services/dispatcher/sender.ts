@@ -58,10 +58,20 @@ export class WebhookSender {
     trace?: TraceContext,
   ): Promise<DeliveryResult> {
     const outcomes: AttemptOutcome[] = [];
+    if (!Array.isArray(dest.urls) || dest.urls.length === 0) {
+      return { delivered: false, outcomes: [notSentOutcome("", "the destination has no URLs")] };
+    }
     for (const url of dest.urls) {
       // Tracing hook: a client span per request; the receiver gets its `traceparent`.
+      let headers: Record<string, string>;
+      try {
+        headers = this.#headers(dest, body, messageId, url);
+      } catch (err) {
+        // Signing failed (a secret this signing cannot use): the same for every URL.
+        outcomes.push(notSentOutcome(url, `signing failed: ${(err as Error).message}`));
+        break;
+      }
       const span = startRequestSpan(trace, url, dest.id, messageId);
-      const headers = this.#headers(dest, body, messageId, url);
       span.inject(headers);
       const outcome = await this.attempt(url, headers, body, signal);
       endRequestSpan(span, outcome);
@@ -187,9 +197,34 @@ export class WebhookSender {
   }
 }
 
+/**
+ * No request was sent because it could not be prepared (signing, body, a configuration that
+ * changed under it). Retryable: the configuration may be fixed within the retry window; after
+ * it the delivery is a dead letter with this reason. The reason must not carry secrets.
+ */
+export function notSentOutcome(url: string, why: string): AttemptOutcome {
+  return {
+    url: url === "" ? "" : maskUrl(url),
+    ok: false,
+    retryable: true,
+    status: 0,
+    error: "not_sent",
+    detail: `not sent: ${why}`,
+    durationMs: 0,
+    startedAt: Date.now(),
+    responseExcerpt: "",
+    aborted: false,
+  };
+}
+
 type StatusOutcome = Omit<AttemptOutcome, "url" | "durationMs" | "aborted" | "startedAt" | "responseExcerpt">;
 
 function statusOutcome(status: number, retryAfter: string | string[] | undefined): StatusOutcome {
+  if (status < 100 || status > 599) {
+    // Not HTTP as we know it (a broken proxy, a bad server): the endpoint may recover like a 5xx.
+    const detail = `status ${status} is not a valid HTTP status (100-599): retried`;
+    return { ok: false, retryable: true, status, error: "invalid_response", detail };
+  }
   if (status >= 200 && status < 300) return { ok: true, retryable: false, status, error: "http", detail: "" };
   if (status >= 300 && status < 400) {
     return {

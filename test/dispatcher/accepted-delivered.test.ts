@@ -1,0 +1,152 @@
+import { createServer, type Server, type Socket } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AttemptOutcome } from "../../gen/hookpost/v1/admin_pb.js";
+import { ConfigStore } from "../../lib/config/config-store.js";
+import { DEFAULT_TOPOLOGY, type TopologySettings } from "../../lib/nats/topology.js";
+import { waitForRevision } from "../helpers/revisions.js";
+import { Stack } from "../helpers/stack.js";
+import { destination, waitUntil } from "./helpers.js";
+
+/**
+ * Accepted means delivered or visibly dead-lettered (issue 22): a request that cannot even be
+ * prepared, or an answer that is not HTTP as we know it, is an attempt record with its reason and
+ * is retried within the retry window (5 s here), never acknowledged into nothing nor handed back
+ * silently for ever. Real ingest, nats-server, dispatcher, and real (raw TCP) receivers.
+ */
+
+const topology: TopologySettings = { ...DEFAULT_TOPOLOGY, retryWindowMs: 5000, retryMaxDelayMs: 1000 };
+let stack: Stack;
+let store: ConfigStore;
+const servers: Server[] = [];
+
+beforeAll(async () => {
+  stack = await Stack.start({ ingest: { topology }, dispatcher: { topology, retryBaseDelayMs: 200 } });
+  store = await ConfigStore.open(stack.nc);
+});
+
+afterAll(async () => {
+  store?.close();
+  await stack?.close();
+  for (const s of servers) s.close();
+});
+
+async function attemptsOf(destinationId: string, done: (a: Attempts) => boolean, what: string) {
+  let list: Attempts = [];
+  await waitUntil(
+    async () => {
+      list = (await stack.admin.listAttempts({ destinationId, pageSize: 1000 })).attempts;
+      return done(list);
+    },
+    20_000,
+    what,
+  );
+  // Newest first in the API: oldest first reads like the story.
+  return [...list].reverse();
+}
+type Attempts = Awaited<ReturnType<Stack["admin"]["listAttempts"]>>["attempts"];
+
+async function deadLettersOf(destinationId: string) {
+  let letters: Awaited<ReturnType<Stack["admin"]["listDeadLetters"]>>["deadLetters"] = [];
+  await waitUntil(
+    async () => {
+      letters = (await stack.admin.listDeadLetters({ destinationId })).deadLetters;
+      return letters.length > 0;
+    },
+    20_000,
+    `a dead letter of ${destinationId}`,
+  );
+  return letters;
+}
+
+/** A raw HTTP/1.1 server answering whatever status line `statusLine()` says, then closing. */
+async function rawServer(statusLine: () => string): Promise<{ url: string; requests: () => number }> {
+  let requests = 0;
+  const server = createServer((socket: Socket) => {
+    let buffered = "";
+    socket.on("data", (chunk) => {
+      buffered += chunk.toString("latin1");
+      const end = buffered.indexOf("\r\n\r\n");
+      if (end < 0) return;
+      const length = Number(/content-length:\s*(\d+)/i.exec(buffered.slice(0, end))?.[1] ?? 0);
+      if (buffered.length < end + 4 + length) return;
+      requests++;
+      socket.end(`HTTP/1.1 ${statusLine()}\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok`);
+    });
+    socket.on("error", () => {});
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  return { url: `http://127.0.0.1:${port}/hook`, requests: () => requests };
+}
+
+describe("a failure before the request is sent", () => {
+  it("a destination the dispatcher cannot sign for (written straight into the bucket) leaves not-sent attempts with the reason, then a dead letter at the retry window", async () => {
+    const src = await stack.source("unsignable");
+    // No admin call would store this (standard-webhooks needs whsec_ secrets): only a record
+    // written into KV behind the API's back (or an older version) can hold it.
+    const revision = await store.putDestination(
+      destination({
+        id: "unsignable",
+        sourceIds: [src.id],
+        urls: [stack.receiver.url()],
+        signing: "standard-webhooks",
+        sharedSecret: "demo-secret",
+      }),
+    );
+    await waitForRevision(revision, stack.dispatchers);
+    await stack.waitForConsumer("unsignable");
+
+    const { messageId } = await src.client.track({ userId: "u-1", event: "Signed Up" });
+    const letters = await deadLettersOf("unsignable");
+    const attempts = await attemptsOf("unsignable", (l) => l.length >= 2, "two attempts");
+
+    expect(attempts.length).toBeGreaterThanOrEqual(2);
+    for (const a of attempts) {
+      expect(a.messageId).toBe(messageId);
+      expect(a.outcome).toBe(AttemptOutcome.NOT_SENT);
+      expect(a.status).toBe(0);
+      expect(a.retryable).toBe(true);
+      expect(a.reason).toMatch(/^not sent: signing failed: .*whsec_/);
+      expect(a.reason).not.toContain("demo-secret");
+    }
+    // Retried: every attempt but the last says when the next comes.
+    expect(attempts.slice(0, -1).every((a) => a.nextAttemptTime !== undefined)).toBe(true);
+
+    expect(letters).toHaveLength(1);
+    const [letter] = letters;
+    expect(letter!.messageId).toBe(messageId);
+    expect(letter!.reason).toMatch(/retry window of 5s exhausted; last: not sent: signing failed/);
+    expect(letter!.outcomes[0]?.error).toBe("not_sent");
+    expect(stack.receiver.requests.filter((r) => r.headers["idempotency-key"] === messageId)).toHaveLength(0);
+  });
+});
+
+describe("an answer that is not HTTP as we know it", () => {
+  it("status 999 is recorded as an invalid response and retried, then delivered once the receiver answers 200", async () => {
+    const src = await stack.source("odd");
+    let odd = true;
+    const raw = await rawServer(() => (odd ? "999 Odd" : "200 OK"));
+    await stack.destination({ id: "odd", sourceIds: [src.id], urls: [raw.url] });
+
+    const { messageId } = await src.client.track({ userId: "u-1", event: "Signed Up" });
+    const failed = await attemptsOf("odd", (l) => l.length >= 2, "two attempts answered 999");
+    odd = false;
+    const all = await attemptsOf(
+      "odd",
+      (l) => l.some((a) => a.outcome === AttemptOutcome.SUCCESS),
+      "the delivery once the receiver answers 200",
+    );
+
+    for (const a of failed) {
+      expect(a.messageId).toBe(messageId);
+      expect(a.outcome).toBe(AttemptOutcome.INVALID_RESPONSE);
+      expect(a.status).toBe(999);
+      expect(a.retryable).toBe(true);
+      expect(a.reason).toMatch(/999 is not a valid HTTP status/);
+    }
+    expect(all.at(-1)?.outcome).toBe(AttemptOutcome.SUCCESS);
+    expect((await stack.admin.listDeadLetters({ destinationId: "odd" })).deadLetters).toHaveLength(0);
+    expect(raw.requests()).toBe(all.length);
+  });
+});
