@@ -3,7 +3,11 @@ import type { AttemptLog } from "../../lib/attempts/publisher.js";
 import { statusClass } from "../../lib/attempts/record.js";
 import type { ConfigStore } from "../../lib/config/config-store.js";
 import type { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
-import { MESSAGE_ID_HEADER, SOURCE_ID_HEADER } from "../../lib/dead-letters/delivery-headers.js";
+import {
+  MESSAGE_ID_HEADER,
+  NOT_RENDERED_HEADER,
+  SOURCE_ID_HEADER,
+} from "../../lib/dead-letters/delivery-headers.js";
 import type { Logger } from "../../lib/log/logger.js";
 import { startDeliverySpan } from "../../lib/tracing/mod.js";
 import { attemptRecords, readableReason } from "./attempt-records.js";
@@ -68,8 +72,16 @@ export class DeliveryHandler {
     // A long attempt (5 URLs x timeout) may outlast ack-wait: keep telling JetStream we're on it.
     const keepAlive = setInterval(() => msg.working(), Math.max(250, Math.floor(d.ackWaitMs / 3)));
     let result: Awaited<ReturnType<WebhookSender["deliver"]>>;
+    const notRendered = headers?.get(NOT_RENDERED_HEADER);
     try {
-      result = await d.sender.deliver(dest, msg.data, messageId, d.shutdown, span.context);
+      result = notRendered
+        ? {
+            delivered: false,
+            outcomes: [
+              notSentOutcome(dest.urls?.[0] ?? "", `the webhook body could not be rendered: ${notRendered}`),
+            ],
+          }
+        : await d.sender.deliver(dest, msg.data, messageId, d.shutdown, span.context);
     } catch (err) {
       // Whatever stopped the request before it was sent (the sender turns what it foresees into
       // outcomes itself) is a failed attempt too: recorded, retried, dead-lettered at the window,

@@ -1,8 +1,14 @@
 import { createServer, type Server, type Socket } from "node:net";
+import { headers as natsHeaders } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AttemptOutcome } from "../../gen/hookpost/v1/admin_pb.js";
 import { ConfigStore } from "../../lib/config/config-store.js";
-import { DEFAULT_TOPOLOGY, type TopologySettings } from "../../lib/nats/topology.js";
+import {
+  MESSAGE_ID_HEADER,
+  NOT_RENDERED_HEADER,
+  SOURCE_ID_HEADER,
+} from "../../lib/dead-letters/delivery-headers.js";
+import { DEFAULT_TOPOLOGY, deliverySubject, type TopologySettings } from "../../lib/nats/topology.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import { Stack } from "../helpers/stack.js";
 import { destination, waitUntil } from "./helpers.js";
@@ -119,6 +125,32 @@ describe("a failure before the request is sent", () => {
     expect(letter!.reason).toMatch(/retry window of 5s exhausted; last: not sent: signing failed/);
     expect(letter!.outcomes[0]?.error).toBe("not_sent");
     expect(stack.receiver.requests.filter((r) => r.headers["idempotency-key"] === messageId)).toHaveLength(0);
+  });
+
+  it("a call whose body the router could not render (marked on DELIVERIES) is recorded and dead-lettered at the window, never sent", async () => {
+    const src = await stack.source("unrenderable");
+    await stack.destination({ id: "unrenderable", sourceIds: [src.id] });
+    // What the router publishes when renderBody throws: the stored call, marked. (No call that
+    // ingest accepts makes renderBody throw today, so the mark is put here by hand.)
+    const h = natsHeaders();
+    h.set(MESSAGE_ID_HEADER, "m-unrenderable");
+    h.set(SOURCE_ID_HEADER, src.id);
+    h.set(NOT_RENDERED_HEADER, "unknown call type: teleport");
+    await stack.nc
+      .jetstream()
+      .publish(deliverySubject("unrenderable"), '{"type":"teleport"}', { headers: h });
+
+    const letters = await deadLettersOf("unrenderable");
+    const attempts = await attemptsOf("unrenderable", (l) => l.length >= 2, "two attempts");
+    for (const a of attempts) {
+      expect(a.outcome).toBe(AttemptOutcome.NOT_SENT);
+      expect(a.reason).toBe("not sent: the webhook body could not be rendered: unknown call type: teleport");
+    }
+    expect(letters[0]?.messageId).toBe("m-unrenderable");
+    expect(letters[0]?.reason).toMatch(/retry window of 5s exhausted; last: not sent: the webhook body/);
+    expect(
+      stack.receiver.requests.filter((r) => r.headers["idempotency-key"] === "m-unrenderable"),
+    ).toHaveLength(0);
   });
 });
 
