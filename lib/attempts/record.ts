@@ -108,7 +108,6 @@ export function outcomeKind(status: number, error: string): OutcomeKind {
 
 /** The metrics label: 2xx/3xx/4xx/5xx for answers, the error kind otherwise. */
 export function statusClass(status: number, error: string): string {
-  if (error === "not_sent") return error;
   if (status >= 100 && status < 600) return `${Math.floor(status / 100)}xx`;
   if (error === "timeout" || error === "tls" || error === "ssrf") return error;
   return error === "http" ? "invalid" : "connection";

@@ -91,7 +91,8 @@ export class DeliveryHandler {
       clearInterval(keepAlive);
     }
     for (const o of result.outcomes) {
-      if (o.aborted) continue;
+      // Latency of requests only: one never sent has none.
+      if (o.aborted || o.error === "not_sent") continue;
       const labels = { destination: destinationId, result: statusClass(o.status, o.error) };
       d.metrics.attemptSeconds.observe(labels, o.durationMs / 1000);
     }

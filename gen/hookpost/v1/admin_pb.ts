@@ -568,7 +568,7 @@ export type UrlOutcome = Message<"hookpost.v1.UrlOutcome"> & {
   status: number;
 
   /**
-   * timeout, connection, tls, ssrf, redirect, http.
+   * timeout, connection, tls, ssrf, redirect, http, invalid_response, not_sent.
    *
    * @generated from field: string error = 3;
    */
@@ -1558,7 +1558,8 @@ export const AdminService: GenService<{
     output: typeof DeleteSourceResponseSchema;
   },
   /**
-   * RotateWriteKey issues a new write key; the old one stops working.
+   * RotateWriteKey issues a new write key; the old one stops working. ABORTED (nothing
+   * changed) when another rotation of the same source won a race with this one.
    *
    * @generated from rpc hookpost.v1.AdminService.RotateWriteKey
    */
@@ -1626,6 +1627,7 @@ export const AdminService: GenService<{
   /**
    * RotateSecret sets a new shared secret; the previous one keeps signing beside it for
    * an overlap, so receivers can switch at any moment without a failed verification.
+   * ABORTED (nothing changed) when another call changed the secret while this one rotated it.
    *
    * @generated from rpc hookpost.v1.AdminService.RotateSecret
    */
