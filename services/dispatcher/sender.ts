@@ -127,7 +127,8 @@ export class WebhookSender {
     });
     const u = safeParse(url);
     if (!u || (u.protocol !== "http:" && u.protocol !== "https:")) {
-      return done({ ok: false, retryable: false, status: 0, error: "http", detail: "not an http(s) URL" });
+      // A stored URL the admin API would refuse: the configuration may still be fixed.
+      return done(notSent("not an http(s) URL"));
     }
     const timeoutMs = this.#o.timeoutMs;
     const ac = new AbortController();
@@ -205,16 +206,16 @@ export class WebhookSender {
 export function notSentOutcome(url: string, why: string): AttemptOutcome {
   return {
     url: url === "" ? "" : maskUrl(url),
-    ok: false,
-    retryable: true,
-    status: 0,
-    error: "not_sent",
-    detail: `not sent: ${why}`,
+    ...notSent(why),
     durationMs: 0,
     startedAt: Date.now(),
     responseExcerpt: "",
     aborted: false,
   };
+}
+
+function notSent(why: string): StatusOutcome {
+  return { ok: false, retryable: true, status: 0, error: "not_sent", detail: `not sent: ${why}` };
 }
 
 type StatusOutcome = Omit<AttemptOutcome, "url" | "durationMs" | "aborted" | "startedAt" | "responseExcerpt">;
@@ -267,15 +268,8 @@ function errorOutcome(err: unknown, timeoutMs: number): StatusOutcome {
   }
   const tls = chain.find((e) => e.code !== undefined && TLS_CODE.test(e.code));
   if (tls) return { ok: false, retryable: false, status: 0, error: "tls", detail: detail(tls) };
-  if (first.code === "UND_ERR_INVALID_ARG") {
-    return {
-      ok: false,
-      retryable: false,
-      status: 0,
-      error: "http",
-      detail: `invalid request: ${first.message}`,
-    };
-  }
+  // undici refused to build the request (a header value it cannot send): nothing went out.
+  if (first.code === "UND_ERR_INVALID_ARG") return notSent(`invalid request: ${first.message}`);
   return { ok: false, retryable: true, status: 0, error: "connection", detail: detail(first) || String(err) };
 }
 

@@ -127,6 +127,34 @@ describe("a failure before the request is sent", () => {
     expect(stack.receiver.requests.filter((r) => r.headers["idempotency-key"] === messageId)).toHaveLength(0);
   });
 
+  it("a header value no HTTP request can carry (written straight into the bucket) is a not-sent attempt, retried, then a dead letter", async () => {
+    const src = await stack.source("bad-header");
+    const revision = await store.putDestination(
+      destination({
+        id: "bad-header",
+        sourceIds: [src.id],
+        urls: [stack.receiver.url()],
+        headers: { "X-Team": "growth\r\nX-Injected: yes" },
+      }),
+    );
+    await waitForRevision(revision, stack.dispatchers);
+    await stack.waitForConsumer("bad-header");
+
+    const { messageId } = await src.client.track({ userId: "u-1", event: "Signed Up" });
+    const letters = await deadLettersOf("bad-header");
+    const attempts = await attemptsOf("bad-header", (l) => l.length >= 2, "two attempts");
+    for (const a of attempts) {
+      expect(a.outcome).toBe(AttemptOutcome.NOT_SENT);
+      expect(a.retryable).toBe(true);
+      expect(a.reason).toMatch(/^not sent: invalid request: /);
+      // Header values may be credentials: the reason names the header, never its value.
+      expect(a.reason).not.toContain("growth");
+    }
+    expect(letters[0]?.messageId).toBe(messageId);
+    expect(letters[0]?.reason).toMatch(/retry window of 5s exhausted; last: not sent: invalid request/);
+    expect(stack.receiver.requests.filter((r) => r.headers["idempotency-key"] === messageId)).toHaveLength(0);
+  });
+
   it("a call whose body the router could not render (marked on DELIVERIES) is recorded and dead-lettered at the window, never sent", async () => {
     const src = await stack.source("unrenderable");
     await stack.destination({ id: "unrenderable", sourceIds: [src.id] });
