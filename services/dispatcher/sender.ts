@@ -67,8 +67,9 @@ export class WebhookSender {
       try {
         headers = this.#headers(dest, body, messageId, url);
       } catch (err) {
-        // Signing failed (a secret this signing cannot use): the same for every URL.
-        outcomes.push(notSentOutcome(url, `signing failed: ${(err as Error).message}`));
+        // The request could not be prepared (a secret this signing cannot use, say): no URL
+        // would fare better.
+        outcomes.push(notSentOutcome(url, (err as Error).message));
         break;
       }
       const span = startRequestSpan(trace, url, dest.id, messageId);
@@ -103,7 +104,11 @@ export class WebhookSender {
     h["User-Agent"] = USER_AGENT;
     h["Idempotency-Key"] = messageId;
     // Every secret that signs now: two during a rotation's overlap (signing.ts).
-    Object.assign(h, signatureHeaders(dest, body, messageId));
+    try {
+      Object.assign(h, signatureHeaders(dest, body, messageId));
+    } catch (err) {
+      throw new Error(`signing failed: ${(err as Error).message}`);
+    }
     return h;
   }
 
