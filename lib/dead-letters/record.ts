@@ -31,6 +31,11 @@ export interface DeadLetterRecord {
   sourceId: string;
   /** The exact webhook body, byte for byte what was (or would have been) sent. */
   body: string;
+  /**
+   * Set when no webhook body could be rendered (NOT_RENDERED_HEADER): `body` is then the stored
+   * call, and a replay marks it again rather than send it to the endpoint as if it were one.
+   */
+  notRendered?: string;
   /** Delivery attempts made (JetStream deliveries of the message). */
   attempts: number;
   outcomes: UrlOutcomeRecord[];

@@ -161,7 +161,16 @@ export class DeliveryHandler {
     // The rule that ended it, as the attempt log words it: "422 is not retried".
     const why = [...new Set(result.outcomes.map(readableReason))].join("; ");
     const reason = decision.cause === "not_retryable" ? why : `${decision.reason}; last: ${why}`;
-    await this.#deadLetter(destinationId, msg, messageId, sourceId, result.outcomes, reason, decision.cause);
+    await this.#deadLetter(
+      destinationId,
+      msg,
+      messageId,
+      sourceId,
+      result.outcomes,
+      reason,
+      decision.cause,
+      notRendered,
+    );
     span.end("dead_letter", true);
   }
 
@@ -173,6 +182,7 @@ export class DeliveryHandler {
     outcomes: AttemptOutcome[],
     reason: string,
     cause: DeadCause,
+    notRendered?: string,
   ): Promise<void> {
     const d = this.#d;
     let deadSequence: number;
@@ -183,6 +193,7 @@ export class DeliveryHandler {
           destinationId,
           sourceId,
           body: decoder.decode(msg.data),
+          ...(notRendered ? { notRendered } : {}),
           attempts: msg.info.deliveryCount,
           outcomes: outcomes.map(({ url, status, error, detail }) => ({ url, status, error, detail })),
           reason,

@@ -168,6 +168,15 @@ describe("a failure before the request is sent", () => {
     }
     expect(letters[0]?.messageId).toBe("m-unrenderable");
     expect(letters[0]?.reason).toMatch(/retry window of 5s exhausted; last: not sent: the webhook body/);
+
+    // A replay does not send the stored call as if it were a body: marked again, dead again.
+    const replayed = await stack.admin.replayDeadLetters({ destinationId: "unrenderable" });
+    expect(replayed.replayed).toBe(1);
+    await attemptsOf("unrenderable", (l) => l.length > attempts.length, "attempts after the replay");
+    const again = await deadLettersOf("unrenderable");
+    expect(again[0]?.sequence).not.toBe(letters[0]?.sequence);
+    const all = await attemptsOf("unrenderable", () => true, "attempts");
+    expect(all.every((a) => a.outcome === AttemptOutcome.NOT_SENT)).toBe(true);
     expect(
       stack.receiver.requests.filter((r) => r.headers["idempotency-key"] === "m-unrenderable"),
     ).toHaveLength(0);
