@@ -37,6 +37,8 @@ const OUTCOME_NAMES: Record<AttemptOutcome, string> = {
   [AttemptOutcome.CONNECTION]: "connection",
   [AttemptOutcome.TLS]: "tls",
   [AttemptOutcome.SSRF]: "ssrf",
+  [AttemptOutcome.INVALID_RESPONSE]: "invalid-response",
+  [AttemptOutcome.NOT_SENT]: "not-sent",
 };
 
 const STATE_NAMES: Record<DeliveryState, string> = {

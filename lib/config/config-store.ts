@@ -2,6 +2,7 @@ import { EventEmitter } from "node:events";
 import type { KV, KvEntry, NatsConnection, Subscription } from "nats";
 import type { DestinationRecord } from "../model/destination.js";
 import { hashWriteKey, type SourceRecord } from "../model/source.js";
+import { isWrongLastSequence } from "../nats/jetstream-errors.js";
 import { CONFIG_BUCKET } from "../nats/topology.js";
 
 export type ConfigChange =
@@ -12,6 +13,17 @@ export type ConfigChange =
 export class AlreadyExistsError extends Error {
   override readonly name = "AlreadyExistsError";
 }
+
+/**
+ * Thrown by changeSource/changeDestination when the record kept changing under every retry (or
+ * a change function refused to apply on top of a newer record): nothing was written.
+ */
+export class ConflictError extends Error {
+  override readonly name = "ConflictError";
+}
+
+/** Read-modify-write attempts on one record before giving up with ConflictError. */
+export const MAX_CHANGE_ATTEMPTS = 10;
 
 const SOURCE = "source.";
 const DESTINATION = "destination.";
@@ -240,30 +252,53 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   }
 
   /**
-   * Writes `next` only if the destination is still at the revision `change` was computed from,
-   * retrying with the newer record otherwise; `change` returns undefined to write nothing. So
-   * replicas acting on the same destination at once (auto-disable) do not overwrite each other.
-   * Resolves to the revision written, or undefined when nothing was.
+   * Read-modify-write of a destination, compare-and-set on the KV revision: `next` is written
+   * only if the destination is still at the revision `change` was computed from; otherwise
+   * `change` runs again on the newer record (at most MAX_CHANGE_ATTEMPTS times, then
+   * ConflictError). So concurrent writers (admin calls on any ingest replica, auto-disable on any
+   * dispatcher) are applied one after the other, never lost. `change` may throw to refuse
+   * (nothing is written) and returns undefined to write nothing. Resolves to the revision written,
+   * or undefined when the destination does not exist or nothing was written.
    */
   async changeDestination(
     id: string,
     change: (current: DestinationRecord) => DestinationRecord | undefined,
   ): Promise<number | undefined> {
-    for (let attempt = 0; attempt < 10; attempt++) {
-      const entry = await this.#kv.get(DESTINATION + id);
+    const done = await this.#change<DestinationRecord>(DESTINATION + id, change);
+    if (done) this.#setDestination(id, done.record, done.revision);
+    return done?.revision;
+  }
+
+  /** Like changeDestination, for a source. */
+  async changeSource(
+    id: string,
+    change: (current: SourceRecord) => SourceRecord | undefined,
+  ): Promise<number | undefined> {
+    const done = await this.#change<SourceRecord>(SOURCE + id, change);
+    if (done) this.#setSource(id, done.record);
+    return done?.revision;
+  }
+
+  async #change<T>(
+    key: string,
+    change: (current: T) => T | undefined,
+  ): Promise<{ revision: number; record: T } | undefined> {
+    for (let attempt = 0; attempt < MAX_CHANGE_ATTEMPTS; attempt++) {
+      const entry = await this.#kv.get(key);
       if (entry?.operation !== "PUT") return undefined;
-      const next = change(entry.json() as DestinationRecord);
+      const next = change(entry.json() as T);
       if (!next) return undefined;
       try {
-        const revision = await this.#kv.update(DESTINATION + id, JSON.stringify(next), entry.revision);
+        const revision = await this.#kv.update(key, JSON.stringify(next), entry.revision);
         this.#applied(revision);
-        this.#setDestination(id, next, revision);
-        return revision;
+        return { revision, record: next };
       } catch (err) {
         if (!isWrongLastSequence(err)) throw err;
       }
     }
-    throw new Error(`destination ${id} keeps changing; gave up`);
+    throw new ConflictError(
+      `${key} kept changing during ${MAX_CHANGE_ATTEMPTS} attempts; nothing was written`,
+    );
   }
 
   /** Like putDestination, but only when no destination has this id. Throws AlreadyExistsError. */
@@ -306,9 +341,4 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
     this.#stop?.();
     this.#stop = undefined;
   }
-}
-
-/** 10071: wrong last sequence (the key exists, or changed since it was read). */
-function isWrongLastSequence(err: unknown): boolean {
-  return (err as { api_error?: { err_code?: number } }).api_error?.err_code === 10071;
 }

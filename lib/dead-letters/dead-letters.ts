@@ -6,7 +6,12 @@ import {
   type StoredMsg,
 } from "nats";
 import { DEAD_STREAM, deadSubject, deliverySubject, isNotFound } from "../nats/topology.js";
-import { deliveryMsgId, MESSAGE_ID_HEADER, SOURCE_ID_HEADER } from "./delivery-headers.js";
+import {
+  deliveryMsgId,
+  MESSAGE_ID_HEADER,
+  NOT_RENDERED_HEADER,
+  SOURCE_ID_HEADER,
+} from "./delivery-headers.js";
 import type { DeadLetter, DeadLetterRecord } from "./record.js";
 
 export interface ListOptions {
@@ -117,6 +122,7 @@ export class DeadLetters {
     const h = headers();
     h.set(MESSAGE_ID_HEADER, letter.messageId);
     h.set(SOURCE_ID_HEADER, letter.sourceId);
+    if (letter.notRendered !== undefined) h.set(NOT_RENDERED_HEADER, letter.notRendered);
     // A fresh id (the original is still in the dedup window), yet the same for a repeated
     // replay of the same record, so retrying a replay request does not deliver twice.
     const msgID = `${deliveryMsgId(letter.sourceId, letter.messageId, letter.destinationId)}:replay:${letter.sequence}`;

@@ -4,6 +4,12 @@
  */
 export const MESSAGE_ID_HEADER = "Hookpost-Message-Id";
 export const SOURCE_ID_HEADER = "Hookpost-Source-Id";
+/**
+ * Set by the router when the call's webhook body could not be rendered (the message then holds
+ * the stored call): the dispatcher records a not-sent attempt with this reason, retries within
+ * the retry window like any failure before sending, and dead-letters it at the window.
+ */
+export const NOT_RENDERED_HEADER = "Hookpost-Not-Rendered";
 
 /**
  * Nats-Msg-Id of the delivery of one call to one destination. A redelivered router message

@@ -1,5 +1,15 @@
 /** Why one URL of a delivery failed (the proto's UrlOutcome.error). */
-export type FailureKind = "timeout" | "connection" | "tls" | "ssrf" | "redirect" | "http";
+export type FailureKind =
+  | "timeout"
+  | "connection"
+  | "tls"
+  | "ssrf"
+  | "redirect"
+  | "http"
+  /** The status was outside 100-599. */
+  | "invalid_response"
+  /** No request: it could not be prepared (signing, body, configuration). */
+  | "not_sent";
 
 /** The last outcome of one URL (maps 1:1 onto hookpost.v1.UrlOutcome). */
 export interface UrlOutcomeRecord {
@@ -21,6 +31,11 @@ export interface DeadLetterRecord {
   sourceId: string;
   /** The exact webhook body, byte for byte what was (or would have been) sent. */
   body: string;
+  /**
+   * Set when no webhook body could be rendered (NOT_RENDERED_HEADER): `body` is then the stored
+   * call, and a replay marks it again rather than send it to the endpoint as if it were one.
+   */
+  notRendered?: string;
   /** Delivery attempts made (JetStream deliveries of the message). */
   attempts: number;
   outcomes: UrlOutcomeRecord[];

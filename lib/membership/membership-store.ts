@@ -9,7 +9,7 @@ import {
   type NatsConnection,
 } from "nats";
 import { Code, HookpostError } from "../grpc/hookpost-error.js";
-import { natsFailure } from "../nats/jetstream-errors.js";
+import { isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
 import { LineSource, type SortedSource } from "./lines.js";
 import { PublishWindow } from "./publish-window.js";
 
@@ -57,7 +57,6 @@ interface ServerObjectMeta {
 }
 
 const DIGEST_PREFIX = "SHA-256=";
-const WRONG_LAST_SEQUENCE = 10071;
 const MAX_CHUNK = 128 * 1024;
 /** Chunk writes in flight while uploading a list. */
 const UPLOAD_WINDOW = 4;
@@ -222,7 +221,7 @@ export class MembershipStore {
     } catch (err) {
       await window.settle();
       await this.#purge(chunkSubject);
-      if ((err as { api_error?: { err_code?: number } })?.api_error?.err_code === WRONG_LAST_SEQUENCE) {
+      if (isWrongLastSequence(err)) {
         throw new HookpostError(
           Code.ABORTED,
           `membership ${name} was replaced by a concurrent sync; retry the sync`,

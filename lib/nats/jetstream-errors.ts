@@ -25,6 +25,14 @@ export function isStreamFull(err: unknown): boolean {
   );
 }
 
+/**
+ * 10071, "wrong last sequence": a revision-checked KV write (create, update) found the key at
+ * another revision: it exists already, or changed since it was read.
+ */
+export function isWrongLastSequence(err: unknown): boolean {
+  return (err as NatsLikeError)?.api_error?.err_code === 10071;
+}
+
 /** "No responders" (503): nothing answers the subject yet (JetStream starting, an election under way). */
 export function isNoResponders(err: unknown): boolean {
   const e = err as NatsLikeError;

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { JetStreamManager, KV, NatsConnection, Subscription } from "nats";
 import { Code, HookpostError } from "../grpc/hookpost-error.js";
+import { isWrongLastSequence } from "../nats/jetstream-errors.js";
 import { EncodedHeaders, PipelinedPublisher } from "../nats/pipelined-publisher.js";
 import { ID_PATTERN } from "../nats/topology.js";
 
@@ -74,7 +75,6 @@ const RESOLVED: Promise<void> = Promise.resolve();
 /** A pair is written only when new: the same headers for every write, rendered once. */
 const NEW_PAIR_ONLY = new EncodedHeaders();
 NEW_PAIR_ONLY.set("Nats-Expected-Last-Subject-Sequence", "0");
-const WRONG_LAST_SEQUENCE = 10071;
 /** Map entry overhead estimate (key string header, value, hash table slot). */
 const ENTRY_OVERHEAD = 96;
 
@@ -205,7 +205,7 @@ export class UserSourceIndex {
       this.#stats.writes++;
     } catch (err) {
       // Already stored: nothing to write.
-      if ((err as { api_error?: { err_code?: number } })?.api_error?.err_code === WRONG_LAST_SEQUENCE) return;
+      if (isWrongLastSequence(err)) return;
       throw unavailable("could not record the user's source", err);
     }
   }

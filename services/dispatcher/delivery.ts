@@ -3,7 +3,11 @@ import type { AttemptLog } from "../../lib/attempts/publisher.js";
 import { statusClass } from "../../lib/attempts/record.js";
 import type { ConfigStore } from "../../lib/config/config-store.js";
 import type { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
-import { MESSAGE_ID_HEADER, SOURCE_ID_HEADER } from "../../lib/dead-letters/delivery-headers.js";
+import {
+  MESSAGE_ID_HEADER,
+  NOT_RENDERED_HEADER,
+  SOURCE_ID_HEADER,
+} from "../../lib/dead-letters/delivery-headers.js";
 import type { Logger } from "../../lib/log/logger.js";
 import { startDeliverySpan } from "../../lib/tracing/mod.js";
 import { attemptRecords, readableReason } from "./attempt-records.js";
@@ -11,7 +15,7 @@ import type { AutoDisabler } from "./auto-disable.js";
 import type { DispatcherMetrics } from "./metrics.js";
 import { logUrl } from "./redact-url.js";
 import { type DeadCause, decide, type RetryPolicy } from "./retry.js";
-import type { AttemptOutcome, WebhookSender } from "./sender.js";
+import { type AttemptOutcome, notSentOutcome, type WebhookSender } from "./sender.js";
 
 export interface DeliveryDeps {
   store: ConfigStore;
@@ -68,13 +72,27 @@ export class DeliveryHandler {
     // A long attempt (5 URLs x timeout) may outlast ack-wait: keep telling JetStream we're on it.
     const keepAlive = setInterval(() => msg.working(), Math.max(250, Math.floor(d.ackWaitMs / 3)));
     let result: Awaited<ReturnType<WebhookSender["deliver"]>>;
+    const notRendered = headers?.get(NOT_RENDERED_HEADER);
     try {
-      result = await d.sender.deliver(dest, msg.data, messageId, d.shutdown, span.context);
+      result = notRendered
+        ? {
+            delivered: false,
+            outcomes: [
+              notSentOutcome(dest.urls?.[0] ?? "", `the webhook body could not be rendered: ${notRendered}`),
+            ],
+          }
+        : await d.sender.deliver(dest, msg.data, messageId, d.shutdown, span.context);
+    } catch (err) {
+      // Whatever stopped the request before it was sent (the sender turns what it foresees into
+      // outcomes itself) is a failed attempt too: recorded, retried, dead-lettered at the window,
+      // never the Puller's silent hand-back.
+      result = { delivered: false, outcomes: [notSentOutcome(dest.urls?.[0] ?? "", preparationError(err))] };
     } finally {
       clearInterval(keepAlive);
     }
     for (const o of result.outcomes) {
-      if (o.aborted) continue;
+      // Latency of requests only: one never sent has none.
+      if (o.aborted || o.error === "not_sent") continue;
       const labels = { destination: destinationId, result: statusClass(o.status, o.error) };
       d.metrics.attemptSeconds.observe(labels, o.durationMs / 1000);
     }
@@ -142,13 +160,17 @@ export class DeliveryHandler {
     record();
     // The rule that ended it, as the attempt log words it: "422 is not retried".
     const why = [...new Set(result.outcomes.map(readableReason))].join("; ");
-    const reason =
-      result.outcomes.length === 0
-        ? "destination has no URLs"
-        : decision.cause === "not_retryable"
-          ? why
-          : `${decision.reason}; last: ${why}`;
-    await this.#deadLetter(destinationId, msg, messageId, sourceId, result.outcomes, reason, decision.cause);
+    const reason = decision.cause === "not_retryable" ? why : `${decision.reason}; last: ${why}`;
+    await this.#deadLetter(
+      destinationId,
+      msg,
+      messageId,
+      sourceId,
+      result.outcomes,
+      reason,
+      decision.cause,
+      notRendered,
+    );
     span.end("dead_letter", true);
   }
 
@@ -160,6 +182,7 @@ export class DeliveryHandler {
     outcomes: AttemptOutcome[],
     reason: string,
     cause: DeadCause,
+    notRendered?: string,
   ): Promise<void> {
     const d = this.#d;
     let deadSequence: number;
@@ -170,6 +193,7 @@ export class DeliveryHandler {
           destinationId,
           sourceId,
           body: decoder.decode(msg.data),
+          ...(notRendered ? { notRendered } : {}),
           attempts: msg.info.deliveryCount,
           outcomes: outcomes.map(({ url, status, error, detail }) => ({ url, status, error, detail })),
           reason,
@@ -201,6 +225,12 @@ export class DeliveryHandler {
       "delivery dead-lettered",
     );
   }
+}
+
+/** What went wrong preparing a request, without a stack (an error's message names no secret). */
+function preparationError(err: unknown): string {
+  const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  return text.slice(0, 300);
 }
 
 /** Log fields of the last URL tried: where, what came back, the start of its body. */

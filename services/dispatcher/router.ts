@@ -4,6 +4,7 @@ import type { ConfigStore } from "../../lib/config/config-store.js";
 import {
   deliveryMsgId,
   MESSAGE_ID_HEADER,
+  NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
 } from "../../lib/dead-letters/delivery-headers.js";
 import type { Logger } from "../../lib/log/logger.js";
@@ -75,7 +76,21 @@ export class Router {
       span.end("no_destination");
       return;
     }
-    const body = renderBody(call);
+    let body: string | Uint8Array;
+    let notRendered: string | undefined;
+    try {
+      body = renderBody(call);
+    } catch (err) {
+      // Accepted, so never dropped: each destination gets the stored call, marked, and the
+      // dispatcher records the failure and dead-letters it at the retry window (delivery.ts).
+      // One line: it travels as a NATS header.
+      notRendered = (err instanceof Error ? err.message : String(err)).replace(/[\r\n]+/g, " ").slice(0, 300);
+      body = msg.data;
+      d.logger.error(
+        { seq: msg.seq, messageId: call.messageId, err: notRendered },
+        "webhook body not rendered",
+      );
+    }
     try {
       await Promise.all(
         targets.map((dest) => {
@@ -83,6 +98,7 @@ export class Router {
           h.set(NATS_MSG_ID, deliveryMsgId(call.sourceId, call.messageId, dest.id));
           h.set(MESSAGE_ID_HEADER, call.messageId);
           h.set(SOURCE_ID_HEADER, call.sourceId);
+          if (notRendered !== undefined) h.set(NOT_RENDERED_HEADER, notRendered);
           span.inject(h); // tracing hook: the trace goes on to DELIVERIES
           return d.publisher.publish(deliverySubject(dest.id), body, h);
         }),

@@ -58,10 +58,21 @@ export class WebhookSender {
     trace?: TraceContext,
   ): Promise<DeliveryResult> {
     const outcomes: AttemptOutcome[] = [];
+    if (!Array.isArray(dest.urls) || dest.urls.length === 0) {
+      return { delivered: false, outcomes: [notSentOutcome("", "the destination has no URLs")] };
+    }
     for (const url of dest.urls) {
       // Tracing hook: a client span per request; the receiver gets its `traceparent`.
+      let headers: Record<string, string>;
+      try {
+        headers = this.#headers(dest, body, messageId, url);
+      } catch (err) {
+        // The request could not be prepared (a secret this signing cannot use, say): no URL
+        // would fare better.
+        outcomes.push(notSentOutcome(url, (err as Error).message));
+        break;
+      }
       const span = startRequestSpan(trace, url, dest.id, messageId);
-      const headers = this.#headers(dest, body, messageId, url);
       span.inject(headers);
       const outcome = await this.attempt(url, headers, body, signal);
       endRequestSpan(span, outcome);
@@ -93,7 +104,11 @@ export class WebhookSender {
     h["User-Agent"] = USER_AGENT;
     h["Idempotency-Key"] = messageId;
     // Every secret that signs now: two during a rotation's overlap (signing.ts).
-    Object.assign(h, signatureHeaders(dest, body, messageId));
+    try {
+      Object.assign(h, signatureHeaders(dest, body, messageId));
+    } catch (err) {
+      throw new Error(`signing failed: ${(err as Error).message}`);
+    }
     return h;
   }
 
@@ -117,7 +132,8 @@ export class WebhookSender {
     });
     const u = safeParse(url);
     if (!u || (u.protocol !== "http:" && u.protocol !== "https:")) {
-      return done({ ok: false, retryable: false, status: 0, error: "http", detail: "not an http(s) URL" });
+      // A stored URL the admin API would refuse: the configuration may still be fixed.
+      return done(notSent("not an http(s) URL"));
     }
     const timeoutMs = this.#o.timeoutMs;
     const ac = new AbortController();
@@ -187,9 +203,34 @@ export class WebhookSender {
   }
 }
 
+/**
+ * No request was sent because it could not be prepared (signing, body, a configuration that
+ * changed under it). Retryable: the configuration may be fixed within the retry window; after
+ * it the delivery is a dead letter with this reason. The reason must not carry secrets.
+ */
+export function notSentOutcome(url: string, why: string): AttemptOutcome {
+  return {
+    url: url === "" ? "" : maskUrl(url),
+    ...notSent(why),
+    durationMs: 0,
+    startedAt: Date.now(),
+    responseExcerpt: "",
+    aborted: false,
+  };
+}
+
+function notSent(why: string): StatusOutcome {
+  return { ok: false, retryable: true, status: 0, error: "not_sent", detail: `not sent: ${why}` };
+}
+
 type StatusOutcome = Omit<AttemptOutcome, "url" | "durationMs" | "aborted" | "startedAt" | "responseExcerpt">;
 
 function statusOutcome(status: number, retryAfter: string | string[] | undefined): StatusOutcome {
+  if (status < 100 || status > 599) {
+    // Not HTTP as we know it (a broken proxy, a bad server): the endpoint may recover like a 5xx.
+    const detail = `status ${status} is not a valid HTTP status (100-599): retried`;
+    return { ok: false, retryable: true, status, error: "invalid_response", detail };
+  }
   if (status >= 200 && status < 300) return { ok: true, retryable: false, status, error: "http", detail: "" };
   if (status >= 300 && status < 400) {
     return {
@@ -232,15 +273,8 @@ function errorOutcome(err: unknown, timeoutMs: number): StatusOutcome {
   }
   const tls = chain.find((e) => e.code !== undefined && TLS_CODE.test(e.code));
   if (tls) return { ok: false, retryable: false, status: 0, error: "tls", detail: detail(tls) };
-  if (first.code === "UND_ERR_INVALID_ARG") {
-    return {
-      ok: false,
-      retryable: false,
-      status: 0,
-      error: "http",
-      detail: `invalid request: ${first.message}`,
-    };
-  }
+  // undici refused to build the request (a header value it cannot send): nothing went out.
+  if (first.code === "UND_ERR_INVALID_ARG") return notSent(`invalid request: ${first.message}`);
   return { ok: false, retryable: true, status: 0, error: "connection", detail: detail(first) || String(err) };
 }
 

@@ -1,6 +1,11 @@
 import { connect, DiscardPolicy, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isNoResponders, isStreamFull, isTransient } from "../../lib/nats/jetstream-errors.js";
+import {
+  isNoResponders,
+  isStreamFull,
+  isTransient,
+  isWrongLastSequence,
+} from "../../lib/nats/jetstream-errors.js";
 import { NatsServer } from "../helpers/nats-server.js";
 
 // The classification of NATS failures, on errors a real nats-server produces: what a retry with
@@ -53,5 +58,19 @@ describe("jetstream-errors", () => {
     const missing = await failure(jsm.streams.info("NO_SUCH_STREAM"));
     expect(isTransient(missing)).toBe(false);
     expect(isNoResponders(missing)).toBe(false);
+  });
+
+  it("a revision-checked KV write on a key that changed (or exists) is 'wrong last sequence', by its code", async () => {
+    const kv = await nc.jetstream().views.kv("CAS_TEST", { history: 1 });
+    const first = await kv.put("k", "1");
+    await kv.put("k", "2");
+    const stale = await failure(kv.update("k", "3", first));
+    expect(isWrongLastSequence(stale)).toBe(true);
+    expect(isTransient(stale)).toBe(false);
+    const taken = await failure(kv.create("k", "4"));
+    expect(isWrongLastSequence(taken)).toBe(true);
+    // Other refusals are not it.
+    const jsm = await nc.jetstreamManager();
+    expect(isWrongLastSequence(await failure(jsm.streams.info("NO_SUCH_STREAM")))).toBe(false);
   });
 });

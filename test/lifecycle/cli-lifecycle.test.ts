@@ -1,5 +1,15 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { verifySegmentRequest } from "../../receiver/mod.js";
+import { Signing } from "../../gen/hookpost/v1/admin_pb.js";
+import { CONFIG_BUCKET } from "../../lib/nats/topology.js";
+import {
+  generateStandardWebhookSecret,
+  verifySegmentRequest,
+  verifyStandardWebhook,
+} from "../../receiver/mod.js";
 import { type CliResult, hookpost } from "../cli/run-cli.js";
 import { publishCall, track, waitUntil } from "../dispatcher/helpers.js";
 import { waitForRevision } from "../helpers/revisions.js";
@@ -26,6 +36,49 @@ async function cli(args: string[], extraEnv: Record<string, string> = {}): Promi
 }
 
 describe("hookpost destinations (lifecycle)", () => {
+  it("apply -f switching to standard-webhooks during an overlap with a secret that is no whsec_ key sends the file's secret along: the overlap ends, no secret that cannot sign is left", async () => {
+    const src = (await stack.source()).id;
+    const d = await stack.destination({ sourceIds: [src], sharedSecret: "old-secret" });
+    const fresh = generateStandardWebhookSecret();
+    await stack.admin.rotateSecret({
+      destinationId: d.id,
+      newSecret: fresh,
+      previousValidFor: durationFromMs(3600_000),
+    });
+    const dir = mkdtempSync(join(tmpdir(), "hookpost-apply-"));
+    try {
+      const file = join(dir, "hookpost.yaml");
+      writeFileSync(
+        file,
+        `destinations:
+  - id: ${d.id}
+    name: ${d.name}
+    sources: [${src}]
+    urls: [${d.urls[0]}]
+    secretEnv: SW
+    signing: standard-webhooks
+`,
+      );
+      // The server refuses signing alone (test/lifecycle/rotation.test.ts); apply sends the
+      // file's secret with a signing change, which is a hard switch.
+      const applied = await cli(["--json", "apply", "-f", file], { SW: fresh });
+      expect(applied.stdout).toContain("shared_secret");
+      const now = (await stack.admin.getDestination({ id: d.id })).destination;
+      expect(now?.signing).toBe(Signing.STANDARD_WEBHOOKS);
+      expect(now?.previousSecretExpireTime).toBeUndefined();
+      // Every dispatcher signs with the applied record: wait for its revision in the bucket.
+      const kv = await stack.nc.jetstream().views.kv(CONFIG_BUCKET);
+      await waitForRevision((await kv.get(`destination.${d.id}`))!.revision, stack.dispatchers);
+      const call = track({ sourceId: src });
+      await publishCall(stack.nc.jetstream(), call);
+      await waitUntil(() => stack.receiver.messageIds().has(call.messageId), 20_000, "delivery");
+      const req = stack.receiver.requests.find((r) => r.headers["idempotency-key"] === call.messageId)!;
+      expect(verifyStandardWebhook(req.body, req.headers, fresh)).toBeDefined();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
   it("rotate-secret prints a generated secret once, or takes one from --secret-env; both sign during the overlap", async () => {
     const src = (await stack.source()).id;
     const d = await stack.destination({ sourceIds: [src], sharedSecret: "old-secret" });

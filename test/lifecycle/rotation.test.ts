@@ -2,6 +2,9 @@ import { durationFromMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Signing } from "../../gen/hookpost/v1/admin_pb.js";
+import { ConfigStore } from "../../lib/config/config-store.js";
+import type { HookpostError } from "../../lib/grpc/mod.js";
+import { signingSecrets } from "../../lib/model/destination.js";
 import {
   generateStandardWebhookSecret,
   verifySegmentRequest,
@@ -9,7 +12,7 @@ import {
 } from "../../receiver/mod.js";
 import { publishCall, type ReceivedRequest, track, waitUntil } from "../dispatcher/helpers.js";
 import { waitForRevision } from "../helpers/revisions.js";
-import { Stack } from "../helpers/stack.js";
+import { ingestClient, Stack } from "../helpers/stack.js";
 
 /**
  * RotateSecret through the admin API, delivered by a real dispatcher to a real receiver. A
@@ -19,14 +22,27 @@ import { Stack } from "../helpers/stack.js";
 
 const OVERLAP_MS = 8000;
 let stack: Stack;
+/** Reads the stored records straight from the bucket (not through the API under test). */
+let store: ConfigStore;
 
 beforeAll(async () => {
   stack = await Stack.start();
+  store = await ConfigStore.open(stack.nc);
 });
 
 afterAll(async () => {
+  store?.close();
   await stack?.close();
 });
+
+/** The gRPC code a call ended with ("OK" when it succeeded), and the error. */
+async function settle<T>(p: Promise<T>): Promise<{ code: string; value?: T; err?: HookpostError }> {
+  try {
+    return { code: "OK", value: await p };
+  } catch (err) {
+    return { code: (err as HookpostError).codeName, err: err as HookpostError };
+  }
+}
 
 type Verify = (req: ReceivedRequest, secret: string) => boolean;
 
@@ -159,5 +175,169 @@ describe("RotateSecret", () => {
     const [req] = await deliver(dest, 1);
     expect(verifySegmentRequest(req!.body, req!.headers, "second")).toBe(true);
     expect(verifySegmentRequest(req!.body, req!.headers, "first")).toBe(false);
+  });
+});
+
+describe("a configuration that cannot sign is refused when it is applied", () => {
+  it("switching to standard-webhooks while a rotated-out secret that is no whsec_ key still signs is INVALID_ARGUMENT; the destination keeps delivering (finding 1)", async () => {
+    const old = "the-old-segment-secret";
+    const dest = await newDestination({ sharedSecret: old });
+    const fresh = generateStandardWebhookSecret();
+    await stack.admin.rotateSecret({
+      destinationId: dest.id,
+      newSecret: fresh,
+      previousValidFor: durationFromMs(3600_000),
+    });
+
+    const refused = await settle(
+      stack.admin.updateDestination({
+        destination: { id: dest.id, signing: Signing.STANDARD_WEBHOOKS },
+        updateMask: { paths: ["signing"] },
+      }),
+    );
+    expect(refused.code).toBe("INVALID_ARGUMENT");
+    expect(refused.err?.fieldViolations.map((v) => v.field)).toEqual(["destination.signing"]);
+    expect(refused.err?.message).toMatch(/previous secret .* is not a Standard Webhooks secret/);
+    expect(refused.err?.message).not.toContain(old);
+    // Nothing changed: still Segment-signed with both secrets, and delivering.
+    const kept = await stack.admin.getDestination({ id: dest.id });
+    expect(kept.destination?.signing).toBe(Signing.SEGMENT);
+    const [req] = await deliver(dest, 1);
+    expect(verifySegmentRequest(req!.body, { "x-signature": req!.headers["x-signature"] }, old)).toBe(true);
+
+    // The ways that work: end the overlap (rotate with previous_valid_for 0), then switch.
+    const next = generateStandardWebhookSecret();
+    await stack.admin.rotateSecret({
+      destinationId: dest.id,
+      newSecret: next,
+      previousValidFor: durationFromMs(0),
+    });
+    const switched = await stack.admin.updateDestination({
+      destination: { id: dest.id, signing: Signing.STANDARD_WEBHOOKS },
+      updateMask: { paths: ["signing"] },
+    });
+    await waitForRevision(switched.revision, stack.dispatchers);
+    const [signed] = await deliver(dest, 1);
+    expect(verifiers["standard-webhooks"].standardwebhooks!(signed!, next)).toBe(true);
+  });
+
+  it("with standard-webhooks signing, a rotation whose previous secret could not sign is refused (a record stored before the rule)", async () => {
+    const src = await stack.source();
+    const created = await stack.destination({
+      sourceIds: [src.id],
+      sharedSecret: generateStandardWebhookSecret(),
+      signing: Signing.STANDARD_WEBHOOKS,
+    });
+    // Behind the API's back: a current secret that is no whsec_ key.
+    const stored = store.destination(created.id) ?? (await waitForStored(created.id));
+    await store.putDestination({ ...stored, sharedSecret: "legacy-secret" });
+    const refused = await settle(
+      stack.admin.rotateSecret({ destinationId: created.id, previousValidFor: durationFromMs(60_000) }),
+    );
+    expect(refused.code).toBe("INVALID_ARGUMENT");
+    expect(refused.err?.fieldViolations.map((v) => v.field)).toEqual(["previous_valid_for"]);
+    // Without an overlap the broken secret is simply replaced.
+    const ok = await stack.admin.rotateSecret({
+      destinationId: created.id,
+      previousValidFor: durationFromMs(0),
+    });
+    expect(ok.secret).toMatch(/^whsec_/);
+  });
+});
+
+async function waitForStored(id: string) {
+  await waitUntil(() => store.destination(id) !== undefined, 5000, `destination ${id} in the store`);
+  return store.destination(id)!;
+}
+
+describe("concurrent configuration writes are compare-and-set (finding 6)", () => {
+  it("of N concurrent RotateSecret calls, every secret answered signs afterwards; the others answer ABORTED", async () => {
+    const dest = await newDestination({ sharedSecret: "the-first-secret" });
+    for (let round = 0; round < 3; round++) {
+      const results = await Promise.all(
+        Array.from({ length: 6 }, () =>
+          settle(
+            stack.admin.rotateSecret({ destinationId: dest.id, previousValidFor: durationFromMs(600_000) }),
+          ),
+        ),
+      );
+      for (const r of results) expect(["OK", "ABORTED"]).toContain(r.code);
+      const answered = results.filter((r) => r.code === "OK").map((r) => r.value!);
+      expect(answered.length).toBeGreaterThanOrEqual(1);
+      const aborted = results.filter((r) => r.code === "ABORTED");
+      for (const r of aborted) expect(r.err?.message).toMatch(/changed by another call/);
+
+      // The stored record (read from the bucket) signs with every secret answered...
+      const last = answered.map((a) => a.revision).reduce((a, b) => (a > b ? a : b));
+      await waitUntil(() => store.revision >= Number(last), 5000, "the store to see the rotations");
+      const valid = signingSecrets(store.destination(dest.id)!);
+      for (const a of answered) expect(valid, `round ${round}`).toContain(a.secret);
+      // ...and so does every real delivery.
+      await waitForRevision(last, stack.dispatchers);
+      const [req] = await deliver(dest, 1);
+      for (const a of answered) expect(verifySegmentRequest(req!.body, req!.headers, a.secret)).toBe(true);
+    }
+  });
+
+  it("concurrent read-modify-write updates of one destination are all applied, none lost", async () => {
+    const dest = await newDestination({ sharedSecret: "s-1" });
+    const results = await Promise.all([
+      settle(
+        stack.admin.updateDestination({
+          destination: { id: dest.id, name: "renamed" },
+          updateMask: { paths: ["name"] },
+        }),
+      ),
+      settle(
+        stack.admin.updateDestination({
+          destination: { id: dest.id, headers: { "X-Team": "growth" } },
+          updateMask: { paths: ["headers"] },
+        }),
+      ),
+      settle(
+        stack.admin.updateDestination({
+          destination: { id: dest.id, rateLimitPerSecond: 50 },
+          updateMask: { paths: ["rate_limit_per_second"] },
+        }),
+      ),
+      settle(stack.admin.rotateSecret({ destinationId: dest.id, newSecret: "s-2" })),
+      settle(
+        stack.admin.updateDestination({
+          destination: { id: dest.id, maxInFlight: 7 },
+          updateMask: { paths: ["max_in_flight"] },
+        }),
+      ),
+    ]);
+    expect(results.map((r) => r.code)).toEqual(["OK", "OK", "OK", "OK", "OK"]);
+    const last = results
+      .map((r) => (r.value as { revision: bigint }).revision)
+      .reduce((a, b) => (a > b ? a : b));
+    await waitUntil(() => store.revision >= Number(last), 5000, "the store to see the updates");
+    const stored = store.destination(dest.id)!;
+    expect(stored.name).toBe("renamed");
+    expect(stored.headers).toEqual({ "X-Team": "growth" });
+    expect(stored.rateLimitPerSecond).toBe(50);
+    expect(stored.maxInFlight).toBe(7);
+    expect(stored.sharedSecret).toBe("s-2");
+    expect(stored.previousSecret).toBe("s-1");
+  });
+
+  it("of N concurrent RotateWriteKey calls, every key answered is accepted by ingest; the others answer ABORTED", async () => {
+    const src = await stack.source();
+    const results = await Promise.all(
+      Array.from({ length: 6 }, () => settle(stack.admin.rotateWriteKey({ id: src.id }))),
+    );
+    for (const r of results) expect(["OK", "ABORTED"]).toContain(r.code);
+    const keys = results.filter((r) => r.code === "OK").map((r) => r.value!.writeKey);
+    expect(keys.length).toBeGreaterThanOrEqual(1);
+    for (const key of keys) {
+      const client = ingestClient(stack.ingest.address, key);
+      try {
+        const { messageId } = await client.track({ userId: "u-1", event: "Key Works" });
+        expect(messageId).not.toBe("");
+      } finally {
+        client.close();
+      }
+    }
   });
 });

@@ -12,6 +12,8 @@ const OUTCOME: Record<number, [string, "ok" | "bad" | "warn"]> = {
   [AttemptOutcome.CONNECTION]: ["connection", "bad"],
   [AttemptOutcome.TLS]: ["TLS", "bad"],
   [AttemptOutcome.SSRF]: ["refused (SSRF)", "warn"],
+  [AttemptOutcome.INVALID_RESPONSE]: ["invalid response", "bad"],
+  [AttemptOutcome.NOT_SENT]: ["not sent", "bad"],
 };
 
 export function OutcomeBadge({ a }: { a: Attempt }) {

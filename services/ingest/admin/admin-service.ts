@@ -1,6 +1,7 @@
 import type { JetStreamManager } from "nats";
 import type { HealthAggregate } from "../../../lib/attempts/health.js";
 import type { AttemptReader } from "../../../lib/attempts/reader.js";
+import { ConflictError } from "../../../lib/config/config-store.js";
 import type { DeadLetters } from "../../../lib/dead-letters/mod.js";
 import type { CallContext, ServiceImpl } from "../../../lib/grpc/mod.js";
 import { Code, HookpostError } from "../../../lib/grpc/mod.js";
@@ -55,6 +56,7 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
       try {
         return await fn(req, ctx);
       } catch (err) {
+        if (err instanceof ConflictError) throw new HookpostError(Code.ABORTED, `${err.message}: retry`);
         if (err instanceof HookpostError || !isNatsError(err)) throw err;
         deps.log.warn({ method: name, err: (err as Error).message }, "configuration write failed");
         throw unreachable("the change may or may not have been saved; check, then retry");

@@ -34,6 +34,8 @@ const OUTCOMES: Record<OutcomeKind, AttemptOutcome> = {
   connection: AttemptOutcome.CONNECTION,
   tls: AttemptOutcome.TLS,
   ssrf: AttemptOutcome.SSRF,
+  invalid_response: AttemptOutcome.INVALID_RESPONSE,
+  not_sent: AttemptOutcome.NOT_SENT,
 };
 
 /**

@@ -1,6 +1,6 @@
 import type { ConfigStore } from "../../../lib/config/config-store.js";
 import type { FieldViolation } from "../../../lib/grpc/mod.js";
-import type { Signing } from "../../../lib/model/destination.js";
+import { type DestinationRecord, type Signing, signingSecrets } from "../../../lib/model/destination.js";
 import { hasLineBreakOrNul, hasSpaceOrControl, isHeaderValueText } from "../text.js";
 
 /** The rules of SPEC section 4 for a webhook destination, one function per field. */
@@ -205,6 +205,34 @@ export function sharedSecretViolations(
     if (problem) bad(field, `${which} is not a Standard Webhooks secret: ${problem}`);
   }
   return out;
+}
+
+/**
+ * The previous secret of a rotation signs beside the current one until its overlap ends, so with
+ * standard-webhooks signing it must be a Standard Webhooks secret too: otherwise every delivery
+ * of the overlap would fail before a request is sent. Checked on the record a write would store
+ * (create, update, rotate), at `now`.
+ */
+export function previousSecretViolations(
+  record: DestinationRecord,
+  now: Date,
+  field: string,
+): FieldViolation[] {
+  const previous = record.previousSecret;
+  if (record.signing !== "standard-webhooks" || previous === undefined) return [];
+  if (!signingSecrets(record, now.getTime()).includes(previous)) return [];
+  const problem = whsecProblem(previous);
+  if (!problem) return [];
+  return [
+    {
+      field,
+      description:
+        `standard-webhooks signing signs with every secret still valid, and the previous secret ` +
+        `(rotated out, valid until ${record.previousSecretExpiresAt}) is not a Standard Webhooks secret: ` +
+        `${problem}. Switch after the overlap, or first set shared_secret (which ends the overlap) ` +
+        "or rotate with previous_valid_for 0",
+    },
+  ];
 }
 
 function whsecProblem(secret: string): string | undefined {

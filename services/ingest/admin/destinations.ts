@@ -6,6 +6,7 @@ import { throwIfInvalid } from "../invalid.js";
 import {
   headersViolations,
   maxInFlightViolations,
+  previousSecretViolations,
   rateLimitViolations,
   sharedSecretViolations,
   sourceIdsViolations,
@@ -164,44 +165,50 @@ export function destinationHandlers(
       });
       throwIfInvalid(maskViolations);
 
-      const current = store.destination(d.id);
-      if (!current) throw notFound(d.id);
-
       const replaceAll = paths.length === 0;
       const fields = new Set<Updatable>(replaceAll ? UPDATABLE : (paths as Updatable[]));
-      const { violations, signing } = readFields(d, fields);
+      const { violations: fieldViolations, signing } = readFields(d, fields);
 
-      const next: DestinationRecord = { ...current, updatedAt: now().toISOString() };
-      if (fields.has("name")) next.name = d.name.trim();
-      if (fields.has("source_ids")) next.sourceIds = [...d.sourceIds];
-      if (fields.has("urls")) next.urls = [...d.urls];
-      if (fields.has("headers")) next.headers = { ...d.headers };
-      // Named in the mask: set (unset means false); empty mask: kept when unset.
-      if (fields.has("enabled") && (!replaceAll || d.enabled !== undefined)) {
-        next.enabled = d.enabled ?? false;
-        // An operator decided: the reason Hookpost paused it no longer applies.
-        delete next.disabledReason;
-        delete next.disabledAt;
-      }
-      setLimits(next, d, !replaceAll, fields);
-      if (signing) next.signing = signing;
-      // Empty mask: an empty secret keeps the current one. Mask naming it: empty clears it.
-      const secretChanges = replaceAll ? d.sharedSecret !== "" : fields.has("shared_secret");
-      if (secretChanges) {
-        if (d.sharedSecret === "") delete next.sharedSecret;
-        else next.sharedSecret = d.sharedSecret;
-        // Setting the secret directly switches at once; RotateSecret is the way with an overlap.
-        delete next.previousSecret;
-        delete next.previousSecretExpiresAt;
-      }
-      if (secretChanges || fields.has("signing")) {
-        violations.push(
-          ...sharedSecretViolations(next.sharedSecret, next.signing, `${P}shared_secret`, !secretChanges),
-        );
-      }
-      throwIfInvalid(violations);
+      // Compare-and-set on the stored revision: a change made meanwhile (another admin call,
+      // auto-disable) is read again and this update applied on top of it, never over it.
+      let next: DestinationRecord | undefined;
+      const revision = await store.changeDestination(d.id, (current) => {
+        const at = now();
+        next = { ...current, updatedAt: at.toISOString() };
+        if (fields.has("name")) next.name = d.name.trim();
+        if (fields.has("source_ids")) next.sourceIds = [...d.sourceIds];
+        if (fields.has("urls")) next.urls = [...d.urls];
+        if (fields.has("headers")) next.headers = { ...d.headers };
+        // Named in the mask: set (unset means false); empty mask: kept when unset.
+        if (fields.has("enabled") && (!replaceAll || d.enabled !== undefined)) {
+          next.enabled = d.enabled ?? false;
+          // An operator decided: the reason Hookpost paused it no longer applies.
+          delete next.disabledReason;
+          delete next.disabledAt;
+        }
+        setLimits(next, d, !replaceAll, fields);
+        if (signing) next.signing = signing;
+        // Empty mask: an empty secret keeps the current one. Mask naming it: empty clears it.
+        const secretChanges = replaceAll ? d.sharedSecret !== "" : fields.has("shared_secret");
+        if (secretChanges) {
+          if (d.sharedSecret === "") delete next.sharedSecret;
+          else next.sharedSecret = d.sharedSecret;
+          // Setting the secret directly switches at once; RotateSecret is the way with an overlap.
+          delete next.previousSecret;
+          delete next.previousSecretExpiresAt;
+        }
+        const violations = [...fieldViolations];
+        if (secretChanges || fields.has("signing")) {
+          violations.push(
+            ...sharedSecretViolations(next.sharedSecret, next.signing, `${P}shared_secret`, !secretChanges),
+            ...previousSecretViolations(next, at, `${P}signing`),
+          );
+        }
+        throwIfInvalid(violations);
+        return next;
+      });
+      if (revision === undefined || next === undefined) throw notFound(d.id);
 
-      const revision = await store.putDestination(next);
       log.info({ destinationId: next.id, fields: [...fields] }, "destination updated");
       return { destination: destinationToProto(next), revision: BigInt(revision) };
     },

@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { type Duration, durationMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, type FieldViolation, HookpostError, type ServiceImpl } from "../../../lib/grpc/mod.js";
-import type { DestinationRecord } from "../../../lib/model/destination.js";
+import type { DestinationRecord, Signing } from "../../../lib/model/destination.js";
 import { generateStandardWebhookSecret } from "../../../receiver/mod.js";
 import { throwIfInvalid } from "../invalid.js";
-import { sharedSecretViolations } from "./destination-rules.js";
+import { previousSecretViolations, sharedSecretViolations } from "./destination-rules.js";
 import { requiredIdViolations } from "./ids.js";
 import type { AdminDeps, AdminMethods } from "./sources.js";
 import { destinationToProto } from "./to-proto.js";
@@ -24,33 +24,44 @@ export function rotateSecretHandler(deps: AdminDeps): Pick<ServiceImpl<AdminMeth
   return {
     rotateSecret: async (req) => {
       throwIfInvalid(requiredIdViolations(req.destinationId, "destination_id"));
-      const current = store.destination(req.destinationId);
-      if (!current) {
-        throw new HookpostError(Code.NOT_FOUND, `destination "${req.destinationId}" does not exist`);
-      }
       const violations: FieldViolation[] = [];
       const overlapMs = overlap(req.previousValidFor, violations);
-      const secret =
-        req.newSecret !== ""
-          ? req.newSecret
-          : current.signing === "standard-webhooks"
-            ? generateStandardWebhookSecret()
-            : randomBytes(32).toString("hex");
-      violations.push(...sharedSecretViolations(secret, current.signing, "new_secret"));
-      if (secret === current.sharedSecret) {
-        violations.push({ field: "new_secret", description: "is the current secret: choose a new one" });
-      }
       throwIfInvalid(violations);
+      // Generated once: a retried write below must store the secret this call answers with.
+      const generated: Partial<Record<Signing, string>> = {};
 
-      const at = now();
-      const next: DestinationRecord = { ...current, sharedSecret: secret, updatedAt: at.toISOString() };
-      delete next.previousSecret;
-      delete next.previousSecretExpiresAt;
-      if (current.sharedSecret !== undefined && overlapMs > 0) {
-        next.previousSecret = current.sharedSecret;
-        next.previousSecretExpiresAt = new Date(at.getTime() + overlapMs).toISOString();
-      }
-      const revision = await store.putDestination(next);
+      // Compare-and-set on the stored revision. The rotation is made from the secret read first:
+      // if another rotation (or a secret set directly) got in between, this one is refused with
+      // ABORTED rather than applied on top, where it would silently drop the secret that other
+      // call has just answered with.
+      let base: string | undefined | null = null;
+      let next: DestinationRecord | undefined;
+      let secret = "";
+      const revision = await store.changeDestination(req.destinationId, (current) => {
+        if (base === null) base = current.sharedSecret;
+        else if (current.sharedSecret !== base) throw concurrentRotation(req.destinationId);
+        if (req.newSecret !== "") secret = req.newSecret;
+        else {
+          secret = generated[current.signing] ?? newSecret(current.signing);
+          generated[current.signing] = secret;
+        }
+        const problems = sharedSecretViolations(secret, current.signing, "new_secret");
+        if (secret === current.sharedSecret) {
+          problems.push({ field: "new_secret", description: "is the current secret: choose a new one" });
+        }
+        const at = now();
+        next = { ...current, sharedSecret: secret, updatedAt: at.toISOString() };
+        delete next.previousSecret;
+        delete next.previousSecretExpiresAt;
+        if (current.sharedSecret !== undefined && overlapMs > 0) {
+          next.previousSecret = current.sharedSecret;
+          next.previousSecretExpiresAt = new Date(at.getTime() + overlapMs).toISOString();
+        }
+        problems.push(...previousSecretViolations(next, at, "previous_valid_for"));
+        throwIfInvalid(problems);
+        return next;
+      });
+      if (revision === undefined || next === undefined) throw notFound(req.destinationId);
       log.info(
         { destinationId: next.id, overlapMs, previousUntil: next.previousSecretExpiresAt },
         "destination secret rotated",
@@ -65,6 +76,21 @@ export function rotateSecretHandler(deps: AdminDeps): Pick<ServiceImpl<AdminMeth
       };
     },
   };
+}
+
+function newSecret(signing: Signing): string {
+  return signing === "standard-webhooks" ? generateStandardWebhookSecret() : randomBytes(32).toString("hex");
+}
+
+function notFound(id: string): HookpostError {
+  return new HookpostError(Code.NOT_FOUND, `destination "${id}" does not exist`);
+}
+
+function concurrentRotation(id: string): HookpostError {
+  return new HookpostError(
+    Code.ABORTED,
+    `the secret of destination "${id}" was changed by another call while this one rotated it; nothing was changed by this call: read the destination and rotate again if still needed`,
+  );
 }
 
 function overlap(d: Duration | undefined, violations: FieldViolation[]): number {

@@ -87,11 +87,17 @@ export function sourceHandlers(
       let revision = await store.deleteSource(source.id);
       const connected = store.destinationsForSource(source.id);
       for (const d of connected) {
-        revision = await store.putDestination({
-          ...d,
-          sourceIds: d.sourceIds.filter((s) => s !== source.id),
-          updatedAt: now().toISOString(),
-        });
+        // Revision-checked: a change made to the destination meanwhile is kept.
+        revision =
+          (await store.changeDestination(d.id, (cur) =>
+            cur.sourceIds.includes(source.id)
+              ? {
+                  ...cur,
+                  sourceIds: cur.sourceIds.filter((s) => s !== source.id),
+                  updatedAt: now().toISOString(),
+                }
+              : undefined,
+          )) ?? revision;
       }
       await deps.onSourceDeleted?.(source.id);
       log.info(
@@ -104,16 +110,32 @@ export function sourceHandlers(
     rotateWriteKey: async (req) => {
       const source = existing(req.id);
       const writeKey = generateWriteKey();
-      const record: SourceRecord = {
-        ...source,
-        writeKeyHash: hashWriteKey(writeKey),
-        writeKeyPrefix: writeKeyPrefix(writeKey),
-      };
-      const revision = await store.putSource(record);
+      // Compare-and-set: a rotation that lost the race is refused (ABORTED), not applied over
+      // the winner, whose key would then be answered yet never accepted.
+      let base: string | undefined;
+      let record: SourceRecord | undefined;
+      const revision = await store.changeSource(source.id, (current) => {
+        base ??= current.writeKeyHash;
+        if (current.writeKeyHash !== base) throw concurrentChange(source.id);
+        record = {
+          ...current,
+          writeKeyHash: hashWriteKey(writeKey),
+          writeKeyPrefix: writeKeyPrefix(writeKey),
+        };
+        return record;
+      });
+      if (revision === undefined || record === undefined) throw sourceNotFound(source.id);
       log.info({ sourceId: source.id }, "write key rotated");
       return { source: sourceToProto(record), writeKey, revision: BigInt(revision) };
     },
   };
+}
+
+function concurrentChange(id: string): HookpostError {
+  return new HookpostError(
+    Code.ABORTED,
+    `the write key of source "${id}" was rotated by another call meanwhile; this call changed nothing: the key that call answered with is the one in force`,
+  );
 }
 
 function alreadyExists(id: string): HookpostError {
