@@ -35,6 +35,7 @@ import { ingestService } from "./calls/ingest-service.js";
 import { CallIntake } from "./calls/intake.js";
 import { MAX_RECEIVE_BYTES } from "./calls/limits.js";
 import { EventPublisher } from "./calls/publish.js";
+import { defaultSourceQuota, SourceQuota } from "./calls/quota.js";
 import type { IngestConfig } from "./config.js";
 import { createConsoleHandler } from "./console/console-handler.js";
 import { DEFAULT_HTTP_LIMITS } from "./http/limits.js";
@@ -100,6 +101,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
   let listener: GrpcListener | undefined;
   let http: HttpServer | undefined;
   let healthFeed: HealthAggregate | undefined;
+  let quota: SourceQuota | undefined;
   let closing = false;
   // Created first so that it tracks the connection from the start.
   const publisher = new EventPublisher(nc, log, {
@@ -169,8 +171,17 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     const limiter = new SyncLimiter(config.sync ?? DEFAULT_SYNC_LIMITS);
     await sweepSyncTemp(limiter.limits.tmpDir, log);
     metrics.watchSyncs(limiter);
-    const publish = (c: StoredCall) => publisher.publish(c);
-    const intake = new CallIntake(publisher, index);
+    const publish = async (c: StoredCall) => {
+      await publisher.publish(c);
+    };
+    quota = new SourceQuota(config.quota ?? defaultSourceQuota(config.topology), {
+      jsm: await nc.jetstreamManager(),
+      store,
+      log,
+      onRefused: (limit) => metrics.quotaRefused(limit),
+    });
+    await quota.start();
+    const intake = new CallIntake(publisher, index, { quota });
     const maxBatchCalls = config.maxBatchCalls ?? DEFAULT_MAX_BATCH_CALLS;
     addService(
       server,
@@ -277,6 +288,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
           await opsServer?.close();
           configStore.close();
           healthFeed?.close();
+          quota?.close();
           // Drain flushes what is pending; bounded, as it cannot finish while NATS is away.
           const drained = await Promise.race([
             nc.drain().then(
@@ -296,6 +308,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     await listener?.close();
     await http?.close(0);
     healthFeed?.close();
+    quota?.close();
     await ops?.close();
     store?.close();
     await nc.close().catch(() => {});

@@ -4,7 +4,12 @@ import { Code, HookpostError } from "../../../lib/grpc/mod.js";
 import type { Logger } from "../../../lib/log/logger.js";
 import type { StoredCall } from "../../../lib/model/stored-call.js";
 import { ConnectionState } from "../../../lib/nats/connection-state.js";
-import { isNoResponders, isStreamFull, isTransient } from "../../../lib/nats/jetstream-errors.js";
+import {
+  isNoResponders,
+  isStreamFull,
+  isTransient,
+  STREAM_FULL_RETRY_AFTER_MS,
+} from "../../../lib/nats/jetstream-errors.js";
 import { PipelinedPublisher, type PubAckLite, PublishError } from "../../../lib/nats/pipelined-publisher.js";
 import { eventSubject } from "../../../lib/nats/topology.js";
 import { startPublishSpan, type TraceContext } from "../../../lib/tracing/mod.js";
@@ -65,9 +70,9 @@ export class EventPublisher {
    * same Nats-Msg-Id, so the call is stored once, until the publish deadline (timeoutMs) runs
    * out; only then is the answer UNAVAILABLE. A lone server that is unreachable fails at once.
    * `trace`: the caller's trace context (gRPC metadata / HTTP headers), carried on in the NATS
-   * headers.
+   * headers. Resolves with the bytes of the stored call (for the per-source quota).
    */
-  async publish(call: StoredCall, trace?: TraceContext): Promise<void> {
+  async publish(call: StoredCall, trace?: TraceContext): Promise<number> {
     const started = performance.now();
     const deadline = started + this.#options.timeoutMs;
     const subject = eventSubject(call.sourceId, call.type);
@@ -85,7 +90,7 @@ export class EventPublisher {
       try {
         const ack = await this.#attempt(subject, data, h, deadline - performance.now());
         observe(ack.duplicate ? "duplicate" : "stored");
-        return;
+        return ack.duplicate ? 0 : data.length;
       } catch (err) {
         const retry = await this.#retryable(err, attempt, deadline);
         if (retry) continue;
@@ -119,15 +124,19 @@ export class EventPublisher {
     return this.#pipe.publish(subject, data, h, Math.max(1, Math.min(remainingMs, ATTEMPT_TIMEOUT_MS)));
   }
 
-  /** Stores several calls at once (at most `concurrency` in flight); rejects with the first failure. */
-  async publishAll(calls: readonly StoredCall[], concurrency: number, trace?: TraceContext): Promise<void> {
+  /**
+   * Stores several calls at once (at most `concurrency` in flight); rejects with the first
+   * failure. Resolves with the bytes stored.
+   */
+  async publishAll(calls: readonly StoredCall[], concurrency: number, trace?: TraceContext): Promise<number> {
     let next = 0;
+    let bytes = 0;
     let failed: unknown;
     const worker = async () => {
       while (failed === undefined && next < calls.length) {
         const call = calls[next++]!;
         try {
-          await this.publish(call, trace);
+          bytes += await this.publish(call, trace);
         } catch (err) {
           failed ??= err;
         }
@@ -135,6 +144,7 @@ export class EventPublisher {
     };
     await Promise.all(Array.from({ length: Math.min(concurrency, calls.length) }, worker));
     if (failed !== undefined) throw failed;
+    return bytes;
   }
 
   #toError(err: unknown): HookpostError {
@@ -150,6 +160,8 @@ export class EventPublisher {
       return new HookpostError(
         Code.RESOURCE_EXHAUSTED,
         "the event stream is full: the call was not stored; retry later (older calls are kept until delivered)",
+        [],
+        { retryAfterMs: STREAM_FULL_RETRY_AFTER_MS },
       );
     }
     if (isNoResponders(err)) {

@@ -1,0 +1,247 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Code } from "../../lib/grpc/mod.js";
+import { DEFAULT_TOPOLOGY, EVENTS_STREAM } from "../../lib/nats/topology.js";
+import type { SourceQuotaSettings } from "../../services/ingest/calls/quota.js";
+import { startIngest } from "../../services/ingest/ingest.js";
+import { Stack } from "../helpers/stack.js";
+import { post } from "../http/helpers.js";
+import { failure, Harness, silentLogger, testConfig } from "./harness.js";
+
+const KIB = 1024;
+const blob = "x".repeat(4 * KIB);
+const quota = (o: Partial<SourceQuotaSettings>): SourceQuotaSettings => ({
+  maxPendingBytes: 1024 * KIB,
+  maxRate: 10_000,
+  burst: 20_000,
+  refreshMs: 200,
+  ...o,
+});
+
+/** Polls `check` until it is true, or fails naming what was awaited. */
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+describe("pending bytes per source (no router: calls stay on EVENTS)", () => {
+  let h: Harness;
+  let base: string;
+
+  beforeAll(async () => {
+    // EVENTS holds 1 MiB; a source may have 64 KiB pending: A at its quota leaves room for B.
+    h = await Harness.start({
+      topology: { eventsMaxBytes: 1024 * KIB },
+      config: { httpAddress: "127.0.0.1:0", quota: quota({ maxPendingBytes: 64 * KIB }) },
+    });
+    base = `http://${h.ingest.httpAddress}`;
+  });
+
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it("source A at its quota gets 429 + Retry-After (HTTP) and RESOURCE_EXHAUSTED + RetryInfo (gRPC); B gets 10 of 10", async () => {
+    const a = await h.source("A");
+    const b = await h.source("B");
+    let refused: Awaited<ReturnType<typeof post>> | undefined;
+    let accepted = 0;
+    for (let i = 0; i < 300 && !refused; i++) {
+      const r = await post(
+        base,
+        "/v1/track",
+        { userId: "u", event: "E", messageId: `a-${i}`, properties: { blob } },
+        { writeKey: a.writeKey },
+      );
+      if (r.status === 200) accepted++;
+      else refused = r;
+    }
+    expect(refused, "A was refused before EVENTS filled").toBeDefined();
+    expect(refused!.status).toBe(429);
+    expect(refused!.body.code).toBe("RESOURCE_EXHAUSTED");
+    expect(refused!.body.message).toContain("SOURCE_MAX_PENDING_BYTES");
+    expect(Number(refused!.headers.get("retry-after"))).toBeGreaterThan(0);
+    // Stopped near its quota, far from the stream's limit.
+    const { state } = await h.jsm.streams.info(EVENTS_STREAM);
+    expect(state.bytes).toBeLessThan(256 * KIB);
+    expect(accepted).toBeGreaterThan(5);
+
+    const grpc = await failure(a.client.track({ userId: "u", event: "E", properties: {} }));
+    expect(grpc.code).toBe(Code.RESOURCE_EXHAUSTED);
+    expect(grpc.retryAfterMs).toBeGreaterThan(0);
+
+    // B keeps being accepted, on both transports.
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        post(
+          base,
+          "/v1/track",
+          { userId: "u", event: "E", messageId: `b-${i}`, properties: { blob } },
+          { writeKey: b.writeKey },
+        ),
+      ),
+    );
+    expect(answers.filter((r) => r.status === 200)).toHaveLength(10);
+    const viaGrpc = await Promise.allSettled(
+      Array.from({ length: 10 }, () => b.client.track({ userId: "u", event: "E", properties: {} })),
+    );
+    expect(viaGrpc.filter((r) => r.status === "fulfilled")).toHaveLength(10);
+    expect(await h.find("b-9")).toBeDefined();
+    const metrics = await h.ingest.metrics.registry.getSingleMetricAsString(
+      "hookpost_ingest_quota_refused_total",
+    );
+    expect(metrics).toMatch(/limit="pending_bytes"} [1-9]/);
+  });
+
+  it("two ingest replicas share A's figure (read from JetStream): together they stop A near its quota; purged, A is accepted again", async () => {
+    const a = await h.source("A2");
+    const b = await h.source("B2");
+    const replica = await startIngest(
+      testConfig(h.nats.url, {
+        httpAddress: "127.0.0.1:0",
+        topology: { ...DEFAULT_TOPOLOGY, eventsMaxBytes: 1024 * KIB },
+        quota: quota({ maxPendingBytes: 64 * KIB }),
+      }),
+      { logger: silentLogger() },
+    );
+    try {
+      const urls = [base, `http://${replica.httpAddress}`];
+      let status = 0;
+      // As behind a load balancer: A's calls alternate between the replicas, at a pace that
+      // lets each see the other's through JetStream.
+      for (let i = 0; i < 300 && status !== 429; i++) {
+        status = (
+          await post(
+            urls[i % 2]!,
+            "/v1/track",
+            { userId: "u", event: "E", properties: { blob } },
+            {
+              writeKey: a.writeKey,
+            },
+          )
+        ).status;
+        if (i % 4 === 3) await sleep(300);
+      }
+      expect(status).toBe(429);
+      const pendingA = await h.jsm.streams.info(EVENTS_STREAM, {
+        subjects_filter: `hookpost.events.${a.id}.>`,
+      });
+      // Not a quota per replica (2 x 64 KiB): one quota, give or take a refresh.
+      const countA = Object.values(pendingA.state.subjects ?? {}).reduce((n, c) => n + c, 0);
+      expect(countA * 4 * KIB).toBeLessThan(96 * KIB);
+      for (const url of urls) {
+        expect(
+          (await post(url, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey })).status,
+        ).toBe(429);
+        expect(
+          (await post(url, "/v1/track", { userId: "u", event: "E" }, { writeKey: b.writeKey })).status,
+        ).toBe(200);
+      }
+      // As if A's calls were routed and delivered: they leave EVENTS.
+      await h.jsm.streams.purge(EVENTS_STREAM, { filter: `hookpost.events.${a.id}.>` });
+      for (const url of urls) {
+        await until(`A2 accepted again by ${url}`, async () => {
+          const again = await post(url, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey });
+          return again.status === 200;
+        });
+      }
+    } finally {
+      await replica.close();
+    }
+  });
+});
+
+describe("pending bytes on DELIVERIES (failing destination)", () => {
+  let stack: Stack;
+
+  beforeAll(async () => {
+    stack = await Stack.start({
+      ingest: {
+        httpAddress: "127.0.0.1:0",
+        topology: { ...DEFAULT_TOPOLOGY, eventsMaxBytes: 1024 * KIB, deliveriesMaxBytes: 1024 * KIB },
+        quota: quota({ maxPendingBytes: 64 * KIB }),
+      },
+    });
+  });
+
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  it("A's undelivered calls count against A alone; once its receiver takes them, A is accepted again", async () => {
+    const base = `http://${stack.ingest.httpAddress}`;
+    const a = await stack.source("A");
+    const b = await stack.source("B");
+    await stack.destination({ sourceIds: [a.id] });
+    await stack.destination({ sourceIds: [b.id] });
+    let failing = true;
+    stack.receiver.respond = () => ({ status: failing ? 503 : 200 });
+    let status = 0;
+    for (let i = 0; i < 300 && status !== 429; i++) {
+      status = (
+        await post(
+          base,
+          "/v1/track",
+          { userId: "u", event: "E", properties: { blob } },
+          { writeKey: a.writeKey },
+        )
+      ).status;
+      // Slower than the refresh now and then, so that A's backlog is seen on DELIVERIES too.
+      if (i % 8 === 7) await sleep(250);
+    }
+    expect(status).toBe(429);
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, () =>
+        post(base, "/v1/track", { userId: "u", event: "E", properties: { blob } }, { writeKey: b.writeKey }),
+      ),
+    );
+    expect(answers.filter((r) => r.status === 200)).toHaveLength(10);
+    failing = false;
+    await until(
+      "A accepted again once its calls were delivered",
+      async () =>
+        (await post(base, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey })).status === 200,
+      30_000,
+    );
+  });
+});
+
+describe("rate per source", () => {
+  let h: Harness;
+  let base: string;
+
+  beforeAll(async () => {
+    h = await Harness.start({
+      config: { httpAddress: "127.0.0.1:0", quota: quota({ maxRate: 1, burst: 5 }) },
+    });
+    base = `http://${h.ingest.httpAddress}`;
+  });
+
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it("over its rate, A gets 429 + Retry-After and RESOURCE_EXHAUSTED + RetryInfo; B is accepted", async () => {
+    const a = await h.source("A");
+    const b = await h.source("B");
+    const batch = { batch: Array.from({ length: 5 }, () => ({ type: "track", userId: "u", event: "E" })) };
+    expect((await post(base, "/v1/batch", batch, { writeKey: a.writeKey })).status).toBe(200);
+    const r = await post(base, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey });
+    expect(r.status).toBe(429);
+    expect(r.body.message).toContain("SOURCE_MAX_RATE");
+    expect(Number(r.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    const grpc = await failure(a.client.track({ userId: "u", event: "E", properties: {} }));
+    expect(grpc.code).toBe(Code.RESOURCE_EXHAUSTED);
+    expect(grpc.retryAfterMs).toBeGreaterThan(0);
+
+    expect((await post(base, "/v1/batch", batch, { writeKey: b.writeKey })).status).toBe(200);
+    // A is accepted again once its bucket refilled (1 call/s).
+    await until("A accepted again at its rate", async () => {
+      const again = await post(base, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey });
+      return again.status === 200;
+    });
+  });
+});
