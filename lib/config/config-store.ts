@@ -2,7 +2,9 @@ import { EventEmitter } from "node:events";
 import type { KV, KvEntry, NatsConnection, Subscription } from "nats";
 import type { DestinationRecord } from "../model/destination.js";
 import { hashWriteKey, type SourceRecord } from "../model/source.js";
-import { CONFIG_BUCKET } from "../nats/topology.js";
+import { natsFailure } from "../nats/jetstream-errors.js";
+import { countIfFull } from "../nats/stream-watch.js";
+import { CONFIG_BUCKET, kvStream } from "../nats/topology.js";
 
 export type ConfigChange =
   | { kind: "source"; id: string; record: SourceRecord | undefined }
@@ -210,7 +212,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
 
   /** Every write resolves to the configuration revision it created. */
   async putSource(record: SourceRecord): Promise<number> {
-    const revision = await this.#kv.put(SOURCE + record.id, JSON.stringify(record));
+    const revision = await full(this.#kv.put(SOURCE + record.id, JSON.stringify(record)));
     this.#applied(revision);
     this.#setSource(record.id, record);
     return revision;
@@ -233,7 +235,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   }
 
   async putDestination(record: DestinationRecord): Promise<number> {
-    const revision = await this.#kv.put(DESTINATION + record.id, JSON.stringify(record));
+    const revision = await full(this.#kv.put(DESTINATION + record.id, JSON.stringify(record)));
     this.#applied(revision);
     this.#setDestination(record.id, record, revision);
     return revision;
@@ -255,7 +257,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
       const next = change(entry.json() as DestinationRecord);
       if (!next) return undefined;
       try {
-        const revision = await this.#kv.update(DESTINATION + id, JSON.stringify(next), entry.revision);
+        const revision = await full(this.#kv.update(DESTINATION + id, JSON.stringify(next), entry.revision));
         this.#applied(revision);
         this.#setDestination(id, next, revision);
         return revision;
@@ -274,7 +276,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   }
 
   async #delete(key: string): Promise<number> {
-    await this.#kv.delete(key);
+    await full(this.#kv.delete(key));
     // delete() does not say its revision; the delete marker is the key's latest entry.
     const revision = (await this.#kv.get(key))?.revision ?? this.#revision;
     this.#applied(revision);
@@ -283,7 +285,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
 
   async #create(key: string, record: SourceRecord | DestinationRecord): Promise<number> {
     try {
-      const revision = await this.#kv.create(key, JSON.stringify(record));
+      const revision = await full(this.#kv.create(key, JSON.stringify(record)));
       this.#applied(revision);
       return revision;
     } catch (err) {
@@ -311,4 +313,14 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
 /** 10071: wrong last sequence (the key exists, or changed since it was read). */
 function isWrongLastSequence(err: unknown): boolean {
   return (err as { api_error?: { err_code?: number } }).api_error?.err_code === 10071;
+}
+
+/** A write refused because the bucket is full: counted, and RESOURCE_EXHAUSTED for the caller. */
+async function full<T>(write: Promise<T>): Promise<T> {
+  try {
+    return await write;
+  } catch (err) {
+    if (countIfFull(kvStream(CONFIG_BUCKET), err)) throw natsFailure("the configuration bucket is full", err);
+    throw err;
+  }
 }

@@ -42,7 +42,11 @@ export interface IngestConfig {
   maxBatchCalls?: number;
   /** SOURCE_MAX_PENDING_BYTES, SOURCE_MAX_RATE, SOURCE_MAX_BURST, SOURCE_QUOTA_REFRESH; defaultSourceQuota when absent. */
   quota?: SourceQuotaSettings;
+  /** STREAM_CHECK_INTERVAL: how often streams' bytes and limits are read (metrics, bucket limits). */
+  streamCheckMs?: number;
 }
+
+export const DEFAULT_STREAM_CHECK_MS = 10_000;
 
 export const DEFAULT_INGEST_ADDR = "0.0.0.0:50051";
 export const DEFAULT_INGEST_OPS_ADDR = "127.0.0.1:9090";
@@ -86,6 +90,7 @@ export function ingestConfigFromEnv(env: Env): IngestConfig {
       burst: envInt(env, "SOURCE_MAX_BURST", q.burst, 1),
       refreshMs: envDuration(env, "SOURCE_QUOTA_REFRESH", q.refreshMs),
     },
+    streamCheckMs: envDuration(env, "STREAM_CHECK_INTERVAL", DEFAULT_STREAM_CHECK_MS),
     grpc: grpcLimitsFromEnv(env),
     opsLimits: opsLimitsFromEnv(env),
     sync: syncLimitsFromEnv(env),

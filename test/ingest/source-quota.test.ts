@@ -6,6 +6,7 @@ import type { SourceQuotaSettings } from "../../services/ingest/calls/quota.js";
 import { startIngest } from "../../services/ingest/ingest.js";
 import { Stack } from "../helpers/stack.js";
 import { post } from "../http/helpers.js";
+import { waitUntil as until } from "../ops/helpers.js";
 import { failure, Harness, silentLogger, testConfig } from "./harness.js";
 
 const KIB = 1024;
@@ -17,15 +18,6 @@ const quota = (o: Partial<SourceQuotaSettings>): SourceQuotaSettings => ({
   refreshMs: 200,
   ...o,
 });
-
-/** Polls `check` until it is true, or fails naming what was awaited. */
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 describe("pending bytes per source (no router: calls stay on EVENTS)", () => {
   let h: Harness;

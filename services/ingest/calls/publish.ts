@@ -6,12 +6,12 @@ import type { StoredCall } from "../../../lib/model/stored-call.js";
 import { ConnectionState } from "../../../lib/nats/connection-state.js";
 import {
   isNoResponders,
-  isStreamFull,
   isTransient,
   STREAM_FULL_RETRY_AFTER_MS,
 } from "../../../lib/nats/jetstream-errors.js";
 import { PipelinedPublisher, type PubAckLite, PublishError } from "../../../lib/nats/pipelined-publisher.js";
-import { eventSubject } from "../../../lib/nats/topology.js";
+import { countIfFull } from "../../../lib/nats/stream-watch.js";
+import { EVENTS_STREAM, eventSubject } from "../../../lib/nats/topology.js";
 import { startPublishSpan, type TraceContext } from "../../../lib/tracing/mod.js";
 
 export interface PublisherOptions {
@@ -155,7 +155,7 @@ export class EventPublisher {
       api_error?: { err_code?: number; description?: string };
     };
     const api = e?.api_error;
-    if (isStreamFull(err)) {
+    if (countIfFull(EVENTS_STREAM, err)) {
       this.#log.warn({ err: api?.description ?? e?.message }, "EVENTS stream is full; refusing calls");
       return new HookpostError(
         Code.RESOURCE_EXHAUSTED,
