@@ -1,16 +1,15 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code } from "../../lib/grpc/mod.js";
 import { DEFAULT_TOPOLOGY, EVENTS_STREAM } from "../../lib/nats/topology.js";
 import type { SourceQuotaSettings } from "../../services/ingest/calls/quota.js";
 import { startIngest } from "../../services/ingest/ingest.js";
+import { BLOB, eventsOf, expectOnlyARefusedUntilDrained, sendUntilRefused } from "../helpers/source-quota.js";
 import { Stack } from "../helpers/stack.js";
 import { post } from "../http/helpers.js";
 import { waitUntil as until } from "../ops/helpers.js";
 import { failure, Harness, silentLogger, testConfig } from "./harness.js";
 
 const KIB = 1024;
-const blob = "x".repeat(4 * KIB);
 const quota = (o: Partial<SourceQuotaSettings>): SourceQuotaSettings => ({
   maxPendingBytes: 1024 * KIB,
   maxRate: 10_000,
@@ -39,18 +38,7 @@ describe("pending bytes per source (no router: calls stay on EVENTS)", () => {
   it("source A at its quota gets 429 + Retry-After (HTTP) and RESOURCE_EXHAUSTED + RetryInfo (gRPC); B gets 10 of 10", async () => {
     const a = await h.source("A");
     const b = await h.source("B");
-    let refused: Awaited<ReturnType<typeof post>> | undefined;
-    let accepted = 0;
-    for (let i = 0; i < 300 && !refused; i++) {
-      const r = await post(
-        base,
-        "/v1/track",
-        { userId: "u", event: "E", messageId: `a-${i}`, properties: { blob } },
-        { writeKey: a.writeKey },
-      );
-      if (r.status === 200) accepted++;
-      else refused = r;
-    }
+    const { refused, accepted } = await sendUntilRefused([base], a.writeKey);
     expect(refused, "A was refused before EVENTS filled").toBeDefined();
     expect(refused!.status).toBe(429);
     expect(refused!.body.code).toBe("RESOURCE_EXHAUSTED");
@@ -71,7 +59,7 @@ describe("pending bytes per source (no router: calls stay on EVENTS)", () => {
         post(
           base,
           "/v1/track",
-          { userId: "u", event: "E", messageId: `b-${i}`, properties: { blob } },
+          { userId: "u", event: "E", messageId: `b-${i}`, properties: { blob: BLOB } },
           { writeKey: b.writeKey },
         ),
       ),
@@ -101,45 +89,11 @@ describe("pending bytes per source (no router: calls stay on EVENTS)", () => {
     );
     try {
       const urls = [base, `http://${replica.httpAddress}`];
-      let status = 0;
-      // As behind a load balancer: A's calls alternate between the replicas, at a pace that
-      // lets each see the other's through JetStream.
-      for (let i = 0; i < 300 && status !== 429; i++) {
-        status = (
-          await post(
-            urls[i % 2]!,
-            "/v1/track",
-            { userId: "u", event: "E", properties: { blob } },
-            {
-              writeKey: a.writeKey,
-            },
-          )
-        ).status;
-        if (i % 4 === 3) await sleep(300);
-      }
-      expect(status).toBe(429);
-      const pendingA = await h.jsm.streams.info(EVENTS_STREAM, {
-        subjects_filter: `hookpost.events.${a.id}.>`,
-      });
+      const { refused } = await sendUntilRefused(urls, a.writeKey, { paceEvery: 4 });
+      expect(refused?.status).toBe(429);
       // Not a quota per replica (2 x 64 KiB): one quota, give or take a refresh.
-      const countA = Object.values(pendingA.state.subjects ?? {}).reduce((n, c) => n + c, 0);
-      expect(countA * 4 * KIB).toBeLessThan(96 * KIB);
-      for (const url of urls) {
-        expect(
-          (await post(url, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey })).status,
-        ).toBe(429);
-        expect(
-          (await post(url, "/v1/track", { userId: "u", event: "E" }, { writeKey: b.writeKey })).status,
-        ).toBe(200);
-      }
-      // As if A's calls were routed and delivered: they leave EVENTS.
-      await h.jsm.streams.purge(EVENTS_STREAM, { filter: `hookpost.events.${a.id}.>` });
-      for (const url of urls) {
-        await until(`A2 accepted again by ${url}`, async () => {
-          const again = await post(url, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey });
-          return again.status === 200;
-        });
-      }
+      expect((await eventsOf(h.jsm, a.id)) * 4 * KIB).toBeLessThan(96 * KIB);
+      await expectOnlyARefusedUntilDrained(h.jsm, urls, a, b);
     } finally {
       await replica.close();
     }
@@ -171,23 +125,17 @@ describe("pending bytes on DELIVERIES (failing destination)", () => {
     await stack.destination({ sourceIds: [b.id] });
     let failing = true;
     stack.receiver.respond = () => ({ status: failing ? 503 : 200 });
-    let status = 0;
-    for (let i = 0; i < 300 && status !== 429; i++) {
-      status = (
-        await post(
-          base,
-          "/v1/track",
-          { userId: "u", event: "E", properties: { blob } },
-          { writeKey: a.writeKey },
-        )
-      ).status;
-      // Slower than the refresh now and then, so that A's backlog is seen on DELIVERIES too.
-      if (i % 8 === 7) await sleep(250);
-    }
-    expect(status).toBe(429);
+    // Slower than the refresh now and then, so that A's backlog is seen on DELIVERIES too.
+    const { refused } = await sendUntilRefused([base], a.writeKey, { paceEvery: 8, paceMs: 250 });
+    expect(refused?.status).toBe(429);
     const answers = await Promise.all(
       Array.from({ length: 10 }, () =>
-        post(base, "/v1/track", { userId: "u", event: "E", properties: { blob } }, { writeKey: b.writeKey }),
+        post(
+          base,
+          "/v1/track",
+          { userId: "u", event: "E", properties: { blob: BLOB } },
+          { writeKey: b.writeKey },
+        ),
       ),
     );
     expect(answers.filter((r) => r.status === 200)).toHaveLength(10);
