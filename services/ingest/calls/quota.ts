@@ -38,6 +38,8 @@ export function defaultSourceQuota(t: TopologySettings): SourceQuotaSettings {
 const PENDING_RETRY_AFTER_MS = 5_000;
 const EVENT_PREFIX = "hookpost.events.";
 const DELIVERY_PREFIX = "hookpost.deliveries.";
+/** A refresh takes at most 1/REFRESH_SHARE of a replica's time (here 5 %). */
+const REFRESH_SHARE = 20;
 /** Weight of the latest batch in a source's average call size. */
 const SIZE_WEIGHT = 0.2;
 /** A refused source is logged at most this often. */
@@ -70,6 +72,7 @@ export class SourceQuota {
   readonly #buckets = new Map<string, { tokens: number; at: number }>();
   readonly #warned = new Map<string, number>();
   #timer: NodeJS.Timeout | undefined;
+  #stop: () => void = () => {};
   #refreshing: Promise<void> | undefined;
 
   constructor(
@@ -87,15 +90,29 @@ export class SourceQuota {
     return this.#s;
   }
 
-  /** Reads the pending bytes now, then every refreshMs. */
+  /**
+   * Reads the pending bytes now, then every refreshMs, or less often when a refresh is slow
+   * (thousands of destinations with a backlog): it takes at most 1/REFRESH_SHARE of the time.
+   */
   async start(): Promise<void> {
-    await this.refresh();
-    this.#timer = setInterval(() => void this.refresh(), this.#s.refreshMs);
-    this.#timer.unref();
+    let closed = false;
+    const loop = async () => {
+      const started = performance.now();
+      await this.refresh();
+      if (closed) return;
+      const wait = Math.max(this.#s.refreshMs, (performance.now() - started) * REFRESH_SHARE);
+      this.#timer = setTimeout(() => void loop(), wait);
+      this.#timer.unref();
+    };
+    this.#stop = () => {
+      closed = true;
+      clearTimeout(this.#timer);
+    };
+    await loop();
   }
 
   close(): void {
-    clearInterval(this.#timer);
+    this.#stop();
   }
 
   /** Bytes of the source's calls not yet finished, as far as this replica knows. */
