@@ -212,7 +212,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
           maxBatchCalls,
         }),
         // The sync RPCs, with their limits.
-        ...syncService({ store, limiter, nc, log, memberships, index, publish }),
+        ...syncService({ store, limiter, nc, log, memberships, index, publish, quota }),
       },
       serveOptions,
     );

@@ -52,6 +52,9 @@ describe("pending bytes per source (no router: calls stay on EVENTS)", () => {
     const grpc = await failure(a.client.track({ userId: "u", event: "E", properties: {} }));
     expect(grpc.code).toBe(Code.RESOURCE_EXHAUSTED);
     expect(grpc.retryAfterMs).toBeGreaterThan(0);
+    // Nor does a sync start for A (it would add a call per member).
+    const sync = await failure(a.client.syncAudience([{ audienceName: "vip", userIds: ["x", "y"] }]));
+    expect(sync.code).toBe(Code.RESOURCE_EXHAUSTED);
 
     // B keeps being accepted, on both transports.
     const answers = await Promise.all(
@@ -69,6 +72,7 @@ describe("pending bytes per source (no router: calls stay on EVENTS)", () => {
       Array.from({ length: 10 }, () => b.client.track({ userId: "u", event: "E", properties: {} })),
     );
     expect(viaGrpc.filter((r) => r.status === "fulfilled")).toHaveLength(10);
+    expect((await b.client.syncAudience([{ audienceName: "vip", userIds: ["x", "y"] }])).members).toBe(2n);
     expect(await h.find("b-9")).toBeDefined();
     const metrics = await h.ingest.metrics.registry.getSingleMetricAsString(
       "hookpost_ingest_quota_refused_total",
