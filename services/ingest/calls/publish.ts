@@ -23,6 +23,8 @@ export interface PublisherOptions {
 
 export type PublishOutcome = "stored" | "duplicate" | "unavailable" | "full" | "error";
 
+/** What the stream counts for a message besides its subject, data and message id (record, header framing). */
+const STORE_OVERHEAD_BYTES = 61; // measured on nats-server 2.9.10 (file store)
 const UNAVAILABLE_HINT = "the call was not stored; retry later with the same message id";
 /** One publish waits at most this long before it is sent again (same message id). */
 const ATTEMPT_TIMEOUT_MS = 2_000;
@@ -70,7 +72,7 @@ export class EventPublisher {
    * same Nats-Msg-Id, so the call is stored once, until the publish deadline (timeoutMs) runs
    * out; only then is the answer UNAVAILABLE. A lone server that is unreachable fails at once.
    * `trace`: the caller's trace context (gRPC metadata / HTTP headers), carried on in the NATS
-   * headers. Resolves with the bytes of the stored call (for the per-source quota).
+   * headers. Resolves with the bytes the stream counts for it (for the per-source quota).
    */
   async publish(call: StoredCall, trace?: TraceContext): Promise<number> {
     const started = performance.now();
@@ -83,14 +85,15 @@ export class EventPublisher {
       span.end(outcome, outcome !== "stored" && outcome !== "duplicate");
     };
     const h = headers();
-    h.set("Nats-Msg-Id", `${call.sourceId}:${call.messageId}`);
+    const msgId = `${call.sourceId}:${call.messageId}`;
+    h.set("Nats-Msg-Id", msgId);
     span.inject(h); // tracing hook: traceparent/tracestate on EVENTS
     const data = JSON.stringify(call);
     for (let attempt = 1; ; attempt++) {
       try {
         const ack = await this.#attempt(subject, data, h, deadline - performance.now());
         observe(ack.duplicate ? "duplicate" : "stored");
-        return ack.duplicate ? 0 : data.length;
+        return ack.duplicate ? 0 : data.length + subject.length + msgId.length + STORE_OVERHEAD_BYTES;
       } catch (err) {
         const retry = await this.#retryable(err, attempt, deadline);
         if (retry) continue;

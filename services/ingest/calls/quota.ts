@@ -51,8 +51,9 @@ export type QuotaLimit = "pending_bytes" | "rate";
  * The per-source quotas, checked before a call is published:
  * - pending bytes: read every `refreshMs` from JetStream (one stream info with per-subject
  *   counts on EVENTS, whose subjects carry the source id, and one on DELIVERIES, whose subjects
- *   carry the destination id, charged to every source of that destination), times each stream's
- *   average message size, plus what this replica stored since. No JetStream request per call.
+ *   carry the destination id, charged to every source of that destination), times the source's
+ *   average stored call as this replica saw it (else the stream's average message), plus what
+ *   this replica stored since. No JetStream request per call.
  * - rate: a token bucket per source in this replica.
  */
 export class SourceQuota {
@@ -84,10 +85,6 @@ export class SourceQuota {
     this.#store = deps.store;
     this.#log = deps.log;
     this.#onRefused = deps.onRefused ?? (() => {});
-  }
-
-  get settings(): SourceQuotaSettings {
-    return this.#s;
   }
 
   /**
