@@ -104,6 +104,26 @@ describe("pending bytes per source (no router: calls stay on EVENTS)", () => {
   });
 });
 
+describe("default quota", () => {
+  it("with default settings one source stops far below the streams' limits (1/16 of them)", async () => {
+    // Streams scaled down to 1 MiB; everything else default (quota derived from the streams).
+    const h = await Harness.start({
+      topology: { eventsMaxBytes: 1024 * KIB, deliveriesMaxBytes: 1024 * KIB },
+      config: { httpAddress: "127.0.0.1:0" },
+    });
+    try {
+      const a = await h.source("A");
+      const { refused } = await sendUntilRefused([`http://${h.ingest.httpAddress}`], a.writeKey);
+      expect(refused?.status).toBe(429);
+      expect(refused?.body.message).toContain("SOURCE_MAX_PENDING_BYTES");
+      const { state } = await h.jsm.streams.info(EVENTS_STREAM);
+      expect(state.bytes).toBeLessThan(128 * KIB);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
 describe("pending bytes on DELIVERIES (failing destination)", () => {
   let stack: Stack;
 
