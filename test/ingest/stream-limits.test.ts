@@ -8,14 +8,16 @@ import {
   CONFIG_BUCKET,
   DEAD_STREAM,
   DEFAULT_TOPOLOGY,
+  DELIVERIES_STREAM,
   DISPATCHERS_BUCKET,
   EVENTS_STREAM,
   ensureTopology,
   kvStream,
   streamLimits,
 } from "../../lib/nats/topology.js";
+import { Stack } from "../helpers/stack.js";
 import { waitUntil as until } from "../ops/helpers.js";
-import { Harness } from "./harness.js";
+import { Harness, NO_SOURCE_QUOTA } from "./harness.js";
 
 const KIB = 1024;
 const DEAD_MAX = 16 * KIB;
@@ -116,5 +118,33 @@ describe("every stream has a byte limit", () => {
     await h.jsm.streams.purge(EVENTS_STREAM);
     await ensureTopology(h.jsm, { ...DEFAULT_TOPOLOGY, eventsMaxBytes: 8 * KIB });
     expect((await h.jsm.streams.info(EVENTS_STREAM)).config.max_bytes).toBe(8 * KIB);
+  });
+});
+
+describe("DELIVERIES full", () => {
+  it("the router waits (the call stays on EVENTS) and counts each refused fan-out", async () => {
+    const topology = { ...DEFAULT_TOPOLOGY, deliveriesMaxBytes: 16 * KIB };
+    const stack = await Stack.start({
+      ingest: { topology, quota: NO_SOURCE_QUOTA },
+      dispatcher: { topology },
+    });
+    try {
+      const src = await stack.source("A");
+      await stack.destination({ sourceIds: [src.id] });
+      stack.receiver.respond = () => ({ status: 503 });
+      const blob = "x".repeat(4 * KIB);
+      for (let i = 0; i < 8; i++) await src.client.track({ userId: "u", event: "E", properties: { blob } });
+      const registry = stack.dispatchers[0]!.metrics.registry;
+      await until("a refused fan-out counted", async () => {
+        const m = await registry.getSingleMetric("hookpost_stream_full_total")?.get();
+        return m?.values.some((v) => v.labels.stream === DELIVERIES_STREAM && v.value > 0) ?? false;
+      });
+      // Nothing lost: what DELIVERIES refused waits on EVENTS.
+      expect(
+        (await stack.nc.jetstreamManager().then((j) => j.streams.info(EVENTS_STREAM))).state.messages,
+      ).toBeGreaterThan(0);
+    } finally {
+      await stack.close();
+    }
   });
 });
