@@ -25,6 +25,7 @@ const suites: Record<string, () => Promise<Figure[]>> = {
   "http-ingest": async () => (await import("./http-ingest.js")).benchHttpIngest(),
   "sdk-e2e": async () => (await import("./sdk-e2e.js")).benchSdkE2e(),
   "http-flood": async () => (await import("./http-flood.js")).benchHttpFlood(),
+  "source-quota": async () => (await import("./source-quota.js")).benchSourceQuota(),
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");

@@ -56,7 +56,11 @@ export async function deliverBatch(
     } catch (err) {
       const error = signal.aborted ? closedError() : HookpostError.fromServiceError(err);
       if (isRetryable(error.code) && retries < policy.maxRetries) {
-        const delay = backoffDelay(retries++, policy.retryInitialDelayMs, policy.retryMaxDelayMs);
+        // The server's RetryInfo (a source quota, a full stream) is a floor, within the cap.
+        const delay = Math.max(
+          backoffDelay(retries++, policy.retryInitialDelayMs, policy.retryMaxDelayMs),
+          Math.min(error.retryAfterMs ?? 0, policy.retryMaxDelayMs),
+        );
         log(
           "batch of %d calls failed (%s: %s); retry %d in %d ms",
           pending.length,

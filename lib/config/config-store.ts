@@ -2,8 +2,9 @@ import { EventEmitter } from "node:events";
 import type { KV, KvEntry, NatsConnection, Subscription } from "nats";
 import type { DestinationRecord } from "../model/destination.js";
 import { hashWriteKey, type SourceRecord } from "../model/source.js";
-import { isWrongLastSequence } from "../nats/jetstream-errors.js";
-import { CONFIG_BUCKET } from "../nats/topology.js";
+import { isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
+import { countIfFull } from "../nats/stream-watch.js";
+import { CONFIG_BUCKET, kvStream } from "../nats/topology.js";
 
 export type ConfigChange =
   | { kind: "source"; id: string; record: SourceRecord | undefined }
@@ -222,7 +223,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
 
   /** Every write resolves to the configuration revision it created. */
   async putSource(record: SourceRecord): Promise<number> {
-    const revision = await this.#kv.put(SOURCE + record.id, JSON.stringify(record));
+    const revision = await full(this.#kv.put(SOURCE + record.id, JSON.stringify(record)));
     this.#applied(revision);
     this.#setSource(record.id, record);
     return revision;
@@ -245,7 +246,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   }
 
   async putDestination(record: DestinationRecord): Promise<number> {
-    const revision = await this.#kv.put(DESTINATION + record.id, JSON.stringify(record));
+    const revision = await full(this.#kv.put(DESTINATION + record.id, JSON.stringify(record)));
     this.#applied(revision);
     this.#setDestination(record.id, record, revision);
     return revision;
@@ -289,7 +290,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
       const next = change(entry.json() as T);
       if (!next) return undefined;
       try {
-        const revision = await this.#kv.update(key, JSON.stringify(next), entry.revision);
+        const revision = await full(this.#kv.update(key, JSON.stringify(next), entry.revision));
         this.#applied(revision);
         return { revision, record: next };
       } catch (err) {
@@ -309,7 +310,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   }
 
   async #delete(key: string): Promise<number> {
-    await this.#kv.delete(key);
+    await full(this.#kv.delete(key));
     // delete() does not say its revision; the delete marker is the key's latest entry.
     const revision = (await this.#kv.get(key))?.revision ?? this.#revision;
     this.#applied(revision);
@@ -318,7 +319,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
 
   async #create(key: string, record: SourceRecord | DestinationRecord): Promise<number> {
     try {
-      const revision = await this.#kv.create(key, JSON.stringify(record));
+      const revision = await full(this.#kv.create(key, JSON.stringify(record)));
       this.#applied(revision);
       return revision;
     } catch (err) {
@@ -340,5 +341,14 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
     this.#advisories?.unsubscribe();
     this.#stop?.();
     this.#stop = undefined;
+  }
+}
+/** A write refused because the bucket is full: counted, and RESOURCE_EXHAUSTED for the caller. */
+async function full<T>(write: Promise<T>): Promise<T> {
+  try {
+    return await write;
+  } catch (err) {
+    if (countIfFull(kvStream(CONFIG_BUCKET), err)) throw natsFailure("the configuration bucket is full", err);
+    throw err;
   }
 }

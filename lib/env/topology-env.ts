@@ -16,5 +16,9 @@ export function topologyFromEnv(env: Env): TopologySettings {
     replicas: envInt(env, "STREAM_REPLICAS", d.replicas, 1),
     attemptLogMaxAgeMs: envDuration(env, "ATTEMPT_LOG_MAX_AGE", d.attemptLogMaxAgeMs),
     attemptLogMaxBytes: envInt(env, "ATTEMPT_LOG_MAX_BYTES", d.attemptLogMaxBytes, 1),
+    deadLetterMaxBytes: envInt(env, "DEAD_LETTER_MAX_BYTES", d.deadLetterMaxBytes, 1),
+    configMaxBytes: envInt(env, "CONFIG_MAX_BYTES", d.configMaxBytes, 1),
+    userIndexMaxBytes: envInt(env, "USER_INDEX_MAX_BYTES", d.userIndexMaxBytes, 1),
+    membershipsMaxBytes: envInt(env, "MEMBERSHIPS_MAX_BYTES", d.membershipsMaxBytes, 1),
   };
 }

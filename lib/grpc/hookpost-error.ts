@@ -1,7 +1,7 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { anyPack, anyUnpack } from "@bufbuild/protobuf/wkt";
+import { type Any, anyPack, anyUnpack } from "@bufbuild/protobuf/wkt";
 import { status as Code, Metadata, type ServiceError } from "@grpc/grpc-js";
-import { BadRequestSchema } from "../../gen/google/rpc/error_details_pb.js";
+import { BadRequestSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
 
 export { Code };
@@ -22,16 +22,22 @@ export class HookpostError extends Error {
   override readonly name = "HookpostError";
   readonly code: Code;
   readonly fieldViolations: readonly FieldViolation[];
+  /**
+   * When the client may try again (a quota, a full stream): google.rpc.RetryInfo over gRPC,
+   * `Retry-After` over HTTP.
+   */
+  readonly retryAfterMs: number | undefined;
 
   constructor(
     code: Code,
     message: string,
     fieldViolations: readonly FieldViolation[] = [],
-    options?: ErrorOptions,
+    options?: ErrorOptions & { retryAfterMs?: number },
   ) {
     super(message, options);
     this.code = code;
     this.fieldViolations = fieldViolations;
+    this.retryAfterMs = options?.retryAfterMs;
   }
 
   /** INVALID_ARGUMENT naming the fields at fault; the message lists them for people. */
@@ -47,17 +53,22 @@ export class HookpostError extends Error {
   /** The grpc-js error object a server handler passes to its callback. */
   toServiceError(): Partial<ServiceError> {
     const metadata = new Metadata();
+    const packed: Any[] = [];
     if (this.fieldViolations.length > 0) {
-      const details = create(StatusSchema, {
-        code: this.code,
-        message: this.message,
-        details: [
-          anyPack(
-            BadRequestSchema,
-            create(BadRequestSchema, { fieldViolations: this.fieldViolations.map((v) => ({ ...v })) }),
-          ),
-        ],
-      });
+      packed.push(
+        anyPack(
+          BadRequestSchema,
+          create(BadRequestSchema, { fieldViolations: this.fieldViolations.map((v) => ({ ...v })) }),
+        ),
+      );
+    }
+    if (this.retryAfterMs !== undefined) {
+      const ms = Math.max(0, Math.ceil(this.retryAfterMs));
+      const retryDelay = { seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1_000_000 };
+      packed.push(anyPack(RetryInfoSchema, create(RetryInfoSchema, { retryDelay })));
+    }
+    if (packed.length > 0) {
+      const details = create(StatusSchema, { code: this.code, message: this.message, details: packed });
       metadata.set(DETAILS_KEY, Buffer.from(toBinary(StatusSchema, details)));
     }
     return { code: this.code, details: this.message, metadata };
@@ -73,6 +84,7 @@ export class HookpostError extends Error {
       });
     }
     const violations: FieldViolation[] = [];
+    let retryAfterMs: number | undefined;
     const raw = e.metadata?.get(DETAILS_KEY)[0];
     if (raw instanceof Buffer) {
       try {
@@ -83,11 +95,18 @@ export class HookpostError extends Error {
             violations.push(
               ...br.fieldViolations.map((v) => ({ field: v.field, description: v.description })),
             );
+          const ri = anyUnpack(any, RetryInfoSchema);
+          if (ri?.retryDelay) {
+            retryAfterMs = Number(ri.retryDelay.seconds) * 1000 + Math.round(ri.retryDelay.nanos / 1e6);
+          }
         }
       } catch {
         // Undecodable details: keep the code and message.
       }
     }
-    return new HookpostError(e.code, e.details ?? e.message ?? "", violations, { cause: err });
+    return new HookpostError(e.code, e.details ?? e.message ?? "", violations, {
+      cause: err,
+      ...(retryAfterMs !== undefined && { retryAfterMs }),
+    });
   }
 }

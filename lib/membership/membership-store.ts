@@ -10,12 +10,13 @@ import {
 } from "nats";
 import { Code, HookpostError } from "../grpc/hookpost-error.js";
 import { isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
+import { countIfFull } from "../nats/stream-watch.js";
+import { MEMBERSHIPS_BUCKET, objectStream } from "../nats/topology.js";
 import { LineSource, type SortedSource } from "./lines.js";
 import { PublishWindow } from "./publish-window.js";
 
-/** JetStream Object Store bucket holding the last synced membership of every audience and trait. */
-export const MEMBERSHIPS_BUCKET = "hookpost_memberships";
-export const MEMBERSHIPS_STREAM = `OBJ_${MEMBERSHIPS_BUCKET}`;
+export { MEMBERSHIPS_BUCKET };
+export const MEMBERSHIPS_STREAM = objectStream(MEMBERSHIPS_BUCKET);
 
 export type MembershipKind = "audience" | "trait";
 
@@ -229,6 +230,7 @@ export class MembershipStore {
           { cause: err },
         );
       }
+      countIfFull(MEMBERSHIPS_STREAM, err);
       throw natsFailure("could not store the new membership", err);
     }
   }

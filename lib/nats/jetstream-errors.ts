@@ -6,6 +6,9 @@ interface NatsLikeError {
   api_error?: { err_code?: number; description?: string };
 }
 
+/** How long a client refused for a full stream is told to wait (RetryInfo, Retry-After). */
+export const STREAM_FULL_RETRY_AFTER_MS = 5_000;
+
 /** The JetStream API description and client message of an error, for logs and answers. */
 export function jetStreamErrorText(err: unknown): string {
   const e = err as NatsLikeError;
@@ -71,7 +74,7 @@ export function natsFailure(what: string, err: unknown): HookpostError {
       Code.RESOURCE_EXHAUSTED,
       `${what}: the event stream is full (${text}); retry later`,
       [],
-      { cause: err },
+      { cause: err, retryAfterMs: STREAM_FULL_RETRY_AFTER_MS },
     );
   }
   return new HookpostError(Code.UNAVAILABLE, `${what}: JetStream is unavailable (${text}); retry later`, [], {

@@ -1,14 +1,14 @@
 import { createHash } from "node:crypto";
 import type { JetStreamManager, KV, NatsConnection, Subscription } from "nats";
 import { Code, HookpostError } from "../grpc/hookpost-error.js";
-import { isWrongLastSequence } from "../nats/jetstream-errors.js";
+import { isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
 import { EncodedHeaders, PipelinedPublisher } from "../nats/pipelined-publisher.js";
-import { ID_PATTERN } from "../nats/topology.js";
+import { countIfFull } from "../nats/stream-watch.js";
+import { ID_PATTERN, kvStream, USER_SOURCES_BUCKET } from "../nats/topology.js";
 
-/** JetStream KV bucket: one key per (user id, source id) pair that has received calls. */
-export const USER_SOURCES_BUCKET = "hookpost_user_sources";
-/** The stream behind the bucket (KV buckets are streams named `KV_<bucket>`). */
-export const USER_SOURCES_STREAM = `KV_${USER_SOURCES_BUCKET}`;
+export { USER_SOURCES_BUCKET };
+/** The stream behind the bucket. */
+export const USER_SOURCES_STREAM = kvStream(USER_SOURCES_BUCKET);
 /**
  * Core NATS subject on which an index that forgot a user tells the other replicas to drop
  * the pairs from their memory, so that the next call for that user is recorded again.
@@ -206,6 +206,7 @@ export class UserSourceIndex {
     } catch (err) {
       // Already stored: nothing to write.
       if (isWrongLastSequence(err)) return;
+      if (countIfFull(USER_SOURCES_STREAM, err)) throw natsFailure("the user index is full", err);
       throw unavailable("could not record the user's source", err);
     }
   }

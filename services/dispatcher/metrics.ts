@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { registerStreamFull } from "../../lib/nats/stream-watch.js";
 
 /**
  * How long a scrape waits for the backlog. While NATS is away every consumer lookup waits for its
@@ -77,6 +78,8 @@ export class DispatcherMetrics {
   /** `backlog` is read from JetStream on scrape. */
   constructor(backlog: () => Promise<Map<string, number>>) {
     collectDefaultMetrics({ register: this.registry });
+    // DELIVERIES refusing the router's fan-out is counted here (hookpost_stream_full_total).
+    registerStreamFull(this.registry);
     // One lookup at a time: scrapes during an outage share the slow one rather than pile up.
     let pending: Promise<Map<string, number> | undefined> | undefined;
     this.backlog = new Gauge({

@@ -2,9 +2,9 @@ import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type { KV, NatsConnection } from "nats";
 import type { Logger } from "../../lib/log/logger.js";
+import { DISPATCHERS_BUCKET } from "../../lib/nats/topology.js";
 
-/** Where dispatcher replicas announce themselves (one key per replica). */
-export const DISPATCHERS_BUCKET = "hookpost_dispatchers";
+export { DISPATCHERS_BUCKET };
 
 export interface RegistryOptions {
   replicas?: number;

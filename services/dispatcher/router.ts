@@ -10,7 +10,8 @@ import {
 import type { Logger } from "../../lib/log/logger.js";
 import type { StoredCall } from "../../lib/model/stored-call.js";
 import type { PipelinedPublisher } from "../../lib/nats/pipelined-publisher.js";
-import { deliverySubject, type EventType } from "../../lib/nats/topology.js";
+import { countIfFull } from "../../lib/nats/stream-watch.js";
+import { DELIVERIES_STREAM, deliverySubject, type EventType } from "../../lib/nats/topology.js";
 import { ATTR, startRouteSpan } from "../../lib/tracing/mod.js";
 import { renderBody } from "./body.js";
 import { webhooksEnabled } from "./integrations.js";
@@ -105,6 +106,7 @@ export class Router {
       );
     } catch (err) {
       // Backpressure, never loss: the call stays on EVENTS and is routed again later.
+      countIfFull(DELIVERIES_STREAM, err);
       d.logger.warn({ seq: msg.seq, err: (err as Error).message }, "fan-out failed; will retry");
       msg.nak(BACKPRESSURE_DELAY_MS + Math.floor(Math.random() * 1000));
       d.metrics.routed.inc({ outcome: "backpressure" });

@@ -7,6 +7,7 @@ import { topologyFromEnv } from "../../lib/env/topology-env.js";
 import type { GrpcServerLimits } from "../../lib/grpc/listener.js";
 import type { TopologySettings } from "../../lib/nats/topology.js";
 import type { OpsLimits } from "../../lib/ops/ops-server.js";
+import { defaultSourceQuota, type SourceQuotaSettings } from "./calls/quota.js";
 import { DEFAULT_HTTP_ADDR, DEFAULT_HTTP_LIMITS, type HttpLimits } from "./http/limits.js";
 import type { SyncLimits } from "./sync/sync-limiter.js";
 
@@ -39,7 +40,13 @@ export interface IngestConfig {
   http?: Partial<HttpLimits>;
   /** MAX_BATCH_CALLS: calls one batch may carry, on both transports (default 2500). */
   maxBatchCalls?: number;
+  /** SOURCE_MAX_PENDING_BYTES, SOURCE_MAX_RATE, SOURCE_MAX_BURST, SOURCE_QUOTA_REFRESH; defaultSourceQuota when absent. */
+  quota?: SourceQuotaSettings;
+  /** STREAM_CHECK_INTERVAL: how often streams' bytes and limits are read (metrics, bucket limits). */
+  streamCheckMs?: number;
 }
+
+export const DEFAULT_STREAM_CHECK_MS = 10_000;
 
 export const DEFAULT_INGEST_ADDR = "0.0.0.0:50051";
 export const DEFAULT_INGEST_OPS_ADDR = "127.0.0.1:9090";
@@ -69,12 +76,21 @@ export function ingestConfigFromEnv(env: Env): IngestConfig {
     );
   }
 
+  const topology = topologyFromEnv(env);
+  const q = defaultSourceQuota(topology);
   const config: IngestConfig = {
     natsUrl: envString(env, "NATS_URL", "nats://127.0.0.1:4222"),
     address,
     publishTimeoutMs: envInt(env, "PUBLISH_TIMEOUT_MS", DEFAULT_PUBLISH_TIMEOUT_MS, 100),
     logLevel: envString(env, "LOG_LEVEL", "info"),
-    topology: topologyFromEnv(env),
+    topology,
+    quota: {
+      maxPendingBytes: envInt(env, "SOURCE_MAX_PENDING_BYTES", q.maxPendingBytes, 1),
+      maxRate: envInt(env, "SOURCE_MAX_RATE", q.maxRate, 1),
+      burst: envInt(env, "SOURCE_MAX_BURST", q.burst, 1),
+      refreshMs: envDuration(env, "SOURCE_QUOTA_REFRESH", q.refreshMs),
+    },
+    streamCheckMs: envDuration(env, "STREAM_CHECK_INTERVAL", DEFAULT_STREAM_CHECK_MS),
     grpc: grpcLimitsFromEnv(env),
     opsLimits: opsLimitsFromEnv(env),
     sync: syncLimitsFromEnv(env),

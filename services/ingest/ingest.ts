@@ -27,7 +27,8 @@ import { createLogger, type Logger } from "../../lib/log/logger.js";
 import { MembershipStore } from "../../lib/membership/membership-store.js";
 import type { StoredCall } from "../../lib/model/stored-call.js";
 import { connectNats } from "../../lib/nats/connect.js";
-import { ensureTopology } from "../../lib/nats/topology.js";
+import { StreamWatch } from "../../lib/nats/stream-watch.js";
+import { ensureBucketLimits, ensureTopology } from "../../lib/nats/topology.js";
 import { type OpsServer, startOpsServer } from "../../lib/ops/ops-server.js";
 import { UserSourceIndex } from "../../lib/users/user-source-index.js";
 import { adminService } from "./admin/admin-service.js";
@@ -36,7 +37,8 @@ import { ingestService } from "./calls/ingest-service.js";
 import { CallIntake } from "./calls/intake.js";
 import { MAX_RECEIVE_BYTES } from "./calls/limits.js";
 import { EventPublisher } from "./calls/publish.js";
-import type { IngestConfig } from "./config.js";
+import { defaultSourceQuota, SourceQuota } from "./calls/quota.js";
+import { DEFAULT_STREAM_CHECK_MS, type IngestConfig } from "./config.js";
 import { createConsoleHandler } from "./console/console-handler.js";
 import { DEFAULT_HTTP_LIMITS } from "./http/limits.js";
 import { segmentApi } from "./http/segment-api.js";
@@ -101,6 +103,8 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
   let listener: GrpcListener | undefined;
   let http: HttpServer | undefined;
   let healthFeed: HealthAggregate | undefined;
+  let quota: SourceQuota | undefined;
+  let streamWatch: StreamWatch | undefined;
   let closing = false;
   // Created first so that it tracks the connection from the start.
   const publisher = new EventPublisher(nc, log, {
@@ -110,13 +114,17 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
   try {
     const replicas = { replicas: config.topology.replicas };
     const opened = await untilReady(log, "create streams and load configuration", async () => {
-      await ensureTopology(await nc.jetstreamManager(), config.topology);
-      return Promise.all([
+      const jsm = await nc.jetstreamManager();
+      await ensureTopology(jsm, config.topology);
+      const stores = await Promise.all([
         ConfigStore.open(nc, replicas),
         UserSourceIndex.open(nc, replicas),
         MembershipStore.open(nc, replicas),
         DeadLetters.open(nc),
       ]);
+      // The stores create their buckets without a byte limit.
+      await ensureBucketLimits(jsm, config.topology);
+      return stores;
     });
     store = opened[0];
     const configStore = store;
@@ -170,8 +178,25 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     const limiter = new SyncLimiter(config.sync ?? DEFAULT_SYNC_LIMITS);
     await sweepSyncTemp(limiter.limits.tmpDir, log);
     metrics.watchSyncs(limiter);
-    const publish = (c: StoredCall) => publisher.publish(c);
-    const intake = new CallIntake(publisher, index);
+    const publish = async (c: StoredCall) => {
+      await publisher.publish(c);
+    };
+    quota = new SourceQuota(config.quota ?? defaultSourceQuota(config.topology), {
+      jsm: await nc.jetstreamManager(),
+      store,
+      log,
+      onRefused: (limit) => metrics.quotaRefused(limit),
+    });
+    await quota.start();
+    const intake = new CallIntake(publisher, index, { quota });
+    streamWatch = new StreamWatch(
+      await nc.jetstreamManager(),
+      config.topology,
+      log,
+      config.streamCheckMs ?? DEFAULT_STREAM_CHECK_MS,
+    );
+    streamWatch.register(metrics.registry);
+    streamWatch.start();
     const maxBatchCalls = config.maxBatchCalls ?? DEFAULT_MAX_BATCH_CALLS;
     addService(
       server,
@@ -188,7 +213,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
           maxBatchCalls,
         }),
         // The sync RPCs, with their limits.
-        ...syncService({ store, limiter, nc, log, memberships, index, publish }),
+        ...syncService({ store, limiter, nc, log, memberships, index, publish, quota }),
       },
       serveOptions,
     );
@@ -279,6 +304,8 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
           await opsServer?.close();
           configStore.close();
           healthFeed?.close();
+          quota?.close();
+          streamWatch?.close();
           // Drain flushes what is pending; bounded, as it cannot finish while NATS is away.
           const drained = await Promise.race([
             nc.drain().then(
@@ -298,6 +325,8 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     await listener?.close();
     await http?.close(0);
     healthFeed?.close();
+    quota?.close();
+    streamWatch?.close();
     await ops?.close();
     store?.close();
     await nc.close().catch(() => {});

@@ -3,6 +3,7 @@ import type { GrpcListenerStats } from "../../lib/grpc/listener.js";
 import type { Code } from "../../lib/grpc/mod.js";
 import { Code as Codes } from "../../lib/grpc/mod.js";
 import type { PublishOutcome } from "./calls/publish.js";
+import type { QuotaLimit } from "./calls/quota.js";
 import type { HttpConnectionStats } from "./http/connection-guard.js";
 import type { SyncLimiter } from "./sync/sync-limiter.js";
 
@@ -17,6 +18,7 @@ export class IngestMetrics {
   readonly #events: Counter<"type" | "outcome">;
   readonly #publishSeconds: Histogram<"outcome">;
   readonly #natsConnected: Gauge;
+  readonly #quotaRefused: Counter<"limit">;
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -49,6 +51,12 @@ export class IngestMetrics {
     this.#natsConnected = new Gauge({
       name: "hookpost_ingest_nats_connected",
       help: "1 while the NATS connection is up",
+      registers,
+    });
+    this.#quotaRefused = new Counter({
+      name: "hookpost_ingest_quota_refused_total",
+      help: "Requests refused (429 / RESOURCE_EXHAUSTED) because their source was over a quota: pending_bytes, rate",
+      labelNames: ["limit"],
       registers,
     });
     if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry });
@@ -133,6 +141,10 @@ export class IngestMetrics {
   published(type: string, outcome: PublishOutcome, ms: number): void {
     this.#events.inc({ type, outcome });
     this.#publishSeconds.observe({ outcome }, ms / 1000);
+  }
+
+  quotaRefused(limit: QuotaLimit): void {
+    this.#quotaRefused.inc({ limit });
   }
 
   natsConnected(up: boolean): void {

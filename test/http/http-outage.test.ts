@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EVENTS_STREAM } from "../../lib/nats/topology.js";
-import { Harness } from "../ingest/harness.js";
+import { Harness, NO_SOURCE_QUOTA } from "../ingest/harness.js";
 import { type Answer, post } from "./helpers.js";
 
 let h: Harness;
@@ -11,7 +11,8 @@ beforeAll(async () => {
   // A small EVENTS stream, so that filling it takes a few dozen calls.
   h = await Harness.start({
     topology: { eventsMaxBytes: 64 * 1024 },
-    config: { httpAddress: "127.0.0.1:0" },
+    // The stream itself fills up here, not a source's quota.
+    config: { httpAddress: "127.0.0.1:0", quota: NO_SOURCE_QUOTA },
   });
   writeKey = (await h.source("web")).writeKey;
   base = `http://${h.ingest.httpAddress}`;

@@ -6,6 +6,7 @@ import { IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
 import { adminMetadata, createClient, HookpostError, writeKeyMetadata } from "../../lib/grpc/mod.js";
 import type { StoredCall } from "../../lib/model/stored-call.js";
 import { DEFAULT_TOPOLOGY, EVENTS_STREAM, type TopologySettings } from "../../lib/nats/topology.js";
+import type { SourceQuotaSettings } from "../../services/ingest/calls/quota.js";
 import type { IngestConfig } from "../../services/ingest/config.js";
 import { type IngestHandle, startIngest } from "../../services/ingest/ingest.js";
 import { NatsServer } from "../helpers/nats-server.js";
@@ -38,6 +39,14 @@ export function testConfig(natsUrl: string, overrides: Partial<IngestConfig> = {
     ...overrides,
   };
 }
+
+/** Per-source quotas that never act: for tests of what happens when a stream itself fills up. */
+export const NO_SOURCE_QUOTA: SourceQuotaSettings = {
+  maxPendingBytes: Number.MAX_SAFE_INTEGER,
+  maxRate: 1e9,
+  burst: 1e9,
+  refreshMs: 1_000,
+};
 
 /** A gRPC call with raw request and response bytes (for garbage input and byte-level checks). */
 export function rawCall(

@@ -9,6 +9,7 @@ import {
   Harness,
   type IngestClient,
   ingestClient,
+  NO_SOURCE_QUOTA,
   silentLogger,
   testConfig,
 } from "./harness.js";
@@ -19,7 +20,8 @@ let src: { id: string; writeKey: string; client: IngestClient };
 
 beforeAll(async () => {
   // A small EVENTS stream, so that filling it takes a few dozen calls.
-  h = await Harness.start({ topology: { eventsMaxBytes: SMALL } });
+  // The stream itself fills up here, not a source's quota.
+  h = await Harness.start({ topology: { eventsMaxBytes: SMALL }, config: { quota: NO_SOURCE_QUOTA } });
   src = await h.source("web");
 });
 

@@ -1,7 +1,8 @@
-import { connect, type NatsConnection } from "nats";
+import { connect, DiscardPolicy, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigStore } from "../../lib/config/config-store.js";
 import {
+  DEAD_STREAM,
   DEFAULT_TOPOLOGY,
   DELIVERIES_STREAM,
   EVENTS_STREAM,
@@ -29,6 +30,17 @@ describe("topology", () => {
     await ensureTopology(jsm, { ...DEFAULT_TOPOLOGY, eventsMaxBytes: 1024 * 1024 });
     expect((await jsm.streams.info(EVENTS_STREAM)).config.max_bytes).toBe(1024 * 1024);
     expect((await jsm.streams.info(DELIVERIES_STREAM)).config.max_age).toBeGreaterThan(0);
+  });
+
+  it("gives an existing DEAD stream without a byte limit one, dropping the oldest when full", async () => {
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.delete(DEAD_STREAM);
+    // As created before byte limits: no max_bytes.
+    await jsm.streams.add({ name: DEAD_STREAM, subjects: ["hookpost.dead.>"], discard: DiscardPolicy.Old });
+    await ensureTopology(jsm, { ...DEFAULT_TOPOLOGY, deadLetterMaxBytes: 1024 * 1024 });
+    const { config } = await jsm.streams.info(DEAD_STREAM);
+    expect(config.max_bytes).toBe(1024 * 1024);
+    expect(config.discard).toBe(DiscardPolicy.Old);
   });
 });
 

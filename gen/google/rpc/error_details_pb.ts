@@ -6,13 +6,15 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Duration } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file google/rpc/error_details.proto.
  */
 export const file_google_rpc_error_details: GenFile = /*@__PURE__*/
-  fileDesc("Ch5nb29nbGUvcnBjL2Vycm9yX2RldGFpbHMucHJvdG8SCmdvb2dsZS5ycGMigwEKCkJhZFJlcXVlc3QSPwoQZmllbGRfdmlvbGF0aW9ucxgBIAMoCzIlLmdvb2dsZS5ycGMuQmFkUmVxdWVzdC5GaWVsZFZpb2xhdGlvbho0Cg5GaWVsZFZpb2xhdGlvbhINCgVmaWVsZBgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCWIGcHJvdG8z");
+  fileDesc("Ch5nb29nbGUvcnBjL2Vycm9yX2RldGFpbHMucHJvdG8SCmdvb2dsZS5ycGMigwEKCkJhZFJlcXVlc3QSPwoQZmllbGRfdmlvbGF0aW9ucxgBIAMoCzIlLmdvb2dsZS5ycGMuQmFkUmVxdWVzdC5GaWVsZFZpb2xhdGlvbho0Cg5GaWVsZFZpb2xhdGlvbhINCgVmaWVsZBgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCSI7CglSZXRyeUluZm8SLgoLcmV0cnlfZGVsYXkYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25iBnByb3RvMw", [file_google_protobuf_duration]);
 
 /**
  * @generated from message google.rpc.BadRequest
@@ -52,4 +54,23 @@ export type BadRequest_FieldViolation = Message<"google.rpc.BadRequest.FieldViol
  */
 export const BadRequest_FieldViolationSchema: GenMessage<BadRequest_FieldViolation> = /*@__PURE__*/
   messageDesc(file_google_rpc_error_details, 0, 0);
+
+/**
+ * When a client may retry a refused request (RESOURCE_EXHAUSTED: a quota or a full stream).
+ *
+ * @generated from message google.rpc.RetryInfo
+ */
+export type RetryInfo = Message<"google.rpc.RetryInfo"> & {
+  /**
+   * @generated from field: google.protobuf.Duration retry_delay = 1;
+   */
+  retryDelay?: Duration | undefined;
+};
+
+/**
+ * Describes the message google.rpc.RetryInfo.
+ * Use `create(RetryInfoSchema)` to create a new message.
+ */
+export const RetryInfoSchema: GenMessage<RetryInfo> = /*@__PURE__*/
+  messageDesc(file_google_rpc_error_details, 1);
 

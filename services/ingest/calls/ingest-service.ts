@@ -46,7 +46,9 @@ export interface IngestDeps {
  * are in ../sync/sync-service.ts.
  */
 export function ingestService(deps: IngestDeps): ServiceImpl<IngestMethods> {
-  const publish = (c: StoredCall) => deps.publisher.publish(c);
+  const publish = async (c: StoredCall) => {
+    await deps.publisher.publish(c);
+  };
   const store = (sourceId: string, calls: ContractCall[], ctx: CallContext) =>
     deps.intake.store(sourceId, calls, grpcTraceContext(ctx.metadata));
 

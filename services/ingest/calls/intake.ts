@@ -5,6 +5,7 @@ import type { TraceContext } from "../../../lib/tracing/mod.js";
 import type { UserSourceIndex } from "../../../lib/users/user-source-index.js";
 import { PUBLISH_CONCURRENCY } from "./limits.js";
 import type { EventPublisher } from "./publish.js";
+import type { SourceQuota } from "./quota.js";
 
 /**
  * The one way validated calls are stored, whichever transport carried them (gRPC or HTTP): the
@@ -15,23 +16,32 @@ export class CallIntake {
   readonly #publisher: EventPublisher;
   readonly #index: UserSourceIndex;
   readonly #now: () => Date;
+  readonly #quota: SourceQuota | undefined;
 
-  constructor(publisher: EventPublisher, index: UserSourceIndex, now: () => Date = () => new Date()) {
+  constructor(
+    publisher: EventPublisher,
+    index: UserSourceIndex,
+    options: { now?: () => Date; quota?: SourceQuota } = {},
+  ) {
     this.#publisher = publisher;
     this.#index = index;
-    this.#now = now;
+    this.#now = options.now ?? (() => new Date());
+    this.#quota = options.quota;
   }
 
   /** `trace`: the caller's trace context (gRPC metadata / HTTP headers), carried on to EVENTS. */
+  /** Over a per-source quota, refused (RESOURCE_EXHAUSTED) before anything is stored. */
   async store(sourceId: string, calls: readonly ContractCall[], trace?: TraceContext): Promise<string[]> {
+    this.#quota?.admit(sourceId, calls.length);
     const stamp = { sourceId, receivedAt: this.#now() };
     const stored = calls.map((c) => toStoredCall(c, stamp));
-    await Promise.all([
+    const [bytes] = await Promise.all([
       stored.length === 1
         ? this.#publisher.publish(stored[0]!, trace)
         : this.#publisher.publishAll(stored, PUBLISH_CONCURRENCY, trace),
       this.#remember(stored),
     ]);
+    this.#quota?.stored(sourceId, bytes, stored.length);
     return stored.map((s) => s.messageId);
   }
 

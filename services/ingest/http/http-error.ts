@@ -1,7 +1,8 @@
 import { Code, HookpostError } from "../../../lib/grpc/mod.js";
+import { STREAM_FULL_RETRY_AFTER_MS } from "../../../lib/nats/jetstream-errors.js";
 
-/** How long a client should wait before retrying when the stream is full / NATS is down. */
-const RETRY_AFTER_FULL_S = 5;
+/** How long a client should wait before retrying when the error does not say (full stream / NATS down). */
+const RETRY_AFTER_FULL_S = STREAM_FULL_RETRY_AFTER_MS / 1000;
 const RETRY_AFTER_UNAVAILABLE_S = 2;
 
 /** The HTTP answer of an error: status, extra headers, and the JSON body. */
@@ -37,11 +38,11 @@ export function errorAnswer(err: HookpostError): ErrorAnswer {
         break;
       case Code.RESOURCE_EXHAUSTED:
         status = 429;
-        headers["Retry-After"] = String(RETRY_AFTER_FULL_S);
+        headers["Retry-After"] = String(retryAfterSeconds(err, RETRY_AFTER_FULL_S));
         break;
       case Code.UNAVAILABLE:
         status = 503;
-        headers["Retry-After"] = String(RETRY_AFTER_UNAVAILABLE_S);
+        headers["Retry-After"] = String(retryAfterSeconds(err, RETRY_AFTER_UNAVAILABLE_S));
         break;
       default:
         status = 500;
@@ -56,4 +57,9 @@ export function errorAnswer(err: HookpostError): ErrorAnswer {
       violations: err.fieldViolations.map((v) => ({ field: v.field, description: v.description })),
     },
   };
+}
+
+/** The error's own delay (a quota knows when it frees up), in whole seconds (at least 1), else the default. */
+function retryAfterSeconds(err: HookpostError, fallbackS: number): number {
+  return err.retryAfterMs === undefined ? fallbackS : Math.max(1, Math.ceil(err.retryAfterMs / 1000));
 }

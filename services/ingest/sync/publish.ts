@@ -2,7 +2,8 @@ import type { NatsConnection } from "nats";
 import type { StoredCall } from "../../../lib/model/stored-call.js";
 import { natsFailure } from "../../../lib/nats/jetstream-errors.js";
 import { msgIdHeaders, PipelinedPublisher } from "../../../lib/nats/pipelined-publisher.js";
-import { eventSubject } from "../../../lib/nats/topology.js";
+import { countIfFull } from "../../../lib/nats/stream-watch.js";
+import { EVENTS_STREAM, eventSubject } from "../../../lib/nats/topology.js";
 import type { PublishCall } from "./deps.js";
 
 /** One pipelined publisher per connection and timeout; its inbox closes with the connection. */
@@ -38,5 +39,6 @@ export function jetStreamPublisher(nc: NatsConnection, timeoutMs = 5_000): Publi
 
 const stored = (): void => {};
 const failed = (err: unknown): never => {
+  countIfFull(EVENTS_STREAM, err);
   throw natsFailure("could not store the call", err);
 };

@@ -3,6 +3,7 @@ import type { IngestService } from "../../../gen/hookpost/v1/ingest_pb.js";
 import type { ConfigStore } from "../../../lib/config/config-store.js";
 import type { ServiceImpl } from "../../../lib/grpc/mod.js";
 import { authenticateSource } from "../auth.js";
+import type { SourceQuota } from "../calls/quota.js";
 import type { SyncDeps } from "./deps.js";
 import { syncAudience } from "./sync-audience.js";
 import { syncComputedTrait } from "./sync-computed-trait.js";
@@ -16,13 +17,19 @@ type IngestMethods = typeof IngestService extends GenService<infer S> ? S : neve
  * The source is authenticated before a slot is taken.
  */
 export function syncService(
-  deps: Omit<SyncDeps, "tmpDir" | "runBytes"> & { store: ConfigStore; limiter: SyncLimiter },
+  deps: Omit<SyncDeps, "tmpDir" | "runBytes"> & {
+    store: ConfigStore;
+    limiter: SyncLimiter;
+    /** Per-source quota: a sync starts only while its source is under it (one request of its rate). */
+    quota?: Pick<SourceQuota, "admit">;
+  },
 ): Pick<ServiceImpl<IngestMethods>, "syncAudience" | "syncComputedTrait"> {
-  const { store, limiter, ...rest } = deps;
+  const { store, limiter, quota, ...rest } = deps;
   const syncDeps: SyncDeps = { ...rest, tmpDir: limiter.limits.tmpDir, runBytes: limiter.limits.runBytes };
   return {
     syncAudience: async (reqs, ctx) => {
       const source = authenticateSource(store, ctx.metadata);
+      quota?.admit(source.id, 1);
       const r = await limiter.run(source.id, reqs, ctx.signal, (limited) =>
         syncAudience(syncDeps, source.id, limited, { signal: ctx.signal }),
       );
@@ -30,6 +37,7 @@ export function syncService(
     },
     syncComputedTrait: async (reqs, ctx) => {
       const source = authenticateSource(store, ctx.metadata);
+      quota?.admit(source.id, 1);
       const r = await limiter.run(source.id, reqs, ctx.signal, (limited) =>
         syncComputedTrait(syncDeps, source.id, limited, { signal: ctx.signal }),
       );

@@ -1,0 +1,211 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Code } from "../../lib/grpc/mod.js";
+import { DEFAULT_TOPOLOGY, EVENTS_STREAM } from "../../lib/nats/topology.js";
+import type { SourceQuotaSettings } from "../../services/ingest/calls/quota.js";
+import { startIngest } from "../../services/ingest/ingest.js";
+import { BLOB, eventsOf, expectOnlyARefusedUntilDrained, sendUntilRefused } from "../helpers/source-quota.js";
+import { Stack } from "../helpers/stack.js";
+import { post } from "../http/helpers.js";
+import { waitUntil as until } from "../ops/helpers.js";
+import { failure, Harness, silentLogger, testConfig } from "./harness.js";
+
+const KIB = 1024;
+const quota = (o: Partial<SourceQuotaSettings>): SourceQuotaSettings => ({
+  maxPendingBytes: 1024 * KIB,
+  maxRate: 10_000,
+  burst: 20_000,
+  refreshMs: 200,
+  ...o,
+});
+
+describe("pending bytes per source (no router: calls stay on EVENTS)", () => {
+  let h: Harness;
+  let base: string;
+
+  beforeAll(async () => {
+    // EVENTS holds 1 MiB; a source may have 64 KiB pending: A at its quota leaves room for B.
+    h = await Harness.start({
+      topology: { eventsMaxBytes: 1024 * KIB },
+      config: { httpAddress: "127.0.0.1:0", quota: quota({ maxPendingBytes: 64 * KIB }) },
+    });
+    base = `http://${h.ingest.httpAddress}`;
+  });
+
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it("source A at its quota gets 429 + Retry-After (HTTP) and RESOURCE_EXHAUSTED + RetryInfo (gRPC); B gets 10 of 10", async () => {
+    const a = await h.source("A");
+    const b = await h.source("B");
+    const { refused, accepted } = await sendUntilRefused([base], a.writeKey);
+    expect(refused, "A was refused before EVENTS filled").toBeDefined();
+    expect(refused!.status).toBe(429);
+    expect(refused!.body.code).toBe("RESOURCE_EXHAUSTED");
+    expect(refused!.body.message).toContain("SOURCE_MAX_PENDING_BYTES");
+    expect(Number(refused!.headers.get("retry-after"))).toBeGreaterThan(0);
+    // Stopped near its quota, far from the stream's limit.
+    const { state } = await h.jsm.streams.info(EVENTS_STREAM);
+    expect(state.bytes).toBeLessThan(256 * KIB);
+    expect(accepted).toBeGreaterThan(5);
+
+    const grpc = await failure(a.client.track({ userId: "u", event: "E", properties: {} }));
+    expect(grpc.code).toBe(Code.RESOURCE_EXHAUSTED);
+    expect(grpc.retryAfterMs).toBeGreaterThan(0);
+    // Nor does a sync start for A (it would add a call per member).
+    const sync = await failure(a.client.syncAudience([{ audienceName: "vip", userIds: ["x", "y"] }]));
+    expect(sync.code).toBe(Code.RESOURCE_EXHAUSTED);
+
+    // B keeps being accepted, on both transports.
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        post(
+          base,
+          "/v1/track",
+          { userId: "u", event: "E", messageId: `b-${i}`, properties: { blob: BLOB } },
+          { writeKey: b.writeKey },
+        ),
+      ),
+    );
+    expect(answers.filter((r) => r.status === 200)).toHaveLength(10);
+    const viaGrpc = await Promise.allSettled(
+      Array.from({ length: 10 }, () => b.client.track({ userId: "u", event: "E", properties: {} })),
+    );
+    expect(viaGrpc.filter((r) => r.status === "fulfilled")).toHaveLength(10);
+    expect((await b.client.syncAudience([{ audienceName: "vip", userIds: ["x", "y"] }])).members).toBe(2n);
+    expect(await h.find("b-9")).toBeDefined();
+    const metrics = await h.ingest.metrics.registry.getSingleMetricAsString(
+      "hookpost_ingest_quota_refused_total",
+    );
+    expect(metrics).toMatch(/limit="pending_bytes"} [1-9]/);
+  });
+
+  it("two ingest replicas share A's figure (read from JetStream): together they stop A near its quota; purged, A is accepted again", async () => {
+    const a = await h.source("A2");
+    const b = await h.source("B2");
+    const replica = await startIngest(
+      testConfig(h.nats.url, {
+        httpAddress: "127.0.0.1:0",
+        topology: { ...DEFAULT_TOPOLOGY, eventsMaxBytes: 1024 * KIB },
+        quota: quota({ maxPendingBytes: 64 * KIB }),
+      }),
+      { logger: silentLogger() },
+    );
+    try {
+      const urls = [base, `http://${replica.httpAddress}`];
+      const { refused } = await sendUntilRefused(urls, a.writeKey, { paceEvery: 4 });
+      expect(refused?.status).toBe(429);
+      // Not a quota per replica (2 x 64 KiB): one quota, give or take a refresh.
+      expect((await eventsOf(h.jsm, a.id)) * 4 * KIB).toBeLessThan(96 * KIB);
+      await expectOnlyARefusedUntilDrained(h.jsm, urls, a, b);
+    } finally {
+      await replica.close();
+    }
+  });
+});
+
+describe("default quota", () => {
+  it("with default settings one source stops far below the streams' limits (1/16 of them)", async () => {
+    // Streams scaled down to 1 MiB; everything else default (quota derived from the streams).
+    const h = await Harness.start({
+      topology: { eventsMaxBytes: 1024 * KIB, deliveriesMaxBytes: 1024 * KIB },
+      config: { httpAddress: "127.0.0.1:0" },
+    });
+    try {
+      const a = await h.source("A");
+      const { refused } = await sendUntilRefused([`http://${h.ingest.httpAddress}`], a.writeKey);
+      expect(refused?.status).toBe(429);
+      expect(refused?.body.message).toContain("SOURCE_MAX_PENDING_BYTES");
+      const { state } = await h.jsm.streams.info(EVENTS_STREAM);
+      expect(state.bytes).toBeLessThan(128 * KIB);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+describe("pending bytes on DELIVERIES (failing destination)", () => {
+  let stack: Stack;
+
+  beforeAll(async () => {
+    stack = await Stack.start({
+      ingest: {
+        httpAddress: "127.0.0.1:0",
+        topology: { ...DEFAULT_TOPOLOGY, eventsMaxBytes: 1024 * KIB, deliveriesMaxBytes: 1024 * KIB },
+        quota: quota({ maxPendingBytes: 64 * KIB }),
+      },
+    });
+  });
+
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  it("A's undelivered calls count against A alone; once its receiver takes them, A is accepted again", async () => {
+    const base = `http://${stack.ingest.httpAddress}`;
+    const a = await stack.source("A");
+    const b = await stack.source("B");
+    await stack.destination({ sourceIds: [a.id] });
+    await stack.destination({ sourceIds: [b.id] });
+    let failing = true;
+    stack.receiver.respond = () => ({ status: failing ? 503 : 200 });
+    // Slower than the refresh now and then, so that A's backlog is seen on DELIVERIES too.
+    const { refused } = await sendUntilRefused([base], a.writeKey, { paceEvery: 8, paceMs: 250 });
+    expect(refused?.status).toBe(429);
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, () =>
+        post(
+          base,
+          "/v1/track",
+          { userId: "u", event: "E", properties: { blob: BLOB } },
+          { writeKey: b.writeKey },
+        ),
+      ),
+    );
+    expect(answers.filter((r) => r.status === 200)).toHaveLength(10);
+    failing = false;
+    await until(
+      "A accepted again once its calls were delivered",
+      async () =>
+        (await post(base, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey })).status === 200,
+      30_000,
+    );
+  });
+});
+
+describe("rate per source", () => {
+  let h: Harness;
+  let base: string;
+
+  beforeAll(async () => {
+    h = await Harness.start({
+      config: { httpAddress: "127.0.0.1:0", quota: quota({ maxRate: 1, burst: 5 }) },
+    });
+    base = `http://${h.ingest.httpAddress}`;
+  });
+
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it("over its rate, A gets 429 + Retry-After and RESOURCE_EXHAUSTED + RetryInfo; B is accepted", async () => {
+    const a = await h.source("A");
+    const b = await h.source("B");
+    const batch = { batch: Array.from({ length: 5 }, () => ({ type: "track", userId: "u", event: "E" })) };
+    expect((await post(base, "/v1/batch", batch, { writeKey: a.writeKey })).status).toBe(200);
+    const r = await post(base, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey });
+    expect(r.status).toBe(429);
+    expect(r.body.message).toContain("SOURCE_MAX_RATE");
+    expect(Number(r.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    const grpc = await failure(a.client.track({ userId: "u", event: "E", properties: {} }));
+    expect(grpc.code).toBe(Code.RESOURCE_EXHAUSTED);
+    expect(grpc.retryAfterMs).toBeGreaterThan(0);
+
+    expect((await post(base, "/v1/batch", batch, { writeKey: b.writeKey })).status).toBe(200);
+    // A is accepted again once its bucket refilled (1 call/s).
+    await until("A accepted again at its rate", async () => {
+      const again = await post(base, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey });
+      return again.status === 200;
+    });
+  });
+});
