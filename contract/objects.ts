@@ -1,5 +1,6 @@
 import type { JsonValue } from "@bufbuild/protobuf";
 import { MAX_OBJECT_DEPTH } from "./limits.js";
+import { numberValueProblem } from "./numbers.js";
 
 /**
  * Why a free-form object (context, traits, properties) cannot be carried faithfully, or
@@ -14,11 +15,7 @@ export function objectProblem(value: JsonValue, path: string): string | undefine
 
 function walk(v: JsonValue, path: string, depth: number): string | undefined {
   if (typeof v === "string") return startsWithBom(v) ? bomProblem(path) : undefined;
-  if (typeof v === "number") {
-    return Number.isFinite(v)
-      ? undefined
-      : `${path} is ${v}; numbers must be finite (JSON has no NaN or Infinity)`;
-  }
+  if (typeof v === "number") return numberValueProblem(v, path);
   if (v === null || typeof v !== "object") return undefined;
   if (depth > MAX_OBJECT_DEPTH) return `nests deeper than ${MAX_OBJECT_DEPTH} levels`;
   if (Array.isArray(v)) {

@@ -1,4 +1,5 @@
 import { CALL_STRING_FIELDS, type ContractCall } from "./call.js";
+import { MAX_BATCH_BYTES, MAX_CALL_BYTES } from "./limits.js";
 import { messageIdProblem } from "./message-id.js";
 import { bomProblem, objectProblem, protoKeyProblem, startsWithBom } from "./objects.js";
 import { timestampProblem } from "./timestamp.js";
@@ -114,4 +115,44 @@ export function callSizeProblem(type: string, bytes: number, limit: number, unit
 /** The description of a batch larger than the limit. */
 export function batchSizeProblem(bytes: number, limit: number, unit: string): string {
   return `the batch is ${bytes} bytes ${unit}; at most ${limit} (${limit / 1024} KiB) are allowed, split it`;
+}
+
+/** One call of a batch as measured by its transport: its type and its own size in bytes. */
+export interface CallSize {
+  type: string;
+  bytes: number;
+}
+
+/**
+ * The size limits of a batch, counted as stored (SPEC section 12): each call's own size plus
+ * `copiedBytes`, the batch-level fields copied into every call (Segment's `context` and
+ * `integrations`), is at most MAX_CALL_BYTES, and the sum over the calls is at most
+ * MAX_BATCH_BYTES. So shared fields cannot multiply what one request stores: a request stores at
+ * most MAX_BATCH_BYTES of calls (plus each call's stamp), whatever it sent. `field(i)` names call
+ * i (`batch[3]`, `calls[3]`), `batchField` the batch; `unit` says how sizes were measured.
+ */
+export function batchSizeViolations(
+  calls: readonly CallSize[],
+  copiedBytes: number,
+  unit: string,
+  field: (i: number) => string,
+  batchField: string,
+): Violation[] {
+  const out: Violation[] = [];
+  const how =
+    copiedBytes > 0
+      ? `${unit}, with the batch's ${copiedBytes} bytes of context and integrations copied in`
+      : unit;
+  let total = 0;
+  for (let i = 0; i < calls.length; i++) {
+    const size = calls[i]!.bytes + copiedBytes;
+    total += size;
+    if (size > MAX_CALL_BYTES) {
+      out.push({ field: field(i), description: callSizeProblem(calls[i]!.type, size, MAX_CALL_BYTES, how) });
+    }
+  }
+  if (total > MAX_BATCH_BYTES) {
+    out.unshift({ field: batchField, description: batchSizeProblem(total, MAX_BATCH_BYTES, how) });
+  }
+  return out;
 }
