@@ -1,7 +1,7 @@
 import { CALL_STRING_FIELDS, type ContractCall } from "./call.js";
 import { MAX_BATCH_BYTES, MAX_CALL_BYTES } from "./limits.js";
 import { messageIdProblem } from "./message-id.js";
-import { bomProblem, objectProblem, protoKeyProblem, startsWithBom } from "./objects.js";
+import { bomProblem, objectViolation, protoKeyProblem, startsWithBom } from "./objects.js";
 import { timestampProblem } from "./timestamp.js";
 import { type FieldNaming, fieldName, type Violation } from "./violation.js";
 
@@ -71,9 +71,9 @@ export function validateCall(call: ContractCall, naming: FieldNaming, prefix = "
     const k = Object.keys(call.integrations).find(startsWithBom);
     if (k !== undefined) bad(out, prefix, naming, "integrations", bomProblem(`integrations.${k} (a key)`));
   }
-  checkObject(out, prefix, naming, call, "context");
-  if (call.type === "identify" || call.type === "group") checkObject(out, prefix, naming, call, "traits");
-  if (call.type === "track" || call.type === "page") checkObject(out, prefix, naming, call, "properties");
+  checkObject(out, prefix, call, "context");
+  if (call.type === "identify" || call.type === "group") checkObject(out, prefix, call, "traits");
+  if (call.type === "track" || call.type === "page") checkObject(out, prefix, call, "properties");
   return out;
 }
 
@@ -90,14 +90,14 @@ function bad(
 function checkObject(
   out: Violation[],
   prefix: string,
-  naming: FieldNaming,
   call: ContractCall,
   field: "context" | "traits" | "properties",
 ): void {
   const value = call[field];
   if (value === undefined) return;
-  const problem = objectProblem(value, field);
-  if (problem) bad(out, prefix, naming, field, problem);
+  // The objects' names are the same in both namings; a bad number is named by its own path.
+  const problem = objectViolation(value, field);
+  if (problem) out.push({ field: prefix + problem.field, description: problem.description });
 }
 
 /** Why a batch's call count is refused (none, or more than `maxCalls`), or undefined. */
