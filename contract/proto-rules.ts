@@ -64,8 +64,11 @@ export function protoBatchViolations(req: BatchRequest, bytes: Uint8Array, maxCa
 /** A loss the decoder would cause, as a violation on the top-level field it is in. */
 function lossViolation(loss: Loss, prefix: string): Violation {
   const field = prefix + loss.path.split(/[.[ ]/)[0]!;
-  return {
-    field,
-    description: loss.kind === "proto-key" ? protoKeyProblem(loss.path) : bomProblem(loss.path),
-  };
+  const description =
+    loss.kind === "proto-key"
+      ? protoKeyProblem(loss.path)
+      : loss.kind === "bom"
+        ? bomProblem(loss.path)
+        : `${loss.path} is a key written more than once in one map; decoding would keep only the last value silently, so repeated keys are refused`;
+  return { field, description };
 }

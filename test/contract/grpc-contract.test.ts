@@ -77,6 +77,33 @@ describe("gRPC: what the decoder would lose is refused", () => {
     expect(await h.messageCount()).toBe(before);
   });
 
+  it("a key written twice in one Struct (decoding keeps the last) is refused, not changed (issue 22)", async () => {
+    const client = rawClient(h.address);
+    h.clients.push(client);
+    const md = { authorization: writeKeyMetadata(src.writeKey).authorization! };
+    const before = await h.messageCount();
+    // Two entries with the key "plan" in one properties Struct (field 8).
+    const props = Buffer.concat([structWith("plan", "free"), structWith("plan", "pro")]);
+    const r = await rawCall(
+      client,
+      "/hookpost.v1.IngestService/Track",
+      trackBytes(Buffer.concat([Buffer.from([0x42, props.length]), props])),
+      md,
+    );
+    expect(r.code).toBe(Code.INVALID_ARGUMENT);
+    expect(r.details).toContain("properties: properties.plan is a key written more than once");
+    // The same key once in each of two Structs is fine.
+    const nested = Buffer.concat([structWith("plan", "free"), structWith("tier", "pro")]);
+    const ok = await rawCall(
+      client,
+      "/hookpost.v1.IngestService/Track",
+      trackBytes(Buffer.concat([Buffer.from([0x42, nested.length]), nested])),
+      md,
+    );
+    expect(ok.code, ok.details).toBe(Code.OK);
+    expect(await h.messageCount()).toBe(before + 1);
+  });
+
   it("a string starting with U+FEFF (which decoding strips) is refused, not changed", async () => {
     for (const call of [
       { userId: "\ufeffu", event: "E" },
