@@ -238,7 +238,14 @@ const { node } = fc.letrec<{ node: Node; obj: Node; arr: Node }>((tie) => ({
   node: fc.oneof(
     { depthSize: "small", withCrossShrink: true },
     numberLiteral.map((lit): Node => ({ t: "num", lit })),
-    fc.string({ unit: "grapheme", maxLength: 8 }).map((v): Node => ({ t: "str", v })),
+    fc
+      .oneof(
+        fc.string({ unit: "grapheme", maxLength: 8 }),
+        fc.string({ unit: "binary", maxLength: 4 }),
+        // Lone surrogates: sent as \u escapes, delivered as JSON.stringify escapes them.
+        fc.constantFrom("\ud800", "x\udc00", "\ud83d!", "\u2028"),
+      )
+      .map((v): Node => ({ t: "str", v })),
     fc.constantFrom("true", "false", "null").map((v): Node => ({ t: "lit", v: v as "true" })),
     tie("obj"),
     tie("arr"),
