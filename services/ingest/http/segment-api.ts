@@ -130,17 +130,16 @@ function batchCalls(
     out.push({ field: "batch", description: countProblem });
     return [];
   }
-  const calls = batchFromSegment(body, out);
-  if (calls === undefined) return [];
-  // Each call as stored: its JSON as it arrived (numbers as they will be written) plus the
-  // batch-level fields copied into it. The scan read the one `batch` key (duplicates refused).
-  const items = body.batch as unknown[];
-  const sizes = items.map((item, i) => ({
-    type: isObject(item) && isCallType(item.type) ? item.type : "unknown",
-    bytes: scan.items![i]!,
-  }));
-  out.push(...batchSizeViolations(sizes, copiedBytes(body), "as JSON", (i) => `batch[${i}]`, "batch"));
-  return calls;
+  if (Array.isArray(body.batch)) {
+    // Each call as stored: its JSON as it arrived (numbers as they will be written) plus the
+    // batch-level fields copied into it. The scan read the one `batch` key (duplicates refused).
+    const sizes = body.batch.map((item: unknown, i) => ({
+      type: isObject(item) && isCallType(item.type) ? item.type : "unknown",
+      bytes: scan.items?.[i] ?? Buffer.byteLength(JSON.stringify(item)),
+    }));
+    out.push(...batchSizeViolations(sizes, copiedBytes(body), "as JSON", (i) => `batch[${i}]`, "batch"));
+  }
+  return batchFromSegment(body, out) ?? [];
 }
 
 function basicWriteKey(header: string): string {
