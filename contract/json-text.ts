@@ -223,6 +223,9 @@ class Scanner {
         i++;
       } else break;
     }
+    // Not a number: only a leading byte order mark (the UTF-8 decoder drops it before JSON.parse)
+    // gets here. Skipped, so the scan always moves on.
+    if (i === start) return i + 1;
     this.#begin(start);
     const len = i - start;
     // Integers up to 15 digits are safe; a literal without an exponent is only rewritten

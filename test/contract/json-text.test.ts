@@ -183,6 +183,11 @@ describe("the JSON text scan", () => {
     expect(scanJsonText(Buffer.from(many)).violations.map((v) => v.field)).toEqual(["k3"]);
   });
 
+  it("skips a leading byte order mark (which the UTF-8 decoder drops before JSON.parse)", () => {
+    const text = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"batch":[{"a":1}],"n":1}')]);
+    expect(scanJsonText(text, "batch")).toEqual({ violations: [], bytes: text.length, items: [7] });
+  });
+
   it("refuses integers beyond ±(2^53 - 1) and overflowing numbers, naming the path (finding 7)", () => {
     const text =
       '{"properties":{"n":9007199254740993,"ok":9007199254740991,"f":1.5e3,"deep":[{"m":-9007199254740993}],"inf":1e400}}';

@@ -461,6 +461,15 @@ describe("limits count what is stored; no value changes silently (issue 22)", ()
     expect(await h.messageCount()).toBe(before);
   });
 
+  it("a body starting with a byte order mark is read as before (the scan skips it)", async () => {
+    const bom = Buffer.concat([
+      Buffer.from([0xef, 0xbb, 0xbf]),
+      Buffer.from('{"userId":"u","event":"E","messageId":"i22-bom"}'),
+    ]);
+    expect(await post(base, "/v1/track", bom, { writeKey: src.writeKey })).toMatchObject(ok);
+    await stored("i22-bom");
+  });
+
   it("finding 7: integers beyond ±(2^53 - 1) and overflowing numbers are refused with their path", async () => {
     const before = await h.messageCount();
     const r = await post(
