@@ -78,8 +78,9 @@ class Scanner {
         let j = i + 1;
         let escaped = false;
         for (;;) {
-          const d = b[j]!;
-          if (d === 0x22) break;
+          const d = b[j];
+          // (undefined: text JSON.parse refused; never looped on.)
+          if (d === 0x22 || d === undefined) break;
           if (d === 0x5c) {
             escaped = true;
             j += 2;

@@ -183,6 +183,25 @@ describe("the JSON text scan", () => {
     expect(scanJsonText(Buffer.from(many)).violations.map((v) => v.field)).toEqual(["k3"]);
   });
 
+  it("ends on any bytes, even ones JSON.parse refuses (never loops)", () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.uint8Array({ maxLength: 64 }),
+          document.map((d) => Buffer.from(d.slice(0, -3))),
+        ),
+        (bytes) => {
+          try {
+            scanJsonText(bytes, "batch");
+          } catch {
+            // Invalid JSON may throw; it is never scanned in practice (parsed first).
+          }
+        },
+      ),
+      { numRuns: 2_000 },
+    );
+  });
+
   it("skips a leading byte order mark (which the UTF-8 decoder drops before JSON.parse)", () => {
     const text = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"batch":[{"a":1}],"n":1}')]);
     expect(scanJsonText(text, "batch")).toEqual({ violations: [], bytes: text.length, items: [7] });
