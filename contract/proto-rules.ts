@@ -42,7 +42,7 @@ export function protoBatchViolations(req: BatchRequest, bytes: Uint8Array, maxCa
     type: bc.call.case ?? "empty",
     bytes: ranges[i] ? ranges[i]!.end - ranges[i]!.start : 0,
   }));
-  const out = batchSizeViolations(sizes, 0, ENCODED, (i) => `calls[${i}]`, "calls");
+  const out = batchSizeViolations(sizes, 0, bytes.length, ENCODED, (i) => `calls[${i}]`, "calls");
   req.calls.forEach((bc, i) => {
     const prefix = `calls[${i}]`;
     if (bc.call.case === undefined) {

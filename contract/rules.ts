@@ -127,13 +127,15 @@ export interface CallSize {
  * The size limits of a batch, counted as stored (SPEC section 12): each call's own size plus
  * `copiedBytes`, the batch-level fields copied into every call (Segment's `context` and
  * `integrations`), is at most MAX_CALL_BYTES, and the sum over the calls is at most
- * MAX_BATCH_BYTES. So shared fields cannot multiply what one request stores: a request stores at
- * most MAX_BATCH_BYTES of calls (plus each call's stamp), whatever it sent. `field(i)` names call
- * i (`batch[3]`, `calls[3]`), `batchField` the batch; `unit` says how sizes were measured.
+ * MAX_BATCH_BYTES, as is the request itself (`requestBytes`, as it arrived). So shared fields
+ * cannot multiply what one request stores: a request stores at most MAX_BATCH_BYTES of calls (plus
+ * each call's stamp), whatever it sent. `field(i)` names call i (`batch[3]`, `calls[3]`),
+ * `batchField` the batch; `unit` says how sizes were measured.
  */
 export function batchSizeViolations(
   calls: readonly CallSize[],
   copiedBytes: number,
+  requestBytes: number,
   unit: string,
   field: (i: number) => string,
   batchField: string,
@@ -151,8 +153,12 @@ export function batchSizeViolations(
       out.push({ field: field(i), description: callSizeProblem(calls[i]!.type, size, MAX_CALL_BYTES, how) });
     }
   }
-  if (total > MAX_BATCH_BYTES) {
-    out.unshift({ field: batchField, description: batchSizeProblem(total, MAX_BATCH_BYTES, how) });
+  if (Math.max(total, requestBytes) > MAX_BATCH_BYTES) {
+    const description =
+      total >= requestBytes
+        ? batchSizeProblem(total, MAX_BATCH_BYTES, how)
+        : batchSizeProblem(requestBytes, MAX_BATCH_BYTES, unit);
+    out.unshift({ field: batchField, description });
   }
   return out;
 }

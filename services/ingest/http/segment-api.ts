@@ -137,7 +137,8 @@ function batchCalls(
       type: isObject(item) && isCallType(item.type) ? item.type : "unknown",
       bytes: scan.items?.[i] ?? Buffer.byteLength(JSON.stringify(item)),
     }));
-    out.push(...batchSizeViolations(sizes, copiedBytes(body), "as JSON", (i) => `batch[${i}]`, "batch"));
+    const copied = copiedBytes(body);
+    out.push(...batchSizeViolations(sizes, copied, scan.bytes, "as JSON", (i) => `batch[${i}]`, "batch"));
   }
   return batchFromSegment(body, out) ?? [];
 }
