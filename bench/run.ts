@@ -26,6 +26,7 @@ const suites: Record<string, () => Promise<Figure[]>> = {
   "sdk-e2e": async () => (await import("./sdk-e2e.js")).benchSdkE2e(),
   "http-flood": async () => (await import("./http-flood.js")).benchHttpFlood(),
   "source-quota": async () => (await import("./source-quota.js")).benchSourceQuota(),
+  "json-text": async () => (await import("./json-text.js")).benchJsonText(),
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");

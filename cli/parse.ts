@@ -1,6 +1,6 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { InvalidArgumentError } from "commander";
-import { parseIsoTimestamp, timestampProblem } from "../contract/mod.js";
+import { parseIsoTimestamp, scanJsonText, timestampProblem } from "../contract/mod.js";
 import { parseDuration } from "../lib/env/duration.js";
 
 /** Flag value parsers for commander; a bad value is a usage error (exit 2) naming the flag. */
@@ -34,7 +34,10 @@ export function collectSequences(value: string, previous: bigint[] = []): bigint
   return [...previous, ...value.split(",").map(sequence)];
 }
 
-/** A JSON object (for Struct fields such as --properties). */
+/**
+ * A JSON object (for Struct fields such as --properties). What JSON.parse would change silently
+ * (a repeated key, an integer beyond ±(2^53 - 1)) is refused, as ingest's HTTP API refuses it.
+ */
 export function jsonObject(value: string): JsonObject {
   let parsed: unknown;
   try {
@@ -45,6 +48,8 @@ export function jsonObject(value: string): JsonObject {
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
     throw new InvalidArgumentError('expected a JSON object, like \'{"plan":"pro"}\'');
   }
+  const [problem] = scanJsonText(Buffer.from(value)).violations;
+  if (problem) throw new InvalidArgumentError(`${problem.field}: ${problem.description}`);
   return parsed as JsonObject;
 }
 

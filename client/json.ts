@@ -1,13 +1,13 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { protoKeyProblem } from "../contract/mod.js";
+import { numberValueProblem, protoKeyProblem } from "../contract/mod.js";
 import { AnalyticsError } from "./analytics-error.js";
 
 /**
  * Turns user data into the JSON a protobuf Struct can hold, with JSON.stringify's rules
  * (toJSON is honoured, so Dates become ISO strings; undefined, functions and symbols are dropped
- * from objects and become null in arrays; NaN and Infinity become null). What JSON.stringify would
- * throw on (cycles, BigInt) is an `invalid_call` naming the path, raised at enqueue rather than
- * failing a whole batch later.
+ * from objects and become null in arrays). What JSON.stringify would throw on (cycles, BigInt) or
+ * silently change (NaN and Infinity, which it writes as null) is an `invalid_call` naming the path,
+ * raised at enqueue rather than failing a whole batch later or delivering another value.
  */
 export function toJsonObject(value: object, path: string): JsonObject {
   const out = convert(value, path, new Set());
@@ -29,8 +29,11 @@ function convert(value: unknown, path: string, seen: Set<object>): JsonValue | u
     case "string":
     case "boolean":
       return value;
-    case "number":
-      return Number.isFinite(value) ? value : null;
+    case "number": {
+      const problem = numberValueProblem(value, path);
+      if (problem) throw new AnalyticsError("invalid_call", problem, { field: path });
+      return value;
+    }
     case "undefined":
     case "function":
     case "symbol":

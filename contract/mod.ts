@@ -6,6 +6,7 @@
  * party.
  */
 export { CALL_STRING_FIELDS, CALL_TYPES, type CallType, type ContractCall, isCallType } from "./call.js";
+export { type JsonTextScan, scanJsonText } from "./json-text.js";
 export {
   DEFAULT_MAX_BATCH_CALLS,
   MAX_BATCH_BYTES,
@@ -15,11 +16,19 @@ export {
   MAX_REPORTED_VIOLATIONS,
 } from "./limits.js";
 export { MESSAGE_ID_RULE, messageIdProblem } from "./message-id.js";
+export { numberLiteralProblem, numberValueProblem } from "./numbers.js";
 export { objectProblem, protoKeyProblem } from "./objects.js";
 export { fromProtoCall, type ProtoCall } from "./proto-call.js";
 export { protoBatchViolations, protoCallViolations } from "./proto-rules.js";
 export { acceptedBatchCalls, acceptedCall } from "./proto-wire.js";
-export { batchCountProblem, batchSizeProblem, callSizeProblem, validateCall } from "./rules.js";
+export {
+  batchCountProblem,
+  batchSizeProblem,
+  batchSizeViolations,
+  type CallSize,
+  callSizeProblem,
+  validateCall,
+} from "./rules.js";
 export { type Stamp, toStoredCall } from "./stored-call.js";
 export {
   fromDate,

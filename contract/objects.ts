@@ -1,5 +1,7 @@
 import type { JsonValue } from "@bufbuild/protobuf";
 import { MAX_OBJECT_DEPTH } from "./limits.js";
+import { numberValueProblem } from "./numbers.js";
+import type { Violation } from "./violation.js";
 
 /**
  * Why a free-form object (context, traits, properties) cannot be carried faithfully, or
@@ -9,18 +11,32 @@ import { MAX_OBJECT_DEPTH } from "./limits.js";
  * `path` names the object (`properties`) in the description.
  */
 export function objectProblem(value: JsonValue, path: string): string | undefined {
-  return walk(value, path, 1);
+  return walk(value, path, 1)?.description;
 }
 
-function walk(v: JsonValue, path: string, depth: number): string | undefined {
-  if (typeof v === "string") return startsWithBom(v) ? bomProblem(path) : undefined;
+/**
+ * objectProblem as a violation: a number that JSON cannot hold is named by its own path
+ * (`properties.price`), other problems by the object's (`path`).
+ */
+export function objectViolation(value: JsonValue, path: string): Violation | undefined {
+  const found = walk(value, path, 1);
+  return found && { field: found.at ?? path, description: found.description };
+}
+
+interface Found {
+  /** The path of the offending value, when it is named by it. */
+  at?: string;
+  description: string;
+}
+
+function walk(v: JsonValue, path: string, depth: number): Found | undefined {
+  if (typeof v === "string") return startsWithBom(v) ? { description: bomProblem(path) } : undefined;
   if (typeof v === "number") {
-    return Number.isFinite(v)
-      ? undefined
-      : `${path} is ${v}; numbers must be finite (JSON has no NaN or Infinity)`;
+    const description = numberValueProblem(v, path);
+    return description === undefined ? undefined : { at: path, description };
   }
   if (v === null || typeof v !== "object") return undefined;
-  if (depth > MAX_OBJECT_DEPTH) return `nests deeper than ${MAX_OBJECT_DEPTH} levels`;
+  if (depth > MAX_OBJECT_DEPTH) return { description: `nests deeper than ${MAX_OBJECT_DEPTH} levels` };
   if (Array.isArray(v)) {
     for (let i = 0; i < v.length; i++) {
       const p = walk(v[i]!, `${path}[${i}]`, depth + 1);
@@ -31,10 +47,10 @@ function walk(v: JsonValue, path: string, depth: number): string | undefined {
   // A prototype other than Object.prototype means `__proto__` was assigned somewhere on the way.
   const proto = Object.getPrototypeOf(v);
   if (Object.hasOwn(v, "__proto__") || (proto !== Object.prototype && proto !== null)) {
-    return protoKeyProblem(`${path}.__proto__`);
+    return { description: protoKeyProblem(`${path}.__proto__`) };
   }
   for (const k of Object.keys(v)) {
-    if (startsWithBom(k)) return bomProblem(`${path}.${k} (a key)`);
+    if (startsWithBom(k)) return { description: bomProblem(`${path}.${k} (a key)`) };
     const p = walk(v[k]!, `${path}.${k}`, depth + 1);
     if (p) return p;
   }

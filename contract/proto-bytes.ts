@@ -8,7 +8,6 @@ import { BatchCallSchema } from "../gen/hookpost/v1/ingest_pb.js";
  */
 
 const PROTO_KEY = Buffer.from("__proto__");
-const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 const STRUCT = "google.protobuf.Struct";
 const VALUE = "google.protobuf.Value";
 const LIST = "google.protobuf.ListValue";
@@ -40,9 +39,12 @@ export function callSchemaOf(memberNo: number): DescMessage | undefined {
   return f?.fieldKind === "message" ? f.message : undefined;
 }
 
-/** Something the decoder would silently lose: a `__proto__` key, or a string's leading BOM. */
+/**
+ * Something the decoder would silently lose: a `__proto__` key, a string's leading BOM, or a key
+ * written twice in one Struct or map (decoding keeps the last).
+ */
 export interface Loss {
-  kind: "proto-key" | "bom";
+  kind: "proto-key" | "bom" | "duplicate-key";
   /** Proto field names and Struct keys: `properties.a.__proto__`, `message_id`. */
   path: string;
 }
@@ -51,7 +53,9 @@ export interface Loss {
  * The first thing decoding would silently lose in the message `desc` encoded in
  * bytes[start, end): a `__proto__` key in a Struct or map (stored in a plain object, it sets the
  * prototype instead), or a string starting with U+FEFF (the UTF-8 decoder strips a leading byte
- * order mark, so `\uFEFFid` would become `id`). Cheap when there is none: byte searches come first.
+ * order mark, so `\uFEFFid` would become `id`), or a key repeated within one Struct or map (only
+ * the last value would be kept). Walks the whole request: this is the full path, taken only for
+ * requests the fast path (proto-wire.ts) left to it.
  */
 export function findLoss(
   desc: DescMessage,
@@ -59,8 +63,6 @@ export function findLoss(
   start = 0,
   end = bytes.length,
 ): Loss | undefined {
-  const view = Buffer.from(bytes.buffer, bytes.byteOffset + start, end - start);
-  if (view.indexOf(PROTO_KEY) < 0 && view.indexOf(BOM) < 0) return undefined;
   return walkMessage(desc, bytes, start, end, "");
 }
 
@@ -72,6 +74,8 @@ function walkMessage(
   path: string,
 ): Loss | undefined {
   let found: Loss | undefined;
+  /** Keys of each map field seen so far. */
+  const mapKeys = new Map<number, Set<string>>();
   forEachField(bytes, start, end, (no, s, e) => {
     if (found !== undefined) return;
     const field = desc.fields.find((f) => f.number === no);
@@ -89,9 +93,11 @@ function walkMessage(
       // A map is stored in a plain object too: a `__proto__` key is lost the same way.
       const valueDesc = field.mapKind === "message" ? field.message : undefined;
       const stringValues = field.mapKind === "scalar" && field.scalar === ScalarType.STRING;
+      const keys = mapKeys.get(no) ?? new Set<string>();
+      mapKeys.set(no, keys);
       forEachField(bytes, s, e, (entryNo, vs, ve) => {
         if (found !== undefined) return;
-        if (entryNo === 1) found = key(bytes, vs, ve, p);
+        if (entryNo === 1) found = key(bytes, vs, ve, p) ?? repeated(keys, text(bytes, vs, ve), p);
         else if (entryNo === 2 && valueDesc) found = walkTyped(valueDesc, bytes, vs, ve, p);
         else if (entryNo === 2 && stringValues) found = bom(bytes, vs, ve, p);
       });
@@ -122,6 +128,7 @@ function walkTyped(
 /** Struct: `map<string, Value> fields = 1`, each entry a message of key = 1, value = 2. */
 function walkStruct(bytes: Uint8Array, start: number, end: number, path: string): Loss | undefined {
   let found: Loss | undefined;
+  const keys = new Set<string>();
   forEachField(bytes, start, end, (no, s, e) => {
     if (found !== undefined || no !== 1) return;
     let name = "";
@@ -133,6 +140,8 @@ function walkStruct(bytes: Uint8Array, start: number, end: number, path: string)
         name = text(bytes, ks, ke);
       } else if (entryNo === 2) value = [ks, ke];
     });
+    // (An entry without a key has key "".)
+    found ??= repeated(keys, name, path);
     if (found === undefined && value) found = walkValue(bytes, value[0], value[1], `${path}.${name}`);
   });
   return found;
@@ -168,6 +177,13 @@ function key(bytes: Uint8Array, start: number, end: number, path: string): Loss 
     return { kind: "proto-key", path: `${path}.__proto__` };
   }
   return bom(bytes, start, end, `${path} (a key)`);
+}
+
+/** A key already in `keys` (recorded otherwise). */
+function repeated(keys: Set<string>, name: string, path: string): Loss | undefined {
+  if (keys.has(name)) return { kind: "duplicate-key", path: `${path}.${name}` };
+  keys.add(name);
+  return undefined;
 }
 
 function bom(bytes: Uint8Array, start: number, end: number, path: string): Loss | undefined {

@@ -1,9 +1,15 @@
 import type { BatchRequest } from "../gen/hookpost/v1/ingest_pb.js";
-import { MAX_BATCH_BYTES, MAX_CALL_BYTES } from "./limits.js";
+import { MAX_CALL_BYTES } from "./limits.js";
 import { bomProblem, protoKeyProblem } from "./objects.js";
 import { batchCallRanges, callSchemaByType, callSchemaOf, findLoss, type Loss } from "./proto-bytes.js";
 import { fromProtoCall, type ProtoCall } from "./proto-call.js";
-import { batchCountProblem, batchSizeProblem, callSizeProblem, validateCall } from "./rules.js";
+import {
+  batchCountProblem,
+  batchSizeViolations,
+  type CallSize,
+  callSizeProblem,
+  validateCall,
+} from "./rules.js";
 import type { Violation } from "./violation.js";
 
 const ENCODED = "encoded";
@@ -30,11 +36,13 @@ export function protoCallViolations(call: ProtoCall, bytes: Uint8Array): Violati
 export function protoBatchViolations(req: BatchRequest, bytes: Uint8Array, maxCalls: number): Violation[] {
   const countProblem = batchCountProblem(req.calls.length, maxCalls);
   if (countProblem) return [{ field: "calls", description: countProblem }];
-  const out: Violation[] = [];
-  if (bytes.length > MAX_BATCH_BYTES) {
-    out.push({ field: "calls", description: batchSizeProblem(bytes.length, MAX_BATCH_BYTES, ENCODED) });
-  }
   const ranges = batchCallRanges(bytes);
+  // Sizes of the calls as encoded; a Batch copies nothing into its calls.
+  const sizes: CallSize[] = req.calls.map((bc, i) => ({
+    type: bc.call.case ?? "empty",
+    bytes: ranges[i] ? ranges[i]!.end - ranges[i]!.start : 0,
+  }));
+  const out = batchSizeViolations(sizes, 0, bytes.length, ENCODED, (i) => `calls[${i}]`, "calls");
   req.calls.forEach((bc, i) => {
     const prefix = `calls[${i}]`;
     if (bc.call.case === undefined) {
@@ -45,10 +53,6 @@ export function protoBatchViolations(req: BatchRequest, bytes: Uint8Array, maxCa
       return;
     }
     const range = ranges[i];
-    const size = range ? range.end - range.start : 0;
-    if (size > MAX_CALL_BYTES) {
-      out.push({ field: prefix, description: callSizeProblem(bc.call.case, size, MAX_CALL_BYTES, ENCODED) });
-    }
     const schema = range && callSchemaOf(range.no);
     const loss = schema && findLoss(schema, bytes, range.start, range.end);
     if (loss) out.push(lossViolation(loss, `${prefix}.`));
@@ -60,8 +64,11 @@ export function protoBatchViolations(req: BatchRequest, bytes: Uint8Array, maxCa
 /** A loss the decoder would cause, as a violation on the top-level field it is in. */
 function lossViolation(loss: Loss, prefix: string): Violation {
   const field = prefix + loss.path.split(/[.[ ]/)[0]!;
-  return {
-    field,
-    description: loss.kind === "proto-key" ? protoKeyProblem(loss.path) : bomProblem(loss.path),
-  };
+  const description =
+    loss.kind === "proto-key"
+      ? protoKeyProblem(loss.path)
+      : loss.kind === "bom"
+        ? bomProblem(loss.path)
+        : `${loss.path} is a key written more than once in one map; decoding would keep only the last value silently, so repeated keys are refused`;
+  return { field, description };
 }

@@ -321,6 +321,8 @@ class WireReader {
         else if (tag === TAG_2_LEN) value = this.#value(this.#length(entryEnd), depth);
         else throw GIVE_UP;
       }
+      // A repeated key (protobuf-es keeps the last) is refused by the full path.
+      if (Object.hasOwn(out, key)) throw GIVE_UP;
       out[key] = value;
     }
     return out;
@@ -386,6 +388,7 @@ class WireReader {
         value = this.#lo !== 0 || this.#hi !== 0;
       } else throw GIVE_UP;
     }
+    if (Object.hasOwn(map, key)) throw GIVE_UP;
     map[key] = value;
   }
 

@@ -1,6 +1,7 @@
 import { CALL_STRING_FIELDS, type ContractCall } from "./call.js";
+import { MAX_BATCH_BYTES, MAX_CALL_BYTES } from "./limits.js";
 import { messageIdProblem } from "./message-id.js";
-import { bomProblem, objectProblem, protoKeyProblem, startsWithBom } from "./objects.js";
+import { bomProblem, objectViolation, protoKeyProblem, startsWithBom } from "./objects.js";
 import { timestampProblem } from "./timestamp.js";
 import { type FieldNaming, fieldName, type Violation } from "./violation.js";
 
@@ -70,9 +71,9 @@ export function validateCall(call: ContractCall, naming: FieldNaming, prefix = "
     const k = Object.keys(call.integrations).find(startsWithBom);
     if (k !== undefined) bad(out, prefix, naming, "integrations", bomProblem(`integrations.${k} (a key)`));
   }
-  checkObject(out, prefix, naming, call, "context");
-  if (call.type === "identify" || call.type === "group") checkObject(out, prefix, naming, call, "traits");
-  if (call.type === "track" || call.type === "page") checkObject(out, prefix, naming, call, "properties");
+  checkObject(out, prefix, call, "context");
+  if (call.type === "identify" || call.type === "group") checkObject(out, prefix, call, "traits");
+  if (call.type === "track" || call.type === "page") checkObject(out, prefix, call, "properties");
   return out;
 }
 
@@ -89,14 +90,14 @@ function bad(
 function checkObject(
   out: Violation[],
   prefix: string,
-  naming: FieldNaming,
   call: ContractCall,
   field: "context" | "traits" | "properties",
 ): void {
   const value = call[field];
   if (value === undefined) return;
-  const problem = objectProblem(value, field);
-  if (problem) bad(out, prefix, naming, field, problem);
+  // The objects' names are the same in both namings; a bad number is named by its own path.
+  const problem = objectViolation(value, field);
+  if (problem) out.push({ field: prefix + problem.field, description: problem.description });
 }
 
 /** Why a batch's call count is refused (none, or more than `maxCalls`), or undefined. */
@@ -114,4 +115,50 @@ export function callSizeProblem(type: string, bytes: number, limit: number, unit
 /** The description of a batch larger than the limit. */
 export function batchSizeProblem(bytes: number, limit: number, unit: string): string {
   return `the batch is ${bytes} bytes ${unit}; at most ${limit} (${limit / 1024} KiB) are allowed, split it`;
+}
+
+/** One call of a batch as measured by its transport: its type and its own size in bytes. */
+export interface CallSize {
+  type: string;
+  bytes: number;
+}
+
+/**
+ * The size limits of a batch, counted as stored (SPEC section 12): each call's own size plus
+ * `copiedBytes`, the batch-level fields copied into every call (Segment's `context` and
+ * `integrations`), is at most MAX_CALL_BYTES, and the sum over the calls is at most
+ * MAX_BATCH_BYTES, as is the request itself (`requestBytes`, as it arrived). So shared fields
+ * cannot multiply what one request stores: a request stores at most MAX_BATCH_BYTES of calls (plus
+ * each call's stamp), whatever it sent. `field(i)` names call i (`batch[3]`, `calls[3]`),
+ * `batchField` the batch; `unit` says how sizes were measured.
+ */
+export function batchSizeViolations(
+  calls: readonly CallSize[],
+  copiedBytes: number,
+  requestBytes: number,
+  unit: string,
+  field: (i: number) => string,
+  batchField: string,
+): Violation[] {
+  const out: Violation[] = [];
+  const how =
+    copiedBytes > 0
+      ? `${unit}, with the batch's ${copiedBytes} bytes of context and integrations copied in`
+      : unit;
+  let total = 0;
+  for (let i = 0; i < calls.length; i++) {
+    const size = calls[i]!.bytes + copiedBytes;
+    total += size;
+    if (size > MAX_CALL_BYTES) {
+      out.push({ field: field(i), description: callSizeProblem(calls[i]!.type, size, MAX_CALL_BYTES, how) });
+    }
+  }
+  if (Math.max(total, requestBytes) > MAX_BATCH_BYTES) {
+    const description =
+      total >= requestBytes
+        ? batchSizeProblem(total, MAX_BATCH_BYTES, how)
+        : batchSizeProblem(requestBytes, MAX_BATCH_BYTES, unit);
+    out.unshift({ field: batchField, description });
+  }
+  return out;
 }

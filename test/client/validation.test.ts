@@ -143,4 +143,20 @@ describe("validation at enqueue", () => {
     );
     expectRefused(() => loose.track!(null), "invalid_call");
   });
+
+  it("numbers JSON cannot carry are refused with their path, not sent as null (issue 22 finding 7)", () => {
+    for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY]) {
+      expectRefused(
+        () => a.track({ userId: "u", event: "E", properties: { list: [1, { v: bad }] } }),
+        "invalid_call",
+        "properties.list[1].v",
+      );
+      expectRefused(() => a.screen({ userId: "u", context: { n: bad } }), "invalid_call", "context.n");
+    }
+    expect(refusal(() => a.identify({ userId: "u", traits: { n: Number.NaN } })).message).toMatch(
+      /traits\.n is NaN/,
+    );
+    // Every finite double is a JSON number that parses back to itself: sent as is.
+    a.track({ userId: "u", event: "E", properties: { big: 2 ** 60, tiny: 1e-7, neg: -0 } });
+  });
 });

@@ -5,12 +5,12 @@ import {
   MAX_TIMESTAMP_MS,
   messageIdProblem,
   parseIsoTimestamp,
+  scanJsonText,
   timestampProblem,
   validateCall,
 } from "../../contract/mod.js";
 import { batchCallRanges, callSchemaByType, findLoss } from "../../contract/proto-bytes.js";
 import { BatchRequestSchema } from "../../gen/hookpost/v1/ingest_pb.js";
-import { arrayElementSizes } from "../../services/ingest/http/json-spans.js";
 
 describe("the message-id rule", () => {
   it("1..100 printable ASCII characters; names the offending character", () => {
@@ -86,8 +86,11 @@ describe("sizes and losses from the bytes as sent", () => {
 
   it("measures each element of a JSON batch as it arrived", () => {
     const text = '{"x":[1,2], "batch" : [ {"a":"],\\"}"} ,\n"s", 12 ,[[]] ], "y": {"batch": [1]}}';
-    expect(arrayElementSizes(Buffer.from(text), "batch")).toEqual([13, 3, 2, 4]);
-    expect(arrayElementSizes(Buffer.from('{"batch":[]}'), "batch")).toEqual([]);
-    expect(arrayElementSizes(Buffer.from('{"other":[1]}'), "batch")).toBeUndefined();
+    const sizes = (t: string) => scanJsonText(Buffer.from(t), "batch").items;
+    expect(sizes(text)).toEqual([13, 3, 2, 4]);
+    expect(sizes('{"batch":[]}')).toEqual([]);
+    expect(sizes('{"other":[1]}')).toBeUndefined();
+    // The key is compared unescaped; numbers count as they will be written (1e20: 21 digits).
+    expect(sizes('{"b\\u0061tch":[{"n":1e20},true]}')).toEqual([10 + 17, 4]);
   });
 });

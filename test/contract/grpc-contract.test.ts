@@ -33,6 +33,11 @@ function trackBytes(extra: Buffer): Buffer {
   return Buffer.concat([Buffer.from(base), extra]);
 }
 
+/** A Track request whose Struct field (tag byte: 0x42 properties, 0x2a context) holds `struct`. */
+function trackWithStruct(tag: number, struct: Buffer): Buffer {
+  return trackBytes(Buffer.concat([Buffer.from([tag, struct.length]), struct]));
+}
+
 describe("gRPC: what the decoder would lose is refused", () => {
   it("a __proto__ key in properties or context: INVALID_ARGUMENT naming the field, nothing stored", async () => {
     const client = rawClient(h.address);
@@ -41,20 +46,10 @@ describe("gRPC: what the decoder would lose is refused", () => {
     const before = await h.messageCount();
     const props = structWith("__proto__", "x");
     // TrackRequest.properties is field 8; context is field 5.
-    const r = await rawCall(
-      client,
-      "/hookpost.v1.IngestService/Track",
-      trackBytes(Buffer.concat([Buffer.from([0x42, props.length]), props])),
-      md,
-    );
+    const r = await rawCall(client, "/hookpost.v1.IngestService/Track", trackWithStruct(0x42, props), md);
     expect(r.code).toBe(Code.INVALID_ARGUMENT);
     expect(r.details).toContain('properties: has a key named "__proto__" (properties.__proto__)');
-    const ctx = await rawCall(
-      client,
-      "/hookpost.v1.IngestService/Track",
-      trackBytes(Buffer.concat([Buffer.from([0x2a, props.length]), props])),
-      md,
-    );
+    const ctx = await rawCall(client, "/hookpost.v1.IngestService/Track", trackWithStruct(0x2a, props), md);
     expect(ctx.details).toContain("context: has a key named");
     // In a Batch, named by index.
     const call = trackBytes(Buffer.concat([Buffer.from([0x42, props.length]), props]));
@@ -75,6 +70,23 @@ describe("gRPC: what the decoder would lose is refused", () => {
     expect(b.code).toBe(Code.INVALID_ARGUMENT);
     expect(b.details).toContain("calls[1].properties");
     expect(await h.messageCount()).toBe(before);
+  });
+
+  it("a key written twice in one Struct (decoding keeps the last) is refused, not changed (issue 22)", async () => {
+    const client = rawClient(h.address);
+    h.clients.push(client);
+    const md = { authorization: writeKeyMetadata(src.writeKey).authorization! };
+    const before = await h.messageCount();
+    // Two entries with the key "plan" in one properties Struct (field 8).
+    const props = Buffer.concat([structWith("plan", "free"), structWith("plan", "pro")]);
+    const r = await rawCall(client, "/hookpost.v1.IngestService/Track", trackWithStruct(0x42, props), md);
+    expect(r.code).toBe(Code.INVALID_ARGUMENT);
+    expect(r.details).toContain("properties: properties.plan is a key written more than once");
+    // Two different keys are fine.
+    const nested = Buffer.concat([structWith("plan", "free"), structWith("tier", "pro")]);
+    const ok = await rawCall(client, "/hookpost.v1.IngestService/Track", trackWithStruct(0x42, nested), md);
+    expect(ok.code, ok.details).toBe(Code.OK);
+    expect(await h.messageCount()).toBe(before + 1);
   });
 
   it("a string starting with U+FEFF (which decoding strips) is refused, not changed", async () => {

@@ -3,6 +3,7 @@
  * answered "stored" is delivered byte-exact under exactly the answered id (Idempotency-Key and
  * webhook-id); everything else is refused with INVALID_ARGUMENT / 400, never rewritten.
  */
+import { createHmac } from "node:crypto";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Signing } from "../../gen/hookpost/v1/admin_pb.js";
@@ -19,6 +20,9 @@ const RULE = /^[\x21-\x7e]{1,100}$/;
 let stack: Stack;
 let base: string;
 const lanes: Record<"grpc" | "http", { writeKey: string; client: IngestClient; rx: Receiver }> = {} as never;
+/** A destination signed the seed's way (X-Signature, HMAC-SHA1) for the JSON values property. */
+const JSON_SECRET = "hookpost-json-values-secret";
+let jsonLane: { writeKey: string; rx: Receiver };
 
 beforeAll(async () => {
   stack = await Stack.start({ ...STACK_OPTIONS, ingest: { httpAddress: "127.0.0.1:0" } });
@@ -35,10 +39,21 @@ beforeAll(async () => {
     });
     lanes[name] = { writeKey: src.writeKey, client: src.client, rx };
   }
+  const src = await stack.source("json-values");
+  const rx = await Receiver.http();
+  await stack.destination({
+    name: "json-values",
+    sourceIds: [src.id],
+    urls: [rx.url()],
+    sharedSecret: JSON_SECRET,
+    signing: Signing.SEGMENT,
+  });
+  jsonLane = { writeKey: src.writeKey, rx };
 }, 60_000);
 
 afterAll(async () => {
   for (const l of Object.values(lanes)) await l.rx.close();
+  await jsonLane?.rx.close();
   await stack?.close();
 });
 
@@ -190,6 +205,145 @@ describe("accepted ⇒ delivered byte-exact under the answered id", () => {
       const ts = (JSON.parse(req.body.toString()) as { timestamp: string }).timestamp;
       expect(ts).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
       expect(ts).toBe(delivered.get(String(req.headers["idempotency-key"])));
+    }
+  }, 300_000);
+});
+
+/*
+ * JSON values as clients write them (issue 22 finding 7), generated as a tree so the oracle knows,
+ * independently of the contract's code, which ones cannot arrive unchanged: an integer literal
+ * beyond ±(2^53 - 1), a number that overflows, a key repeated in one object.
+ */
+type Node =
+  | { t: "num"; lit: string }
+  | { t: "str"; v: string }
+  | { t: "lit"; v: "true" | "false" | "null" }
+  | { t: "arr"; items: Node[] }
+  | { t: "obj"; entries: Array<[string, Node]> };
+
+const SAFE = 2n ** 53n - 1n;
+const numberLiteral = fc.oneof(
+  fc.integer().map(String),
+  fc.bigInt({ min: -(2n ** 64n), max: 2n ** 64n }).map(String),
+  fc.bigInt({ min: SAFE - 3n, max: SAFE + 3n }).map(String),
+  fc.bigInt({ min: SAFE - 3n, max: SAFE + 3n }).map((n) => `-${n}`),
+  fc.double({ noNaN: true, noDefaultInfinity: true }).map((d) => JSON.stringify(d)),
+  fc.constantFrom("1.0", "-0", "-0.0", "1e-7", "1E2", "2.50", "1e21", "1.5e300", "1e400", "-1e309", "0.1"),
+);
+const keyName = fc.oneof(
+  fc.constantFrom("a", "b", "1", "10", "0", "01", "-1", "4294967294", "4294967295", "é", "😀", " "),
+  fc.string({ unit: "grapheme", maxLength: 6 }),
+);
+const { node } = fc.letrec<{ node: Node; obj: Node; arr: Node }>((tie) => ({
+  node: fc.oneof(
+    { depthSize: "small", withCrossShrink: true },
+    numberLiteral.map((lit): Node => ({ t: "num", lit })),
+    fc
+      .oneof(
+        fc.string({ unit: "grapheme", maxLength: 8 }),
+        fc.string({ unit: "binary", maxLength: 4 }),
+        // Lone surrogates: sent as \u escapes, delivered as JSON.stringify escapes them.
+        fc.constantFrom("\ud800", "x\udc00", "\ud83d!", "\u2028"),
+      )
+      .map((v): Node => ({ t: "str", v })),
+    fc.constantFrom("true", "false", "null").map((v): Node => ({ t: "lit", v: v as "true" })),
+    tie("obj"),
+    tie("arr"),
+  ),
+  obj: fc
+    .array(fc.tuple(keyName, tie("node")), { maxLength: 5 })
+    .map((entries): Node => ({ t: "obj", entries })),
+  arr: fc.array(tie("node"), { maxLength: 5 }).map((items): Node => ({ t: "arr", items })),
+}));
+const properties = fc
+  .array(fc.tuple(keyName, node), { maxLength: 6 })
+  .map((entries): Node => ({ t: "obj", entries }));
+
+function text(n: Node): string {
+  switch (n.t) {
+    case "num":
+      return n.lit;
+    case "str":
+      return JSON.stringify(n.v);
+    case "lit":
+      return n.v;
+    case "arr":
+      return `[${n.items.map(text).join(", ")}]`;
+    case "obj":
+      return `{${n.entries.map(([k, v]) => `${JSON.stringify(k)}: ${text(v)}`).join(",")}}`;
+  }
+}
+
+/** The path of the first value that cannot arrive unchanged, in document order. */
+function firstChange(n: Node, path: string): string | undefined {
+  switch (n.t) {
+    case "num": {
+      if (/^-?\d+$/.test(n.lit)) {
+        const v = BigInt(n.lit);
+        return v > SAFE || v < -SAFE ? path : undefined;
+      }
+      return Number.isFinite(Number(n.lit)) ? undefined : path;
+    }
+    case "arr":
+      for (let i = 0; i < n.items.length; i++) {
+        const p = firstChange(n.items[i]!, `${path}[${i}]`);
+        if (p) return p;
+      }
+      return undefined;
+    case "obj": {
+      const seen = new Set<string>();
+      for (const [k, v] of n.entries) {
+        if (seen.has(k)) return `${path}.${k}`;
+        seen.add(k);
+        const p = firstChange(v, `${path}.${k}`);
+        if (p) return p;
+      }
+      return undefined;
+    }
+    default:
+      return undefined;
+  }
+}
+
+describe("no value changes silently (issue 22 finding 7)", () => {
+  it("arbitrary JSON over HTTP is refused with its path, or delivered canonical, verifiable and equal", async () => {
+    const sent = new Map<string, unknown>();
+    let n = 0;
+    await fc.assert(
+      fc.asyncProperty(properties, async (props) => {
+        const id = `json-${n++}`;
+        const propsText = text(props);
+        const body = `{"userId":"u","event":"Values","messageId":"${id}","properties":${propsText}}`;
+        const r = await post(base, "/v1/track", body, { writeKey: jsonLane.writeKey });
+        const change = firstChange(props, "properties");
+        if (change === undefined) {
+          expect(r.status, `${propsText} -> ${JSON.stringify(r.body)}`).toBe(200);
+          sent.set(id, JSON.parse(propsText));
+        } else {
+          expect(r.status, propsText).toBe(400);
+          expect(r.body.violations?.[0]?.field, propsText).toBe(change);
+        }
+      }),
+      { numRuns: 150 },
+    );
+    expect(sent.size).toBeGreaterThan(30);
+    const { rx } = jsonLane;
+    await rx.waitFor(sent.size, 60_000);
+    expect(await settledCount(rx, 1_000)).toBe(sent.size);
+    for (const req of rx.requests) {
+      const raw = req.body.toString("utf8");
+      const canonical = JSON.stringify(JSON.parse(raw));
+      // The seed's verification: HMAC-SHA1 of the re-stringified body equals X-Signature ...
+      expect(req.headers["x-signature"]).toBe(
+        createHmac("sha1", JSON_SECRET).update(canonical).digest("hex"),
+      );
+      // ... which holds because the body is already in that form,
+      expect(raw).toBe(canonical);
+      // and the values are what the sender's JSON.parse gives (-0 is written 0, as JSON.stringify does).
+      const id = String(req.headers["idempotency-key"]);
+      expect(sent.has(id), id).toBe(true);
+      const want = JSON.parse(JSON.stringify(sent.get(id)));
+      expect((JSON.parse(raw) as { properties: unknown }).properties, id).toEqual(want);
     }
   }, 300_000);
 });

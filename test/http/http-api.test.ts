@@ -1,6 +1,8 @@
 import { request } from "node:http";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MAX_BATCH_BYTES } from "../../contract/mod.js";
+import { EVENTS_STREAM } from "../../lib/nats/topology.js";
 import { counterValue } from "../e2e/helpers.js";
 import { HOSTILE_MESSAGE_IDS } from "../helpers/hostile-ids.js";
 import { Harness, type IngestClient } from "../ingest/harness.js";
@@ -369,6 +371,133 @@ describe("error answers", () => {
       (await post(base, "/v1/track", { userId: "u", event: "E", messageId: 5 }, { writeKey: src.writeKey }))
         .status,
     ).toBe(400);
+  });
+});
+
+describe("limits count what is stored; no value changes silently (issue 22)", () => {
+  const track = (i: number) => ({ type: "track", userId: "u", event: "E", messageId: `i22-${i}` });
+  const streamBytes = async () => (await h.jsm.streams.info(EVENTS_STREAM)).state.bytes;
+
+  it("finding 2: a batch-level context or integrations copied into 100 calls is refused, nothing stored", async () => {
+    const before = await h.messageCount();
+    const context = { blob: "x".repeat(100 * 1024) };
+    const integrations = Object.fromEntries(
+      Array.from({ length: 6000 }, (_, i) => [`Destination ${i}`, true]),
+    );
+    for (const shared of [{ context }, { integrations }]) {
+      const batch = Array.from({ length: 100 }, (_, i) => track(i));
+      const r = await post(base, "/v1/batch", { batch, ...shared }, { writeKey: src.writeKey });
+      expect(r.status, JSON.stringify(r.body).slice(0, 300)).toBe(400);
+      // The batch as stored (~10 MB) and each call (~100 KiB with its copy) are named.
+      expect(r.body.violations?.[0]?.field).toBe("batch");
+      expect(r.body.violations?.[0]?.description).toMatch(/copied in; at most 512000/);
+      expect(r.body.violations?.[1]).toMatchObject({ field: "batch[0]" });
+      expect(r.body.violations?.[1]?.description).toMatch(/copied in; at most 32768/);
+    }
+    // Each call fits with its copy, the sum as stored does not: 20 x (30 KiB + call) > 500 KiB.
+    const sum = await post(
+      base,
+      "/v1/batch",
+      { batch: Array.from({ length: 20 }, (_, i) => track(i)), context: { blob: "x".repeat(30 * 1024) } },
+      { writeKey: src.writeKey },
+    );
+    expect(sum.status).toBe(400);
+    expect(sum.body.violations).toHaveLength(1);
+    expect(sum.body.violations?.[0]?.field).toBe("batch");
+    expect(await h.messageCount()).toBe(before);
+  });
+
+  it("finding 2: stored bytes stay within the batch limit plus a stamp per call, however fields are shared", async () => {
+    // The most a request can make the store hold through copies: 15 calls x 31 KiB of context.
+    const body = JSON.stringify({
+      batch: Array.from({ length: 15 }, (_, i) => ({ ...track(i), messageId: `ratio-${i}` })),
+      context: { blob: "x".repeat(31 * 1024) },
+    });
+    const before = await streamBytes();
+    expect(await post(base, "/v1/batch", body, { writeKey: src.writeKey })).toMatchObject(ok);
+    const stored = (await streamBytes()) - before;
+    const ratio = stored / MAX_BATCH_BYTES;
+    // Printed for the README's figure: stored / request and stored / the largest request allowed.
+    console.log(
+      `copied context: request ${body.length} B, stored ${stored} B (${(stored / body.length).toFixed(1)}x the request, ${ratio.toFixed(2)}x the batch limit)`,
+    );
+    expect(stored).toBeLessThanOrEqual(MAX_BATCH_BYTES + 15 * 512);
+
+    // Without copies: 2500 smallest calls, the most stamps per request byte.
+    const tiny = JSON.stringify({
+      batch: Array.from({ length: 2500 }, (_, i) => ({ type: "screen", userId: "u", messageId: `t${i}` })),
+    });
+    const before2 = await streamBytes();
+    expect(await post(base, "/v1/batch", tiny, { writeKey: src.writeKey })).toMatchObject(ok);
+    const stored2 = (await streamBytes()) - before2;
+    console.log(
+      `2500 tiny calls: request ${tiny.length} B, stored ${stored2} B (${(stored2 / tiny.length).toFixed(1)}x the request, ${(stored2 / MAX_BATCH_BYTES).toFixed(2)}x the batch limit)`,
+    );
+    expect(stored2).toBeLessThanOrEqual(MAX_BATCH_BYTES + 2500 * 512);
+  });
+
+  it("finding 2: duplicate keys, written plainly or escaped, are refused with their path", async () => {
+    const before = await h.messageCount();
+    const big = JSON.stringify({ ...track(1), properties: { blob: "x".repeat(40 * 1024) } });
+    const twice = `{"batch":[${JSON.stringify(track(0))}],"b\\u0061tch":[${big}]}`;
+    const r = await post(base, "/v1/batch", twice, { writeKey: src.writeKey });
+    expect(r.status).toBe(400);
+    expect(r.body.violations).toEqual([
+      { field: "batch", description: expect.stringMatching(/"batch" appears more than once/) },
+    ]);
+    const one = await post(base, "/v1/track", '{"userId":"u","event":"E","event":"F"}', {
+      writeKey: src.writeKey,
+    });
+    expect(one.status).toBe(400);
+    expect(one.body.violations?.[0]?.field).toBe("event");
+    const nested = await post(
+      base,
+      "/v1/batch",
+      '{"batch":[{"type":"track","userId":"u","event":"E","properties":{"a":[{"k":1,"\\u006b":2}]}}]}',
+      { writeKey: src.writeKey },
+    );
+    expect(nested.status).toBe(400);
+    expect(nested.body.violations?.[0]?.field).toBe("batch[0].properties.a[0].k");
+    expect(await h.messageCount()).toBe(before);
+  });
+
+  it("a body starting with a byte order mark is read as before (the scan skips it)", async () => {
+    const bom = Buffer.concat([
+      Buffer.from([0xef, 0xbb, 0xbf]),
+      Buffer.from('{"userId":"u","event":"E","messageId":"i22-bom"}'),
+    ]);
+    expect(await post(base, "/v1/track", bom, { writeKey: src.writeKey })).toMatchObject(ok);
+    await stored("i22-bom");
+  });
+
+  it("finding 7: integers beyond ±(2^53 - 1) and overflowing numbers are refused with their path", async () => {
+    const before = await h.messageCount();
+    const r = await post(
+      base,
+      "/v1/track",
+      '{"userId":"u","event":"E","properties":{"id":9007199254740993}}',
+      { writeKey: src.writeKey },
+    );
+    expect(r.status).toBe(400);
+    expect(r.body.violations?.[0]?.field).toBe("properties.id");
+    expect(r.body.violations?.[0]?.description).toMatch(/would arrive as 9007199254740992.*string/);
+    const nested = await post(
+      base,
+      "/v1/batch",
+      '{"batch":[{"type":"identify","userId":"u","traits":{"a":[{"b":-9007199254740993}]}}],"context":{"n":1e400}}',
+      { writeKey: src.writeKey },
+    );
+    expect(nested.status).toBe(400);
+    expect(nested.body.violations?.map((v) => v.field)).toEqual(["batch[0].traits.a[0].b", "context.n"]);
+    expect(await h.messageCount()).toBe(before);
+
+    // What keeps its value is stored as JSON.stringify writes it: 1.0 as 1, 1E2 as 100.
+    const text =
+      '{"userId":"u","event":"E","messageId":"i22-numbers","properties":{"max":9007199254740991,"min":-9007199254740991,"f":1.0,"e":1E2,"small":1e-7}}';
+    expect(await post(base, "/v1/track", text, { writeKey: src.writeKey })).toMatchObject(ok);
+    expect((await stored("i22-numbers")).raw).toContain(
+      '"properties":{"max":9007199254740991,"min":-9007199254740991,"f":1,"e":100,"small":1e-7}',
+    );
   });
 });
 

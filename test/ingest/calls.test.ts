@@ -295,15 +295,45 @@ describe("validation", () => {
     expect((await h.find(old.messageId))!.call.timestamp).toBe("1970-01-01T00:00:00.005Z");
   });
 
+  it("Struct numbers are doubles: NaN/Infinity refused by path in a batch, finite ones stored as JSON writes them (issue 22)", async () => {
+    await rejected(
+      () =>
+        src.client.batch({
+          calls: [
+            { call: { case: "track", value: { userId: "u", event: "ok" } } },
+            {
+              call: {
+                case: "track",
+                value: { userId: "u", event: "e", properties: { a: { b: [0, -Infinity] } } },
+              },
+            },
+          ],
+        }),
+      ["calls[1].properties.a.b[1]"],
+    );
+    // A double the client passes is what is delivered: 2^60 is written as JSON.stringify writes it
+    // (1152921504606847000), which parses back to 2^60.
+    const r = await src.client.track({
+      userId: "u",
+      event: "doubles",
+      properties: { big: 2 ** 60, even: 2 ** 53 + 2, tiny: 1e-7, neg: -0, f: 1.5 },
+    });
+    const raw = (await h.find(r.messageId))!.raw;
+    expect(raw).toContain(
+      '"properties":{"big":1152921504606847000,"even":9007199254740994,"tiny":1e-7,"neg":0,"f":1.5}',
+    );
+    expect(JSON.stringify(JSON.parse(raw))).toBe(raw);
+  });
+
   it("objects: no NaN/Infinity, no absurd nesting", async () => {
     const e = await rejected(
       () => src.client.track({ userId: "u", event: "e", properties: { price: Number.NaN } }),
-      ["properties"],
+      ["properties.price"],
     );
     expect(e.message).toContain("properties.price is NaN");
     await rejected(
       () => src.client.identify({ userId: "u", traits: { x: [Number.POSITIVE_INFINITY] } }),
-      ["traits"],
+      ["traits.x[0]"],
     );
     const nest = (levels: number) => {
       let deep: Record<string, unknown> = { leaf: 1 };

@@ -1,13 +1,14 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import {
   batchCountProblem,
-  batchSizeProblem,
+  batchSizeViolations,
   type CallType,
   type ContractCall,
   callSizeProblem,
   isCallType,
-  MAX_BATCH_BYTES,
+  type JsonTextScan,
   MAX_CALL_BYTES,
+  scanJsonText,
   type Violation,
   validateCall,
 } from "../../../contract/mod.js";
@@ -21,8 +22,7 @@ import { throwIfInvalid } from "../invalid.js";
 import type { IngestMetrics } from "../metrics.js";
 import { readBody } from "./body.js";
 import { errorAnswer, HttpStatusError } from "./http-error.js";
-import { arrayElementSizes } from "./json-spans.js";
-import { batchFromSegment, callFromSegment, isObject } from "./segment-json.js";
+import { batchFromSegment, callFromSegment, copiedBytes, isObject } from "./segment-json.js";
 import type { Mount } from "./server.js";
 
 export interface SegmentApiDeps {
@@ -95,6 +95,10 @@ async function handle(deps: SegmentApiDeps, route: string, req: IncomingMessage)
 
   const bytes = await readBody(req, deps.maxBodyBytes);
   const body = parse(bytes);
+  const batch = route === "batch" || route === "import";
+  // What the parsed body hides (duplicate keys, numbers that would change) and the sizes as stored.
+  const scan = scanJsonText(bytes, batch ? "batch" : undefined);
+  throwIfInvalid(scan.violations);
   if (source === undefined) {
     const key = body.writeKey;
     if (typeof key !== "string" || key === "") throw unauthenticated(`missing write key: ${BASIC_HINT}`);
@@ -102,14 +106,14 @@ async function handle(deps: SegmentApiDeps, route: string, req: IncomingMessage)
   }
   const violations: Violation[] = [];
   let calls: ContractCall[];
-  if (route === "batch" || route === "import") {
-    calls = batchCalls(body, bytes, deps.maxBatchCalls, violations);
+  if (batch) {
+    calls = batchCalls(body, scan, deps.maxBatchCalls, violations);
   } else {
     const type = route as CallType;
-    if (bytes.length > MAX_CALL_BYTES) {
+    if (scan.bytes > MAX_CALL_BYTES) {
       violations.push({
         field: "body",
-        description: callSizeProblem(type, bytes.length, MAX_CALL_BYTES, "as JSON"),
+        description: callSizeProblem(type, scan.bytes, MAX_CALL_BYTES, "as JSON"),
       });
     }
     const call = callFromSegment(body, type, "", {}, violations);
@@ -127,7 +131,7 @@ async function handle(deps: SegmentApiDeps, route: string, req: IncomingMessage)
 
 function batchCalls(
   body: Record<string, unknown>,
-  bytes: Buffer,
+  scan: JsonTextScan,
   maxCalls: number,
   out: Violation[],
 ): ContractCall[] {
@@ -137,23 +141,17 @@ function batchCalls(
     out.push({ field: "batch", description: countProblem });
     return [];
   }
-  if (bytes.length > MAX_BATCH_BYTES) {
-    out.push({ field: "batch", description: batchSizeProblem(bytes.length, MAX_BATCH_BYTES, "as JSON") });
+  if (Array.isArray(body.batch)) {
+    // Each call as stored: its JSON as it arrived (numbers as they will be written) plus the
+    // batch-level fields copied into it. The scan read the one `batch` key (duplicates refused).
+    const sizes = body.batch.map((item: unknown, i) => ({
+      type: isObject(item) && isCallType(item.type) ? item.type : "unknown",
+      bytes: scan.items?.[i] ?? Buffer.byteLength(JSON.stringify(item)),
+    }));
+    const copied = copiedBytes(body);
+    out.push(...batchSizeViolations(sizes, copied, scan.bytes, "as JSON", (i) => `batch[${i}]`, "batch"));
   }
-  const calls = batchFromSegment(body, out);
-  if (calls === undefined) return [];
-  // Sizes of the calls as they arrived; a body this scan cannot follow (a key written with
-  // escapes) falls back to the calls' JSON.
-  const items = body.batch as unknown[];
-  const sizes = arrayElementSizes(bytes, "batch");
-  items.forEach((item, i) => {
-    const size = sizes?.length === items.length ? sizes[i]! : Buffer.byteLength(JSON.stringify(item));
-    const type = isObject(item) && isCallType(item.type) ? item.type : "unknown";
-    if (size > MAX_CALL_BYTES) {
-      out.push({ field: `batch[${i}]`, description: callSizeProblem(type, size, MAX_CALL_BYTES, "as JSON") });
-    }
-  });
-  return calls;
+  return batchFromSegment(body, out) ?? [];
 }
 
 function basicWriteKey(header: string): string {

@@ -143,6 +143,17 @@ function integrations(
   return out;
 }
 
+/**
+ * The bytes a batch's `context` and `integrations` add to each call they are copied into, as
+ * stored (their JSON; a call's own keys may replace some, never add to them).
+ */
+export function copiedBytes(body: Bag): number {
+  let n = 0;
+  if (isObject(body.context)) n += Buffer.byteLength(JSON.stringify(body.context));
+  if (isObject(body.integrations)) n += Buffer.byteLength(JSON.stringify(body.integrations));
+  return n;
+}
+
 /** The call's own keys win over the batch's (a shallow merge, as Segment does). */
 function merge<T extends object>(batch: T | undefined, own: T | undefined): T | undefined {
   if (batch === undefined) return own;
