@@ -11,44 +11,52 @@ export function deadLettersCommand(session: Session): Command {
     .command("list")
     .description("list dead letters, oldest first (every destination's unless --destination)")
     .option("--destination <id>", "only this destination")
+    .option("--source <id>", "only calls from this source")
     .option("--limit <n>", "at most this many (1..1000)", positiveInt(1000), 100)
     .option("--after <sequence>", "only records after this sequence (to page)", sequence)
-    .action(async (opts: { destination?: string; limit: number; after?: bigint }, command: Command) => {
-      const ctx = session.context(command);
-      const res = await ctx.admin().listDeadLetters({
-        destinationId: opts.destination ?? "",
-        pageSize: opts.limit,
-        afterSequence: opts.after ?? 0n,
-      });
-      const list = res.deadLetters.map(deadLetterView);
-      if (ctx.out.json) return ctx.out.data(list);
-      // Across destinations, say whose each one is.
-      const all = opts.destination === undefined;
-      ctx.out.table(
-        [
-          "SEQ",
-          ...(all ? ["DESTINATION"] : []),
-          "MESSAGE ID",
-          "ATTEMPTS",
-          "DEAD AT",
-          "REASON",
-          "LAST OUTCOMES",
-        ],
-        list.map((d) => [
-          String(d.sequence),
-          ...(all ? [d.destinationId] : []),
-          d.messageId,
-          String(d.attempts),
-          d.deadTime ?? "",
-          d.reason,
-          d.outcomes.map(outcomeText).join("\n"),
-        ]),
-        all ? "No dead letters." : `No dead letters for destination ${opts.destination}.`,
-      );
-      if (list.length === opts.limit) {
-        ctx.out.note(`(first ${opts.limit}; more with --after ${list.at(-1)!.sequence})`);
-      }
-    });
+    .action(
+      async (
+        opts: { destination?: string; source?: string; limit: number; after?: bigint },
+        command: Command,
+      ) => {
+        const ctx = session.context(command);
+        const res = await ctx.admin().listDeadLetters({
+          destinationId: opts.destination ?? "",
+          sourceId: opts.source ?? "",
+          pageSize: opts.limit,
+          afterSequence: opts.after ?? 0n,
+        });
+        const list = res.deadLetters.map(deadLetterView);
+        if (ctx.out.json) return ctx.out.data(list);
+        // Across destinations, say whose each one is.
+        const all = opts.destination === undefined;
+        ctx.out.table(
+          [
+            "SEQ",
+            ...(all ? ["DESTINATION"] : []),
+            "MESSAGE ID",
+            "ATTEMPTS",
+            "DEAD AT",
+            "REASON",
+            "LAST OUTCOMES",
+          ],
+          list.map((d) => [
+            String(d.sequence),
+            ...(all ? [d.destinationId] : []),
+            d.messageId,
+            String(d.attempts),
+            d.deadTime ?? "",
+            d.reason,
+            d.outcomes.map(outcomeText).join("\n"),
+          ]),
+          all ? "No dead letters." : `No dead letters for destination ${opts.destination}.`,
+        );
+        // A page may stop short of --limit (about 1 MiB of bodies) and still have more.
+        if (res.nextAfterSequence > 0n) {
+          ctx.out.note(`(first ${list.length}; more with --after ${res.nextAfterSequence})`);
+        }
+      },
+    );
 
   cmd
     .command("replay")
@@ -56,6 +64,7 @@ export function deadLettersCommand(session: Session): Command {
       "deliver dead letters again (all of the destination's, a time range, or the given sequences)",
     )
     .requiredOption("--destination <id>", "the destination")
+    .option("--source <id>", "only calls from this source (two sources may use the same message id)")
     .option("--sequence <n>", "replay only this record, repeatable (or 1,2,3)", collectSequences)
     .option(
       "--since <when>",
@@ -65,12 +74,13 @@ export function deadLettersCommand(session: Session): Command {
     .option("--until <when>", "only those that died before then (same forms)", pointInTime)
     .action(
       async (
-        opts: { destination: string; sequence?: bigint[]; since?: Date; until?: Date },
+        opts: { destination: string; source?: string; sequence?: bigint[]; since?: Date; until?: Date },
         command: Command,
       ) => {
         const ctx = session.context(command);
         const res = await ctx.admin().replayDeadLetters({
           destinationId: opts.destination,
+          sourceId: opts.source ?? "",
           sequences: opts.sequence ?? [],
           ...(opts.since ? { since: timestampFromDate(opts.since) } : {}),
           ...(opts.until ? { until: timestampFromDate(opts.until) } : {}),

@@ -24,7 +24,7 @@ function stateBadge(d: MessageDelivery) {
 }
 
 /** /messages and /messages/:id — search by message id, then its timeline across destinations. */
-export function MessagePage({ id }: { id: string }) {
+export function MessagePage({ id, source }: { id: string; source: string }) {
   const search = (e: Event) => {
     e.preventDefault();
     const v = String(new FormData(e.currentTarget as HTMLFormElement).get("message") ?? "").trim();
@@ -40,7 +40,7 @@ export function MessagePage({ id }: { id: string }) {
         </form>
       </search>
       {id ? (
-        <Timeline id={id} />
+        <Timeline id={id} source={source} />
       ) : (
         <p class="muted">Enter a message id (the Idempotency-Key of a webhook).</p>
       )}
@@ -48,8 +48,13 @@ export function MessagePage({ id }: { id: string }) {
   );
 }
 
-function Timeline({ id }: { id: string }) {
-  const { data, error } = useApi(() => admin.getMessage({ messageId: id }), [id], 5_000);
+/** `source`: which source's message, when several sources used the id (the server says so). */
+function Timeline({ id, source }: { id: string; source: string }) {
+  const { data, error } = useApi(
+    () => admin.getMessage({ messageId: id, sourceId: source }),
+    [id, source],
+    5_000,
+  );
   if (error && !data) return <ErrorNotice error={error} what={`Message "${id}"`} />;
   if (!data) return <p aria-busy="true">Loading…</p>;
   return (
