@@ -1,6 +1,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Client, credentials } from "@grpc/grpc-js";
+import fc from "fast-check";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_PAGE_MAX_BYTES } from "../../contract/admin-pages.js";
@@ -18,6 +19,7 @@ import { adminMetadata, createClient, type HookpostError, writeKeyMetadata } fro
 import { defaultDispatcherConfig } from "../../services/dispatcher/config.js";
 import { type RunningDispatcher, startDispatcher } from "../../services/dispatcher/dispatcher.js";
 import { waitUntil } from "../dispatcher/helpers.js";
+import { code } from "../helpers/grpc-code.js";
 import { NatsServer } from "../helpers/nats-server.js";
 import { Receiver } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
@@ -37,6 +39,8 @@ const BIG_CALLS = 504;
 const BIG_BODY_CHARS = 30_000;
 /** Room over the byte budget for what the estimate leaves out (framing, numbers, times). */
 const ENCODING_SLACK = 64 * 1024;
+/** 40 attempts of a 30 KiB call: 1.2 MiB, over the byte budget of one answer. */
+const WIDE_DESTINATIONS = 40;
 /** Largest pages asked for at once, to see memory per request. */
 const CONCURRENT_READS = 8;
 
@@ -106,15 +110,6 @@ async function destination(id: string, sourceIds: string[], url: string) {
     destination: { id, name: id, sourceIds, urls: [url], enabled: true },
   });
   await waitForRevision(r.revision, [dispatcher]);
-}
-
-async function code(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-    return "OK";
-  } catch (err) {
-    return (err as HookpostError).codeName;
-  }
 }
 
 /** Resident and peak resident memory of a process, in MiB (Linux /proc). */
@@ -258,6 +253,47 @@ describe("admin reads are bounded", () => {
     expect(first.nextPageToken).not.toBe("");
   }, 300_000);
 
+  it("GetMessage of a call sent to many destinations keeps the newest attempts under the budget and says older ones were left out", async () => {
+    const client = await source("wide");
+    const r = await receiver();
+    const ids = Array.from({ length: WIDE_DESTINATIONS }, (_, i) => `wide-${i}`);
+    for (const id of ids) await destination(id, ["wide"], r.url());
+    const blob = "y".repeat(BIG_BODY_CHARS);
+    const { messageId } = await client.track({ userId: "u-wide", event: "Wide", properties: { blob } });
+    await r.waitFor(WIDE_DESTINATIONS, 60_000);
+    let all: Attempt[] = [];
+    await waitUntil(
+      async () => {
+        all = [];
+        let token = "";
+        do {
+          const p = await admin.listAttempts({
+            messageId,
+            sourceId: "wide",
+            pageSize: 1000,
+            pageToken: token,
+          });
+          all.push(...p.attempts);
+          token = p.nextPageToken;
+        } while (token !== "");
+        return all.length === WIDE_DESTINATIONS;
+      },
+      30_000,
+      `${WIDE_DESTINATIONS} attempts of ${messageId}`,
+    );
+    expect(new Set(all.map((a) => a.destinationId))).toEqual(new Set(ids));
+    const story = await admin.getMessage({ messageId });
+    expect(story.attemptsTruncated).toBe(true);
+    expect(story.attempts.length).toBeGreaterThan(0);
+    expect(story.attempts.length).toBeLessThan(WIDE_DESTINATIONS);
+    // The newest ones, oldest first.
+    const newest = [...all.map((a) => a.sequence)]
+      .sort((a, b) => Number(a - b))
+      .slice(-story.attempts.length);
+    expect(story.attempts.map((a) => a.sequence)).toEqual(newest);
+    expect(story.deliveries).toHaveLength(WIDE_DESTINATIONS);
+  }, 120_000);
+
   it("ListSources, ListDestinations and ListDestinationHealth page with a capped page size", async () => {
     const r = await receiver();
     for (const id of ["pg-1", "pg-2", "pg-3"]) await admin.createSource({ name: id, id });
@@ -376,4 +412,53 @@ describe("a message is identified by (source, message id)", () => {
     const left = (await admin.listDeadLetters({ destinationId: "dest-shared" })).deadLetters;
     expect(left.map((l) => l.sourceId)).toEqual(["src-b"]);
   }, 120_000);
+  it("property: for any message ids sent by source A, B or both, each lookup answers that source's call alone", async () => {
+    const a = await source("prop-a");
+    const b = await source("prop-b");
+    const r = await receiver();
+    await destination("prop-shared", ["prop-a", "prop-b"], r.url());
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.uniqueArray(fc.stringMatching(/^[a-z0-9]{1,6}$/), { minLength: 1, maxLength: 4 }),
+        fc.array(fc.constantFrom("a", "b", "both"), { minLength: 4, maxLength: 4 }),
+        async (names, who) => {
+          run++;
+          const sent: Array<{ id: string; source: string }> = [];
+          for (const [i, name] of names.entries()) {
+            const id = `p${run}-${name}`;
+            const by = who[i] === "both" ? ["a", "b"] : [who[i]!];
+            for (const s of by) {
+              await (s === "a" ? a : b).track({ messageId: id, userId: "u", event: `${s}:${id}` });
+              sent.push({ id, source: `prop-${s}` });
+            }
+          }
+          for (const { id, source: src } of sent) {
+            const event = `${src.slice(-1)}:${id}`;
+            let attempts: Attempt[] = [];
+            await waitUntil(
+              async () => {
+                attempts = (
+                  await admin.listAttempts({ destinationId: "prop-shared", messageId: id, sourceId: src })
+                ).attempts;
+                return attempts.length === 1;
+              },
+              20_000,
+              `the attempt of ${src}/${id}`,
+            );
+            expect(JSON.parse(attempts[0]!.requestBody).event).toBe(event);
+            const story = await admin.getMessage({ messageId: id, sourceId: src });
+            expect(story.sourceId).toBe(src);
+            expect(JSON.parse(story.body).event).toBe(event);
+            expect(story.attempts.map((x) => x.sourceId)).toEqual([src]);
+            const senders = sent.filter((x) => x.id === id).length;
+            expect(await code(admin.getMessage({ messageId: id }))).toBe(
+              senders > 1 ? "INVALID_ARGUMENT" : "OK",
+            );
+          }
+        },
+      ),
+      { numRuns: 5 },
+    );
+  }, 180_000);
 });
