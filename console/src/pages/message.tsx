@@ -1,6 +1,6 @@
 import type { MessageDelivery } from "../../../gen/hookpost/v1/admin_pb.js";
 import { DeliveryState } from "../../../gen/hookpost/v1/admin_pb.js";
-import { admin } from "../api.js";
+import { admin, messageHref } from "../api.js";
 import { absolute, prettyBody } from "../format.js";
 import { navigate } from "../router.js";
 import { AttemptList } from "../ui/attempt-list.js";
@@ -55,6 +55,9 @@ function Timeline({ id, source }: { id: string; source: string }) {
     [id, source],
     5_000,
   );
+  if (error && !data && error.violations.some((v) => v.field === "source_id")) {
+    return <SourceChoice id={id} message={error.message} />;
+  }
   if (error && !data) return <ErrorNotice error={error} what={`Message "${id}"`} />;
   if (!data) return <p aria-busy="true">Loading…</p>;
   return (
@@ -122,6 +125,27 @@ function Timeline({ id, source }: { id: string; source: string }) {
           <pre>{prettyBody(data.body)}</pre>
         </details>
       ) : null}
+    </div>
+  );
+}
+
+/**
+ * Several sources used this message id: one link per source that has attempts of it, else the
+ * server's message (which names the sources).
+ */
+function SourceChoice({ id, message }: { id: string; message: string }) {
+  const { data } = useApi(() => admin.listAttempts({ messageId: id, pageSize: 100 }), [id]);
+  const sources = [...new Set((data?.attempts ?? []).map((a) => a.sourceId))].sort();
+  if (data && sources.length === 0) return <div class="notice notice-info">{message}</div>;
+  return (
+    <div class="notice notice-info" role="alert" data-testid="message-sources">
+      Several sources sent message id "{id}". Choose one:{" "}
+      {sources.map((s, i) => (
+        <span key={s}>
+          {i > 0 ? ", " : null}
+          <a href={messageHref(id, s)}>{s}</a>
+        </span>
+      ))}
     </div>
   );
 }
