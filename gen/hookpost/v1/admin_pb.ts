@@ -168,7 +168,7 @@ export const ListSourcesRequestSchema: GenMessage<ListSourcesRequest> = /*@__PUR
  */
 export type ListSourcesResponse = Message<"hookpost.v1.ListSourcesResponse"> & {
   /**
-   * In id order.
+   * Oldest first (creation time).
    *
    * @generated from field: repeated hookpost.v1.Source sources = 1;
    */
@@ -491,7 +491,7 @@ export const ListDestinationsRequestSchema: GenMessage<ListDestinationsRequest> 
  */
 export type ListDestinationsResponse = Message<"hookpost.v1.ListDestinationsResponse"> & {
   /**
-   * In id order.
+   * Oldest first (creation time).
    *
    * @generated from field: repeated hookpost.v1.Destination destinations = 1;
    */
@@ -1397,7 +1397,7 @@ export const ListDestinationHealthRequestSchema: GenMessage<ListDestinationHealt
  */
 export type ListDestinationHealthResponse = Message<"hookpost.v1.ListDestinationHealthResponse"> & {
   /**
-   * In id order.
+   * Oldest first (creation time).
    *
    * @generated from field: repeated hookpost.v1.DestinationHealth destinations = 1;
    */
