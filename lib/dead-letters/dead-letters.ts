@@ -96,7 +96,11 @@ export class DeadLetters {
         if (!budget.fits(bytes)) return { letters: out, nextAfter: m.seq - 1 };
         budget.add(bytes);
         out.push(letter);
-        if (out.length === size) return { letters: out, nextAfter: m.seq };
+        if (out.length === size) {
+          // One more lookup, so that the last page says it is the last.
+          const more = await this.#next(destinationId, m.seq + 1);
+          return more ? { letters: out, nextAfter: m.seq } : { letters: out };
+        }
       }
       seq = m.seq + 1;
     }

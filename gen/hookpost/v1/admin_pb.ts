@@ -748,7 +748,7 @@ export type ListDeadLettersResponse = Message<"hookpost.v1.ListDeadLettersRespon
   deadLetters: DeadLetter[];
 
   /**
-   * The after_sequence of the next page; 0 when there is none. A page may be shorter than
+   * The after_sequence of the next page; 0 at the end. A page may be shorter than
    * page_size (byte budget) and still have a next page.
    *
    * @generated from field: uint64 next_after_sequence = 2;
