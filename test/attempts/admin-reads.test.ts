@@ -47,6 +47,8 @@ const CONCURRENT_READS = 8;
 let nats: NatsServer;
 let ingest: ServiceProcess;
 let address: string;
+/** Ingest's HTTP listener: AdminService over Connect (what the console uses). */
+let httpAddress: string;
 let dispatcher: RunningDispatcher;
 let admin: ReturnType<typeof adminClient>;
 /** A grpc-js client with every option at its default (4 MiB receive limit). */
@@ -62,10 +64,15 @@ beforeAll(async () => {
     NATS_URL: nats.url,
     INGEST_ADDR: "127.0.0.1:0",
     OPS_ADDR: "off",
+    HTTP_ADDR: "127.0.0.1:0",
     ADMIN_TOKEN,
     LOG_LEVEL: "info",
   });
   address = String((await ingest.waitFor("ingest listening", 60_000)).address);
+  httpAddress = String(
+    (await ingest.waitFor("HTTP listening: Segment-compatible API, console, AdminService over Connect"))
+      .address,
+  );
   dispatcher = await startDispatcher(
     defaultDispatcherConfig(nats.url, {
       allowedCidrs: ["127.0.0.0/8", "::1/128"],
@@ -246,6 +253,19 @@ describe("admin reads are bounded", () => {
     // Memory per request is bounded: pages of about 1 MiB, never the whole 15 MiB at once.
     expect(growth).toBeLessThan(64);
     expect(concurrent).toBeLessThan(64);
+
+    // The console's transport shares the handlers: over Connect (JSON) the page is bounded too.
+    const connect = await fetch(`http://${httpAddress}/hookpost.v1.AdminService/ListAttempts`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN_TOKEN}` },
+      body: JSON.stringify({ destinationId: "big-ok", pageSize: 1000 }),
+    });
+    const connectText = await connect.text();
+    expect(connect.status, connectText.slice(0, 200)).toBe(200);
+    expect(Buffer.byteLength(connectText)).toBeLessThanOrEqual(ADMIN_PAGE_MAX_BYTES + ENCODING_SLACK);
+    const connectPage = JSON.parse(connectText) as { attempts: unknown[]; nextPageToken?: string };
+    expect(connectPage.attempts.length).toBeGreaterThan(0);
+    expect(connectPage.nextPageToken).toBeTruthy();
 
     // The library's client (grpc-js defaults, 4 MiB limit) takes the largest page asked for.
     const first = await admin.listAttempts({ destinationId: "big-ok", pageSize: 1000 });
