@@ -26,8 +26,8 @@ export interface HealthDeps {
 
 /** Consumer lookups of one page in flight at once. */
 const LOOKUPS_IN_FLIGHT = 32;
-/** Stands in for the encoded 60 minute counts (about 20 bytes each) when sizing a page. */
-const MINUTES = "m".repeat(60 * 20);
+/** The encoded 60 minute counts (about 20 bytes each), when sizing a page. */
+const MINUTES_BYTES = 60 * 20;
 
 const ts = (ms: number | undefined) => (ms === undefined ? {} : timestampFromDate(new Date(ms)));
 
@@ -43,14 +43,13 @@ export function healthHandlers(deps: HealthDeps): Pick<ServiceImpl<AdminMethods>
       let nextPageToken = "";
       if (req.destinationId === "") {
         // Health is about the size of its 60 minutes: sized before the figures are read.
-        const paged = pageOf(deps.store.destinations(), req, ADMIN_PAGES.destinationHealth, (d) =>
-          answerBytes(
-            d.id,
-            d.name,
-            d.disabledReason ?? "",
-            deps.health.figures(d.id).lastFailureReason,
-            MINUTES,
-          ),
+        const paged = pageOf(
+          deps.store.destinations(),
+          req,
+          ADMIN_PAGES.destinationHealth,
+          (d) =>
+            answerBytes(d.id, d.name, d.disabledReason ?? "", deps.health.figures(d.id).lastFailureReason) +
+            MINUTES_BYTES,
         );
         list = paged.page;
         nextPageToken = paged.nextPageToken;
