@@ -165,36 +165,35 @@ export class AttemptReader {
 
   /**
    * Sets `requestBody` of attempts that do not carry it, from the routed record of the same
-   * call: same source and message id, the newest routed before the attempt. A call whose routed
-   * record is gone (aged out) or was stored without its body (ATTEMPT_LOG_BODIES=off) keeps none.
+   * call: same source and message id. The router and the dispatcher write without waiting, so an
+   * attempt may be stored before its routed record: the body is the newest routed before the
+   * attempt, else the first after it (a source that sends an id again after the dedup window has
+   * several). A call whose routed record is gone (aged out) or was stored without its body
+   * (ATTEMPT_LOG_BODIES=off) keeps none.
    */
   async #joinBodies(attempts: Stored<AttemptRecord>[], routed: RoutedBodies): Promise<void> {
     const need = attempts.filter((a) => a.requestBody === undefined);
-    const keys = new Map<string, Stored<AttemptRecord>>();
-    for (const a of need)
-      if (!keys.has(callKey(a.sourceId, a.messageId))) keys.set(callKey(a.sourceId, a.messageId), a);
-    // Pages go newest first: the first attempt of a call in a page is its newest, so reading
-    // routed records up to it covers the older attempts too.
+    const calls = new Map(need.map((a) => [callKey(a.sourceId, a.messageId), a]));
     await Promise.all(
-      [...keys.entries()]
+      [...calls.entries()]
         .filter(([key]) => !routed.has(key))
-        .map(async ([key, a]) => routed.set(key, await this.#routedOf(a.sourceId, a.messageId, a.sequence))),
+        .map(async ([key, a]) => routed.set(key, await this.#routedOf(a.sourceId, a.messageId))),
     );
     for (const a of need) {
-      const calls = routed.get(callKey(a.sourceId, a.messageId)) ?? [];
-      const body = calls.findLast((c) => c.seq < a.sequence)?.body;
+      const found = routed.get(callKey(a.sourceId, a.messageId)) ?? [];
+      const body = (found.findLast((c) => c.seq < a.sequence) ?? found[0])?.body;
       if (body !== undefined) a.requestBody = body;
     }
   }
 
-  /** Routed records of one call (source and message id) before `beforeSeq`, oldest first. */
-  async #routedOf(sourceId: string, messageId: string, beforeSeq: number) {
+  /** Routed records of one call (source and message id), oldest first. */
+  async #routedOf(sourceId: string, messageId: string) {
     const subject = routedSubject(messageHash(messageId));
     const out: { seq: number; body: string | undefined }[] = [];
     let seq = 1;
     for (let left = ROUTED_LOOKUPS_PER_MESSAGE; left > 0; left--) {
       const m = await this.#next(subject, seq);
-      if (!m || m.seq >= beforeSeq) break;
+      if (!m) break;
       const r = parse(m);
       if (r.kind === "routed" && r.messageId === messageId && r.sourceId === sourceId) {
         out.push({ seq: m.seq, body: r.body });

@@ -124,6 +124,10 @@ describe("AttemptLog", () => {
       routedSubject(messageHash("join-a")),
       JSON.stringify(routed("other", "s-a", '{"other":true}')),
     );
+    // The dispatcher's attempt may be stored before the router's record of the call.
+    log.attempt(attempt("join-late", "s-a"));
+    await log.flush();
+    log.routed(routed("join-late", "s-a", '{"late":1}'));
     // Two sources used the same message id: each attempt gets its own source's body.
     log.routed(routed("join-a", "s-a", '{"a":1}'));
     log.routed(routed("join-a", "s-b", '{"b":2}'));
@@ -146,6 +150,7 @@ describe("AttemptLog", () => {
       ["join-unlogged", "s-a", undefined],
       ["join-a", "s-a", '{"a":1}'],
       ["join-a", "s-b", '{"b":2}'],
+      ["join-late", "s-a", '{"late":1}'],
     ]);
   });
 });
