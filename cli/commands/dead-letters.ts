@@ -4,6 +4,13 @@ import type { Session } from "../context.js";
 import { collectSequences, pointInTime, positiveInt, sequence } from "../parse.js";
 import { deadLetterView, outcomeText } from "../views.js";
 
+interface ListOptions {
+  destination?: string;
+  source?: string;
+  limit: number;
+  after?: bigint;
+}
+
 export function deadLettersCommand(session: Session): Command {
   const cmd = new Command("dead-letters").description("inspect and replay deliveries that gave up");
 
@@ -14,49 +21,44 @@ export function deadLettersCommand(session: Session): Command {
     .option("--source <id>", "only calls from this source")
     .option("--limit <n>", "at most this many (1..1000)", positiveInt(1000), 100)
     .option("--after <sequence>", "only records after this sequence (to page)", sequence)
-    .action(
-      async (
-        opts: { destination?: string; source?: string; limit: number; after?: bigint },
-        command: Command,
-      ) => {
-        const ctx = session.context(command);
-        const res = await ctx.admin().listDeadLetters({
-          destinationId: opts.destination ?? "",
-          sourceId: opts.source ?? "",
-          pageSize: opts.limit,
-          afterSequence: opts.after ?? 0n,
-        });
-        const list = res.deadLetters.map(deadLetterView);
-        if (ctx.out.json) return ctx.out.data(list);
-        // Across destinations, say whose each one is.
-        const all = opts.destination === undefined;
-        ctx.out.table(
-          [
-            "SEQ",
-            ...(all ? ["DESTINATION"] : []),
-            "MESSAGE ID",
-            "ATTEMPTS",
-            "DEAD AT",
-            "REASON",
-            "LAST OUTCOMES",
-          ],
-          list.map((d) => [
-            String(d.sequence),
-            ...(all ? [d.destinationId] : []),
-            d.messageId,
-            String(d.attempts),
-            d.deadTime ?? "",
-            d.reason,
-            d.outcomes.map(outcomeText).join("\n"),
-          ]),
-          all ? "No dead letters." : `No dead letters for destination ${opts.destination}.`,
-        );
-        // A page may stop short of --limit (about 1 MiB of bodies) and still have more.
-        if (res.nextAfterSequence > 0n) {
-          ctx.out.note(`(first ${list.length}; more with --after ${res.nextAfterSequence})`);
-        }
-      },
-    );
+    .action(async (opts: ListOptions, command: Command) => {
+      const ctx = session.context(command);
+      const res = await ctx.admin().listDeadLetters({
+        destinationId: opts.destination ?? "",
+        sourceId: opts.source ?? "",
+        pageSize: opts.limit,
+        afterSequence: opts.after ?? 0n,
+      });
+      const list = res.deadLetters.map(deadLetterView);
+      if (ctx.out.json) return ctx.out.data(list);
+      // Across destinations, say whose each one is.
+      const all = opts.destination === undefined;
+      ctx.out.table(
+        [
+          "SEQ",
+          ...(all ? ["DESTINATION"] : []),
+          "MESSAGE ID",
+          "ATTEMPTS",
+          "DEAD AT",
+          "REASON",
+          "LAST OUTCOMES",
+        ],
+        list.map((d) => [
+          String(d.sequence),
+          ...(all ? [d.destinationId] : []),
+          d.messageId,
+          String(d.attempts),
+          d.deadTime ?? "",
+          d.reason,
+          d.outcomes.map(outcomeText).join("\n"),
+        ]),
+        all ? "No dead letters." : `No dead letters for destination ${opts.destination}.`,
+      );
+      // A page may stop short of --limit (about 1 MiB of bodies) and still have more.
+      if (res.nextAfterSequence > 0n) {
+        ctx.out.note(`(first ${list.length}; more with --after ${res.nextAfterSequence})`);
+      }
+    });
 
   cmd
     .command("replay")
