@@ -1,5 +1,6 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Command } from "commander";
+import { allPages } from "../../contract/admin-pages.js";
 import type { DestinationSchema } from "../../gen/hookpost/v1/admin_pb.js";
 import { type ApplyFile, type DesiredDestination, loadApplyFile } from "../apply-file.js";
 import type { Context, Session } from "../context.js";
@@ -81,12 +82,18 @@ Sources cannot be renamed. Write keys are printed only for sources created now.`
 
 async function plan(ctx: Context, file: ApplyFile, updateSecrets: boolean): Promise<Step[]> {
   const admin = ctx.admin();
-  const [sourcesRes, destinationsRes] = await Promise.all([
-    admin.listSources({}),
-    admin.listDestinations({}),
+  const [sources, destinations] = await Promise.all([
+    allPages(async (pageToken) => {
+      const r = await admin.listSources({ pageToken });
+      return { items: r.sources, nextPageToken: r.nextPageToken };
+    }),
+    allPages(async (pageToken) => {
+      const r = await admin.listDestinations({ pageToken });
+      return { items: r.destinations, nextPageToken: r.nextPageToken };
+    }),
   ]);
-  const existingSources = new Map(sourcesRes.sources.map((s) => [s.id, sourceView(s)]));
-  const existingDestinations = new Map(destinationsRes.destinations.map((d) => [d.id, destinationView(d)]));
+  const existingSources = new Map(sources.map((s) => [s.id, sourceView(s)]));
+  const existingDestinations = new Map(destinations.map((d) => [d.id, destinationView(d)]));
 
   const known = new Set([...existingSources.keys(), ...file.sources.map((s) => s.id)]);
   const problems: InputProblem[] = [];

@@ -12,6 +12,7 @@ export function attemptsCommand(session: Session): Command {
     .description("list attempts, newest first")
     .option("--destination <id>", "only this destination")
     .option("--message <id>", "only this message")
+    .option("--source <id>", "only calls from this source")
     .option("--failed", "only attempts that did not deliver")
     .option("--since <when>", "only attempts since then: 1h, 30m, or 2026-11-21T09:30:00Z", pointInTime)
     .option("--limit <n>", "at most this many (1..1000)", positiveInt(1000), 50)
@@ -21,6 +22,7 @@ export function attemptsCommand(session: Session): Command {
         opts: {
           destination?: string;
           message?: string;
+          source?: string;
           failed?: boolean;
           since?: Date;
           limit: number;
@@ -32,6 +34,7 @@ export function attemptsCommand(session: Session): Command {
         const res = await ctx.admin().listAttempts({
           destinationId: opts.destination ?? "",
           messageId: opts.message ?? "",
+          sourceId: opts.source ?? "",
           failedOnly: Boolean(opts.failed),
           pageSize: opts.limit,
           pageToken: opts.pageToken ?? "",

@@ -4,6 +4,13 @@ import type { Session } from "../context.js";
 import { collectSequences, pointInTime, positiveInt, sequence } from "../parse.js";
 import { deadLetterView, outcomeText } from "../views.js";
 
+interface ListOptions {
+  destination?: string;
+  source?: string;
+  limit: number;
+  after?: bigint;
+}
+
 export function deadLettersCommand(session: Session): Command {
   const cmd = new Command("dead-letters").description("inspect and replay deliveries that gave up");
 
@@ -11,12 +18,14 @@ export function deadLettersCommand(session: Session): Command {
     .command("list")
     .description("list dead letters, oldest first (every destination's unless --destination)")
     .option("--destination <id>", "only this destination")
+    .option("--source <id>", "only calls from this source")
     .option("--limit <n>", "at most this many (1..1000)", positiveInt(1000), 100)
     .option("--after <sequence>", "only records after this sequence (to page)", sequence)
-    .action(async (opts: { destination?: string; limit: number; after?: bigint }, command: Command) => {
+    .action(async (opts: ListOptions, command: Command) => {
       const ctx = session.context(command);
       const res = await ctx.admin().listDeadLetters({
         destinationId: opts.destination ?? "",
+        sourceId: opts.source ?? "",
         pageSize: opts.limit,
         afterSequence: opts.after ?? 0n,
       });
@@ -45,8 +54,9 @@ export function deadLettersCommand(session: Session): Command {
         ]),
         all ? "No dead letters." : `No dead letters for destination ${opts.destination}.`,
       );
-      if (list.length === opts.limit) {
-        ctx.out.note(`(first ${opts.limit}; more with --after ${list.at(-1)!.sequence})`);
+      // A page may stop short of --limit (about 1 MiB of bodies) and still have more.
+      if (res.nextAfterSequence > 0n) {
+        ctx.out.note(`(first ${list.length}; more with --after ${res.nextAfterSequence})`);
       }
     });
 
@@ -56,6 +66,7 @@ export function deadLettersCommand(session: Session): Command {
       "deliver dead letters again (all of the destination's, a time range, or the given sequences)",
     )
     .requiredOption("--destination <id>", "the destination")
+    .option("--source <id>", "only calls from this source (two sources may use the same message id)")
     .option("--sequence <n>", "replay only this record, repeatable (or 1,2,3)", collectSequences)
     .option(
       "--since <when>",
@@ -65,12 +76,13 @@ export function deadLettersCommand(session: Session): Command {
     .option("--until <when>", "only those that died before then (same forms)", pointInTime)
     .action(
       async (
-        opts: { destination: string; sequence?: bigint[]; since?: Date; until?: Date },
+        opts: { destination: string; source?: string; sequence?: bigint[]; since?: Date; until?: Date },
         command: Command,
       ) => {
         const ctx = session.context(command);
         const res = await ctx.admin().replayDeadLetters({
           destinationId: opts.destination,
+          sourceId: opts.source ?? "",
           sequences: opts.sequence ?? [],
           ...(opts.since ? { since: timestampFromDate(opts.since) } : {}),
           ...(opts.until ? { until: timestampFromDate(opts.until) } : {}),

@@ -1,4 +1,5 @@
 import { Command } from "commander";
+import { allPages } from "../../contract/admin-pages.js";
 import { healthView } from "../attempt-views.js";
 import type { Session } from "../context.js";
 
@@ -12,8 +13,11 @@ export function destinationHealthCommand(session: Session): Command {
     .argument("[id]", "one destination (default: all)")
     .action(async (id: string | undefined, _opts: object, command: Command) => {
       const ctx = session.context(command);
-      const res = await ctx.admin().listDestinationHealth({ destinationId: id ?? "" });
-      const list = res.destinations.map(healthView);
+      const all = await allPages(async (pageToken) => {
+        const r = await ctx.admin().listDestinationHealth({ destinationId: id ?? "", pageToken });
+        return { items: r.destinations, nextPageToken: r.nextPageToken };
+      });
+      const list = all.map(healthView);
       if (ctx.out.json) return ctx.out.data(id ? list[0] : list);
       if (id && list[0]) {
         const h = list[0];

@@ -1,6 +1,7 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Command, Option } from "commander";
+import { allPages } from "../../contract/admin-pages.js";
 import type { DestinationSchema } from "../../gen/hookpost/v1/admin_pb.js";
 import { parseDuration } from "../../lib/env/duration.js";
 import { MAX_IN_FLIGHT, MAX_RATE_LIMIT_PER_SECOND } from "../../services/ingest/admin/destination-rules.js";
@@ -128,8 +129,11 @@ export function destinationsCommand(session: Session): Command {
     .option("--source <id>", "only those connected to this source")
     .action(async (opts: { source?: string }, command: Command) => {
       const ctx = session.context(command);
-      const res = await ctx.admin().listDestinations({ sourceId: opts.source ?? "" });
-      const list = res.destinations.map(destinationView);
+      const all = await allPages(async (pageToken) => {
+        const r = await ctx.admin().listDestinations({ sourceId: opts.source ?? "", pageToken });
+        return { items: r.destinations, nextPageToken: r.nextPageToken };
+      });
+      const list = all.map(destinationView);
       if (ctx.out.json) return ctx.out.data(list);
       ctx.out.table(
         ["ID", "NAME", "ENABLED", "SOURCES", "URLS", "SIGNING", "SECRET"],

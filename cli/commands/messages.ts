@@ -52,6 +52,10 @@ export function messagesCommand(session: Session): Command {
           "",
         );
       }
+      if (res.attemptsTruncated) {
+        const source = `--source ${res.sourceId}`;
+        ctx.out.note(`(older attempts left out: hookpost attempts list --message ${messageId} ${source})`);
+      }
       if (m.body) {
         ctx.out.line();
         ctx.out.line("Body:");

@@ -1,4 +1,5 @@
 import { Command } from "commander";
+import { allPages } from "../../contract/admin-pages.js";
 import type { Context, Session } from "../context.js";
 import { sourceView } from "../views.js";
 
@@ -24,8 +25,11 @@ export function sourcesCommand(session: Session): Command {
     .description("list sources")
     .action(async (_opts: object, command: Command) => {
       const ctx = session.context(command);
-      const res = await ctx.admin().listSources({});
-      const sources = res.sources.map(sourceView);
+      const all = await allPages(async (pageToken) => {
+        const r = await ctx.admin().listSources({ pageToken });
+        return { items: r.sources, nextPageToken: r.nextPageToken };
+      });
+      const sources = all.map(sourceView);
       if (ctx.out.json) return ctx.out.data(sources);
       ctx.out.table(
         ["ID", "NAME", "KEY PREFIX", "CREATED"],

@@ -1,5 +1,6 @@
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
+import { allPages } from "../../contract/admin-pages.js";
 import { BadRequestSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
 import { getToken } from "./session.js";
@@ -18,6 +19,31 @@ export const admin = createClient(
   AdminService,
   createConnectTransport({ baseUrl: window.location.origin, interceptors: [auth] }),
 );
+
+/** A message's page: a message is identified by its source and message id. */
+export function messageHref(messageId: string, sourceId: string): string {
+  const q = sourceId ? `?source=${encodeURIComponent(sourceId)}` : "";
+  return `/console/messages/${encodeURIComponent(messageId)}${q}`;
+}
+
+/** Every source, page after page (lists answer at most a page each). */
+export const allSources = () =>
+  allPages(async (pageToken) => {
+    const r = await admin.listSources({ pageToken });
+    return { items: r.sources, nextPageToken: r.nextPageToken };
+  });
+
+export const allDestinations = () =>
+  allPages(async (pageToken) => {
+    const r = await admin.listDestinations({ pageToken });
+    return { items: r.destinations, nextPageToken: r.nextPageToken };
+  });
+
+export const allDestinationHealth = () =>
+  allPages(async (pageToken) => {
+    const r = await admin.listDestinationHealth({ pageToken });
+    return { items: r.destinations, nextPageToken: r.nextPageToken };
+  });
 
 /** An API failure, as the pages show it: a code, a readable message and the fields at fault. */
 export interface ApiError {

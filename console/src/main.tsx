@@ -24,7 +24,7 @@ function Page({ path, query }: { path: string; query: URLSearchParams }) {
   if (seg.length === 0) return <Overview />;
   if (seg[0] === "destinations" && seg[1] === "new") return <NewDestination />;
   if (seg[0] === "destinations" && seg[1]) return <DestinationPage id={seg[1]} key={seg[1]} />;
-  if (seg[0] === "messages") return <MessagePage id={seg[1] ?? ""} />;
+  if (seg[0] === "messages") return <MessagePage id={seg[1] ?? ""} source={query.get("source") ?? ""} />;
   if (seg[0] === "dead-letters") return <DeadLettersPage destination={query.get("destination") ?? ""} />;
   if (seg[0] === "sources") return <SourcesPage />;
   return (

@@ -5,6 +5,7 @@ import {
   type NatsConnection,
   type StoredMsg,
 } from "nats";
+import { ADMIN_PAGE_MAX_BYTES, ADMIN_PAGES, answerBytes, PageBudget } from "../../contract/admin-pages.js";
 import { DEAD_STREAM, deadSubject, deliverySubject, isNotFound } from "../nats/topology.js";
 import {
   deliveryMsgId,
@@ -19,10 +20,32 @@ export interface ListOptions {
   afterSequence?: number;
   /** At most this many (default 100, at most 1000). */
   pageSize?: number;
+  /** Only dead letters of calls from this source. */
+  sourceId?: string;
+  /** The page stops before its records exceed this many answer bytes (one record always fits). */
+  maxBytes?: number;
 }
 
-const DEFAULT_PAGE = 100;
-const MAX_PAGE = 1000;
+export interface DeadLetterPage {
+  letters: DeadLetter[];
+  /** The afterSequence of the next page; undefined when there is none. */
+  nextAfter?: number;
+}
+
+/** Records one page looks at, at most (a source filter skips the others'). */
+const PAGE_LOOKUPS = 20_000;
+
+/** Bytes a dead letter adds to an answer. */
+export function deadLetterBytes(l: DeadLetterRecord): number {
+  return answerBytes(
+    l.messageId,
+    l.destinationId,
+    l.sourceId,
+    l.body,
+    l.reason,
+    ...l.outcomes.flatMap((o) => [o.url, o.detail]),
+  );
+}
 
 /**
  * Dead letters live on the DEAD stream, one subject per destination. The dispatcher records them;
@@ -55,16 +78,38 @@ export class DeadLetters {
 
   /** Dead letters of one destination (every destination when empty), oldest first. */
   async list(destinationId: string, options: ListOptions = {}): Promise<DeadLetter[]> {
-    const size = Math.min(Math.max(1, options.pageSize || DEFAULT_PAGE), MAX_PAGE);
+    return (await this.page(destinationId, options)).letters;
+  }
+
+  /**
+   * One page of dead letters, oldest first, read one record at a time: it stops at the page
+   * size, at `maxBytes` of records, or after PAGE_LOOKUPS records (a source filter), and says
+   * where the next page starts.
+   */
+  async page(destinationId: string, options: ListOptions = {}): Promise<DeadLetterPage> {
+    const limit = ADMIN_PAGES.deadLetters;
+    const size = Math.min(Math.max(1, options.pageSize || limit.default), limit.max);
+    const budget = new PageBudget(options.maxBytes ?? ADMIN_PAGE_MAX_BYTES);
     const out: DeadLetter[] = [];
     let seq = (options.afterSequence ?? 0) + 1;
-    while (out.length < size) {
+    for (let lookups = 0; lookups < PAGE_LOOKUPS; lookups++) {
       const m = await this.#next(destinationId, seq);
-      if (!m) break;
-      out.push(parse(m));
+      if (!m) return { letters: out };
+      const letter = parse(m);
+      if (!options.sourceId || letter.sourceId === options.sourceId) {
+        const bytes = deadLetterBytes(letter);
+        if (!budget.fits(bytes)) return { letters: out, nextAfter: m.seq - 1 };
+        budget.add(bytes);
+        out.push(letter);
+        if (out.length === size) {
+          // One more lookup, so that the last page says it is the last.
+          const more = await this.#next(destinationId, m.seq + 1);
+          return more ? { letters: out, nextAfter: m.seq } : { letters: out };
+        }
+      }
       seq = m.seq + 1;
     }
-    return out;
+    return { letters: out, nextAfter: seq - 1 };
   }
 
   /** One dead letter, if `sequence` is a dead letter of this destination. */
@@ -83,16 +128,17 @@ export class DeadLetters {
    * deletes their records. Without `sequences`, replays all of the destination's dead letters.
    * The caller checks that the destination still exists (and that given sequences are its
    * records). Returns how many were replayed; `range` keeps only records that became dead
-   * letters at or after `sinceMs` and before `untilMs`.
+   * letters at or after `sinceMs` and before `untilMs`, and only calls from `sourceId`.
    */
   async replay(
     destinationId: string,
     sequences?: readonly number[],
-    range: { sinceMs?: number; untilMs?: number } = {},
+    range: { sinceMs?: number; untilMs?: number; sourceId?: string } = {},
   ): Promise<{ replayed: number }> {
     const inRange = (l: DeadLetter) => {
       const t = Date.parse(l.deadTime);
       return (
+        (range.sourceId === undefined || l.sourceId === range.sourceId) &&
         (range.sinceMs === undefined || t >= range.sinceMs) &&
         (range.untilMs === undefined || t < range.untilMs)
       );

@@ -2,8 +2,8 @@ import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AttemptOutcome, DeliveryState, DestinationState } from "../../gen/hookpost/v1/admin_pb.js";
 import { ATTEMPTS_STREAM, type AttemptRecord } from "../../lib/attempts/record.js";
-import type { HookpostError } from "../../lib/grpc/mod.js";
 import { makeCerts, type TestCerts, waitUntil } from "../dispatcher/helpers.js";
+import { code } from "../helpers/grpc-code.js";
 import { Receiver } from "../helpers/receiver.js";
 import { Stack } from "../helpers/stack.js";
 
@@ -32,15 +32,6 @@ async function receiver(respond: Receiver["respond"]): Promise<Receiver> {
   r.respond = respond;
   receivers.push(r);
   return r;
-}
-
-async function code(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-    return "OK";
-  } catch (err) {
-    return (err as HookpostError).codeName;
-  }
 }
 
 /** Attempts of one destination, once there are at least `n`. */

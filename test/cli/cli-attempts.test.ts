@@ -130,4 +130,52 @@ describe("seeing deliveries from the CLI", () => {
       await gone.close();
     }
   }, 180_000);
+  it("two sources, one message id: messages show asks for --source, attempts, dead letters and replay take it", async () => {
+    const a = await stack.source("dup-a");
+    const b = await stack.source("dup-b");
+    const shared = await Receiver.http();
+    try {
+      shared.respond = () => ({ status: 422 });
+      await stack.destination({ id: "dup", sourceIds: [a.id, b.id], urls: [shared.url()] });
+      const messageId = "cli-same-id";
+      await a.client.track({ messageId, userId: "u-a", event: "From A" });
+      await b.client.track({ messageId, userId: "u-b", event: "From B" });
+      await waitUntil(async () => {
+        const r = await hookpost(["--json", "dead-letters", "list", "--destination", "dup"], env);
+        return r.code === 0 && (JSON.parse(r.stdout) as unknown[]).length === 2;
+      });
+
+      const ambiguous = await hookpost(["messages", "show", messageId], env);
+      expect(ambiguous.code).toBe(1);
+      expect(ambiguous.stderr).toContain(a.id);
+      expect(ambiguous.stderr).toContain(b.id);
+      const ofB = (await cli(["messages", "show", messageId, "--source", b.id])).stdout;
+      expect(ofB).toMatch(new RegExp(`^Source:\\s+${b.id}$`, "m"));
+      expect(ofB).toContain('"event":"From B"');
+      expect(ofB).not.toContain("From A");
+      const attempts = JSON.parse(
+        (await cli(["--json", "attempts", "list", "--destination", "dup", "--source", a.id])).stdout,
+      ) as { attempts: { sourceId: string; requestBody: string }[] };
+      expect(attempts.attempts.map((x) => x.sourceId)).toEqual([a.id]);
+      const letters = JSON.parse(
+        (await cli(["--json", "dead-letters", "list", "--destination", "dup", "--source", b.id])).stdout,
+      ) as { sourceId: string }[];
+      expect(letters.map((l) => l.sourceId)).toEqual([b.id]);
+
+      shared.respond = () => ({ status: 200 });
+      const before = shared.requests.length;
+      const replayed = await cli(["dead-letters", "replay", "--destination", "dup", "--source", a.id]);
+      expect(replayed.stdout).toBe("Replayed 1 dead letter of destination dup.\n");
+      await shared.waitFor(before + 1);
+      expect(JSON.parse(shared.requests[before]!.body.toString())).toMatchObject({ event: "From A" });
+      const left = JSON.parse(
+        (await cli(["--json", "dead-letters", "list", "--destination", "dup"])).stdout,
+      ) as {
+        sourceId: string;
+      }[];
+      expect(left.map((l) => l.sourceId)).toEqual([b.id]);
+    } finally {
+      await shared.close();
+    }
+  }, 180_000);
 });

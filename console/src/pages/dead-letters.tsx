@@ -1,7 +1,7 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { useState } from "preact/hooks";
 import type { DeadLetter } from "../../../gen/hookpost/v1/admin_pb.js";
-import { type ApiError, admin, Code, call } from "../api.js";
+import { type ApiError, admin, allDestinations, Code, call, messageHref } from "../api.js";
 import { navigate } from "../router.js";
 import { Time } from "../ui/bits.js";
 import { ErrorNotice, FieldError } from "../ui/notice.js";
@@ -19,7 +19,7 @@ async function listLetters(destinationId: string): Promise<DeadLetter[]> {
   const needsId =
     r.error.code === Code.InvalidArgument && r.error.violations.some((v) => v.field === "destination_id");
   if (destinationId !== "" || !needsId) throw r.error;
-  const { destinations } = await admin.listDestinations({});
+  const destinations = await allDestinations();
   const lists = await Promise.all(
     destinations.map((d) =>
       admin.listDeadLetters({ destinationId: d.id, pageSize: PAGE }).then((x) => x.deadLetters),
@@ -32,7 +32,7 @@ const key = (d: DeadLetter) => `${d.destinationId}:${d.sequence}`;
 
 /** /dead-letters — list across destinations, replay a selection, replay all in a time range. */
 export function DeadLettersPage({ destination }: { destination: string }) {
-  const destinations = useApi(() => admin.listDestinations({}), []);
+  const destinations = useApi(async () => ({ destinations: await allDestinations() }), []);
   const letters = useApi(() => listLetters(destination), [destination]);
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [result, setResult] = useState("");
@@ -140,7 +140,7 @@ export function DeadLettersPage({ destination }: { destination: string }) {
                     </td>
                     <td>{d.destinationId}</td>
                     <td class="break">
-                      <a href={`/console/messages/${encodeURIComponent(d.messageId)}`}>{d.messageId}</a>
+                      <a href={messageHref(d.messageId, d.sourceId)}>{d.messageId}</a>
                     </td>
                     <td>{d.attempts}</td>
                     <td>{d.reason}</td>

@@ -1,6 +1,6 @@
 import { useEffect, useState } from "preact/hooks";
 import type { Attempt, Destination } from "../../../gen/hookpost/v1/admin_pb.js";
-import { type ApiError, admin, call } from "../api.js";
+import { type ApiError, admin, allSources, call } from "../api.js";
 import { absolute } from "../format.js";
 import { navigate } from "../router.js";
 import { AttemptList } from "../ui/attempt-list.js";
@@ -27,7 +27,7 @@ function destinationInit(v: DestinationValues) {
 
 /** /destinations/new */
 export function NewDestination() {
-  const sources = useApi(() => admin.listSources({}), []);
+  const sources = useApi(async () => ({ sources: await allSources() }), []);
   const [error, setError] = useState<ApiError | undefined>(undefined);
   const [busy, setBusy] = useState(false);
   const create = async (v: DestinationValues) => {
@@ -57,7 +57,10 @@ export function NewDestination() {
 
 /** /destinations/:id — settings, delivery switch, secret rotation and the attempt log. */
 export function DestinationPage({ id }: { id: string }) {
-  const loaded = useApi(() => Promise.all([admin.getDestination({ id }), admin.listSources({})]), [id]);
+  const loaded = useApi(
+    () => Promise.all([admin.getDestination({ id }), allSources().then((sources) => ({ sources }))]),
+    [id],
+  );
   const [dest, setDest] = useState<Destination | undefined>(undefined);
   const [error, setError] = useState<ApiError | undefined>(undefined);
   const [actionError, setActionError] = useState<ApiError | undefined>(undefined);

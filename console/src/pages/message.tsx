@@ -1,6 +1,6 @@
 import type { MessageDelivery } from "../../../gen/hookpost/v1/admin_pb.js";
 import { DeliveryState } from "../../../gen/hookpost/v1/admin_pb.js";
-import { admin } from "../api.js";
+import { admin, messageHref } from "../api.js";
 import { absolute, prettyBody } from "../format.js";
 import { navigate } from "../router.js";
 import { AttemptList } from "../ui/attempt-list.js";
@@ -24,7 +24,7 @@ function stateBadge(d: MessageDelivery) {
 }
 
 /** /messages and /messages/:id — search by message id, then its timeline across destinations. */
-export function MessagePage({ id }: { id: string }) {
+export function MessagePage({ id, source }: { id: string; source: string }) {
   const search = (e: Event) => {
     e.preventDefault();
     const v = String(new FormData(e.currentTarget as HTMLFormElement).get("message") ?? "").trim();
@@ -40,7 +40,7 @@ export function MessagePage({ id }: { id: string }) {
         </form>
       </search>
       {id ? (
-        <Timeline id={id} />
+        <Timeline id={id} source={source} />
       ) : (
         <p class="muted">Enter a message id (the Idempotency-Key of a webhook).</p>
       )}
@@ -48,8 +48,16 @@ export function MessagePage({ id }: { id: string }) {
   );
 }
 
-function Timeline({ id }: { id: string }) {
-  const { data, error } = useApi(() => admin.getMessage({ messageId: id }), [id], 5_000);
+/** `source`: which source's message, when several sources used the id (the server says so). */
+function Timeline({ id, source }: { id: string; source: string }) {
+  const { data, error } = useApi(
+    () => admin.getMessage({ messageId: id, sourceId: source }),
+    [id, source],
+    5_000,
+  );
+  if (error && !data && error.violations.some((v) => v.field === "source_id")) {
+    return <SourceChoice id={id} message={error.message} />;
+  }
   if (error && !data) return <ErrorNotice error={error} what={`Message "${id}"`} />;
   if (!data) return <p aria-busy="true">Loading…</p>;
   return (
@@ -117,6 +125,27 @@ function Timeline({ id }: { id: string }) {
           <pre>{prettyBody(data.body)}</pre>
         </details>
       ) : null}
+    </div>
+  );
+}
+
+/**
+ * Several sources used this message id: one link per source that has attempts of it, else the
+ * server's message (which names the sources).
+ */
+function SourceChoice({ id, message }: { id: string; message: string }) {
+  const { data } = useApi(() => admin.listAttempts({ messageId: id, pageSize: 100 }), [id]);
+  const sources = [...new Set((data?.attempts ?? []).map((a) => a.sourceId))].sort();
+  if (data && sources.length === 0) return <div class="notice notice-info">{message}</div>;
+  return (
+    <div class="notice notice-info" role="alert" data-testid="message-sources">
+      Several sources sent message id "{id}". Choose one:{" "}
+      {sources.map((s, i) => (
+        <span key={s}>
+          {i > 0 ? ", " : null}
+          <a href={messageHref(id, s)}>{s}</a>
+        </span>
+      ))}
     </div>
   );
 }

@@ -2,7 +2,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { useLayoutEffect, useMemo, useRef } from "preact/hooks";
 import type { Destination, DestinationHealth } from "../../../gen/hookpost/v1/admin_pb.js";
 import { DestinationState } from "../../../gen/hookpost/v1/admin_pb.js";
-import { type ApiError, admin, call } from "../api.js";
+import { type ApiError, allDestinationHealth, allDestinations, call } from "../api.js";
 import { percent } from "../format.js";
 import { Badge, Time } from "../ui/bits.js";
 import { DeliveriesChart, type MinuteSeries } from "../ui/chart.js";
@@ -21,13 +21,10 @@ interface OverviewData {
 
 /** Destinations always; health when the server offers it (the page still works without). */
 async function load(): Promise<OverviewData> {
-  const [list, health] = await Promise.all([
-    admin.listDestinations({}),
-    call(() => admin.listDestinationHealth({})),
-  ]);
+  const [list, health] = await Promise.all([allDestinations(), call(allDestinationHealth)]);
   return {
-    destinations: list.destinations,
-    health: health.ok ? new Map(health.value.destinations.map((h) => [h.destinationId, h])) : undefined,
+    destinations: list,
+    health: health.ok ? new Map(health.value.map((h) => [h.destinationId, h])) : undefined,
     healthError: health.ok ? undefined : health.error,
     at: performance.now(),
   };

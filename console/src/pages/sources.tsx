@@ -1,12 +1,12 @@
 import { useState } from "preact/hooks";
-import { type ApiError, admin, call } from "../api.js";
+import { type ApiError, admin, allSources, call } from "../api.js";
 import { ShowOnce, Time } from "../ui/bits.js";
 import { ErrorNotice, FieldError, FormError } from "../ui/notice.js";
 import { useApi } from "../ui/use-api.js";
 
 /** /sources — list, create (write key shown once), rotate the key, delete. */
 export function SourcesPage() {
-  const sources = useApi(() => admin.listSources({}), []);
+  const sources = useApi(async () => ({ sources: await allSources() }), []);
   const [createError, setCreateError] = useState<ApiError | undefined>(undefined);
   const [actionError, setActionError] = useState<ApiError | undefined>(undefined);
   const [shown, setShown] = useState<{ label: string; key: string } | undefined>(undefined);

@@ -1,5 +1,6 @@
 import type { Attempt } from "../../../gen/hookpost/v1/admin_pb.js";
 import { AttemptOutcome } from "../../../gen/hookpost/v1/admin_pb.js";
+import { messageHref } from "../api.js";
 import { prettyBody } from "../format.js";
 import { Badge, Time } from "./bits.js";
 
@@ -46,7 +47,7 @@ export function AttemptList({
           <dl class="attempt-detail">
             <dt>Message</dt>
             <dd>
-              <a href={`/console/messages/${encodeURIComponent(a.messageId)}`}>{a.messageId}</a>
+              <a href={messageHref(a.messageId, a.sourceId)}>{a.messageId}</a>
             </dd>
             <dt>URL</dt>
             <dd class="break">{a.url}</dd>

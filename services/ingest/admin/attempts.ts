@@ -1,6 +1,14 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
+  ADMIN_PAGE_MAX_BYTES,
+  ADMIN_PAGES,
+  answerBytes,
+  PageBudget,
+  pageSize,
+  pageSizeViolation,
+} from "../../../contract/admin-pages.js";
+import {
   AttemptOutcome,
   type AttemptSchema,
   DeliveryState,
@@ -21,8 +29,6 @@ export interface AttemptDeps {
   deadLetters: DeadLetters;
 }
 
-const DEFAULT_PAGE = 50;
-const MAX_PAGE = 1000;
 const MAX_MESSAGE_ID = 256;
 
 const OUTCOMES: Record<OutcomeKind, AttemptOutcome> = {
@@ -50,15 +56,12 @@ export function attemptHandlers(
       const violations: FieldViolation[] = [];
       if (req.destinationId !== "")
         violations.push(...requiredIdViolations(req.destinationId, "destination_id"));
+      if (req.sourceId !== "") violations.push(...requiredIdViolations(req.sourceId, "source_id"));
       if (req.messageId.length > MAX_MESSAGE_ID) {
         violations.push({ field: "message_id", description: `is too long: at most ${MAX_MESSAGE_ID}` });
       }
-      if (req.pageSize < 0 || req.pageSize > MAX_PAGE) {
-        violations.push({
-          field: "page_size",
-          description: `must be between 0 (default 50) and ${MAX_PAGE}`,
-        });
-      }
+      const size = pageSize(req.pageSize, ADMIN_PAGES.attempts);
+      if (size === undefined) violations.push(pageSizeViolation(ADMIN_PAGES.attempts));
       const before = req.pageToken === "" ? undefined : Number(req.pageToken);
       if (before !== undefined && (!/^\d{1,16}$/.test(req.pageToken) || before < 1)) {
         violations.push({ field: "page_token", description: "is not a token from a previous response" });
@@ -67,40 +70,53 @@ export function attemptHandlers(
       const page = await deps.attempts.list({
         ...(req.destinationId ? { destinationId: req.destinationId } : {}),
         ...(req.messageId ? { messageId: req.messageId } : {}),
+        ...(req.sourceId ? { sourceId: req.sourceId } : {}),
         failedOnly: req.failedOnly,
         ...(req.since ? { sinceMs: timestampDate(req.since).getTime() } : {}),
-        pageSize: req.pageSize || DEFAULT_PAGE,
+        pageSize: size ?? ADMIN_PAGES.attempts.default,
         ...(before === undefined ? {} : { beforeSequence: before }),
+        maxBytes: ADMIN_PAGE_MAX_BYTES,
       });
       if (req.destinationId && page.attempts.length === 0 && before === undefined) {
         if (!deps.store.destination(req.destinationId)) {
           throw new HookpostError(Code.NOT_FOUND, `destination "${req.destinationId}" does not exist`);
         }
       }
-      // Attempt records leave the request body to the call's routed record: join it in.
-      const bodies = await deps.attempts.requestBodies(
-        page.attempts.filter((a) => a.requestBody === undefined).map((a) => a.messageId),
-      );
       return {
-        attempts: page.attempts.map((a) => attemptToProto(a, bodies.get(a.messageId))),
+        attempts: page.attempts.map((a) => attemptToProto(a)),
         nextPageToken: page.nextBefore === undefined ? "" : String(page.nextBefore),
       };
     },
 
     getMessage: async (req) => {
+      const violations: FieldViolation[] = [];
       if (req.messageId === "" || req.messageId.length > MAX_MESSAGE_ID) {
-        throwIfInvalid([
-          { field: "message_id", description: `is required, at most ${MAX_MESSAGE_ID} characters` },
-        ]);
+        violations.push({
+          field: "message_id",
+          description: `is required, at most ${MAX_MESSAGE_ID} characters`,
+        });
       }
-      const records = (await deps.attempts.forMessage(req.messageId)).filter(
-        (r) => !req.sourceId || r.sourceId === req.sourceId,
-      );
+      if (req.sourceId !== "") violations.push(...requiredIdViolations(req.sourceId, "source_id"));
+      throwIfInvalid(violations);
+      const found = await deps.attempts.forMessage(req.messageId, req.sourceId || undefined);
+      const records = found.records;
       if (records.length === 0) {
         throw new HookpostError(
           Code.NOT_FOUND,
-          `no record of message "${req.messageId}" (never received, or older than ATTEMPT_LOG_MAX_AGE)`,
+          req.sourceId
+            ? `no record of message "${req.messageId}" from source "${req.sourceId}" (never received, or older than ATTEMPT_LOG_MAX_AGE)`
+            : `no record of message "${req.messageId}" (never received, or older than ATTEMPT_LOG_MAX_AGE)`,
         );
+      }
+      // A message is identified by (source, message id): never mix two sources' calls.
+      const sources = [...new Set(records.map((r) => r.sourceId))].sort();
+      if (sources.length > 1) {
+        throwIfInvalid([
+          {
+            field: "source_id",
+            description: `is required: sources ${sources.map((s) => `"${s}"`).join(", ")} used message id "${req.messageId}"`,
+          },
+        ]);
       }
       const routed = records.filter((r): r is Stored<RoutedRecord> => r.kind === "routed");
       const attempts = records.filter((r): r is Stored<AttemptRecord> => r.kind === "attempt");
@@ -116,14 +132,26 @@ export function attemptHandlers(
         routedBody ??
         attempts.find((r) => r.requestBody)?.requestBody ??
         (await deadLetterBody(deliveries, deps.deadLetters));
+      // The newest attempts that fit beside the body; older ones are one ListAttempts away.
+      const page = new PageBudget();
+      page.add(answerBytes(body ?? ""));
+      const kept: MessageInitShape<typeof AttemptSchema>[] = [];
+      for (let i = attempts.length - 1; i >= 0; i--) {
+        const a = attemptToProto(attempts[i]!, routedBody);
+        const bytes = answerBytes(a.url ?? "", a.reason ?? "", a.responseBody ?? "", a.requestBody ?? "");
+        if (!page.fits(bytes)) break;
+        page.add(bytes);
+        kept.push(a);
+      }
       return {
         messageId: req.messageId,
-        sourceId: first?.sourceId ?? records[0]!.sourceId,
+        sourceId: sources[0]!,
         body: body ?? "",
         ...(first ? { receivedTime: timestampFromDate(new Date(first.receivedAt)) } : {}),
         deliveries,
         noDestination: routed.length > 0 && destinations.size === 0,
-        attempts: attempts.map((a) => attemptToProto(a, routedBody)),
+        attempts: kept.reverse(),
+        attemptsTruncated: found.truncated || kept.length < attempts.length,
       };
     },
   };

@@ -1,5 +1,11 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import {
+  ADMIN_PAGE_MAX_BYTES,
+  ADMIN_PAGES,
+  pageSize,
+  pageSizeViolation,
+} from "../../../contract/admin-pages.js";
 import type { DeadLetterSchema } from "../../../gen/hookpost/v1/admin_pb.js";
 import type { ConfigStore } from "../../../lib/config/config-store.js";
 import type { DeadLetter, DeadLetters } from "../../../lib/dead-letters/mod.js";
@@ -15,8 +21,6 @@ export interface DeadLetterDeps {
   log: Logger;
 }
 
-const MAX_PAGE = 1000;
-
 /**
  * ListDeadLetters / ReplayDeadLetters over the DEAD stream (records written by the dispatcher).
  * Listing works for deleted destinations too (their records stay until DEAD_LETTER_MAX_AGE);
@@ -29,27 +33,29 @@ export function deadLetterHandlers(
     listDeadLetters: async (req) => {
       const violations =
         req.destinationId === "" ? [] : requiredIdViolations(req.destinationId, "destination_id");
-      if (req.pageSize < 0 || req.pageSize > MAX_PAGE) {
-        violations.push({
-          field: "page_size",
-          description: `must be between 0 (default 100) and ${MAX_PAGE}`,
-        });
-      }
+      if (req.sourceId !== "") violations.push(...requiredIdViolations(req.sourceId, "source_id"));
+      const size = pageSize(req.pageSize, ADMIN_PAGES.deadLetters);
+      if (size === undefined) violations.push(pageSizeViolation(ADMIN_PAGES.deadLetters));
       throwIfInvalid(violations);
-      const letters = await deps.deadLetters.list(req.destinationId, {
+      const { letters, nextAfter } = await deps.deadLetters.page(req.destinationId, {
         afterSequence: Number(req.afterSequence),
-        pageSize: req.pageSize,
+        ...(size === undefined ? {} : { pageSize: size }),
+        ...(req.sourceId ? { sourceId: req.sourceId } : {}),
+        maxBytes: ADMIN_PAGE_MAX_BYTES,
       });
       // Deleted destinations keep their records; an id with neither is a mistake worth saying.
       if (letters.length === 0 && req.destinationId !== "" && !deps.store.destination(req.destinationId)) {
         const any = await deps.deadLetters.list(req.destinationId, { pageSize: 1 });
         if (any.length === 0) throw destinationNotFound(req.destinationId);
       }
-      return { deadLetters: letters.map(toProto) };
+      return { deadLetters: letters.map(toProto), nextAfterSequence: BigInt(nextAfter ?? 0) };
     },
 
     replayDeadLetters: async (req) => {
-      throwIfInvalid(requiredIdViolations(req.destinationId, "destination_id"));
+      throwIfInvalid([
+        ...requiredIdViolations(req.destinationId, "destination_id"),
+        ...(req.sourceId === "" ? [] : requiredIdViolations(req.sourceId, "source_id")),
+      ]);
       if (!deps.store.destination(req.destinationId)) throw destinationNotFound(req.destinationId);
       const sinceMs = req.since ? timestampDate(req.since).getTime() : undefined;
       const untilMs = req.until ? timestampDate(req.until).getTime() : undefined;
@@ -57,15 +63,18 @@ export function deadLetterHandlers(
         throwIfInvalid([{ field: "until", description: "must be after since" }]);
       }
       const sequences = req.sequences.map(Number);
-      // Every given sequence must be a record of this destination: a typo is not a silent 0.
+      // Every given sequence must be a record of this destination (and source, when given): a
+      // typo is not a silent 0, and another source's call with the same message id is not replayed.
       const missing: number[] = [];
       for (const seq of new Set(sequences)) {
-        if (!(await deps.deadLetters.get(req.destinationId, seq))) missing.push(seq);
+        const letter = await deps.deadLetters.get(req.destinationId, seq);
+        if (!letter || (req.sourceId !== "" && letter.sourceId !== req.sourceId)) missing.push(seq);
       }
       if (missing.length > 0) {
+        const of = req.sourceId === "" ? "" : ` from source "${req.sourceId}"`;
         throw new HookpostError(
           Code.NOT_FOUND,
-          `no dead letter of destination "${req.destinationId}" with sequence ${missing.join(", ")}`,
+          `no dead letter of destination "${req.destinationId}"${of} with sequence ${missing.join(", ")}`,
         );
       }
       const r = await deps.deadLetters.replay(
@@ -74,9 +83,13 @@ export function deadLetterHandlers(
         {
           ...(sinceMs === undefined ? {} : { sinceMs }),
           ...(untilMs === undefined ? {} : { untilMs }),
+          ...(req.sourceId === "" ? {} : { sourceId: req.sourceId }),
         },
       );
-      deps.log.info({ destinationId: req.destinationId, replayed: r.replayed }, "dead letters replayed");
+      deps.log.info(
+        { destinationId: req.destinationId, sourceId: req.sourceId || undefined, replayed: r.replayed },
+        "dead letters replayed",
+      );
       return r;
     },
   };

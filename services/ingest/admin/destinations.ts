@@ -1,3 +1,4 @@
+import { ADMIN_PAGES, answerBytes } from "../../../contract/admin-pages.js";
 import type { Destination } from "../../../gen/hookpost/v1/admin_pb.js";
 import { AlreadyExistsError } from "../../../lib/config/config-store.js";
 import { Code, type FieldViolation, HookpostError, type ServiceImpl } from "../../../lib/grpc/mod.js";
@@ -13,6 +14,7 @@ import {
   urlsViolations,
 } from "./destination-rules.js";
 import { generateId, idViolations, nameViolations, requiredIdViolations } from "./ids.js";
+import { pageOf } from "./paging.js";
 import type { AdminDeps, AdminMethods } from "./sources.js";
 import { destinationToProto, signingFromProto } from "./to-proto.js";
 
@@ -143,7 +145,8 @@ export function destinationHandlers(
 
     listDestinations: async (req) => {
       const all = req.sourceId === "" ? store.destinations() : store.destinationsForSource(req.sourceId);
-      return { destinations: all.map(destinationToProto) };
+      const { page, nextPageToken } = pageOf(all, req, ADMIN_PAGES.destinations, destinationBytes);
+      return { destinations: page.map(destinationToProto), nextPageToken };
     },
 
     updateDestination: async (req) => {
@@ -251,4 +254,9 @@ function missingDestination(): HookpostError {
 
 function alreadyExists(id: string): HookpostError {
   return new HookpostError(Code.ALREADY_EXISTS, `a destination with id "${id}" already exists`);
+}
+
+/** What a destination adds to a list answer: its stored JSON overestimates it (secrets are not sent). */
+function destinationBytes(d: DestinationRecord): number {
+  return answerBytes(JSON.stringify(d));
 }

@@ -1,6 +1,7 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { JetStreamManager } from "nats";
+import { ADMIN_PAGES, answerBytes } from "../../../contract/admin-pages.js";
 import { type DestinationHealthSchema, DestinationState } from "../../../gen/hookpost/v1/admin_pb.js";
 import type { HealthAggregate } from "../../../lib/attempts/health.js";
 import type { ConfigStore } from "../../../lib/config/config-store.js";
@@ -14,6 +15,7 @@ import {
 } from "../../../lib/nats/topology.js";
 import { throwIfInvalid } from "../invalid.js";
 import { requiredIdViolations } from "./ids.js";
+import { pageOf } from "./paging.js";
 import type { AdminMethods } from "./sources.js";
 
 export interface HealthDeps {
@@ -21,6 +23,11 @@ export interface HealthDeps {
   jsm: JetStreamManager;
   health: HealthAggregate;
 }
+
+/** Consumer lookups of one page in flight at once. */
+const LOOKUPS_IN_FLIGHT = 32;
+/** The encoded 60 minute counts (about 20 bytes each), when sizing a page. */
+const MINUTES_BYTES = 60 * 20;
 
 const ts = (ms: number | undefined) => (ms === undefined ? {} : timestampFromDate(new Date(ms)));
 
@@ -33,15 +40,33 @@ export function healthHandlers(deps: HealthDeps): Pick<ServiceImpl<AdminMethods>
   return {
     listDestinationHealth: async (req) => {
       let list: DestinationRecord[];
-      if (req.destinationId === "") list = deps.store.destinations();
-      else {
+      let nextPageToken = "";
+      if (req.destinationId === "") {
+        // Health is about the size of its 60 minutes: sized before the figures are read.
+        const paged = pageOf(
+          deps.store.destinations(),
+          req,
+          ADMIN_PAGES.destinationHealth,
+          (d) =>
+            answerBytes(d.id, d.name, d.disabledReason ?? "", deps.health.figures(d.id).lastFailureReason) +
+            MINUTES_BYTES,
+        );
+        list = paged.page;
+        nextPageToken = paged.nextPageToken;
+      } else {
         throwIfInvalid(requiredIdViolations(req.destinationId, "destination_id"));
         const d = deps.store.destination(req.destinationId);
         if (!d) throw new HookpostError(Code.NOT_FOUND, `destination "${req.destinationId}" does not exist`);
         list = [d];
       }
-      const destinations = await Promise.all(list.map((d) => health(deps, d)));
-      return { destinations };
+      // A few consumer lookups at a time, not one per destination at once.
+      const destinations: MessageInitShape<typeof DestinationHealthSchema>[] = [];
+      for (let i = 0; i < list.length; i += LOOKUPS_IN_FLIGHT) {
+        destinations.push(
+          ...(await Promise.all(list.slice(i, i + LOOKUPS_IN_FLIGHT).map((d) => health(deps, d)))),
+        );
+      }
+      return { destinations, nextPageToken };
     },
   };
 }

@@ -1,4 +1,5 @@
 import type { GenService } from "@bufbuild/protobuf/codegenv2";
+import { ADMIN_PAGES, answerBytes } from "../../../contract/admin-pages.js";
 import type { AdminService } from "../../../gen/hookpost/v1/admin_pb.js";
 import { AlreadyExistsError, type ConfigStore } from "../../../lib/config/config-store.js";
 import { Code, HookpostError, type ServiceImpl } from "../../../lib/grpc/mod.js";
@@ -11,6 +12,7 @@ import {
 } from "../../../lib/model/source.js";
 import { throwIfInvalid } from "../invalid.js";
 import { generateId, idViolations, nameViolations, requiredIdViolations } from "./ids.js";
+import { pageOf } from "./paging.js";
 import { sourceToProto } from "./to-proto.js";
 
 export type AdminMethods = typeof AdminService extends GenService<infer S> ? S : never;
@@ -80,7 +82,12 @@ export function sourceHandlers(
 
     getSource: async (req) => ({ source: sourceToProto(existing(req.id)) }),
 
-    listSources: async () => ({ sources: store.sources().map(sourceToProto) }),
+    listSources: async (req) => {
+      const { page, nextPageToken } = pageOf(store.sources(), req, ADMIN_PAGES.sources, (r) =>
+        answerBytes(r.id, r.name, r.writeKeyPrefix),
+      );
+      return { sources: page.map(sourceToProto), nextPageToken };
+    },
 
     deleteSource: async (req) => {
       const source = existing(req.id);

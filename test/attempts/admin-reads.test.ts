@@ -1,0 +1,485 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { Client, credentials } from "@grpc/grpc-js";
+import fc from "fast-check";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ADMIN_PAGE_MAX_BYTES } from "../../contract/admin-pages.js";
+import {
+  AdminService,
+  type Attempt,
+  type DeadLetter,
+  ListAttemptsRequestSchema,
+  ListAttemptsResponseSchema,
+  ListDeadLettersRequestSchema,
+  ListDeadLettersResponseSchema,
+} from "../../gen/hookpost/v1/admin_pb.js";
+import { IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
+import { adminMetadata, createClient, type HookpostError, writeKeyMetadata } from "../../lib/grpc/mod.js";
+import { defaultDispatcherConfig } from "../../services/dispatcher/config.js";
+import { type RunningDispatcher, startDispatcher } from "../../services/dispatcher/dispatcher.js";
+import { waitUntil } from "../dispatcher/helpers.js";
+import { code } from "../helpers/grpc-code.js";
+import { NatsServer } from "../helpers/nats-server.js";
+import { Receiver } from "../helpers/receiver.js";
+import { waitForRevision } from "../helpers/revisions.js";
+import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
+import { rawCall } from "../ingest/harness.js";
+
+/**
+ * Issue 22, findings 4 and 5, end to end: a real ingest process (so its memory can be read), a
+ * real dispatcher, nats-server and receivers. Admin reads answer bounded pages whatever is stored,
+ * and a message is identified by (source, message id) in every lookup and in replay.
+ */
+
+const ADMIN_TOKEN = "admin-reads-token-0123456789abcdef";
+const MIB = 1024 * 1024;
+/** The issue's figures: 504 calls of about 30 KiB, listed with page_size 1000. */
+const BIG_CALLS = 504;
+const BIG_BODY_CHARS = 30_000;
+/** Room over the byte budget for what the estimate leaves out (framing, numbers, times). */
+const ENCODING_SLACK = 64 * 1024;
+/** 40 attempts of a 30 KiB call: 1.2 MiB, over the byte budget of one answer. */
+const WIDE_DESTINATIONS = 40;
+/** Largest pages asked for at once, to see memory per request. */
+const CONCURRENT_READS = 8;
+
+let nats: NatsServer;
+let ingest: ServiceProcess;
+let address: string;
+/** Ingest's HTTP listener: AdminService over Connect (what the console uses). */
+let httpAddress: string;
+let dispatcher: RunningDispatcher;
+let admin: ReturnType<typeof adminClient>;
+/** A grpc-js client with every option at its default (4 MiB receive limit). */
+let raw: Client;
+const receivers: Receiver[] = [];
+const clients: Array<{ close(): void }> = [];
+
+const adminClient = (a: string) => createClient(AdminService, a, { metadata: adminMetadata(ADMIN_TOKEN) });
+
+beforeAll(async () => {
+  nats = await NatsServer.start();
+  ingest = spawnService("services/ingest/main.ts", {
+    NATS_URL: nats.url,
+    INGEST_ADDR: "127.0.0.1:0",
+    OPS_ADDR: "off",
+    HTTP_ADDR: "127.0.0.1:0",
+    ADMIN_TOKEN,
+    LOG_LEVEL: "info",
+  });
+  address = String((await ingest.waitFor("ingest listening", 60_000)).address);
+  httpAddress = String(
+    (await ingest.waitFor("HTTP listening: Segment-compatible API, console, AdminService over Connect"))
+      .address,
+  );
+  dispatcher = await startDispatcher(
+    defaultDispatcherConfig(nats.url, {
+      allowedCidrs: ["127.0.0.0/8", "::1/128"],
+      retryBaseDelayMs: 100,
+      pullExpiresMs: 1000,
+      shutdownGraceMs: 2000,
+      ackWaitMs: 5000,
+    }),
+    { logger: pino({ level: "silent" }) },
+  );
+  admin = adminClient(address);
+  clients.push(admin);
+  raw = new Client(address, credentials.createInsecure());
+}, 90_000);
+
+afterAll(async () => {
+  for (const c of clients) c.close();
+  raw?.close();
+  await dispatcher?.close();
+  if (ingest && ingest.proc.exitCode === null) ingest.proc.kill("SIGTERM");
+  await ingest?.exited;
+  await Promise.all(receivers.map((r) => r.close()));
+  await nats?.stop();
+});
+
+async function receiver(respond?: Receiver["respond"]): Promise<Receiver> {
+  const r = await Receiver.http();
+  if (respond) r.respond = respond;
+  receivers.push(r);
+  return r;
+}
+
+async function source(id: string) {
+  const r = await admin.createSource({ name: id, id });
+  const client = createClient(IngestService, address, { metadata: writeKeyMetadata(r.writeKey) });
+  clients.push(client);
+  return client;
+}
+
+async function destination(id: string, sourceIds: string[], url: string) {
+  const r = await admin.createDestination({
+    destination: { id, name: id, sourceIds, urls: [url], enabled: true },
+  });
+  await waitForRevision(r.revision, [dispatcher]);
+}
+
+/** Resident and peak resident memory of a process, in MiB (Linux /proc). */
+function memory(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(status)![1]) / 1024;
+  return { rss: kb("VmRSS"), peak: kb("VmHWM") };
+}
+
+/** Starts a new peak (VmHWM) from the current resident size. */
+function resetPeak(pid: number): void {
+  writeFileSync(`/proc/${pid}/clear_refs`, "5");
+}
+
+/** One gRPC call through the default client, with the answer's size on the wire. */
+async function listAttemptsRaw(req: Parameters<typeof admin.listAttempts>[0]) {
+  const bytes = toBinary(ListAttemptsRequestSchema, create(ListAttemptsRequestSchema, req));
+  const r = await rawCall(raw, "/hookpost.v1.AdminService/ListAttempts", bytes, {
+    authorization: `Bearer ${ADMIN_TOKEN}`,
+  });
+  if (r.code !== 0 || !r.bytes) throw new Error(`ListAttempts: code ${r.code} ${r.details}`);
+  return { size: r.bytes.length, page: fromBinary(ListAttemptsResponseSchema, r.bytes) };
+}
+
+async function listDeadLettersRaw(req: Parameters<typeof admin.listDeadLetters>[0]) {
+  const bytes = toBinary(ListDeadLettersRequestSchema, create(ListDeadLettersRequestSchema, req));
+  const r = await rawCall(raw, "/hookpost.v1.AdminService/ListDeadLetters", bytes, {
+    authorization: `Bearer ${ADMIN_TOKEN}`,
+  });
+  if (r.code !== 0 || !r.bytes) throw new Error(`ListDeadLetters: code ${r.code} ${r.details}`);
+  return { size: r.bytes.length, page: fromBinary(ListDeadLettersResponseSchema, r.bytes) };
+}
+
+describe("admin reads are bounded", () => {
+  it("ListAttempts and ListDeadLetters over 504 calls of 30 KiB answer pages under the byte budget, page through everything, and keep ingest's memory bounded", async () => {
+    const client = await source("big");
+    const ok = await receiver();
+    const refusing = await receiver(() => ({ status: 400 }));
+    await destination("big-ok", ["big"], ok.url());
+    // 400 is not retried: every call is also a dead letter of this destination at once.
+    await destination("big-dead", ["big"], refusing.url());
+    const blob = "x".repeat(BIG_BODY_CHARS);
+    const sent: string[] = [];
+    for (let i = 0; i < BIG_CALLS; i += 12) {
+      const n = Math.min(12, BIG_CALLS - i);
+      const ids = await Promise.all(
+        Array.from({ length: n }, (_, k) =>
+          client.track({ userId: `u-${i + k}`, event: "Big", properties: { blob } }).then((r) => r.messageId),
+        ),
+      );
+      sent.push(...ids);
+    }
+    await ok.waitFor(BIG_CALLS, 120_000);
+    await refusing.waitFor(BIG_CALLS, 120_000);
+    // Every attempt is in the log (it is written without waiting): count them through pages.
+    let listed: Attempt[] = [];
+    await waitUntil(
+      async () => {
+        listed = [];
+        let token = "";
+        do {
+          const r = await admin.listAttempts({ destinationId: "big-ok", pageSize: 1000, pageToken: token });
+          listed.push(...r.attempts);
+          token = r.nextPageToken;
+        } while (token !== "");
+        // Attempt and routing records are written without waiting: both are in once bodies join.
+        return listed.length >= BIG_CALLS && listed.every((x) => x.requestBody !== "");
+      },
+      60_000,
+      `${BIG_CALLS} attempts of big-ok with their bodies in the log`,
+    );
+
+    const pid = ingest.proc.pid!;
+    const before = memory(pid);
+    resetPeak(pid);
+    const sizes: number[] = [];
+    const seen: Attempt[] = [];
+    let token = "";
+    do {
+      const { size, page } = await listAttemptsRaw({
+        destinationId: "big-ok",
+        pageSize: 1000,
+        pageToken: token,
+      });
+      sizes.push(size);
+      seen.push(...page.attempts);
+      token = page.nextPageToken;
+    } while (token !== "");
+    const letterSizes: number[] = [];
+    const letters: DeadLetter[] = [];
+    let after = 0n;
+    do {
+      const { size, page } = await listDeadLettersRaw({
+        destinationId: "big-dead",
+        pageSize: 1000,
+        afterSequence: after,
+      });
+      letterSizes.push(size);
+      letters.push(...page.deadLetters);
+      after = page.nextAfterSequence;
+    } while (after !== 0n);
+    const afterReads = memory(pid);
+    // Memory per request: the same largest page asked for by several admins at once.
+    const calm = memory(pid);
+    resetPeak(pid);
+    await Promise.all(
+      Array.from({ length: CONCURRENT_READS }, (_, i) =>
+        i % 2 === 0
+          ? listAttemptsRaw({ destinationId: "big-ok", pageSize: 1000 })
+          : listDeadLettersRaw({ destinationId: "big-dead", pageSize: 1000 }),
+      ),
+    );
+    const concurrent = memory(pid).peak - calm.rss;
+    const growth = afterReads.peak - before.rss;
+    console.log(
+      `admin reads: ${seen.length} attempts in ${sizes.length} pages (largest ${(Math.max(...sizes) / MIB).toFixed(2)} MiB), ` +
+        `${letters.length} dead letters in ${letterSizes.length} pages (largest ${(Math.max(...letterSizes) / MIB).toFixed(2)} MiB); ` +
+        `ingest RSS ${before.rss.toFixed(0)} MiB before, peak +${growth.toFixed(0)} MiB paging through both; ` +
+        `+${concurrent.toFixed(0)} MiB for ${CONCURRENT_READS} first pages at once`,
+    );
+
+    // Every page under the budget (the old answer was 14.7 MiB in one page).
+    for (const s of [...sizes, ...letterSizes])
+      expect(s).toBeLessThanOrEqual(ADMIN_PAGE_MAX_BYTES + ENCODING_SLACK);
+    expect(sizes.length).toBeGreaterThan(10);
+    // Each attempt once, newest first, every one with its call's body.
+    expect(new Set(seen.map((a) => a.sequence)).size).toBe(seen.length);
+    expect(new Set(seen.map((a) => a.messageId))).toEqual(new Set(sent));
+    expect(seen.map((a) => a.sequence)).toEqual(
+      [...seen.map((a) => a.sequence)].sort((a, b) => Number(b - a)),
+    );
+    expect(seen.every((a) => a.requestBody.includes(blob))).toBe(true);
+    expect(new Set(letters.map((l) => l.messageId))).toEqual(new Set(sent));
+    expect(new Set(letters.map((l) => l.sequence)).size).toBe(letters.length);
+    // Memory per request is bounded: pages of about 1 MiB, never the whole 15 MiB at once.
+    expect(growth).toBeLessThan(64);
+    expect(concurrent).toBeLessThan(64);
+
+    // The console's transport shares the handlers: over Connect (JSON) the page is bounded too.
+    const connect = await fetch(`http://${httpAddress}/hookpost.v1.AdminService/ListAttempts`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN_TOKEN}` },
+      body: JSON.stringify({ destinationId: "big-ok", pageSize: 1000 }),
+    });
+    const connectText = await connect.text();
+    expect(connect.status, connectText.slice(0, 200)).toBe(200);
+    expect(Buffer.byteLength(connectText)).toBeLessThanOrEqual(ADMIN_PAGE_MAX_BYTES + ENCODING_SLACK);
+    const connectPage = JSON.parse(connectText) as { attempts: unknown[]; nextPageToken?: string };
+    expect(connectPage.attempts.length).toBeGreaterThan(0);
+    expect(connectPage.nextPageToken).toBeTruthy();
+
+    // The library's client (grpc-js defaults, 4 MiB limit) takes the largest page asked for.
+    const first = await admin.listAttempts({ destinationId: "big-ok", pageSize: 1000 });
+    expect(first.attempts.length).toBeGreaterThan(0);
+    expect(first.nextPageToken).not.toBe("");
+  }, 300_000);
+
+  it("GetMessage of a call sent to many destinations keeps the newest attempts under the budget and says older ones were left out", async () => {
+    const client = await source("wide");
+    const r = await receiver();
+    const ids = Array.from({ length: WIDE_DESTINATIONS }, (_, i) => `wide-${i}`);
+    for (const id of ids) await destination(id, ["wide"], r.url());
+    const blob = "y".repeat(BIG_BODY_CHARS);
+    const { messageId } = await client.track({ userId: "u-wide", event: "Wide", properties: { blob } });
+    await r.waitFor(WIDE_DESTINATIONS, 60_000);
+    let all: Attempt[] = [];
+    await waitUntil(
+      async () => {
+        all = [];
+        let token = "";
+        do {
+          const p = await admin.listAttempts({
+            messageId,
+            sourceId: "wide",
+            pageSize: 1000,
+            pageToken: token,
+          });
+          all.push(...p.attempts);
+          token = p.nextPageToken;
+        } while (token !== "");
+        return all.length === WIDE_DESTINATIONS;
+      },
+      30_000,
+      `${WIDE_DESTINATIONS} attempts of ${messageId}`,
+    );
+    expect(new Set(all.map((a) => a.destinationId))).toEqual(new Set(ids));
+    const story = await admin.getMessage({ messageId });
+    expect(story.attemptsTruncated).toBe(true);
+    expect(story.attempts.length).toBeGreaterThan(0);
+    expect(story.attempts.length).toBeLessThan(WIDE_DESTINATIONS);
+    // The newest ones, oldest first.
+    const newest = [...all.map((a) => a.sequence)]
+      .sort((a, b) => Number(a - b))
+      .slice(-story.attempts.length);
+    expect(story.attempts.map((a) => a.sequence)).toEqual(newest);
+    expect(story.deliveries).toHaveLength(WIDE_DESTINATIONS);
+  }, 120_000);
+
+  it("ListSources, ListDestinations and ListDestinationHealth page with a capped page size", async () => {
+    const r = await receiver();
+    for (const id of ["pg-1", "pg-2", "pg-3"]) await admin.createSource({ name: id, id });
+    for (const id of ["pd-1", "pd-2", "pd-3"]) await destination(id, ["pg-1"], r.url());
+    const pages: string[][] = [];
+    let token = "";
+    do {
+      const p = await admin.listDestinations({ sourceId: "pg-1", pageSize: 2, pageToken: token });
+      pages.push(p.destinations.map((d) => d.id));
+      token = p.nextPageToken;
+    } while (token !== "");
+    expect(pages).toEqual([["pd-1", "pd-2"], ["pd-3"]]);
+    const sources: string[] = [];
+    token = "";
+    do {
+      const p = await admin.listSources({ pageSize: 1, pageToken: token });
+      expect(p.sources.length).toBeLessThanOrEqual(1);
+      sources.push(...p.sources.map((s) => s.id));
+      token = p.nextPageToken;
+    } while (token !== "");
+    expect(sources).toEqual(expect.arrayContaining(["pg-1", "pg-2", "pg-3"]));
+    expect(new Set(sources).size).toBe(sources.length);
+    const health = await admin.listDestinationHealth({ pageSize: 1 });
+    expect(health.destinations).toHaveLength(1);
+    expect(health.nextPageToken).not.toBe("");
+    expect(await code(admin.listSources({ pageSize: 1001 }))).toBe("INVALID_ARGUMENT");
+    expect(await code(admin.listDestinations({ pageToken: "not a token" }))).toBe("INVALID_ARGUMENT");
+    expect(await code(admin.listAttempts({ pageSize: 1001 }))).toBe("INVALID_ARGUMENT");
+  }, 60_000);
+});
+
+describe("a message is identified by (source, message id)", () => {
+  it("ListAttempts shows each source's body, GetMessage needs and honours the source, replay takes only that source's call", async () => {
+    const a = await source("src-a");
+    const b = await source("src-b");
+    const ra = await receiver();
+    const rb = await receiver();
+    let refuse = true;
+    const shared = await receiver(() => ({ status: refuse ? 400 : 200 }));
+    await destination("dest-a", ["src-a"], ra.url());
+    await destination("dest-b", ["src-b"], rb.url());
+    // Both sources feed this one; it refuses (400: dead at once) until told otherwise.
+    await destination("dest-shared", ["src-a", "src-b"], shared.url());
+    const messageId = "same-id-1";
+    // A first, so that "the first routed record of the id" is A's: what the old join picked.
+    await a.track({ messageId, userId: "u-a", event: "From A" });
+    await ra.waitFor(1);
+    await waitUntil(
+      async () => (await admin.listDeadLetters({ destinationId: "dest-shared" })).deadLetters.length === 1,
+    );
+    await b.track({ messageId, userId: "u-b", event: "From B" });
+    await rb.waitFor(1);
+    await waitUntil(
+      async () => (await admin.listDeadLetters({ destinationId: "dest-shared" })).deadLetters.length === 2,
+    );
+    // Both webhooks carry the id as answered.
+    expect(ra.requests[0]!.headers["idempotency-key"]).toBe(messageId);
+    expect(rb.requests[0]!.headers["idempotency-key"]).toBe(messageId);
+
+    let ofB: Attempt[] = [];
+    await waitUntil(async () => {
+      ofB = (await admin.listAttempts({ destinationId: "dest-b" })).attempts;
+      return ofB.length === 1 && ofB[0]!.requestBody !== "";
+    });
+    expect(JSON.parse(ofB[0]!.requestBody)).toMatchObject({ event: "From B", userId: "u-b" });
+    expect(ofB[0]!.requestBody).toBe(rb.requests[0]!.body.toString());
+    // The shared destination: each attempt with its own source's body.
+    let sharedAttempts: Attempt[] = [];
+    await waitUntil(async () => {
+      sharedAttempts = (await admin.listAttempts({ destinationId: "dest-shared" })).attempts;
+      return sharedAttempts.length === 2 && sharedAttempts.every((x) => x.requestBody !== "");
+    });
+    for (const at of sharedAttempts) {
+      expect(JSON.parse(at.requestBody).event).toBe(at.sourceId === "src-a" ? "From A" : "From B");
+    }
+    const onlyA = (await admin.listAttempts({ destinationId: "dest-shared", sourceId: "src-a" })).attempts;
+    expect(onlyA.map((x) => x.sourceId)).toEqual(["src-a"]);
+
+    // Without a source the id is ambiguous: refused, naming both sources.
+    const ambiguous = await admin.getMessage({ messageId }).catch((e: HookpostError) => e);
+    expect((ambiguous as HookpostError).codeName).toBe("INVALID_ARGUMENT");
+    expect((ambiguous as HookpostError).message).toMatch(/src-a.*src-b/);
+    const storyA = await admin.getMessage({ messageId, sourceId: "src-a" });
+    expect(storyA.sourceId).toBe("src-a");
+    expect(JSON.parse(storyA.body)).toMatchObject({ event: "From A" });
+    expect(storyA.deliveries.map((d) => d.destinationId).sort()).toEqual(["dest-a", "dest-shared"]);
+    expect(storyA.attempts.every((x) => x.sourceId === "src-a" && x.requestBody === storyA.body)).toBe(true);
+    const storyB = await admin.getMessage({ messageId, sourceId: "src-b" });
+    expect(JSON.parse(storyB.body)).toMatchObject({ event: "From B" });
+    expect(storyB.deliveries.map((d) => d.destinationId).sort()).toEqual(["dest-b", "dest-shared"]);
+    expect(await code(admin.getMessage({ messageId, sourceId: "src-none" }))).toBe("NOT_FOUND");
+
+    // Replay scoped by source: only A's call goes out again; B's dead letter stays.
+    const lettersOfB = (await admin.listDeadLetters({ destinationId: "dest-shared", sourceId: "src-b" }))
+      .deadLetters;
+    expect(lettersOfB.map((l) => l.sourceId)).toEqual(["src-b"]);
+    refuse = false;
+    const before = shared.requests.length;
+    // A's sequence is not B's: refused rather than replaying another source's call.
+    expect(
+      await code(
+        admin.replayDeadLetters({
+          destinationId: "dest-shared",
+          sourceId: "src-a",
+          sequences: [lettersOfB[0]!.sequence],
+        }),
+      ),
+    ).toBe("NOT_FOUND");
+    const replay = await admin.replayDeadLetters({ destinationId: "dest-shared", sourceId: "src-a" });
+    expect(replay.replayed).toBe(1);
+    await shared.waitFor(before + 1);
+    const replayed = shared.requests.slice(before);
+    expect(replayed).toHaveLength(1);
+    expect(JSON.parse(replayed[0]!.body.toString())).toMatchObject({ event: "From A" });
+    expect(replayed[0]!.headers["idempotency-key"]).toBe(messageId);
+    const left = (await admin.listDeadLetters({ destinationId: "dest-shared" })).deadLetters;
+    expect(left.map((l) => l.sourceId)).toEqual(["src-b"]);
+  }, 120_000);
+  it("property: for any message ids sent by source A, B or both, each lookup answers that source's call alone", async () => {
+    const a = await source("prop-a");
+    const b = await source("prop-b");
+    const r = await receiver();
+    await destination("prop-shared", ["prop-a", "prop-b"], r.url());
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.uniqueArray(fc.stringMatching(/^[a-z0-9]{1,6}$/), { minLength: 1, maxLength: 4 }),
+        fc.array(fc.constantFrom("a", "b", "both"), { minLength: 4, maxLength: 4 }),
+        async (names, who) => {
+          run++;
+          const sent: Array<{ id: string; source: string }> = [];
+          for (const [i, name] of names.entries()) {
+            const id = `p${run}-${name}`;
+            const by = who[i] === "both" ? ["a", "b"] : [who[i]!];
+            for (const s of by) {
+              await (s === "a" ? a : b).track({ messageId: id, userId: "u", event: `${s}:${id}` });
+              sent.push({ id, source: `prop-${s}` });
+            }
+          }
+          for (const { id, source: src } of sent) {
+            const event = `${src.slice(-1)}:${id}`;
+            let attempts: Attempt[] = [];
+            await waitUntil(
+              async () => {
+                attempts = (
+                  await admin.listAttempts({ destinationId: "prop-shared", messageId: id, sourceId: src })
+                ).attempts;
+                return attempts.length === 1 && attempts[0]!.requestBody !== "";
+              },
+              20_000,
+              `the attempt of ${src}/${id}`,
+            );
+            expect(JSON.parse(attempts[0]!.requestBody).event).toBe(event);
+            const story = await admin.getMessage({ messageId: id, sourceId: src });
+            expect(story.sourceId).toBe(src);
+            expect(JSON.parse(story.body).event).toBe(event);
+            expect(story.attempts.map((x) => x.sourceId)).toEqual([src]);
+            const senders = sent.filter((x) => x.id === id).length;
+            expect(await code(admin.getMessage({ messageId: id }))).toBe(
+              senders > 1 ? "INVALID_ARGUMENT" : "OK",
+            );
+          }
+        },
+      ),
+      { numRuns: 5 },
+    );
+  }, 180_000);
+});
