@@ -24,6 +24,7 @@ const suites: Record<string, () => Promise<Figure[]>> = {
   replicas: (await import("./replicas.js")).benchReplicas,
   "http-ingest": async () => (await import("./http-ingest.js")).benchHttpIngest(),
   "sdk-e2e": async () => (await import("./sdk-e2e.js")).benchSdkE2e(),
+  outage: async () => (await import("./outage.js")).benchOutage(),
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");
