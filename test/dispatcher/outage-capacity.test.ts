@@ -15,7 +15,8 @@ import { destination, Receiver, track } from "./helpers.js";
  * for good. Two dispatcher processes (DELIVERY_CONCURRENCY 16 each) and an endpoint taking 50 ms:
  * with a backlog the endpoint sees 32 requests at once. nats-server is killed (SIGKILL) under a
  * steady load, kept down 15 s and restarted on the same port and store, three times; each time
- * the endpoint must see (nearly) all 32 slots used again within 30 s.
+ * the endpoint must see (nearly) all 32 slots used again within 30 s. Then the same after one
+ * dispatcher is killed (SIGKILL) and started again.
  */
 
 const CONCURRENCY = 16;
@@ -78,6 +79,18 @@ async function saturate(ms: number): Promise<{ ok: boolean; peaks: number[] }> {
   return { ok: false, peaks };
 }
 
+/** A dispatcher process with production settings but for the SSRF allowance and logs. */
+function dispatcher(): ServiceProcess {
+  return spawnService("services/dispatcher/main.ts", {
+    NATS_URL: server.url,
+    WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",
+    OPS_ADDR: "off",
+    LOG_LEVEL: "info",
+    ATTEMPT_LOG: "off",
+    DELIVERY_CONCURRENCY: String(CONCURRENCY),
+  });
+}
+
 beforeAll(async () => {
   server = await NatsServer.start();
   nc = await connect({ servers: server.url, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
@@ -93,16 +106,7 @@ beforeAll(async () => {
   await store.putDestination(destination({ id: DEST, sourceIds: ["soak"], urls: [rx.url()] }));
   store.close();
   pipe = new PipelinedPublisher(nc, 2000);
-  procs = Array.from({ length: 2 }, () =>
-    spawnService("services/dispatcher/main.ts", {
-      NATS_URL: server.url,
-      WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",
-      OPS_ADDR: "off",
-      LOG_LEVEL: "info",
-      ATTEMPT_LOG: "off",
-      DELIVERY_CONCURRENCY: String(CONCURRENCY),
-    }),
-  );
+  procs = [dispatcher(), dispatcher()];
   await Promise.all(procs.map((p) => p.waitFor("delivering to destination", 50_000)));
   load = steadyLoad();
 });
@@ -137,4 +141,17 @@ describe("delivery capacity after a NATS outage", () => {
       ).toBe(true);
     }
   }, 240_000);
+
+  it("uses every slot of both replicas again within 30 s of a replica killed and started again", async () => {
+    const killed = procs[0]!;
+    killed.proc.kill("SIGKILL");
+    await killed.exited;
+    procs[0] = dispatcher();
+    await procs[0].waitFor("delivering to destination", 50_000);
+    const after = await saturate(RECOVER_MS);
+    expect(
+      after.ok,
+      `after the restart: at most ${Math.max(...after.peaks)} requests at once (peaks ${after.peaks.join(", ")}) of ${SLOTS}`,
+    ).toBe(true);
+  }, 120_000);
 });
