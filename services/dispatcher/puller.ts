@@ -41,8 +41,8 @@ const LATE_SLACK_MS = 1000;
  * open are gone, and nothing says so: no message and no 408 ever answers them. Their slots used
  * to stay promised, and as every arriving message is counted against the oldest open request,
  * the unanswerable count moved on to each newer request and never expired: after an outage of
- * a few seconds or more a replica kept only the slots the lost requests had not held (7 of 16 in
- * the outage soak, ~4 in the issue), for good. Hence: no pulls while the connection is down, and
+ * a few seconds or more a replica kept only the slots the lost requests had not held (5 to 9 of
+ * 16 in our runs, ~4 in the issue), for good. Hence: no pulls while the connection is down, and
  * once it is back (and the consumer answers again) the open requests are forgotten.
  */
 export class Puller {
@@ -61,8 +61,16 @@ export class Puller {
   #stale = false;
   #wake: AbortController = new AbortController();
 
+  /** Stops listening to the connection: once the puller is retired. */
+  readonly #stopWatching: () => void;
+
   constructor(o: PullerOptions) {
     this.#o = o;
+    // Also while paused: requests left open by pause() are lost with the connection all the same.
+    this.#stopWatching = o.connection.onChange(() => {
+      this.#stale = true;
+      this.#wakeLoop?.();
+    });
   }
 
   get inFlight(): number {
@@ -105,6 +113,7 @@ export class Puller {
   abortPull(): void {
     this.pause();
     this.#closeSub();
+    this.#stopWatching();
   }
 
   /** Resolves once the last pull request ended, the subscription closed and no message is handled. */
@@ -137,10 +146,6 @@ export class Puller {
 
   async #run(): Promise<void> {
     const o = this.#o;
-    const stopWatching = o.connection.onChange(() => {
-      this.#stale = true;
-      this.#wakeLoop?.();
-    });
     /** The last wait ended by its timer: nothing freed enough slots meanwhile. */
     let quiet = true;
     while (this.#running) {
@@ -181,7 +186,6 @@ export class Puller {
         await sleep(1000, undefined, { signal: this.#wake.signal }).catch(() => {});
       }
     }
-    stopWatching();
   }
 
   /** Waits `ms` (true) or until woken (false): slots freed, pause(), the connection changed. */
