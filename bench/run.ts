@@ -27,6 +27,7 @@ const suites: Record<string, () => Promise<Figure[]>> = {
   "http-flood": async () => (await import("./http-flood.js")).benchHttpFlood(),
   "source-quota": async () => (await import("./source-quota.js")).benchSourceQuota(),
   "json-text": async () => (await import("./json-text.js")).benchJsonText(),
+  outage: async () => (await import("./outage.js")).benchOutage(),
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");

@@ -52,9 +52,10 @@ export class ConnectionState {
     });
   }
 
-  /** Called with false when the connection drops and true when it is back. */
-  onChange(fn: (up: boolean) => void): void {
+  /** Called with false when the connection drops and true when it is back; returns how to stop. */
+  onChange(fn: (up: boolean) => void): () => void {
     this.#listeners.add(fn);
+    return () => this.#listeners.delete(fn);
   }
 
   async #watch(): Promise<void> {

@@ -141,6 +141,7 @@ export async function startDispatcher(
   const supervisor = new DestinationSupervisor({
     js,
     acks,
+    connection,
     jsm,
     store,
     handler,
@@ -172,6 +173,7 @@ export async function startDispatcher(
     expiresMs: config.pullExpiresMs,
     handle: (msg) => router.handle(msg),
     acks,
+    connection,
     logger,
   });
   routerPuller.resume();

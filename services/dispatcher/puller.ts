@@ -2,6 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { consumerOpts, type JetStreamClient, type JetStreamPullSubscription, type JsMsg } from "nats";
 import type { Logger } from "../../lib/log/logger.js";
 import { confirmingAck } from "../../lib/nats/confirmed-ack.js";
+import type { ConnectionState } from "../../lib/nats/connection-state.js";
 import type { PipelinedPublisher } from "../../lib/nats/pipelined-publisher.js";
 
 export interface PullerOptions {
@@ -15,6 +16,8 @@ export interface PullerOptions {
   handle: (msg: JsMsg) => Promise<void>;
   /** Acks, naks and progress notes go out through it, batched per event-loop turn. */
   acks: PipelinedPublisher;
+  /** No pulls while the connection is down; open pull requests are forgotten when it comes back. */
+  connection: ConnectionState;
   logger: Logger;
 }
 
@@ -32,6 +35,15 @@ const LATE_SLACK_MS = 1000;
  *
  * pause() stops pulling (in-flight work finishes); resume() starts again; drain() waits until
  * the last pull request has ended and in-flight work is done.
+ *
+ * Pull requests live only in the server's memory. When the connection drops (nats-server killed
+ * and restarted, or the client moved to another server), the requests this puller counted as
+ * open are gone, and nothing says so: no message and no 408 ever answers them. Their slots used
+ * to stay promised, and as every arriving message is counted against the oldest open request,
+ * the unanswerable count moved on to each newer request and never expired: after an outage of
+ * a few seconds or more a replica kept only the slots the lost requests had not held (5 to 9 of
+ * 16 in our runs, ~4 in the issue), for good. Hence: no pulls while the connection is down, and
+ * once it is back (and the consumer answers again) the open requests are forgotten.
  */
 export class Puller {
   readonly #o: PullerOptions;
@@ -45,10 +57,20 @@ export class Puller {
   #pullEnds = 0;
   readonly #inFlight = new Set<Promise<void>>();
   #wakeLoop: (() => void) | undefined;
+  /** The connection dropped since the last pull: the open requests are lost. */
+  #stale = false;
   #wake: AbortController = new AbortController();
+
+  /** Stops listening to the connection: once the puller is retired. */
+  readonly #stopWatching: () => void;
 
   constructor(o: PullerOptions) {
     this.#o = o;
+    // Also while paused: requests left open by pause() are lost with the connection all the same.
+    this.#stopWatching = o.connection.onChange(() => {
+      this.#stale = true;
+      this.#wakeLoop?.();
+    });
   }
 
   get inFlight(): number {
@@ -91,6 +113,7 @@ export class Puller {
   abortPull(): void {
     this.pause();
     this.#closeSub();
+    this.#stopWatching();
   }
 
   /** Resolves once the last pull request ended, the subscription closed and no message is handled. */
@@ -127,6 +150,19 @@ export class Puller {
     let quiet = true;
     while (this.#running) {
       try {
+        // A pull written now would wait in the client's buffer and reach the server (restarted
+        // or not) unaccounted for: wait for the connection instead.
+        if (!o.connection.connected) {
+          quiet = await this.#wait(o.expiresMs);
+          continue;
+        }
+        if (this.#stale) {
+          // After a restart the consumer answers only once JetStream has recovered it; a pull
+          // sent before that is lost like the ones before the outage.
+          if (this.#sub) await this.#consumerInfo();
+          this.#stale = false;
+          this.#requests = [];
+        }
         const sub = this.#sub ?? (await this.#open());
         const now = Date.now();
         this.#requests = this.#requests.filter((r) => r.remaining > 0 && r.endsAt > now);
@@ -142,14 +178,7 @@ export class Puller {
         }
         // Until enough slots free, a request expires, or pause(); the timer is a fallback.
         const next = Math.min(Date.now() + o.expiresMs, ...this.#requests.map((r) => r.endsAt));
-        quiet = await new Promise<boolean>((resolve) => {
-          const t = setTimeout(() => resolve(true), Math.max(10, next - Date.now()));
-          this.#wakeLoop = () => {
-            clearTimeout(t);
-            resolve(false);
-          };
-        });
-        this.#wakeLoop = undefined;
+        quiet = await this.#wait(next - Date.now());
       } catch (err) {
         if (!this.#running) break;
         this.#closeSub();
@@ -159,12 +188,29 @@ export class Puller {
     }
   }
 
+  /** Waits `ms` (true) or until woken (false): slots freed, pause(), the connection changed. */
+  async #wait(ms: number): Promise<boolean> {
+    const quiet = await new Promise<boolean>((resolve) => {
+      const t = setTimeout(() => resolve(true), Math.max(10, ms));
+      this.#wakeLoop = () => {
+        clearTimeout(t);
+        resolve(false);
+      };
+    });
+    this.#wakeLoop = undefined;
+    return quiet;
+  }
+
+  async #consumerInfo() {
+    return (await this.#o.js.consumers.get(this.#o.stream, this.#o.consumer)).info(true);
+  }
+
   async #open(): Promise<JetStreamPullSubscription> {
     const opts = consumerOpts();
     opts.bind(this.#o.stream, this.#o.consumer);
     opts.manualAck();
     // A bound subscription must name the consumer's own filter subject.
-    const info = await (await this.#o.js.consumers.get(this.#o.stream, this.#o.consumer)).info(true);
+    const info = await this.#consumerInfo();
     const sub = await this.#o.js.pullSubscribe(info.config.filter_subject ?? "", opts);
     this.#sub = sub;
     this.#requests = [];
@@ -177,9 +223,19 @@ export class Puller {
         if (this.#running) this.#start(msg);
         else msg.nak(); // paused or closing: someone else (or later) takes it
       }
-    })().catch((err) => {
-      this.#o.logger.warn({ consumer: this.#o.consumer, err: (err as Error).message }, "subscription ended");
-    });
+    })()
+      .catch((err) => {
+        this.#o.logger.warn(
+          { consumer: this.#o.consumer, err: (err as Error).message },
+          "subscription ended",
+        );
+      })
+      .finally(() => {
+        // Ended by nats.js (an error status), not by #closeSub(): pulls on it would go unread.
+        if (this.#sub !== sub) return;
+        this.#closeSub();
+        this.#wakeLoop?.();
+      });
     return sub;
   }
 

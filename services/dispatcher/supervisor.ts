@@ -2,6 +2,7 @@ import type { JetStreamClient, JetStreamManager, JsMsg } from "nats";
 import type { ConfigChange, ConfigStore } from "../../lib/config/config-store.js";
 import type { Logger } from "../../lib/log/logger.js";
 import type { DestinationRecord } from "../../lib/model/destination.js";
+import type { ConnectionState } from "../../lib/nats/connection-state.js";
 import type { PipelinedPublisher } from "../../lib/nats/pipelined-publisher.js";
 import { DELIVERIES_STREAM, destinationConsumer } from "../../lib/nats/topology.js";
 import { type ConsumerSettings, ensureDestinationConsumer, removeDestinationConsumer } from "./consumers.js";
@@ -16,6 +17,8 @@ export interface SupervisorDeps {
   js: JetStreamClient;
   /** Acks and naks of every destination's puller go out through it (batched writes). */
   acks: PipelinedPublisher;
+  /** The NATS connection's state, for the pullers (see Puller). */
+  connection: ConnectionState;
   jsm: JetStreamManager;
   store: ConfigStore;
   handler: DeliveryHandler;
@@ -190,6 +193,7 @@ export class DestinationSupervisor {
           expiresMs: d.pullExpiresMs,
           handle: (msg) => this.#handle(id, msg),
           acks: d.acks,
+          connection: d.connection,
           logger: d.logger,
         });
         this.#pullers.set(id, puller);
