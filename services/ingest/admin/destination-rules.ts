@@ -1,6 +1,6 @@
 import type { ConfigStore } from "../../../lib/config/config-store.js";
 import type { FieldViolation } from "../../../lib/grpc/mod.js";
-import { type DestinationRecord, type Signing, signingSecrets } from "../../../lib/model/destination.js";
+import type { Signing } from "../../../lib/model/destination.js";
 import { hasLineBreakOrNul, hasSpaceOrControl, isHeaderValueText } from "../text.js";
 
 /** The rules of SPEC section 4 for a webhook destination, one function per field. */
@@ -211,16 +211,21 @@ export function sharedSecretViolations(
  * The previous secret of a rotation signs beside the current one until its overlap ends, so with
  * standard-webhooks signing it must be a Standard Webhooks secret too: otherwise every delivery
  * of the overlap would fail before a request is sent. Checked on the record a write would store
- * (create, update, rotate), at `now`.
+ * (create, update, rotate), with the secrets that still sign at the time of the write.
  */
 export function previousSecretViolations(
-  record: DestinationRecord,
-  now: Date,
+  record: {
+    signing: Signing;
+    previousSecret?: string | undefined;
+    previousSecretExpiresAt?: string | undefined;
+  },
+  /** The secrets that still sign at the time of the write (core's signingSecrets). */
+  stillSigning: readonly string[],
   field: string,
 ): FieldViolation[] {
   const previous = record.previousSecret;
   if (record.signing !== "standard-webhooks" || previous === undefined) return [];
-  if (!signingSecrets(record, now.getTime()).includes(previous)) return [];
+  if (!stillSigning.includes(previous)) return [];
   const problem = whsecProblem(previous);
   if (!problem) return [];
   return [

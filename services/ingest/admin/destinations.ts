@@ -2,7 +2,7 @@ import { ADMIN_PAGES, answerBytes } from "../../../contract/admin-pages.js";
 import type { Destination } from "../../../gen/hookpost/v1/admin_pb.js";
 import { AlreadyExistsError } from "../../../lib/config/config-store.js";
 import { Code, type FieldViolation, HookpostError, type ServiceImpl } from "../../../lib/grpc/mod.js";
-import type { DestinationRecord, Signing } from "../../../lib/model/destination.js";
+import { type DestinationRecord, type Signing, signingSecrets } from "../../../lib/model/destination.js";
 import { throwIfInvalid } from "../invalid.js";
 import {
   headersViolations,
@@ -204,7 +204,7 @@ export function destinationHandlers(
         if (secretChanges || fields.has("signing")) {
           violations.push(
             ...sharedSecretViolations(next.sharedSecret, next.signing, `${P}shared_secret`, !secretChanges),
-            ...previousSecretViolations(next, at, `${P}signing`),
+            ...previousSecretViolations(next, signingSecrets(next, at.getTime()), `${P}signing`),
           );
         }
         throwIfInvalid(violations);

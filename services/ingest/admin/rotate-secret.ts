@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { type Duration, durationMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, type FieldViolation, HookpostError, type ServiceImpl } from "../../../lib/grpc/mod.js";
-import type { DestinationRecord, Signing } from "../../../lib/model/destination.js";
+import { type DestinationRecord, type Signing, signingSecrets } from "../../../lib/model/destination.js";
 import { generateStandardWebhookSecret } from "../../../receiver/mod.js";
 import { throwIfInvalid } from "../invalid.js";
 import { previousSecretViolations, sharedSecretViolations } from "./destination-rules.js";
@@ -57,7 +57,9 @@ export function rotateSecretHandler(deps: AdminDeps): Pick<ServiceImpl<AdminMeth
           next.previousSecret = current.sharedSecret;
           next.previousSecretExpiresAt = new Date(at.getTime() + overlapMs).toISOString();
         }
-        problems.push(...previousSecretViolations(next, at, "previous_valid_for"));
+        problems.push(
+          ...previousSecretViolations(next, signingSecrets(next, at.getTime()), "previous_valid_for"),
+        );
         throwIfInvalid(problems);
         return next;
       });
