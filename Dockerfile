@@ -5,17 +5,11 @@
 
 FROM node:26-bookworm-slim AS build
 WORKDIR /app
-COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
-COPY tsconfig.json tsconfig.build.json ./
-COPY gen ./gen
-COPY contract ./contract
-COPY lib ./lib
+# The workspaces: every package.json and its sources (npm ci links them into node_modules).
+COPY package.json package-lock.json tsconfig.json ./
+COPY packages ./packages
 COPY services ./services
-COPY client ./client
-COPY receiver ./receiver
-COPY cli ./cli
-COPY console ./console
+RUN npm ci --no-audit --no-fund
 RUN npm run build && npm prune --omit=dev
 
 FROM node:26-bookworm-slim
@@ -23,8 +17,8 @@ ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
-COPY --from=build /app/dist ./dist
-COPY bin ./bin
+COPY --from=build /app/packages ./packages
+COPY --from=build /app/services ./services
 USER node
 EXPOSE 50051 8080 9090 9091
-CMD ["node", "dist/services/ingest/main.js"]
+CMD ["node", "services/api/dist/main.js"]

@@ -1,6 +1,9 @@
 import { defineConfig } from "vitest/config";
 
 export default defineConfig({
+  // Workspace packages from their TypeScript sources (the "@hookpost/source" condition of their exports).
+  resolve: { conditions: ["@hookpost/source"] },
+  ssr: { resolve: { conditions: ["@hookpost/source"] } },
   test: {
     include: ["test/**/*.test.ts"],
     // Cluster tests have their own run: `npm run test:cluster` (vitest.cluster.config.ts).

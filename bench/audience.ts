@@ -14,13 +14,19 @@
 import { readdirSync } from "node:fs";
 import { loadavg } from "node:os";
 import { pathToFileURL } from "node:url";
+import type { SyncDeps } from "@hookpost/api";
+import { type AudienceChunk, syncAudience } from "@hookpost/api";
+import {
+  createLogger,
+  DEFAULT_TOPOLOGY,
+  EVENTS_STREAM,
+  ensureTopology,
+  eventSubject,
+  MembershipStore,
+  USER_SOURCES_STREAM,
+  UserSourceIndex,
+} from "@hookpost/core";
 import { connect, headers, type NatsConnection } from "nats";
-import { createLogger } from "../lib/log/logger.js";
-import { MembershipStore } from "../lib/membership/membership-store.js";
-import { DEFAULT_TOPOLOGY, EVENTS_STREAM, ensureTopology, eventSubject } from "../lib/nats/topology.js";
-import { USER_SOURCES_STREAM, UserSourceIndex } from "../lib/users/user-source-index.js";
-import type { SyncDeps } from "../services/ingest/sync/deps.js";
-import { type AudienceChunk, syncAudience } from "../services/ingest/sync/sync-audience.js";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { pipelined } from "./payloads.js";
 import { cpuMs } from "./procs/processes.js";

@@ -8,8 +8,8 @@
  * Run alone: `npx tsx bench/client.ts`.
  */
 import { fileURLToPath } from "node:url";
+import { Analytics } from "@hookpost/client";
 import { Analytics as SegmentAnalytics } from "@segment/analytics-node";
-import { Analytics } from "../client/mod.js";
 import { runJsonChild } from "./json-child.js";
 import { type Figure, printTable } from "./table.js";
 

@@ -17,9 +17,9 @@
 import { availableParallelism } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import { DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "@hookpost/core";
 import { connect, headers, type JetStreamClient } from "nats";
 import { Pool } from "undici";
-import { DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "../lib/nats/topology.js";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import type { ServiceProcess } from "../test/helpers/service-process.js";
 import { adminClient, type IngestClient, ingestClient, STACK_ADMIN_TOKEN } from "../test/helpers/stack.js";

@@ -8,11 +8,11 @@
  *   npx tsx bench/http-flood.ts
  */
 import { fileURLToPath } from "node:url";
+import { startIngest } from "@hookpost/api";
+import { adminMetadata, createClient } from "@hookpost/client";
+import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { DEFAULT_TOPOLOGY } from "@hookpost/core";
 import pino from "pino";
-import { AdminService } from "../gen/hookpost/v1/admin_pb.js";
-import { adminMetadata, createClient } from "../lib/grpc/mod.js";
-import { DEFAULT_TOPOLOGY } from "../lib/nats/topology.js";
-import { startIngest } from "../services/ingest/ingest.js";
 import { floodTarget, underFlood } from "../test/helpers/http-flood.js";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { type Figure, printTable } from "./table.js";

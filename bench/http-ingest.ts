@@ -9,12 +9,12 @@
  *   HTTP_BENCH_CALLS=50000 npx tsx bench/http-ingest.ts
  */
 import { fileURLToPath } from "node:url";
+import { startIngest } from "@hookpost/api";
+import { adminMetadata, createClient, writeKeyMetadata } from "@hookpost/client";
+import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
+import { DEFAULT_TOPOLOGY } from "@hookpost/core";
 import pino from "pino";
-import { AdminService } from "../gen/hookpost/v1/admin_pb.js";
-import { IngestService } from "../gen/hookpost/v1/ingest_pb.js";
-import { adminMetadata, createClient, writeKeyMetadata } from "../lib/grpc/mod.js";
-import { DEFAULT_TOPOLOGY } from "../lib/nats/topology.js";
-import { startIngest } from "../services/ingest/ingest.js";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { type Figure, printTable } from "./table.js";
 

@@ -13,18 +13,17 @@
  * (`create` + `toBinary`: ~80 µs of the bench process's CPU per call with Structs, more than
  * ingest spends on it), which caps both the raw gRPC Batch limit and the Batch figure on 2 cores.
  * The "SDK frames" figures send the same calls encoded as hookpost/client encodes them
- * (client/call-encoder.ts, a few µs per call), to both the empty handler and ingest.
+ * (packages/client/src/call-encoder.ts, a few µs per call), to both the empty handler and ingest.
  *
  *   npm run bench -- ingest          BENCH_CALLS=50000 npm run bench -- ingest
  *   BENCH_CPU_PROF=/tmp/prof npm run bench -- ingest   # .cpuprofile of the ingest process
  */
 import { fileURLToPath } from "node:url";
+import { batchRequestOf, encodeFrame } from "@hookpost/client";
+import { MAX_CALL_BYTES } from "@hookpost/contract";
+import { DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "@hookpost/core";
 import { connect, headers } from "nats";
 import { Pool } from "undici";
-import { encodeFrame } from "../client/call-encoder.js";
-import { batchRequestOf } from "../client/wire.js";
-import { MAX_CALL_BYTES } from "../contract/mod.js";
-import { DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "../lib/nats/topology.js";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { adminClient, type IngestClient, ingestClient, STACK_ADMIN_TOKEN } from "../test/helpers/stack.js";
 import { pipelined, round, storedTrack, trackInit } from "./payloads.js";

@@ -14,11 +14,10 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import type { StoredCall } from "@hookpost/contract";
+import type { DestinationRecord } from "@hookpost/core";
+import { ConfigStore, DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "@hookpost/core";
 import { connect, type JetStreamClient } from "nats";
-import { ConfigStore } from "../lib/config/config-store.js";
-import type { DestinationRecord } from "../lib/model/destination.js";
-import type { StoredCall } from "../lib/model/stored-call.js";
-import { DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "../lib/nats/topology.js";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { type Figure, printTable } from "./table.js";
 
@@ -64,19 +63,23 @@ class Sink {
 }
 
 function replica(natsUrl: string, env: Record<string, string> = {}): ChildProcess {
-  const proc = spawn(process.execPath, ["--import", "tsx", "services/dispatcher/main.ts"], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      NATS_URL: natsUrl,
-      WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",
-      OPS_ADDR: "off",
-      LOG_LEVEL: "error",
-      PULL_EXPIRES: "1s",
-      ...env,
+  const proc = spawn(
+    process.execPath,
+    ["--conditions=@hookpost/source", "--import", "tsx", "services/dispatcher/main.ts"],
+    {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        NATS_URL: natsUrl,
+        WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",
+        OPS_ADDR: "off",
+        LOG_LEVEL: "error",
+        PULL_EXPIRES: "1s",
+        ...env,
+      },
+      stdio: ["ignore", "ignore", "inherit"],
     },
-    stdio: ["ignore", "ignore", "inherit"],
-  });
+  );
   // Each measurement starts with a warm-up run that waits until deliveries arrive.
   return proc;
 }

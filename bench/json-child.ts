@@ -20,7 +20,7 @@ export function runJsonChild<T>(
   return new Promise((resolve, reject) => {
     const child = execFile(
       process.execPath,
-      [...(o.nodeFlags ?? []), "--import", "tsx", file, ...args],
+      [...(o.nodeFlags ?? []), "--conditions=@hookpost/source", "--import", "tsx", file, ...args],
       { maxBuffer: 16 << 20, timeout: o.timeoutMs ?? 0 },
       (err, stdout, stderr) => {
         if (err) reject(new Error(`${label} failed: ${err.message}${o.showStderr ? "" : `\n${stderr}`}`));

@@ -1,9 +1,9 @@
 /**
- * The HTTP API's JSON text scan (contract/json-text.ts: duplicate keys, numbers that would
+ * The HTTP API's JSON text scan (packages/contract/src/json-text.ts: duplicate keys, numbers that would
  * change, sizes as stored) beside the JSON.parse it follows, on the same /v1/batch body of
  * realistic track calls: the scan's cost per request, as a share of the parse every request pays.
  */
-import { scanJsonText } from "../contract/mod.js";
+import { scanJsonText } from "@hookpost/contract";
 import type { Figure } from "./table.js";
 
 const CALLS = 1000;

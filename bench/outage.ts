@@ -20,11 +20,16 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import type { StoredCall } from "@hookpost/contract";
+import {
+  ConfigStore,
+  DEFAULT_TOPOLOGY,
+  ensureTopology,
+  eventSubject,
+  msgIdHeaders,
+  PipelinedPublisher,
+} from "@hookpost/core";
 import { connect, type NatsConnection } from "nats";
-import { ConfigStore } from "../lib/config/config-store.js";
-import type { StoredCall } from "../lib/model/stored-call.js";
-import { msgIdHeaders, PipelinedPublisher } from "../lib/nats/pipelined-publisher.js";
-import { DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "../lib/nats/topology.js";
 import { destination } from "../test/dispatcher/helpers.js";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { type ServiceProcess, spawnService } from "../test/helpers/service-process.js";

@@ -1,5 +1,5 @@
 import type { JsonObject } from "@bufbuild/protobuf";
-import type { StoredCall } from "../lib/model/stored-call.js";
+import type { StoredCall } from "@hookpost/contract";
 
 /**
  * The bench call: a track call of about 300 bytes once stored (JSON on EVENTS). The gRPC

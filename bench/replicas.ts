@@ -17,18 +17,19 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { connect, headers, type JetStreamManager } from "nats";
-import { ConfigStore } from "../lib/config/config-store.js";
-import { MESSAGE_ID_HEADER, SOURCE_ID_HEADER } from "../lib/dead-letters/delivery-headers.js";
-import type { DestinationRecord } from "../lib/model/destination.js";
+import type { DestinationRecord } from "@hookpost/core";
 import {
+  ConfigStore,
   DEFAULT_TOPOLOGY,
   DELIVERIES_STREAM,
   deliverySubject,
   destinationConsumer,
   ensureTopology,
-} from "../lib/nats/topology.js";
-import { renderBody } from "../services/dispatcher/body.js";
+  MESSAGE_ID_HEADER,
+  SOURCE_ID_HEADER,
+} from "@hookpost/core";
+import { renderBody } from "@hookpost/dispatcher";
+import { connect, headers, type JetStreamManager } from "nats";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { type ServiceProcess, spawnService } from "../test/helpers/service-process.js";
 import { type Figure, printTable } from "./table.js";

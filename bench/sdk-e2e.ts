@@ -12,11 +12,10 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import { Analytics } from "@hookpost/client";
+import { DEFAULT_TOPOLOGY, ensureTopology, envInt } from "@hookpost/core";
 import { Analytics as SegmentAnalytics } from "@segment/analytics-node";
 import { connect } from "nats";
-import { Analytics } from "../client/mod.js";
-import { envInt } from "../lib/env/read-env.js";
-import { DEFAULT_TOPOLOGY, ensureTopology } from "../lib/nats/topology.js";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { adminClient, STACK_ADMIN_TOKEN } from "../test/helpers/stack.js";
 import { trackInit } from "./payloads.js";

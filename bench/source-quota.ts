@@ -5,11 +5,11 @@
  *
  *   npm run bench -- source-quota
  */
+
+import { defaultSourceQuota, SourceQuota } from "@hookpost/api";
+import { ConfigStore, DEFAULT_TOPOLOGY, deliverySubject, ensureTopology, eventSubject } from "@hookpost/core";
 import { connect, headers } from "nats";
 import pino from "pino";
-import { ConfigStore } from "../lib/config/config-store.js";
-import { DEFAULT_TOPOLOGY, deliverySubject, ensureTopology, eventSubject } from "../lib/nats/topology.js";
-import { defaultSourceQuota, SourceQuota } from "../services/ingest/calls/quota.js";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { type Figure, printTable } from "./table.js";
 

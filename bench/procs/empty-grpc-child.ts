@@ -3,8 +3,8 @@
  * decoded the same way), with handlers that do nothing. Prints `{ address }` on stdout.
  */
 import { Server, ServerCredentials } from "@grpc/grpc-js";
-import { IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
-import { addService } from "../../lib/grpc/server.js";
+import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
+import { addService } from "@hookpost/core";
 
 const server = new Server();
 addService(server, IngestService, {

@@ -18,7 +18,7 @@ function profileFlags(): string[] {
 /** A Hookpost service (`ingest` or `dispatcher`) as its own process, as in production. */
 export function startService(name: "ingest" | "dispatcher", env: Record<string, string>): ServiceProcess {
   const entry = `${ROOT}/services/${name}/main.ts`;
-  return spawnNode([...profileFlags(), "--import", "tsx", entry], {
+  return spawnNode([...profileFlags(), "--conditions=@hookpost/source", "--import", "tsx", entry], {
     OPS_ADDR: "off",
     LOG_LEVEL: "info",
     ...env,
@@ -35,9 +35,13 @@ export async function stopProcess(p: ChildProcess): Promise<void> {
 
 /** The raw gRPC limit server (procs/empty-grpc-child.ts); resolves with its process and address. */
 export async function startEmptyGrpc(): Promise<{ proc: ChildProcess; address: string }> {
-  const proc = spawn(process.execPath, ["--import", "tsx", `${HERE}empty-grpc-child.ts`], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
+  const proc = spawn(
+    process.execPath,
+    ["--conditions=@hookpost/source", "--import", "tsx", `${HERE}empty-grpc-child.ts`],
+    {
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
   const line = await new Promise<string>((resolve, reject) => {
     createInterface({ input: proc.stdout! }).once("line", resolve);
     proc.once("exit", (code) => reject(new Error(`empty gRPC server exited (${code})`)));
@@ -74,7 +78,10 @@ export class ReceiverProcess {
   }
 
   static async start(): Promise<ReceiverProcess> {
-    const proc = fork(`${HERE}receiver-child.ts`, [], { execArgv: ["--import", "tsx"], stdio: "inherit" });
+    const proc = fork(`${HERE}receiver-child.ts`, [], {
+      execArgv: ["--conditions=@hookpost/source", "--import", "tsx"],
+      stdio: "inherit",
+    });
     const port = await new Promise<number>((resolve, reject) => {
       proc.once("message", (m: { port: number }) => resolve(m.port));
       proc.once("exit", (code) => reject(new Error(`receiver exited (${code})`)));

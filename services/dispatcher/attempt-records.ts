@@ -1,4 +1,4 @@
-import { type AttemptRecord, outcomeKind } from "../../lib/attempts/record.js";
+import { type AttemptRecord, outcomeKind } from "@hookpost/core";
 import type { AttemptOutcome } from "./sender.js";
 
 /** A reason a person reads: "422 is not retried", "timeout after 5000 ms", "connection failed: …". */

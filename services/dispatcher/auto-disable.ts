@@ -1,7 +1,5 @@
-import type { ConfigStore } from "../../lib/config/config-store.js";
-import { formatDuration } from "../../lib/env/duration.js";
-import type { Logger } from "../../lib/log/logger.js";
-import type { DestinationRecord } from "../../lib/model/destination.js";
+import { formatDuration } from "@hookpost/contract";
+import type { ConfigStore, DestinationRecord, Logger } from "@hookpost/core";
 import type { DispatcherMetrics } from "./metrics.js";
 import type { DeliveryResult } from "./sender.js";
 

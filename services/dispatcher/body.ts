@@ -1,5 +1,5 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import type { StoredCall } from "../../lib/model/stored-call.js";
+import type { StoredCall } from "@hookpost/contract";
 
 /**
  * The webhook body of a call (SPEC section 5): exactly these keys in this order, keys the call

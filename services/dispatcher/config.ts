@@ -1,4 +1,4 @@
-import { opsLimitsFromEnv } from "../../lib/env/ops-env.js";
+import type { OpsLimits, TopologySettings } from "@hookpost/core";
 import {
   ConfigError,
   envDuration,
@@ -8,10 +8,9 @@ import {
   envOptional,
   envString,
   envSwitch,
-} from "../../lib/env/read-env.js";
-import { topologyFromEnv } from "../../lib/env/topology-env.js";
-import type { TopologySettings } from "../../lib/nats/topology.js";
-import type { OpsLimits } from "../../lib/ops/ops-server.js";
+  opsLimitsFromEnv,
+  topologyFromEnv,
+} from "@hookpost/core";
 import { AddressPolicy } from "./ssrf.js";
 
 type Env = Record<string, string | undefined>;

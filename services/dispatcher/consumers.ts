@@ -1,3 +1,4 @@
+import { DELIVERIES_STREAM, deliverySubject, destinationConsumer, isNotFound } from "@hookpost/core";
 import {
   AckPolicy,
   type ConsumerConfig,
@@ -6,12 +7,6 @@ import {
   nanos,
   ReplayPolicy,
 } from "nats";
-import {
-  DELIVERIES_STREAM,
-  deliverySubject,
-  destinationConsumer,
-  isNotFound,
-} from "../../lib/nats/topology.js";
 
 export interface ConsumerSettings {
   ackWaitMs: number;

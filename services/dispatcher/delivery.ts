@@ -1,15 +1,12 @@
-import type { JsMsg } from "nats";
-import type { AttemptLog } from "../../lib/attempts/publisher.js";
-import { statusClass } from "../../lib/attempts/record.js";
-import type { ConfigStore } from "../../lib/config/config-store.js";
-import type { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
+import type { AttemptLog, ConfigStore, DeadLetters, Logger } from "@hookpost/core";
 import {
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
-} from "../../lib/dead-letters/delivery-headers.js";
-import type { Logger } from "../../lib/log/logger.js";
-import { startDeliverySpan } from "../../lib/tracing/mod.js";
+  startDeliverySpan,
+  statusClass,
+} from "@hookpost/core";
+import type { JsMsg } from "nats";
 import { attemptRecords, readableReason } from "./attempt-records.js";
 import type { AutoDisabler } from "./auto-disable.js";
 import type { DispatcherMetrics } from "./metrics.js";

@@ -1,21 +1,24 @@
 import { setMaxListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
-import { AttemptLog } from "../../lib/attempts/publisher.js";
-import { ConfigStore } from "../../lib/config/config-store.js";
-import { registerConfigRevision } from "../../lib/config/revision-metric.js";
-import { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
-import { createLogger, type Logger } from "../../lib/log/logger.js";
-import { connectNats } from "../../lib/nats/connect.js";
-import { ConnectionState } from "../../lib/nats/connection-state.js";
-import { PipelinedPublisher } from "../../lib/nats/pipelined-publisher.js";
 import {
+  AttemptLog,
+  ConfigStore,
+  ConnectionState,
+  connectNats,
+  createLogger,
   DELIVERIES_STREAM,
+  DeadLetters,
   destinationConsumer,
   EVENTS_STREAM,
   ensureTopology,
+  type Logger,
+  type OpsServer,
+  PipelinedPublisher,
   ROUTER_CONSUMER,
-} from "../../lib/nats/topology.js";
-import { type OpsServer, splitHostPort, startOpsServer } from "../../lib/ops/ops-server.js";
+  registerConfigRevision,
+  splitHostPort,
+  startOpsServer,
+} from "@hookpost/core";
 import { AutoDisabler } from "./auto-disable.js";
 import type { DispatcherConfig } from "./config.js";
 import { DeliveryHandler } from "./delivery.js";

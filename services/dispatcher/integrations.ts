@@ -1,4 +1,4 @@
-import type { StoredCall } from "../../lib/model/stored-call.js";
+import type { StoredCall } from "@hookpost/contract";
 
 /** The name a call's integrations object uses for Hookpost's webhook destinations (case-sensitive). */
 export const INTEGRATION_NAME = "Webhooks";

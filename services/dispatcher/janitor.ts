@@ -1,10 +1,12 @@
+import type { AttemptLog, ConfigStore, DeadLetters, Logger } from "@hookpost/core";
+import {
+  DELIVERIES_STREAM,
+  deliverySubject,
+  isNotFound,
+  MESSAGE_ID_HEADER,
+  SOURCE_ID_HEADER,
+} from "@hookpost/core";
 import type { JetStreamManager, StoredMsg } from "nats";
-import type { AttemptLog } from "../../lib/attempts/publisher.js";
-import type { ConfigStore } from "../../lib/config/config-store.js";
-import type { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
-import { MESSAGE_ID_HEADER, SOURCE_ID_HEADER } from "../../lib/dead-letters/delivery-headers.js";
-import type { Logger } from "../../lib/log/logger.js";
-import { DELIVERIES_STREAM, deliverySubject, isNotFound } from "../../lib/nats/topology.js";
 import { removeDestinationConsumer } from "./consumers.js";
 
 export interface JanitorDeps {

@@ -1,6 +1,4 @@
-import { ConfigError } from "../../lib/env/read-env.js";
-import { createLogger } from "../../lib/log/logger.js";
-import { startTracing } from "../../lib/tracing/mod.js";
+import { ConfigError, createLogger, startTracing } from "@hookpost/core";
 import { dispatcherConfigFromEnv } from "./config.js";
 import { startDispatcher } from "./dispatcher.js";
 

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { registerStreamFull } from "@hookpost/core";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import { registerStreamFull } from "../../lib/nats/stream-watch.js";
 
 /**
  * How long a scrape waits for the backlog. While NATS is away every consumer lookup waits for its

@@ -1,9 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import type { ConnectionState, Logger, PipelinedPublisher } from "@hookpost/core";
+import { confirmingAck } from "@hookpost/core";
 import { consumerOpts, type JetStreamClient, type JetStreamPullSubscription, type JsMsg } from "nats";
-import type { Logger } from "../../lib/log/logger.js";
-import { confirmingAck } from "../../lib/nats/confirmed-ack.js";
-import type { ConnectionState } from "../../lib/nats/connection-state.js";
-import type { PipelinedPublisher } from "../../lib/nats/pipelined-publisher.js";
 
 export interface PullerOptions {
   js: JetStreamClient;

@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
+import type { Logger } from "@hookpost/core";
+import { DISPATCHERS_BUCKET } from "@hookpost/core";
 import type { KV, NatsConnection } from "nats";
-import type { Logger } from "../../lib/log/logger.js";
-import { DISPATCHERS_BUCKET } from "../../lib/nats/topology.js";
 
 export { DISPATCHERS_BUCKET };
 

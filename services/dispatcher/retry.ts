@@ -1,4 +1,4 @@
-import { formatDuration } from "../../lib/env/duration.js";
+import { formatDuration } from "@hookpost/contract";
 
 export interface RetryPolicy {
   baseDelayMs: number;

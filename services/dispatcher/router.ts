@@ -1,18 +1,18 @@
-import { headers, type JsMsg } from "nats";
-import type { AttemptLog } from "../../lib/attempts/publisher.js";
-import type { ConfigStore } from "../../lib/config/config-store.js";
+import type { StoredCall } from "@hookpost/contract";
+import type { AttemptLog, ConfigStore, Logger, PipelinedPublisher } from "@hookpost/core";
 import {
+  ATTR,
+  countIfFull,
+  DELIVERIES_STREAM,
   deliveryMsgId,
+  deliverySubject,
+  type EventType,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
-} from "../../lib/dead-letters/delivery-headers.js";
-import type { Logger } from "../../lib/log/logger.js";
-import type { StoredCall } from "../../lib/model/stored-call.js";
-import type { PipelinedPublisher } from "../../lib/nats/pipelined-publisher.js";
-import { countIfFull } from "../../lib/nats/stream-watch.js";
-import { DELIVERIES_STREAM, deliverySubject, type EventType } from "../../lib/nats/topology.js";
-import { ATTR, startRouteSpan } from "../../lib/tracing/mod.js";
+  startRouteSpan,
+} from "@hookpost/core";
+import { headers, type JsMsg } from "nats";
 import { renderBody } from "./body.js";
 import { webhooksEnabled } from "./integrations.js";
 import type { DispatcherMetrics } from "./metrics.js";

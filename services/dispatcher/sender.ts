@@ -1,9 +1,6 @@
+import type { DestinationRecord, Logger, UrlOutcomeRecord } from "@hookpost/core";
+import { endRequestSpan, RESPONSE_EXCERPT_BYTES, startRequestSpan, type TraceContext } from "@hookpost/core";
 import type { Dispatcher } from "undici";
-import { RESPONSE_EXCERPT_BYTES } from "../../lib/attempts/record.js";
-import type { UrlOutcomeRecord } from "../../lib/dead-letters/record.js";
-import type { Logger } from "../../lib/log/logger.js";
-import type { DestinationRecord } from "../../lib/model/destination.js";
-import { endRequestSpan, startRequestSpan, type TraceContext } from "../../lib/tracing/mod.js";
 import { logUrl, maskUrl } from "./redact-url.js";
 import { parseRetryAfter } from "./retry.js";
 import { signatureHeaders } from "./signing.js";

@@ -1,5 +1,5 @@
-import { type DestinationRecord, signingSecrets } from "../../lib/model/destination.js";
-import { signSegment, signStandardWebhook } from "../../receiver/mod.js";
+import { type DestinationRecord, signingSecrets } from "@hookpost/core";
+import { signSegment, signStandardWebhook } from "@hookpost/receiver";
 
 /** Carries the new secret's Segment signature while the previous secret still signs X-Signature. */
 export const NEXT_SIGNATURE_HEADER = "X-Signature-Next";

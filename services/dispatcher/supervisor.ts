@@ -1,10 +1,13 @@
+import type {
+  ConfigChange,
+  ConfigStore,
+  ConnectionState,
+  DestinationRecord,
+  Logger,
+  PipelinedPublisher,
+} from "@hookpost/core";
+import { DELIVERIES_STREAM, destinationConsumer } from "@hookpost/core";
 import type { JetStreamClient, JetStreamManager, JsMsg } from "nats";
-import type { ConfigChange, ConfigStore } from "../../lib/config/config-store.js";
-import type { Logger } from "../../lib/log/logger.js";
-import type { DestinationRecord } from "../../lib/model/destination.js";
-import type { ConnectionState } from "../../lib/nats/connection-state.js";
-import type { PipelinedPublisher } from "../../lib/nats/pipelined-publisher.js";
-import { DELIVERIES_STREAM, destinationConsumer } from "../../lib/nats/topology.js";
 import { type ConsumerSettings, ensureDestinationConsumer, removeDestinationConsumer } from "./consumers.js";
 import type { DeliveryHandler } from "./delivery.js";
 import { Puller } from "./puller.js";

@@ -8,20 +8,23 @@ import { join } from "node:path";
 
 /** The newest modification time among the console's sources and the descriptors it bundles. */
 function newestSource(root: string): number {
-  const files = readdirSync(join(root, "console"), { recursive: true, withFileTypes: true })
-    .filter((e) => e.isFile())
+  const files = readdirSync(join(root, "packages/console"), { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile() && !e.parentPath.includes("/dist") && !e.parentPath.includes("/node_modules"))
     .map((e) => join(e.parentPath, e.name));
-  files.push(join(root, "gen/hookpost/v1/admin_pb.ts"), join(root, "package-lock.json"));
+  files.push(
+    join(root, "packages/contract/src/gen/hookpost/v1/admin_pb.ts"),
+    join(root, "package-lock.json"),
+  );
   return Math.max(...files.map((f) => statSync(f).mtimeMs));
 }
 
 /** True when it built; `stdio` "inherit" shows Vite's output, "ignore" hides it. */
 export function buildConsoleIfStale(root: string, stdio: "inherit" | "ignore" = "inherit"): boolean {
-  const built = join(root, "dist/console/index.html");
+  const built = join(root, "packages/console/dist/index.html");
   if (existsSync(built) && statSync(built).mtimeMs >= newestSource(root)) return false;
   execFileSync(
     process.execPath,
-    [join(root, "node_modules/vite/bin/vite.js"), "build", "--config", "console/vite.config.ts"],
+    [join(root, "node_modules/vite/bin/vite.js"), "build", "--config", "packages/console/vite.config.ts"],
     { cwd: root, stdio },
   );
   return true;

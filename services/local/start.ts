@@ -10,9 +10,9 @@ import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
-import { adminMetadata, createClient } from "../../lib/grpc/mod.js";
-import { splitHostPort } from "../../lib/ops/ops-server.js";
+import { adminMetadata, createClient } from "@hookpost/client";
+import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { splitHostPort } from "@hookpost/core";
 import { buildConsoleIfStale } from "./console-build.js";
 import { summarizeDeliveries } from "./delivered-summary.js";
 import { DEMO_SECRET, startDemoReceiver } from "./demo-receiver.js";
@@ -31,15 +31,19 @@ interface Service {
 }
 
 function startService(name: string, entry: string, env: NodeJS.ProcessEnv, waitFor: string): Service {
-  const proc = spawn(process.execPath, ["--import", "tsx", join(root, entry)], {
-    cwd: root,
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-    // Own process group: Ctrl-C in the terminal signals only this launcher, which then stops the
-    // services in order (a SIGINT from the terminal followed by our SIGTERM would be a "second
-    // signal" to them, and they would exit without finishing their work).
-    detached: true,
-  });
+  const proc = spawn(
+    process.execPath,
+    ["--conditions=@hookpost/source", "--import", "tsx", join(root, entry)],
+    {
+      cwd: root,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+      // Own process group: Ctrl-C in the terminal signals only this launcher, which then stops the
+      // services in order (a SIGINT from the terminal followed by our SIGTERM would be a "second
+      // signal" to them, and they would exit without finishing their work).
+      detached: true,
+    },
+  );
   const ready = new Promise<Record<string, unknown>>((resolveReady, reject) => {
     proc.once("exit", (code) => reject(new Error(`${name} exited with code ${code} before it was ready`)));
     for (const stream of [proc.stdout!, proc.stderr!]) {
@@ -130,7 +134,7 @@ async function main(): Promise<void> {
   };
   const ingest = startService(
     "ingest",
-    "services/ingest/main.ts",
+    "services/api/main.ts",
     {
       ...base,
       INGEST_ADDR: process.env.INGEST_ADDR ?? "127.0.0.1:50051",

@@ -1,10 +1,8 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Client, credentials } from "@grpc/grpc-js";
-import fc from "fast-check";
-import pino from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ADMIN_PAGE_MAX_BYTES } from "../../contract/admin-pages.js";
+import { adminMetadata, createClient, writeKeyMetadata } from "@hookpost/client";
+import { ADMIN_PAGE_MAX_BYTES, type HookpostError } from "@hookpost/contract";
 import {
   AdminService,
   type Attempt,
@@ -13,11 +11,12 @@ import {
   ListAttemptsResponseSchema,
   ListDeadLettersRequestSchema,
   ListDeadLettersResponseSchema,
-} from "../../gen/hookpost/v1/admin_pb.js";
-import { IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
-import { adminMetadata, createClient, type HookpostError, writeKeyMetadata } from "../../lib/grpc/mod.js";
-import { defaultDispatcherConfig } from "../../services/dispatcher/config.js";
-import { type RunningDispatcher, startDispatcher } from "../../services/dispatcher/dispatcher.js";
+} from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
+import { defaultDispatcherConfig, type RunningDispatcher, startDispatcher } from "@hookpost/dispatcher";
+import fc from "fast-check";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { waitUntil } from "../dispatcher/helpers.js";
 import { code } from "../helpers/grpc-code.js";
 import { NatsServer } from "../helpers/nats-server.js";
@@ -60,7 +59,7 @@ const adminClient = (a: string) => createClient(AdminService, a, { metadata: adm
 
 beforeAll(async () => {
   nats = await NatsServer.start();
-  ingest = spawnService("services/ingest/main.ts", {
+  ingest = spawnService("services/api/main.ts", {
     NATS_URL: nats.url,
     INGEST_ADDR: "127.0.0.1:0",
     OPS_ADDR: "off",

@@ -1,7 +1,7 @@
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { AttemptOutcome, DeliveryState, DestinationState } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { ATTEMPTS_STREAM, type AttemptRecord } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AttemptOutcome, DeliveryState, DestinationState } from "../../gen/hookpost/v1/admin_pb.js";
-import { ATTEMPTS_STREAM, type AttemptRecord } from "../../lib/attempts/record.js";
 import { makeCerts, type TestCerts, waitUntil } from "../dispatcher/helpers.js";
 import { code } from "../helpers/grpc-code.js";
 import { Receiver } from "../helpers/receiver.js";

@@ -1,8 +1,7 @@
+import type { AttemptRecord, LogRecord } from "@hookpost/core";
+import { HealthAggregate, HealthTally } from "@hookpost/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { HealthAggregate } from "../../lib/attempts/health.js";
-import { HealthTally } from "../../lib/attempts/health-tally.js";
-import type { AttemptRecord, LogRecord } from "../../lib/attempts/record.js";
 
 // Dispatcher replicas fold their records into per-second summaries; ingest merges summaries.
 // The figures must not depend on where the windows fall: however a run of records is cut into

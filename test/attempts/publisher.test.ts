@@ -1,15 +1,17 @@
-import { connect, type NatsConnection } from "nats";
-import pino from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AttemptLog, type DropReason } from "../../lib/attempts/publisher.js";
-import { AttemptReader } from "../../lib/attempts/reader.js";
 import {
+  AttemptLog,
+  AttemptReader,
   type AttemptRecord,
+  DEFAULT_TOPOLOGY,
+  type DropReason,
+  ensureTopology,
   messageHash,
   type RoutedRecord,
   routedSubject,
-} from "../../lib/attempts/record.js";
-import { DEFAULT_TOPOLOGY, ensureTopology } from "../../lib/nats/topology.js";
+} from "@hookpost/core";
+import { connect, type NatsConnection } from "nats";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsServer } from "../helpers/nats-server.js";
 
 // The publisher never blocks and never grows without bound: records it cannot write are dropped

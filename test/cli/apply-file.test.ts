@@ -1,8 +1,6 @@
+import type { DestinationView } from "@hookpost/cli";
+import { diff, InputError, parseApplyFile } from "@hookpost/cli";
 import { describe, expect, it } from "vitest";
-import { parseApplyFile } from "../../cli/apply-file.js";
-import { diff } from "../../cli/commands/apply.js";
-import { InputError } from "../../cli/errors.js";
-import type { DestinationView } from "../../cli/views.js";
 
 function problems(text: string, name = "f.yaml", env: NodeJS.ProcessEnv = {}): string[] {
   try {

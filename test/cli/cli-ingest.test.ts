@@ -1,12 +1,12 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { type IngestHandle, startIngest } from "@hookpost/api";
+import type { StoredCall } from "@hookpost/contract";
+import { DEFAULT_TOPOLOGY, EVENTS_STREAM } from "@hookpost/core";
 import { connect, type NatsConnection } from "nats";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { StoredCall } from "../../lib/model/stored-call.js";
-import { DEFAULT_TOPOLOGY, EVENTS_STREAM } from "../../lib/nats/topology.js";
-import { type IngestHandle, startIngest } from "../../services/ingest/ingest.js";
 import { NatsServer } from "../helpers/nats-server.js";
 import { type CliResult, hookpost } from "./run-cli.js";
 

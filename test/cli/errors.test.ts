@@ -1,6 +1,6 @@
+import { InputError, renderError, UsageError } from "@hookpost/cli";
+import { Code, HookpostError } from "@hookpost/contract";
 import { describe, expect, it } from "vitest";
-import { InputError, renderError, UsageError } from "../../cli/errors.js";
-import { Code, HookpostError } from "../../lib/grpc/mod.js";
 
 const scene = { endpoint: "ingest.internal:50051", auth: "admin" as const, tls: false };
 

@@ -2,20 +2,15 @@ import { randomBytes, randomUUID } from "node:crypto";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { type Timestamp, timestampNow } from "@bufbuild/protobuf/wkt";
 import { Server, ServerCredentials } from "@grpc/grpc-js";
+import { Code, type FieldViolation, HookpostError } from "@hookpost/contract";
 import {
   AdminService,
   type DeadLetterSchema,
   type DestinationSchema,
   Signing,
-} from "../../gen/hookpost/v1/admin_pb.js";
-import { IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
-import {
-  addService,
-  type CallContext,
-  Code,
-  type FieldViolation,
-  HookpostError,
-} from "../../lib/grpc/mod.js";
+} from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
+import { addService, type CallContext } from "@hookpost/core";
 
 interface FakeSource {
   id: string;

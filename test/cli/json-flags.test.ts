@@ -1,6 +1,6 @@
+import { jsonObject } from "@hookpost/cli";
 import { InvalidArgumentError } from "commander";
 import { describe, expect, it } from "vitest";
-import { jsonObject } from "../../cli/parse.js";
 
 describe("JSON object flags (--properties, --traits, --context)", () => {
   it("refuse what JSON.parse would change silently, naming the path (issue 22)", () => {

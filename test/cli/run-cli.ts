@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-export const BIN = fileURLToPath(new URL("../../bin/hookpost.js", import.meta.url));
+export const BIN = fileURLToPath(new URL("../../packages/cli/bin/hookpost.js", import.meta.url));
 
 export interface CliResult {
   code: number | null;
@@ -11,7 +11,7 @@ export interface CliResult {
 }
 
 /**
- * Runs `node bin/hookpost.js …` as a real child process, from the sources (not a stale dist/),
+ * Runs `node packages/cli/bin/hookpost.js …` as a real child process, from the sources (not a stale dist/),
  * with only the given Hookpost variables set (none leak in from the test's environment).
  */
 export function hookpost(

@@ -1,5 +1,5 @@
+import { updateSummary } from "@hookpost/cli";
 import { describe, expect, it } from "vitest";
-import { updateSummary } from "../../cli/views.js";
 
 describe("destinations update: what it says it did", () => {
   it("names the changed fields in the CLI's words and the enabled state the server returned", () => {

@@ -1,5 +1,5 @@
+import { Analytics, type AnalyticsError, type AnalyticsOptions, LIBRARY } from "@hookpost/client";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Analytics, type AnalyticsError, type AnalyticsOptions, LIBRARY } from "../../client/mod.js";
 import { FakeIngest, waitFor } from "./fake-ingest.js";
 
 let ingest: FakeIngest;

@@ -1,10 +1,9 @@
 import { create, fromBinary, type JsonObject, type JsonValue, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { CallType } from "@hookpost/client";
+import { batchRequestOf, type CallFields, CallTooLargeError, encodeFrame } from "@hookpost/client";
+import { BatchCallSchema, BatchRequestSchema } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { describe, expect, it } from "vitest";
-import { type CallFields, CallTooLargeError, encodeFrame } from "../../client/call-encoder.js";
-import type { CallType } from "../../client/calls.js";
-import { batchRequestOf } from "../../client/wire.js";
-import { BatchCallSchema, BatchRequestSchema } from "../../gen/hookpost/v1/ingest_pb.js";
 
 // The hand-written encoder must write exactly what protobuf-es writes for the same call.
 

@@ -1,7 +1,7 @@
 import { createServer } from "node:net";
+import { Analytics, AnalyticsError, type AnalyticsOptions } from "@hookpost/client";
+import { Code } from "@hookpost/contract";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Analytics, AnalyticsError, type AnalyticsOptions } from "../../client/mod.js";
-import { Code } from "../../lib/grpc/mod.js";
 import { FakeIngest, waitFor } from "./fake-ingest.js";
 
 let ingest: FakeIngest;

@@ -7,14 +7,20 @@
  */
 import { toBinary } from "@bufbuild/protobuf";
 import { Server, ServerCredentials } from "@grpc/grpc-js";
-import { DEFAULT_MAX_BATCH_CALLS, protoBatchViolations } from "../../contract/mod.js";
+import {
+  Code,
+  DEFAULT_MAX_BATCH_CALLS,
+  type FieldViolation,
+  HookpostError,
+  protoBatchViolations,
+} from "@hookpost/contract";
 import {
   type BatchCall,
   type BatchRequest,
   BatchRequestSchema,
   IngestService,
-} from "../../gen/hookpost/v1/ingest_pb.js";
-import { addService, Code, type FieldViolation, HookpostError } from "../../lib/grpc/mod.js";
+} from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
+import { addService } from "@hookpost/core";
 
 type CallValue = NonNullable<BatchCall["call"]["value"]>;
 

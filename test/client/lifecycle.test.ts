@@ -1,8 +1,8 @@
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { Analytics, AnalyticsError, debugEnabled } from "@hookpost/client";
+import { Code } from "@hookpost/contract";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Analytics, AnalyticsError, debugEnabled } from "../../client/mod.js";
-import { Code } from "../../lib/grpc/mod.js";
 import { FakeIngest } from "./fake-ingest.js";
 
 let ingest: FakeIngest;
@@ -94,7 +94,7 @@ describe("in a real process", () => {
       const started = Date.now();
       execFile(
         process.execPath,
-        ["--import", "tsx", fixture],
+        ["--conditions=@hookpost/source", "--import", "tsx", fixture],
         { env: { ...process.env, DEBUG: "", ...env }, timeout: timeoutMs },
         (err, stdout, stderr) => {
           const code = err ? ((err as { code?: number }).code ?? null) : 0;

@@ -1,5 +1,5 @@
+import { Analytics, AnalyticsError, type AnalyticsErrorCode } from "@hookpost/client";
 import { afterAll, describe, expect, it } from "vitest";
-import { Analytics, AnalyticsError, type AnalyticsErrorCode } from "../../client/mod.js";
 import { HOSTILE_MESSAGE_IDS } from "../helpers/hostile-ids.js";
 
 // Refusals happen before the network: nothing listens at this endpoint. The calls that were

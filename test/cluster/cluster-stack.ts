@@ -1,14 +1,14 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import type { JetStreamManager, NatsConnection } from "nats";
-import { Code, HookpostError } from "../../lib/grpc/mod.js";
+import { DEFAULT_PUBLISH_TIMEOUT_MS } from "@hookpost/api";
+import { Code, HookpostError } from "@hookpost/contract";
 import {
   CONFIG_BUCKET,
   DELIVERIES_STREAM,
   destinationConsumer,
   EVENTS_STREAM,
   ROUTER_CONSUMER,
-} from "../../lib/nats/topology.js";
-import { DEFAULT_PUBLISH_TIMEOUT_MS } from "../../services/ingest/config.js";
+} from "@hookpost/core";
+import type { JetStreamManager, NatsConnection } from "nats";
 import { NatsCluster } from "../helpers/nats-cluster.js";
 import { Receiver } from "../helpers/receiver.js";
 import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
@@ -88,7 +88,7 @@ export class ClusterStack {
     processes: ServiceProcess[],
     dispatcherCount: number,
   ): Promise<ClusterStack> {
-    const ingest = spawnService("services/ingest/main.ts", {
+    const ingest = spawnService("services/api/main.ts", {
       ...COMMON_ENV,
       NATS_URL: cluster.urls,
       INGEST_ADDR: "127.0.0.1:0",

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { Code, HookpostError } from "@hookpost/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code, HookpostError } from "../../lib/grpc/mod.js";
 import { Receiver } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import { ClusterStack, Load, waitUntil } from "./cluster-stack.js";

@@ -1,5 +1,5 @@
+import { EVENTS_STREAM } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EVENTS_STREAM } from "../../lib/nats/topology.js";
 import { ClusterStack, Load, waitUntil } from "./cluster-stack.js";
 
 // A 3-node cluster, R3 streams, ingest and 2 dispatchers as processes, steady gRPC Batch load.

@@ -1,9 +1,9 @@
+import { type IngestHandle, startIngest } from "@hookpost/api";
+import { adminMetadata, createClient } from "@hookpost/client";
+import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { DEFAULT_TOPOLOGY } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
-import { adminMetadata, createClient } from "../../lib/grpc/mod.js";
-import { DEFAULT_TOPOLOGY } from "../../lib/nats/topology.js";
-import { type IngestHandle, startIngest } from "../../services/ingest/ingest.js";
 import { NatsCluster } from "../helpers/nats-cluster.js";
 import { eventsOf, expectOnlyARefusedUntilDrained, sendUntilRefused } from "../helpers/source-quota.js";
 import { post } from "../http/helpers.js";

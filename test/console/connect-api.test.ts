@@ -1,10 +1,10 @@
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import { ingestConfigFromEnv } from "@hookpost/api";
+import { BadRequestSchema } from "@hookpost/contract/gen/google/rpc/error_details_pb";
+import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { ConfigError } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BadRequestSchema } from "../../gen/google/rpc/error_details_pb.js";
-import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
-import { ConfigError } from "../../lib/env/read-env.js";
-import { ingestConfigFromEnv } from "../../services/ingest/config.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 
 let stack: Stack;

@@ -1,6 +1,6 @@
+import { Code, HookpostError } from "@hookpost/contract";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code, HookpostError } from "../../lib/grpc/mod.js";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
 import { type IngestClient, ingestClient, STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { launchChromium, screenshots, WIDE, watchErrors } from "./browser.js";

@@ -1,6 +1,8 @@
 import { create, toBinary } from "@bufbuild/protobuf";
-import { describe, expect, it } from "vitest";
 import {
+  batchCallRanges,
+  callSchemaByType,
+  findLoss,
   InvalidTimestamp,
   MAX_TIMESTAMP_MS,
   messageIdProblem,
@@ -8,9 +10,9 @@ import {
   scanJsonText,
   timestampProblem,
   validateCall,
-} from "../../contract/mod.js";
-import { batchCallRanges, callSchemaByType, findLoss } from "../../contract/proto-bytes.js";
-import { BatchRequestSchema } from "../../gen/hookpost/v1/ingest_pb.js";
+} from "@hookpost/contract";
+import { BatchRequestSchema } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
+import { describe, expect, it } from "vitest";
 
 describe("the message-id rule", () => {
   it("1..100 printable ASCII characters; names the offending character", () => {

@@ -3,9 +3,10 @@
  * keys (and leading BOMs) that the protobuf decoder drops silently, refused from the bytes as sent.
  */
 import { create, toBinary } from "@bufbuild/protobuf";
+import { writeKeyMetadata } from "@hookpost/client";
+import { Code } from "@hookpost/contract";
+import { BatchRequestSchema, TrackRequestSchema } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BatchRequestSchema, TrackRequestSchema } from "../../gen/hookpost/v1/ingest_pb.js";
-import { Code, writeKeyMetadata } from "../../lib/grpc/mod.js";
 import { failure, fields, Harness, type IngestClient, rawCall, rawClient } from "../ingest/harness.js";
 
 let h: Harness;

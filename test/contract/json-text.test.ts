@@ -1,17 +1,18 @@
 /**
- * The JSON text scan (contract/json-text.ts): the byte-level fast path checked against a plain
+ * The JSON text scan (packages/contract/src/json-text.ts): the byte-level fast path checked against a plain
  * recursive reader of the decoded text, on random JSON written the ways clients write it
  * (whitespace, escaped keys, repeated keys, big integers, exponents), plus the cases of issue 22.
  */
-import fc from "fast-check";
-import { describe, expect, it } from "vitest";
+
 import {
   type JsonTextScan,
   MAX_REPORTED_VIOLATIONS,
   numberLiteralProblem,
   scanJsonText,
   type Violation,
-} from "../../contract/mod.js";
+} from "@hookpost/contract";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
 
 /** The reference: obviously right, slow (string slices, a Set per object, JSON.parse per key). */
 function reference(t: string, arrayKey?: string): JsonTextScan {

@@ -4,10 +4,10 @@
  * webhook-id); everything else is refused with INVALID_ARGUMENT / 400, never rewritten.
  */
 import { createHmac } from "node:crypto";
+import { Code, HookpostError } from "@hookpost/contract";
+import { Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Signing } from "../../gen/hookpost/v1/admin_pb.js";
-import { Code, HookpostError } from "../../lib/grpc/mod.js";
 import { STACK_OPTIONS, settledCount } from "../e2e/helpers.js";
 import { HOSTILE_MESSAGE_IDS } from "../helpers/hostile-ids.js";
 import { Receiver } from "../helpers/receiver.js";

@@ -1,5 +1,5 @@
 /**
- * The fast path of gRPC call requests (contract/proto-wire.ts) against the full path it stands
+ * The fast path of gRPC call requests (packages/contract/src/proto-wire.ts) against the full path it stands
  * in for (protobuf-es `fromBinary`, the lost-map-key scan, the contract's proto rules and
  * `fromProtoCall`): on random requests, random mutations of them and hand-made unusual
  * encodings, whatever the fast path accepts, the full path accepts as the same stored call
@@ -14,24 +14,24 @@ import {
   type JsonValue,
   toBinary,
 } from "@bufbuild/protobuf";
-import fc from "fast-check";
-import { describe, expect, it } from "vitest";
 import {
   acceptedBatchCalls,
   acceptedCall,
   CALL_TYPES,
   type CallType,
   type ContractCall,
+  callSchemaByType,
   fromProtoCall,
   MAX_CALL_BYTES,
   type ProtoCall,
   protoBatchViolations,
   protoCallViolations,
   toStoredCall,
-} from "../../contract/mod.js";
-import { callSchemaByType } from "../../contract/proto-bytes.js";
-import { BatchRequestSchema } from "../../gen/hookpost/v1/ingest_pb.js";
-import { lostMapKeys } from "../../lib/grpc/proto-map-keys.js";
+} from "@hookpost/contract";
+import { BatchRequestSchema } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
+import { lostMapKeys } from "@hookpost/core";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
 
 /** Longer fuzzing: `FUZZ_RUNS=20 npx vitest run test/contract/proto-wire.test.ts` (20 times the runs). */
 const RUNS = Number(process.env.FUZZ_RUNS ?? 1);

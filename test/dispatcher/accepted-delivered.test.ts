@@ -1,15 +1,17 @@
 import { createServer, type Server, type Socket } from "node:net";
-import { headers as natsHeaders } from "nats";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AttemptOutcome } from "../../gen/hookpost/v1/admin_pb.js";
-import { ConfigStore } from "../../lib/config/config-store.js";
+import { AttemptOutcome } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import type { DestinationRecord } from "@hookpost/core";
 import {
+  ConfigStore,
+  DEFAULT_TOPOLOGY,
+  deliverySubject,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
-} from "../../lib/dead-letters/delivery-headers.js";
-import type { DestinationRecord } from "../../lib/model/destination.js";
-import { DEFAULT_TOPOLOGY, deliverySubject, type TopologySettings } from "../../lib/nats/topology.js";
+  type TopologySettings,
+} from "@hookpost/core";
+import { headers as natsHeaders } from "nats";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { waitForRevision } from "../helpers/revisions.js";
 import { Stack } from "../helpers/stack.js";
 import { destination, waitUntil } from "./helpers.js";

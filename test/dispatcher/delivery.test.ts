@@ -1,8 +1,8 @@
 import { createHmac } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { StoredCall } from "@hookpost/contract";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { StoredCall } from "../../lib/model/stored-call.js";
 import { destination, type Pipeline, pipeline, publishCall, Receiver, track, waitUntil } from "./helpers.js";
 
 /** End to end through NATS: what a receiver gets for each call type, and who gets what. */

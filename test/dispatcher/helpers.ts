@@ -3,15 +3,17 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { StoredCall } from "@hookpost/contract";
+import type { DestinationRecord } from "@hookpost/core";
+import { ConfigStore, DEFAULT_TOPOLOGY, DeadLetters, ensureTopology, eventSubject } from "@hookpost/core";
+import {
+  type DispatcherConfig,
+  defaultDispatcherConfig,
+  type RunningDispatcher,
+  startDispatcher,
+} from "@hookpost/dispatcher";
 import { connect, type JetStreamClient, type JetStreamManager, type NatsConnection } from "nats";
 import pino from "pino";
-import { ConfigStore } from "../../lib/config/config-store.js";
-import { DeadLetters } from "../../lib/dead-letters/dead-letters.js";
-import type { DestinationRecord } from "../../lib/model/destination.js";
-import type { StoredCall } from "../../lib/model/stored-call.js";
-import { DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "../../lib/nats/topology.js";
-import { type DispatcherConfig, defaultDispatcherConfig } from "../../services/dispatcher/config.js";
-import { type RunningDispatcher, startDispatcher } from "../../services/dispatcher/dispatcher.js";
 import { NatsServer } from "../helpers/nats-server.js";
 import { waitForRevision } from "../helpers/revisions.js";
 

@@ -1,9 +1,8 @@
 import { createHmac } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
+import { ConfigStore, DELIVERIES_STREAM, destinationConsumer, isNotFound } from "@hookpost/core";
+import type { RunningDispatcher } from "@hookpost/dispatcher";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ConfigStore } from "../../lib/config/config-store.js";
-import { DELIVERIES_STREAM, destinationConsumer, isNotFound } from "../../lib/nats/topology.js";
-import type { RunningDispatcher } from "../../services/dispatcher/dispatcher.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import { destination, type Pipeline, pipeline, publishCall, Receiver, track, waitUntil } from "./helpers.js";
 

@@ -1,11 +1,16 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import {
+  ConfigStore,
+  DEFAULT_TOPOLOGY,
+  deliverySubject,
+  ensureTopology,
+  MESSAGE_ID_HEADER,
+  PipelinedPublisher,
+  SOURCE_ID_HEADER,
+} from "@hookpost/core";
+import { renderBody } from "@hookpost/dispatcher";
 import { connect, headers, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ConfigStore } from "../../lib/config/config-store.js";
-import { MESSAGE_ID_HEADER, SOURCE_ID_HEADER } from "../../lib/dead-letters/delivery-headers.js";
-import { PipelinedPublisher } from "../../lib/nats/pipelined-publisher.js";
-import { DEFAULT_TOPOLOGY, deliverySubject, ensureTopology } from "../../lib/nats/topology.js";
-import { renderBody } from "../../services/dispatcher/body.js";
 import { NatsServer } from "../helpers/nats-server.js";
 import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
 import { destination, Receiver, track } from "./helpers.js";

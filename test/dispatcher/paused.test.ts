@@ -1,6 +1,6 @@
+import { DeliveryState, DestinationState } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { DEFAULT_TOPOLOGY } from "@hookpost/core";
 import { afterAll, describe, expect, it } from "vitest";
-import { DeliveryState, DestinationState } from "../../gen/hookpost/v1/admin_pb.js";
-import { DEFAULT_TOPOLOGY } from "../../lib/nats/topology.js";
 import { Stack } from "../helpers/stack.js";
 import { waitUntil } from "./helpers.js";
 

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
+import { EVENTS_STREAM } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EVENTS_STREAM } from "../../lib/nats/topology.js";
 import { destination, type Pipeline, pipeline, publishCall, Receiver, track, waitUntil } from "./helpers.js";
 
 /** Several replicas share the work; a replica that dies or stops loses nothing. */
@@ -18,20 +18,24 @@ async function receiver(): Promise<Receiver> {
 
 /** `node --import tsx services/dispatcher/main.ts`; resolves once it logged "dispatcher started". */
 async function child(env: Record<string, string> = {}): Promise<{ proc: ChildProcess; logs: string[] }> {
-  const proc = spawn(process.execPath, ["--import", "tsx", "services/dispatcher/main.ts"], {
-    env: {
-      ...process.env,
-      NATS_URL: p.server.url,
-      WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8,::1/128",
-      ACK_WAIT: "2s",
-      PULL_EXPIRES: "1s",
-      RETRY_BASE_DELAY: "100ms",
-      OPS_ADDR: "127.0.0.1:0",
-      LOG_LEVEL: "info",
-      ...env,
+  const proc = spawn(
+    process.execPath,
+    ["--conditions=@hookpost/source", "--import", "tsx", "services/dispatcher/main.ts"],
+    {
+      env: {
+        ...process.env,
+        NATS_URL: p.server.url,
+        WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8,::1/128",
+        ACK_WAIT: "2s",
+        PULL_EXPIRES: "1s",
+        RETRY_BASE_DELAY: "100ms",
+        OPS_ADDR: "127.0.0.1:0",
+        LOG_LEVEL: "info",
+        ...env,
+      },
+      stdio: ["ignore", "pipe", "pipe"],
     },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  );
   children.push(proc);
   const logs: string[] = [];
   let buf = "";

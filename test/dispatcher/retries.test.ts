@@ -1,10 +1,10 @@
 import { rmSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { DeadLetter } from "@hookpost/core";
+import { DELIVERIES_STREAM, deliverySubject, destinationConsumer } from "@hookpost/core";
+import { renderBody } from "@hookpost/dispatcher";
 import { AckPolicy } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { DeadLetter } from "../../lib/dead-letters/record.js";
-import { DELIVERIES_STREAM, deliverySubject, destinationConsumer } from "../../lib/nats/topology.js";
-import { renderBody } from "../../services/dispatcher/body.js";
 import {
   destination,
   makeCerts,

@@ -1,10 +1,8 @@
 import { rmSync } from "node:fs";
+import { AddressPolicy, createWebhookAgent, WebhookSender } from "@hookpost/dispatcher";
 import pino from "pino";
 import type { Agent } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createWebhookAgent } from "../../services/dispatcher/http-agent.js";
-import { WebhookSender } from "../../services/dispatcher/sender.js";
-import { AddressPolicy } from "../../services/dispatcher/ssrf.js";
 import { destination, makeCerts, Receiver, type TestCerts } from "./helpers.js";
 
 /** The sender on its own, against real HTTP(S) receivers: SSRF, TLS, status handling. */

@@ -1,11 +1,15 @@
+import type { StoredCall } from "@hookpost/contract";
+import {
+  AddressPolicy,
+  backoffMs,
+  decide,
+  dispatcherConfigFromEnv,
+  parseRetryAfter,
+  parseStoredCall,
+  renderBody,
+  webhooksEnabled,
+} from "@hookpost/dispatcher";
 import { describe, expect, it } from "vitest";
-import type { StoredCall } from "../../lib/model/stored-call.js";
-import { renderBody } from "../../services/dispatcher/body.js";
-import { dispatcherConfigFromEnv } from "../../services/dispatcher/config.js";
-import { webhooksEnabled } from "../../services/dispatcher/integrations.js";
-import { backoffMs, decide, parseRetryAfter } from "../../services/dispatcher/retry.js";
-import { parseStoredCall } from "../../services/dispatcher/router.js";
-import { AddressPolicy } from "../../services/dispatcher/ssrf.js";
 
 const T = "2026-11-21T09:30:00.000Z";
 const base = { messageId: "m1", sourceId: "s1", receivedAt: "2026-11-21T09:31:00.000Z", timestamp: T };

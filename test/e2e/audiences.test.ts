@@ -1,9 +1,9 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { Code, HookpostError } from "@hookpost/contract";
+import type { SyncAudienceRequestSchema } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
+import { eventSubject } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { SyncAudienceRequestSchema } from "../../gen/hookpost/v1/ingest_pb.js";
-import { Code, HookpostError } from "../../lib/grpc/mod.js";
-import { eventSubject } from "../../lib/nats/topology.js";
 import { Receiver } from "../helpers/receiver.js";
 import { type IngestClient, Stack } from "../helpers/stack.js";
 import { bodies, STACK_OPTIONS, settledCount } from "./helpers.js";

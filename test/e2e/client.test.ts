@@ -1,15 +1,9 @@
 import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { IngestHandle } from "@hookpost/api";
+import { Analytics, type AnalyticsError, type AnalyticsOptions, type Call, LIBRARY } from "@hookpost/client";
+import { Code } from "@hookpost/contract";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import {
-  Analytics,
-  type AnalyticsError,
-  type AnalyticsOptions,
-  type Call,
-  LIBRARY,
-} from "../../client/mod.js";
-import { Code } from "../../lib/grpc/mod.js";
-import type { IngestHandle } from "../../services/ingest/ingest.js";
 import { Receiver } from "../helpers/receiver.js";
 import { Stack } from "../helpers/stack.js";
 import {

@@ -1,7 +1,8 @@
 import { createHmac } from "node:crypto";
+import { adminMetadata, createClient } from "@hookpost/client";
+import { Code, HookpostError } from "@hookpost/contract";
+import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
-import { adminMetadata, Code, createClient, HookpostError } from "../../lib/grpc/mod.js";
 import { Receiver } from "../helpers/receiver.js";
 import { type IngestClient, STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { STACK_OPTIONS, settledCount } from "./helpers.js";

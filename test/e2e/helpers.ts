@@ -1,8 +1,8 @@
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
+import { type IngestHandle, startIngest } from "@hookpost/api";
+import { DEFAULT_TOPOLOGY } from "@hookpost/core";
 import pino from "pino";
-import { DEFAULT_TOPOLOGY } from "../../lib/nats/topology.js";
-import { type IngestHandle, startIngest } from "../../services/ingest/ingest.js";
 import type { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN } from "../helpers/stack.js";
 

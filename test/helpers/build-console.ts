@@ -4,7 +4,7 @@
  */
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { buildConsoleIfStale } from "../../services/local/console-build.js";
+import { buildConsoleIfStale } from "@hookpost/local";
 
 export default function setup(): void {
   buildConsoleIfStale(resolve(dirname(fileURLToPath(import.meta.url)), "../.."));

@@ -1,4 +1,4 @@
-import type { HookpostError } from "../../lib/grpc/mod.js";
+import type { HookpostError } from "@hookpost/contract";
 
 /** The gRPC code name a call ends with: "OK", or the error's (NOT_FOUND, INVALID_ARGUMENT...). */
 export async function code(p: Promise<unknown>): Promise<string> {

@@ -20,7 +20,7 @@ export interface ServiceProcess {
 }
 
 export function spawnService(entry: string, env: Record<string, string>, cwd = ROOT): ServiceProcess {
-  return spawnNode(["--import", "tsx", join(cwd, entry)], env, cwd);
+  return spawnNode(["--conditions=@hookpost/source", "--import", "tsx", join(cwd, entry)], env, cwd);
 }
 
 /** `node <args>` as a child process that logs pino JSON lines (a service, built or not). */

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { EVENTS_STREAM } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import { expect } from "vitest";
-import { EVENTS_STREAM } from "../../lib/nats/topology.js";
 import { type Answer, post } from "../http/helpers.js";
 import { waitUntil } from "../ops/helpers.js";
 

@@ -1,15 +1,23 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { IngestConfig } from "@hookpost/api";
+import { type IngestHandle, startIngest } from "@hookpost/api";
+import { adminMetadata, createClient, writeKeyMetadata } from "@hookpost/client";
+import {
+  AdminService,
+  type Destination,
+  type DestinationSchema,
+} from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
+import { DEFAULT_TOPOLOGY, DELIVERIES_STREAM, destinationConsumer } from "@hookpost/core";
+import {
+  type DispatcherConfig,
+  defaultDispatcherConfig,
+  type RunningDispatcher,
+  startDispatcher,
+} from "@hookpost/dispatcher";
 import { connect, type NatsConnection } from "nats";
 import pino from "pino";
-import { AdminService, type Destination, type DestinationSchema } from "../../gen/hookpost/v1/admin_pb.js";
-import { IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
-import { adminMetadata, createClient, writeKeyMetadata } from "../../lib/grpc/mod.js";
-import { DEFAULT_TOPOLOGY, DELIVERIES_STREAM, destinationConsumer } from "../../lib/nats/topology.js";
-import { type DispatcherConfig, defaultDispatcherConfig } from "../../services/dispatcher/config.js";
-import { type RunningDispatcher, startDispatcher } from "../../services/dispatcher/dispatcher.js";
-import type { IngestConfig } from "../../services/ingest/config.js";
-import { type IngestHandle, startIngest } from "../../services/ingest/ingest.js";
 import { NatsServer } from "./nats-server.js";
 import { Receiver } from "./receiver.js";
 import { waitForRevision } from "./revisions.js";

@@ -1,5 +1,5 @@
+import { clientKey } from "@hookpost/api";
 import { describe, expect, it } from "vitest";
-import { clientKey } from "../../services/ingest/http/connection-guard.js";
 
 describe("the address a per-client connection cap counts", () => {
   it("is the IPv4 address, mapped or not, and an IPv6 /64 (one host's usual share)", () => {

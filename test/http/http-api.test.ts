@@ -1,8 +1,8 @@
 import { request } from "node:http";
 import { gzipSync } from "node:zlib";
+import { MAX_BATCH_BYTES } from "@hookpost/contract";
+import { EVENTS_STREAM } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MAX_BATCH_BYTES } from "../../contract/mod.js";
-import { EVENTS_STREAM } from "../../lib/nats/topology.js";
 import { counterValue } from "../e2e/helpers.js";
 import { HOSTILE_MESSAGE_IDS } from "../helpers/hostile-ids.js";
 import { Harness, type IngestClient } from "../ingest/harness.js";

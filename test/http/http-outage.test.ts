@@ -1,5 +1,5 @@
+import { EVENTS_STREAM } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EVENTS_STREAM } from "../../lib/nats/topology.js";
 import { Harness, NO_SOURCE_QUOTA } from "../ingest/harness.js";
 import { type Answer, post } from "./helpers.js";
 

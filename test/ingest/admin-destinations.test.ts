@@ -2,14 +2,15 @@ import { randomBytes } from "node:crypto";
 import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@grpc/grpc-js";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { adminMetadata } from "@hookpost/client";
+import { Code } from "@hookpost/contract";
 import {
   type DestinationSchema,
   GetDestinationRequestSchema,
   ListDestinationsRequestSchema,
   Signing,
-} from "../../gen/hookpost/v1/admin_pb.js";
-import { adminMetadata, Code } from "../../lib/grpc/mod.js";
+} from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, failure, fields, Harness, rawCall, rawClient } from "./harness.js";
 
 type DestInit = MessageInitShape<typeof DestinationSchema>;

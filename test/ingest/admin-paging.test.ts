@@ -1,8 +1,7 @@
+import { pageOf } from "@hookpost/api";
+import { ADMIN_PAGE_MAX_BYTES, answerBytes, HookpostError } from "@hookpost/contract";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { ADMIN_PAGE_MAX_BYTES, answerBytes } from "../../contract/admin-pages.js";
-import { HookpostError } from "../../lib/grpc/mod.js";
-import { pageOf } from "../../services/ingest/admin/paging.js";
 
 // Paging of in-memory lists (sources, destinations, health): every record once, in creation
 // order, whatever the page size, byte budget, or records deleted between pages.

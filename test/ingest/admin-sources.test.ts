@@ -1,10 +1,14 @@
 import { create, toBinary } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@grpc/grpc-js";
+import { adminMetadata, writeKeyMetadata } from "@hookpost/client";
+import { Code } from "@hookpost/contract";
+import {
+  GetSourceRequestSchema,
+  ListSourcesRequestSchema,
+} from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { hashWriteKey } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GetSourceRequestSchema, ListSourcesRequestSchema } from "../../gen/hookpost/v1/admin_pb.js";
-import { adminMetadata, Code, writeKeyMetadata } from "../../lib/grpc/mod.js";
-import { hashWriteKey } from "../../lib/model/source.js";
 import { ADMIN_TOKEN, failure, fields, Harness, rawCall, rawClient } from "./harness.js";
 
 let h: Harness;

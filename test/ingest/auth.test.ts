@@ -1,10 +1,11 @@
 import { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
+import { startIngest } from "@hookpost/api";
+import { adminMetadata, createClient, writeKeyMetadata } from "@hookpost/client";
+import { Code } from "@hookpost/contract";
+import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
-import { adminMetadata, Code, createClient, writeKeyMetadata } from "../../lib/grpc/mod.js";
-import { startIngest } from "../../services/ingest/ingest.js";
 import {
   ADMIN_TOKEN,
   adminClient,

@@ -1,7 +1,7 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { Code } from "@hookpost/contract";
+import { EVENTS_STREAM, eventSubject } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code } from "../../lib/grpc/mod.js";
-import { EVENTS_STREAM, eventSubject } from "../../lib/nats/topology.js";
 import { HOSTILE_MESSAGE_IDS } from "../helpers/hostile-ids.js";
 import { failure, fields, Harness, type IngestClient } from "./harness.js";
 

@@ -2,10 +2,11 @@ import { randomBytes, randomInt } from "node:crypto";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@grpc/grpc-js";
+import { adminMetadata, writeKeyMetadata } from "@hookpost/client";
+import { Code } from "@hookpost/contract";
+import { AdminService, CreateDestinationRequestSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { BatchRequestSchema, IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AdminService, CreateDestinationRequestSchema } from "../../gen/hookpost/v1/admin_pb.js";
-import { BatchRequestSchema, IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
-import { adminMetadata, Code, writeKeyMetadata } from "../../lib/grpc/mod.js";
 import { ADMIN_TOKEN, Harness, type IngestClient, rawCall, rawClient } from "./harness.js";
 
 let h: Harness;

@@ -1,14 +1,14 @@
 import { Client, credentials, Metadata } from "@grpc/grpc-js";
+import type { IngestConfig, SourceQuotaSettings } from "@hookpost/api";
+import { type IngestHandle, startIngest } from "@hookpost/api";
+import { adminMetadata, createClient, writeKeyMetadata } from "@hookpost/client";
+import type { StoredCall } from "@hookpost/contract";
+import { HookpostError } from "@hookpost/contract";
+import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
+import { DEFAULT_TOPOLOGY, EVENTS_STREAM, type TopologySettings } from "@hookpost/core";
 import { connect, type JetStreamManager, type NatsConnection } from "nats";
 import { type Logger, pino } from "pino";
-import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
-import { IngestService } from "../../gen/hookpost/v1/ingest_pb.js";
-import { adminMetadata, createClient, HookpostError, writeKeyMetadata } from "../../lib/grpc/mod.js";
-import type { StoredCall } from "../../lib/model/stored-call.js";
-import { DEFAULT_TOPOLOGY, EVENTS_STREAM, type TopologySettings } from "../../lib/nats/topology.js";
-import type { SourceQuotaSettings } from "../../services/ingest/calls/quota.js";
-import type { IngestConfig } from "../../services/ingest/config.js";
-import { type IngestHandle, startIngest } from "../../services/ingest/ingest.js";
 import { NatsServer } from "../helpers/nats-server.js";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";

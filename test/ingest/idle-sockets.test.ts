@@ -1,8 +1,8 @@
 import { connect as h2connect, constants as h2constants } from "node:http2";
 import { connect, type Socket } from "node:net";
 import { type Client, connectivityState } from "@grpc/grpc-js";
+import { Code } from "@hookpost/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code } from "../../lib/grpc/mod.js";
 import { NatsServer } from "../helpers/nats-server.js";
 import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
 import { ADMIN_TOKEN, adminClient, rawCall, rawClient } from "./harness.js";
@@ -29,7 +29,7 @@ const held: Socket[] = [];
 
 beforeAll(async () => {
   nats = await NatsServer.start();
-  child = spawnService("services/ingest/main.ts", {
+  child = spawnService("services/api/main.ts", {
     NATS_URL: nats.url,
     INGEST_ADDR: "127.0.0.1:0",
     OPS_ADDR: "127.0.0.1:0",

@@ -1,10 +1,11 @@
+import { writeKeyMetadata } from "@hookpost/client";
+import { Code } from "@hookpost/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code, writeKeyMetadata } from "../../lib/grpc/mod.js";
 import { NatsServer } from "../helpers/nats-server.js";
 import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
 import { ADMIN_TOKEN, adminClient, ingestClient, rawCall, rawClient } from "./harness.js";
 
-const startMain = (env: Record<string, string>) => spawnService("services/ingest/main.ts", env);
+const startMain = (env: Record<string, string>) => spawnService("services/api/main.ts", env);
 
 let nats: NatsServer;
 const children: ServiceProcess[] = [];
@@ -18,7 +19,7 @@ afterAll(async () => {
   await nats?.stop();
 });
 
-describe("services/ingest/main.ts as a process", () => {
+describe("services/api/main.ts as a process", () => {
   it("starts, logs where it listens, serves calls, health and metrics, and stops on SIGTERM", async () => {
     const child = startMain({
       NATS_URL: nats.url,

@@ -1,8 +1,9 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { startIngest } from "@hookpost/api";
+import { writeKeyMetadata } from "@hookpost/client";
+import { Code, HookpostError } from "@hookpost/contract";
+import { DEFAULT_TOPOLOGY, EVENTS_STREAM } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code, HookpostError, writeKeyMetadata } from "../../lib/grpc/mod.js";
-import { DEFAULT_TOPOLOGY, EVENTS_STREAM } from "../../lib/nats/topology.js";
-import { startIngest } from "../../services/ingest/ingest.js";
 import {
   adminClient,
   failure,

@@ -1,12 +1,13 @@
 import { create, type DescMessage, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { type Client, Metadata } from "@grpc/grpc-js";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { adminMetadata, writeKeyMetadata } from "@hookpost/client";
+import { Code } from "@hookpost/contract";
 import {
   CreateDestinationRequestSchema,
   UpdateDestinationRequestSchema,
-} from "../../gen/hookpost/v1/admin_pb.js";
-import { SyncComputedTraitRequestSchema } from "../../gen/hookpost/v1/ingest_pb.js";
-import { adminMetadata, Code, writeKeyMetadata } from "../../lib/grpc/mod.js";
+} from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { SyncComputedTraitRequestSchema } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, Harness, rawCall, rawClient } from "./harness.js";
 
 /**

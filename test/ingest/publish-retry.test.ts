@@ -1,5 +1,5 @@
+import { DEFAULT_TOPOLOGY, EVENTS_STREAM, ensureTopology } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_TOPOLOGY, EVENTS_STREAM, ensureTopology } from "../../lib/nats/topology.js";
 import { Harness, type IngestClient } from "./harness.js";
 
 // A publish that JetStream does not confirm in time (here: the EVENTS stream is gone while a

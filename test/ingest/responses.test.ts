@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { create, toBinary } from "@bufbuild/protobuf";
+import { encodeIds } from "@hookpost/api";
+import { BatchResponseSchema, TrackResponseSchema } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { describe, expect, it } from "vitest";
-import { BatchResponseSchema, TrackResponseSchema } from "../../gen/hookpost/v1/ingest_pb.js";
-import { encodeIds } from "../../services/ingest/calls/ingest-service.js";
 
 describe("responses written directly", () => {
   it("are the bytes protobuf-es writes, for a Batch and for one call", () => {

@@ -1,8 +1,8 @@
+import type { SourceQuotaSettings } from "@hookpost/api";
+import { startIngest } from "@hookpost/api";
+import { Code } from "@hookpost/contract";
+import { DEFAULT_TOPOLOGY, EVENTS_STREAM } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code } from "../../lib/grpc/mod.js";
-import { DEFAULT_TOPOLOGY, EVENTS_STREAM } from "../../lib/nats/topology.js";
-import type { SourceQuotaSettings } from "../../services/ingest/calls/quota.js";
-import { startIngest } from "../../services/ingest/ingest.js";
 import { BLOB, eventsOf, expectOnlyARefusedUntilDrained, sendUntilRefused } from "../helpers/source-quota.js";
 import { Stack } from "../helpers/stack.js";
 import { post } from "../http/helpers.js";

@@ -1,20 +1,20 @@
-import { DiscardPolicy } from "nats";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DeadLetters } from "../../lib/dead-letters/mod.js";
-import type { DeadLetterRecord } from "../../lib/dead-letters/record.js";
-import type { HookpostError } from "../../lib/grpc/mod.js";
-import { Code } from "../../lib/grpc/mod.js";
+import type { HookpostError } from "@hookpost/contract";
+import { Code } from "@hookpost/contract";
+import type { DeadLetterRecord } from "@hookpost/core";
 import {
   CONFIG_BUCKET,
   DEAD_STREAM,
   DEFAULT_TOPOLOGY,
   DELIVERIES_STREAM,
+  DeadLetters,
   DISPATCHERS_BUCKET,
   EVENTS_STREAM,
   ensureTopology,
   kvStream,
   streamLimits,
-} from "../../lib/nats/topology.js";
+} from "@hookpost/core";
+import { DiscardPolicy } from "nats";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "../helpers/stack.js";
 import { waitUntil as until } from "../ops/helpers.js";
 import { Harness, NO_SOURCE_QUOTA } from "./harness.js";

@@ -1,8 +1,9 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { writeKeyMetadata } from "@hookpost/client";
+import { Code, HookpostError } from "@hookpost/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code, HookpostError, writeKeyMetadata } from "../../lib/grpc/mod.js";
 import { NatsServer } from "../helpers/nats-server.js";
 import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
 import { waitUntil } from "../ops/helpers.js";
@@ -45,7 +46,7 @@ function tempDir(): string {
 }
 
 async function startIngest(env: Record<string, string>) {
-  const child = spawnService("services/ingest/main.ts", {
+  const child = spawnService("services/api/main.ts", {
     NATS_URL: nats.url,
     INGEST_ADDR: "127.0.0.1:0",
     OPS_ADDR: "off",

@@ -3,13 +3,12 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { credentials } from "@grpc/grpc-js";
+import { type IngestHandle, ingestConfigFromEnv, startIngest } from "@hookpost/api";
+import { adminMetadata, createClient } from "@hookpost/client";
+import { Code } from "@hookpost/contract";
+import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { ConfigError, DEFAULT_GRPC_LIMITS } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AdminService } from "../../gen/hookpost/v1/admin_pb.js";
-import { DEFAULT_GRPC_LIMITS } from "../../lib/env/grpc-env.js";
-import { ConfigError } from "../../lib/env/read-env.js";
-import { adminMetadata, Code, createClient } from "../../lib/grpc/mod.js";
-import { ingestConfigFromEnv } from "../../services/ingest/config.js";
-import { type IngestHandle, startIngest } from "../../services/ingest/ingest.js";
 import { NatsServer } from "../helpers/nats-server.js";
 import { ADMIN_TOKEN, failure, silentLogger, testConfig } from "./harness.js";
 

@@ -1,9 +1,7 @@
+import type { DestinationRecord, SourceRecord } from "@hookpost/core";
+import { CONFIG_BUCKET, ConfigStore } from "@hookpost/core";
 import { connect, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ConfigStore } from "../../lib/config/config-store.js";
-import type { DestinationRecord } from "../../lib/model/destination.js";
-import type { SourceRecord } from "../../lib/model/source.js";
-import { CONFIG_BUCKET } from "../../lib/nats/topology.js";
 import { destination } from "../dispatcher/helpers.js";
 import { NatsServer } from "../helpers/nats-server.js";
 

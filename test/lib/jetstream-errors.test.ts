@@ -1,11 +1,6 @@
+import { isNoResponders, isStreamFull, isTransient, isWrongLastSequence } from "@hookpost/core";
 import { connect, DiscardPolicy, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  isNoResponders,
-  isStreamFull,
-  isTransient,
-  isWrongLastSequence,
-} from "../../lib/nats/jetstream-errors.js";
 import { NatsServer } from "../helpers/nats-server.js";
 
 // The classification of NATS failures, on errors a real nats-server produces: what a retry with

@@ -1,13 +1,13 @@
-import { connect, DiscardPolicy, type NatsConnection } from "nats";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ConfigStore } from "../../lib/config/config-store.js";
 import {
+  ConfigStore,
   DEAD_STREAM,
   DEFAULT_TOPOLOGY,
   DELIVERIES_STREAM,
   EVENTS_STREAM,
   ensureTopology,
-} from "../../lib/nats/topology.js";
+} from "@hookpost/core";
+import { connect, DiscardPolicy, type NatsConnection } from "nats";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsServer } from "../helpers/nats-server.js";
 
 let server: NatsServer;

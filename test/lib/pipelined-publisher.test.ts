@@ -1,7 +1,6 @@
+import { isStreamFull, PipelinedPublisher, PublishError } from "@hookpost/core";
 import { connect, DiscardPolicy, headers, type NatsConnection, RetentionPolicy } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isStreamFull } from "../../lib/nats/jetstream-errors.js";
-import { PipelinedPublisher, PublishError } from "../../lib/nats/pipelined-publisher.js";
 import { NatsServer } from "../helpers/nats-server.js";
 
 let server: NatsServer;

@@ -1,7 +1,7 @@
+import { StreamFeed } from "@hookpost/core";
 import { connect, type NatsConnection } from "nats";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { StreamFeed } from "../../lib/nats/stream-feed.js";
 import { waitUntil } from "../dispatcher/helpers.js";
 import { NatsServer } from "../helpers/nats-server.js";
 

@@ -1,5 +1,5 @@
+import type { Destination } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Destination } from "../../gen/hookpost/v1/admin_pb.js";
 import { publishCall, track, waitUntil } from "../dispatcher/helpers.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import { Stack } from "../helpers/stack.js";

@@ -2,14 +2,14 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Signing } from "../../gen/hookpost/v1/admin_pb.js";
-import { CONFIG_BUCKET } from "../../lib/nats/topology.js";
+import { Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { CONFIG_BUCKET } from "@hookpost/core";
 import {
   generateStandardWebhookSecret,
   verifySegmentRequest,
   verifyStandardWebhook,
-} from "../../receiver/mod.js";
+} from "@hookpost/receiver";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type CliResult, hookpost } from "../cli/run-cli.js";
 import { publishCall, track, waitUntil } from "../dispatcher/helpers.js";
 import { waitForRevision } from "../helpers/revisions.js";

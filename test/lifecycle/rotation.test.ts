@@ -1,15 +1,14 @@
 import { durationFromMs, timestampDate } from "@bufbuild/protobuf/wkt";
-import { Webhook } from "standardwebhooks";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Signing } from "../../gen/hookpost/v1/admin_pb.js";
-import { ConfigStore } from "../../lib/config/config-store.js";
-import type { HookpostError } from "../../lib/grpc/mod.js";
-import { signingSecrets } from "../../lib/model/destination.js";
+import type { HookpostError } from "@hookpost/contract";
+import { Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { ConfigStore, signingSecrets } from "@hookpost/core";
 import {
   generateStandardWebhookSecret,
   verifySegmentRequest,
   verifyStandardWebhook,
-} from "../../receiver/mod.js";
+} from "@hookpost/receiver";
+import { Webhook } from "standardwebhooks";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { publishCall, type ReceivedRequest, track, waitUntil } from "../dispatcher/helpers.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import { ingestClient, Stack } from "../helpers/stack.js";

@@ -4,9 +4,9 @@ import { cp, mkdir, mkdtemp, readdir, readFile, rm, symlink } from "node:fs/prom
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { parseDuration } from "@hookpost/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { parseDuration } from "../../lib/env/duration.js";
 import { NatsServer } from "../helpers/nats-server.js";
 import { exitWithin, httpStatus, ROOT, type ServiceProcess, spawnNode } from "./helpers.js";
 
@@ -44,7 +44,7 @@ for (const line of dockerfile) {
   stages.at(-1)?.push(line);
 }
 const { nats, ingest, dispatcher } = compose.services as Record<string, ComposeService>;
-/** The stream settings (lib/env/topology-env.ts): every service must use the same. */
+/** The stream settings (packages/core/src/env/topology-env.ts): every service must use the same. */
 const STREAM_SETTINGS = [
   "RETRY_WINDOW",
   "RETRY_MAX_DELAY",
@@ -76,8 +76,8 @@ describe("docker-compose.yml", () => {
       expect(s.environment?.NATS_URL).toBe("nats://nats:4222");
       expect(s.depends_on?.nats?.condition).toBe("service_healthy");
     }
-    expect(ingest!.command).toEqual(["node", "dist/services/ingest/main.js"]);
-    expect(dispatcher!.command).toEqual(["node", "dist/services/dispatcher/main.js"]);
+    expect(ingest!.command).toEqual(["node", "services/api/dist/main.js"]);
+    expect(dispatcher!.command).toEqual(["node", "services/dispatcher/dist/main.js"]);
     expect(dispatcher!.deploy?.replicas).toBeGreaterThanOrEqual(2);
 
     expect(ingest!.environment?.INGEST_ADDR).toBe("0.0.0.0:50051");
@@ -172,13 +172,15 @@ describe("Dockerfile", () => {
     expect(last.some((l) => /^CMD\s/i.test(l))).toBe(true);
   });
 
-  it("copies everything the build compiles, and .dockerignore keeps none of it out", async () => {
-    const build = JSON.parse(await readFile(join(ROOT, "tsconfig.build.json"), "utf8")) as {
-      include: string[];
-    };
+  it("copies every workspace the build compiles, and .dockerignore keeps none of it out", async () => {
+    const root = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8")) as { workspaces: string[] };
     const copied = buildStageSources();
-    for (const dir of build.include) expect(copied, dir).toContain(dir);
-    for (const f of ["package.json", "package-lock.json", "tsconfig.json", "tsconfig.build.json"]) {
+    for (const ws of root.workspaces)
+      expect(
+        copied.some((c) => ws === c || ws.startsWith(`${c}/`)),
+        ws,
+      ).toBe(true);
+    for (const f of ["package.json", "package-lock.json", "tsconfig.json"]) {
       expect(copied).toContain(f);
     }
     const ignored = (await readFile(join(ROOT, ".dockerignore"), "utf8")).split("\n").map((l) => l.trim());
@@ -221,34 +223,63 @@ describe("the image's build, by hand", () => {
     await mkdir(buildDir);
     for (const src of buildStageSources())
       await cp(join(ROOT, src), join(buildDir, src), { recursive: true });
-    await symlink(join(ROOT, "node_modules"), join(buildDir, "node_modules"), "dir");
     const pkg = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8")) as {
       version: string;
       scripts: Record<string, string>;
       devDependencies: Record<string, string>;
+      workspaces: string[];
     };
-    expect(pkg.scripts.build).toBe("tsc -p tsconfig.build.json && npm run build:console");
-    expect(pkg.scripts["build:console"]).toBe("vite build --config console/vite.config.ts");
-    await run(
-      process.execPath,
-      [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json"],
-      {
-        cwd: buildDir,
-      },
-    );
-    await run(
-      process.execPath,
-      [join(ROOT, "node_modules/vite/bin/vite.js"), "build", "--config", "console/vite.config.ts"],
-      { cwd: buildDir },
-    );
+    // The workspaces as npm ci links them: @hookpost/<name> -> this copy's folder.
+    const workspaces = await workspaceDirs(buildDir, pkg.workspaces);
+    await linkPackages(join(buildDir, "node_modules"), [], workspaces);
+    expect(pkg.scripts.build).toBe("npm run build --workspaces --if-present");
+    // `npm run build`: each workspace in the listed order (a package after those it imports).
+    for (const ws of pkg.workspaces) {
+      const wsPkg = JSON.parse(await readFile(join(buildDir, ws, "package.json"), "utf8")) as {
+        scripts?: Record<string, string>;
+      };
+      const build = wsPkg.scripts?.build;
+      if (build === "tsc -p tsconfig.build.json")
+        await run(
+          process.execPath,
+          [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json"],
+          {
+            cwd: join(buildDir, ws),
+          },
+        );
+      else if (build === "vite build --config vite.config.ts")
+        await run(
+          process.execPath,
+          [join(ROOT, "node_modules/vite/bin/vite.js"), "build", "--config", "vite.config.ts"],
+          {
+            cwd: join(buildDir, ws),
+          },
+        );
+      else expect(build, ws).toBeUndefined();
+    }
 
     // Runtime stage: package.json, dist/, bin/ and the production packages, here without tsx.
     const app = join(work, "app");
     await mkdir(app);
     await cp(join(buildDir, "package.json"), join(app, "package.json"));
-    await cp(join(buildDir, "dist"), join(app, "dist"), { recursive: true });
-    await cp(join(ROOT, "bin"), join(app, "bin"), { recursive: true });
-    await linkPackages(join(app, "node_modules"), [...Object.keys(pkg.devDependencies), "tsx"]);
+    for (const dir of ["packages", "services"])
+      await cp(join(buildDir, dir), join(app, dir), {
+        recursive: true,
+        filter: (s) => !s.endsWith("/node_modules"),
+      });
+    // What `npm prune --omit=dev` removes: dev dependencies that no workspace needs in production.
+    const devDeps = new Set([...Object.keys(pkg.devDependencies), "tsx"]);
+    const prodDeps = new Set<string>();
+    for (const ws of pkg.workspaces) {
+      const wsPkg = JSON.parse(await readFile(join(app, ws, "package.json"), "utf8")) as {
+        dependencies?: Record<string, string>;
+        devDependencies?: Record<string, string>;
+      };
+      for (const d of Object.keys(wsPkg.devDependencies ?? {})) devDeps.add(d);
+      for (const d of Object.keys(wsPkg.dependencies ?? {})) prodDeps.add(d);
+    }
+    const devOnly = [...devDeps].filter((d) => d === "tsx" || !prodDeps.has(d));
+    await linkPackages(join(app, "node_modules"), devOnly, await workspaceDirs(app, pkg.workspaces));
     for (const cmd of [ingest!.command!, dispatcher!.command!])
       expect(existsSync(join(app, cmd[1]!))).toBe(true);
 
@@ -279,26 +310,33 @@ describe("the image's build, by hand", () => {
     expect(page.status).toBe(200);
     expect(await page.text()).toContain('<div id="app">');
 
-    // The built CLI (dist/cli, no sources next to it) and the client library's version lookup.
+    // The built CLI (packages/cli/dist) and the client library's version lookup.
     const cliEnv: NodeJS.ProcessEnv = {
       ...process.env,
       HOOKPOST_ENDPOINT: String(listening.address),
       ADMIN_TOKEN: "t0ken",
     };
     delete cliEnv.HOOKPOST_CLI_FROM_SOURCE;
-    const version = await run(process.execPath, ["bin/hookpost.js", "--version"], { cwd: app, env: cliEnv });
-    expect(version.stdout.trim()).toBe(pkg.version);
-    const created = await run(process.execPath, ["bin/hookpost.js", "--json", "sources", "create", "Web"], {
+    const version = await run(process.execPath, ["packages/cli/bin/hookpost.js", "--version"], {
       cwd: app,
       env: cliEnv,
     });
+    expect(version.stdout.trim()).toBe(pkg.version);
+    const created = await run(
+      process.execPath,
+      ["packages/cli/bin/hookpost.js", "--json", "sources", "create", "Web"],
+      {
+        cwd: app,
+        env: cliEnv,
+      },
+    );
     expect(JSON.parse(created.stdout)).toMatchObject({ source: { name: "Web" } });
     const lib = await run(
       process.execPath,
       [
         "--input-type=module",
         "-e",
-        "const c = await import('hookpost/client'); await import('hookpost/receiver'); console.log(JSON.stringify(c.LIBRARY))",
+        "const c = await import('@hookpost/client'); await import('@hookpost/receiver'); console.log(JSON.stringify(c.LIBRARY))",
       ],
       { cwd: app },
     );
@@ -311,8 +349,25 @@ describe("the image's build, by hand", () => {
   }, 240_000);
 });
 
-/** A node_modules of links to the repo's packages, leaving out `without` (names, scoped or not). */
-async function linkPackages(dir: string, without: string[]): Promise<void> {
+/** Package name -> folder of each workspace under `root`. */
+async function workspaceDirs(root: string, workspaces: string[]): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (const ws of workspaces) {
+    const { name } = JSON.parse(await readFile(join(root, ws, "package.json"), "utf8")) as { name: string };
+    out.set(name, join(root, ws));
+  }
+  return out;
+}
+
+/**
+ * A node_modules of links to the repo's packages, leaving out `without` (names, scoped or not);
+ * the workspaces link to the folders given (as npm links them), not to the repo's.
+ */
+async function linkPackages(
+  dir: string,
+  without: string[],
+  workspaces = new Map<string, string>(),
+): Promise<void> {
   const from = join(ROOT, "node_modules");
   await mkdir(dir);
   for (const name of await readdir(from)) {
@@ -320,7 +375,9 @@ async function linkPackages(dir: string, without: string[]): Promise<void> {
     if (name.startsWith("@")) {
       await mkdir(join(dir, name));
       for (const sub of await readdir(join(from, name))) {
-        if (!without.includes(`${name}/${sub}`))
+        const ws = workspaces.get(`${name}/${sub}`);
+        if (ws) await symlink(ws, join(dir, name, sub), "dir");
+        else if (!without.includes(`${name}/${sub}`))
           await symlink(join(from, name, sub), join(dir, name, sub), "dir");
       }
     } else if (!without.includes(name)) {

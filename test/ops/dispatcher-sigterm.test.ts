@@ -1,16 +1,15 @@
-import { connect, type NatsConnection } from "nats";
-import pino from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type IngestHandle, startIngest } from "@hookpost/api";
 import {
   DEAD_STREAM,
   DEFAULT_TOPOLOGY,
   DELIVERIES_STREAM,
   destinationConsumer,
   EVENTS_STREAM,
-} from "../../lib/nats/topology.js";
-import { defaultDispatcherConfig } from "../../services/dispatcher/config.js";
-import { type RunningDispatcher, startDispatcher } from "../../services/dispatcher/dispatcher.js";
-import { type IngestHandle, startIngest } from "../../services/ingest/ingest.js";
+} from "@hookpost/core";
+import { defaultDispatcherConfig, type RunningDispatcher, startDispatcher } from "@hookpost/dispatcher";
+import { connect, type NatsConnection } from "nats";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsServer } from "../helpers/nats-server.js";
 import { Receiver } from "../helpers/receiver.js";
 import { adminClient, ingestClient, STACK_ADMIN_TOKEN } from "../helpers/stack.js";

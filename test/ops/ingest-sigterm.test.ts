@@ -1,11 +1,10 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { Code, HookpostError } from "@hookpost/contract";
+import { DELIVERIES_STREAM, destinationConsumer } from "@hookpost/core";
+import { defaultDispatcherConfig, type RunningDispatcher, startDispatcher } from "@hookpost/dispatcher";
 import { connect, type NatsConnection } from "nats";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code, HookpostError } from "../../lib/grpc/mod.js";
-import { DELIVERIES_STREAM, destinationConsumer } from "../../lib/nats/topology.js";
-import { defaultDispatcherConfig } from "../../services/dispatcher/config.js";
-import { type RunningDispatcher, startDispatcher } from "../../services/dispatcher/dispatcher.js";
 import { NatsServer } from "../helpers/nats-server.js";
 import { Receiver } from "../helpers/receiver.js";
 import { adminClient, ingestClient, STACK_ADMIN_TOKEN } from "../helpers/stack.js";
@@ -25,7 +24,7 @@ beforeAll(async () => {
   nats = await NatsServer.start();
   nc = await connect({ servers: nats.url });
   receiver = await Receiver.http();
-  ingest = spawnService("services/ingest/main.ts", {
+  ingest = spawnService("services/api/main.ts", {
     NATS_URL: nats.url,
     INGEST_ADDR: "127.0.0.1:0",
     HTTP_ADDR: "off",

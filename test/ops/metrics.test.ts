@@ -1,5 +1,5 @@
+import { Code, HookpostError } from "@hookpost/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code, HookpostError } from "../../lib/grpc/mod.js";
 import { Receiver } from "../helpers/receiver.js";
 import { Stack } from "../helpers/stack.js";
 import { hasMetric, metric, type Sample, scrape, waitUntil } from "./helpers.js";

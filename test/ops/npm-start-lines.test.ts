@@ -1,6 +1,5 @@
+import { deliveredCounts, deliveredLine, duration, humanLine } from "@hookpost/local";
 import { describe, expect, it } from "vitest";
-import { deliveredCounts, deliveredLine } from "../../services/local/delivered-summary.js";
-import { duration, humanLine } from "../../services/local/log-lines.js";
 
 // What `npm start` makes of the services' log records (the process test: npm-start.test.ts).
 

@@ -40,7 +40,7 @@ afterAll(async () => {
 
 /** The copy's CLI, as its printed instructions run it (`npx hookpost …` is this bin). */
 function cli(args: string[], env: Record<string, string>): Promise<{ code: number | null; out: string }> {
-  const child = spawn(process.execPath, [join(dir, "bin/hookpost.js"), ...args], {
+  const child = spawn(process.execPath, [join(dir, "packages/cli/bin/hookpost.js"), ...args], {
     cwd: dir,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", NO_COLOR: "1", ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -271,7 +271,7 @@ describe("npm start", () => {
     expect(natsPid).toBeGreaterThan(0);
     const running = await processesMentioning(dir);
     expect(running.some((p) => p.pid === natsPid)).toBe(true);
-    expect(running.filter((p) => p.cmd.includes("services/ingest/main.ts"))).toHaveLength(1);
+    expect(running.filter((p) => p.cmd.includes("services/api/main.ts"))).toHaveLength(1);
     expect(running.filter((p) => p.cmd.includes("services/dispatcher/main.ts"))).toHaveLength(1);
 
     await pressCtrlC(proc);

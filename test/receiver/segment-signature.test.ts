@@ -1,6 +1,6 @@
 import { createHmac } from "node:crypto";
+import { signSegment, verifySignature } from "@hookpost/receiver";
 import { describe, expect, it } from "vitest";
-import { signSegment, verifySignature } from "../../receiver/mod.js";
 
 const secret = "shh-its-a-secret";
 // Non-ASCII on purpose: the signature covers UTF-8 bytes, not UTF-16 code units.

@@ -1,14 +1,14 @@
-import { Webhook } from "standardwebhooks";
-import { describe, expect, it } from "vitest";
-import type { DestinationRecord } from "../../lib/model/destination.js";
+import type { DestinationRecord } from "@hookpost/core";
+import { signatureHeaders } from "@hookpost/dispatcher";
 import {
   generateStandardWebhookSecret,
   signSegment,
   verifySegmentRequest,
   verifySignature,
   verifyStandardWebhook,
-} from "../../receiver/mod.js";
-import { signatureHeaders } from "../../services/dispatcher/signing.js";
+} from "@hookpost/receiver";
+import { Webhook } from "standardwebhooks";
+import { describe, expect, it } from "vitest";
 
 /** Signing with the secrets of a rotation, and verifying with either (units; the end-to-end test is in test/lifecycle). */
 

@@ -1,5 +1,3 @@
-import { WebhookVerificationError as TheirError, Webhook } from "standardwebhooks";
-import { describe, expect, it } from "vitest";
 import {
   generateStandardWebhookSecret,
   signStandardWebhook,
@@ -8,7 +6,9 @@ import {
   verifyStandardWebhook,
   WebhookVerificationError,
   type WebhookVerificationErrorCode,
-} from "../../receiver/mod.js";
+} from "@hookpost/receiver";
+import { WebhookVerificationError as TheirError, Webhook } from "standardwebhooks";
+import { describe, expect, it } from "vitest";
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const body = JSON.stringify({ version: 1, type: "identify", userId: "u1", traits: { name: "Zoë" } });

@@ -1,9 +1,8 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { escapeField, RunBuilder, type SortedSource, unescapeField } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RunBuilder } from "../../lib/membership/external-sort.js";
-import { escapeField, type SortedSource, unescapeField } from "../../lib/membership/lines.js";
 
 let dir: string;
 beforeAll(async () => {

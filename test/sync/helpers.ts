@@ -1,14 +1,18 @@
 import { create } from "@bufbuild/protobuf";
 import type { Value } from "@bufbuild/protobuf/wkt";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import type { SyncDeps } from "@hookpost/api";
+import type { StoredCall } from "@hookpost/contract";
+import {
+  ConfigStore,
+  createLogger,
+  DEFAULT_TOPOLOGY,
+  EVENTS_STREAM,
+  ensureTopology,
+  MembershipStore,
+  UserSourceIndex,
+} from "@hookpost/core";
 import { connect, type JetStreamManager, type NatsConnection } from "nats";
-import { ConfigStore } from "../../lib/config/config-store.js";
-import { createLogger } from "../../lib/log/logger.js";
-import { MembershipStore } from "../../lib/membership/membership-store.js";
-import type { StoredCall } from "../../lib/model/stored-call.js";
-import { DEFAULT_TOPOLOGY, EVENTS_STREAM, ensureTopology } from "../../lib/nats/topology.js";
-import { UserSourceIndex } from "../../lib/users/user-source-index.js";
-import type { SyncDeps } from "../../services/ingest/sync/deps.js";
 import { NatsServer } from "../helpers/nats-server.js";
 
 export const log = createLogger("test-sync", "silent");

@@ -1,7 +1,7 @@
+import { identifyJsonRenderer, type SyncSubject } from "@hookpost/api";
+import { EncodedHeaders, msgIdHeaders } from "@hookpost/core";
 import { MsgHdrsImpl } from "nats";
 import { describe, expect, it } from "vitest";
-import { EncodedHeaders, msgIdHeaders } from "../../lib/nats/pipelined-publisher.js";
-import { identifyJsonRenderer, type SyncSubject } from "../../services/ingest/sync/sync-engine.js";
 
 describe("identify call JSON of a sync", () => {
   const subjects: SyncSubject[] = [

@@ -1,9 +1,9 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Code } from "@hookpost/contract";
+import { MEMBERSHIPS_BUCKET, membershipObjectName } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code } from "../../lib/grpc/hookpost-error.js";
-import { MEMBERSHIPS_BUCKET, membershipObjectName } from "../../lib/membership/membership-store.js";
 import { type Env, range, startEnv } from "./helpers.js";
 
 let env: Env;

@@ -1,5 +1,5 @@
+import { snakeCase } from "@hookpost/api";
 import { describe, expect, it } from "vitest";
-import { snakeCase } from "../../services/ingest/sync/snake-case.js";
 
 describe("snakeCase", () => {
   it.each([

@@ -1,8 +1,7 @@
+import { syncAudience } from "@hookpost/api";
+import { Code, HookpostError } from "@hookpost/contract";
+import { eventSubject, membershipObjectName } from "@hookpost/core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { Code, HookpostError } from "../../lib/grpc/hookpost-error.js";
-import { membershipObjectName } from "../../lib/membership/membership-store.js";
-import { eventSubject } from "../../lib/nats/topology.js";
-import { syncAudience } from "../../services/ingest/sync/sync-audience.js";
 import {
   audienceMessages,
   chunks,

@@ -1,11 +1,7 @@
+import { canonicalJson, syncComputedTrait, type TraitChunk } from "@hookpost/api";
+import { Code, HookpostError } from "@hookpost/contract";
+import { membershipObjectName } from "@hookpost/core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { Code, HookpostError } from "../../lib/grpc/hookpost-error.js";
-import { membershipObjectName } from "../../lib/membership/membership-store.js";
-import {
-  canonicalJson,
-  syncComputedTrait,
-  type TraitChunk,
-} from "../../services/ingest/sync/sync-computed-trait.js";
 import { chunks, type Env, purgeEvents, readEvents, startEnv, traitValues, v } from "./helpers.js";
 
 let env: Env;

@@ -1,11 +1,9 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import type { PublishCall, SyncDeps } from "@hookpost/api";
+import { jetStreamPublisher, syncAudience } from "@hookpost/api";
+import { Code, HookpostError } from "@hookpost/contract";
+import { EVENTS_STREAM, membershipObjectName } from "@hookpost/core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { Code, HookpostError } from "../../lib/grpc/hookpost-error.js";
-import { membershipObjectName } from "../../lib/membership/membership-store.js";
-import { EVENTS_STREAM } from "../../lib/nats/topology.js";
-import type { PublishCall, SyncDeps } from "../../services/ingest/sync/deps.js";
-import { jetStreamPublisher } from "../../services/ingest/sync/publish.js";
-import { syncAudience } from "../../services/ingest/sync/sync-audience.js";
 import { audienceMessages, chunks, type Env, purgeEvents, range, readEvents, startEnv } from "./helpers.js";
 
 let env: Env;

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
+import { type SyncSubject, syncMessageId, syncMessageIds } from "@hookpost/api";
 import { describe, expect, it } from "vitest";
-import { type SyncSubject, syncMessageId, syncMessageIds } from "../../services/ingest/sync/sync-engine.js";
 
 /** The documented id: a digest of the JSON array [version, source, kind, key, user, value, generation]. */
 function reference(s: SyncSubject, generation: string, id: string, value: string): string {

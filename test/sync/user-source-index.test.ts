@@ -1,10 +1,9 @@
+import type { DeleteDeps } from "@hookpost/api";
+import { deleteUser } from "@hookpost/api";
+import { Code, HookpostError } from "@hookpost/contract";
+import type { ConfigStore } from "@hookpost/core";
+import { eventSubject, USER_SOURCES_STREAM, UserSourceIndex, userSourceKey } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ConfigStore } from "../../lib/config/config-store.js";
-import { Code, HookpostError } from "../../lib/grpc/hookpost-error.js";
-import { eventSubject } from "../../lib/nats/topology.js";
-import { USER_SOURCES_STREAM, UserSourceIndex, userSourceKey } from "../../lib/users/user-source-index.js";
-import { deleteUser } from "../../services/ingest/deletion/delete-user.js";
-import type { DeleteDeps } from "../../services/ingest/sync/deps.js";
 import { type Env, log, openConfig, purgeEvents, readEvents, startEnv } from "./helpers.js";
 
 let env: Env;

@@ -71,7 +71,7 @@ describe("OTLP export from the service processes", () => {
   it("sends every step's span to the OTLP endpoint named by OTEL_* variables, and flushes on SIGTERM", async () => {
     const port = (collector.address() as AddressInfo).port;
     const common = { NATS_URL: nats.url, OPS_ADDR: "off", OTEL_BSP_SCHEDULE_DELAY: "200" };
-    const ingest = spawnService("services/ingest/main.ts", {
+    const ingest = spawnService("services/api/main.ts", {
       ...common,
       INGEST_ADDR: "127.0.0.1:0",
       ADMIN_TOKEN: STACK_ADMIN_TOKEN,

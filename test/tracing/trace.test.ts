@@ -1,8 +1,8 @@
+import { startTracing, type Tracing } from "@hookpost/core";
 import { SpanKind } from "@opentelemetry/api";
 import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTracing, type Tracing } from "../../lib/tracing/mod.js";
 import { Receiver } from "../helpers/receiver.js";
 import { Stack } from "../helpers/stack.js";
 import { waitUntil } from "../ops/helpers.js";

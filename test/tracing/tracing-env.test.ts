@@ -1,8 +1,6 @@
+import { ConfigError, extractTraceContext, tracingEnabledFromEnv } from "@hookpost/core";
 import { trace } from "@opentelemetry/api";
 import { describe, expect, it } from "vitest";
-import { ConfigError } from "../../lib/env/read-env.js";
-import { tracingEnabledFromEnv } from "../../lib/env/tracing-env.js";
-import { extractTraceContext } from "../../lib/tracing/mod.js";
 
 describe("when tracing is on", () => {
   it("is off without OTEL_* variables, on with an OTLP endpoint or OTEL_TRACES_EXPORTER=otlp", () => {

@@ -1,0 +1,45 @@
+#!/usr/bin/env node
+// Launcher of the `hookpost` CLI. Runs the built code (dist/, from `npm run build`) when there is
+// some and it is not older than the TypeScript sources next to it; otherwise runs the sources
+// through tsx. HOOKPOST_CLI_FROM_SOURCE=1 forces the sources.
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
+const built = new URL("../dist/main.js", import.meta.url);
+const sources = fileURLToPath(new URL("../src/", import.meta.url));
+
+/** Newest modification time of the CLI's .ts files (0 when the sources are not there). */
+function newestSource(dir) {
+  let newest = 0;
+  if (!existsSync(dir)) return newest;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = `${dir}/${entry.name}`;
+    if (entry.isDirectory()) newest = Math.max(newest, newestSource(path));
+    else if (entry.name.endsWith(".ts")) newest = Math.max(newest, statSync(path).mtimeMs);
+  }
+  return newest;
+}
+
+const useBuilt =
+  process.env.HOOKPOST_CLI_FROM_SOURCE !== "1" &&
+  existsSync(built) &&
+  statSync(built).mtimeMs >= newestSource(sources);
+
+// grpc-js sets the TLS server name even for IP endpoints; Node's deprecation notice about that
+// (DEP0123) is noise to an operator.
+process.noDeprecation = true;
+
+let cli;
+if (useBuilt) {
+  cli = await import(built.href);
+} else {
+  const { register } = await import("tsx/esm/api");
+  // The other workspace packages from their sources too (the "@hookpost/source" export condition).
+  const { register: registerHooks } = await import("node:module");
+  registerHooks(
+    "data:text/javascript,export async function resolve(s, c, next) { return next(s, { ...c, conditions: [...c.conditions, '@hookpost/source'] }); }",
+  );
+  register();
+  cli = await import("../src/main.ts");
+}
+process.exitCode = await cli.runCli(process.argv.slice(2));

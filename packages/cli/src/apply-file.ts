@@ -1,0 +1,372 @@
+import { readFile } from "node:fs/promises";
+import { extname } from "node:path";
+import type { FieldViolation } from "@hookpost/contract";
+// The server's own destination rules (pure functions), so a file that passes here is not
+// refused half-way through an apply.
+import { headersViolations, sharedSecretViolations, urlsViolations } from "@hookpost/contract";
+import { LineCounter, type Node, parseDocument } from "yaml";
+import { InputError, type InputProblem } from "./errors.js";
+import { SIGNING_NAMES, type SigningName } from "./views.js";
+
+/**
+ * The declarative file of `hookpost apply -f`: the sources and destinations that should exist.
+ *
+ *   sources:
+ *     - { id: web, name: Web app }
+ *   destinations:
+ *     - id: crm
+ *       name: CRM
+ *       sources: [web]
+ *       urls: [https://crm.example.com/hooks]
+ *       headers: { X-Team: growth }
+ *       secretEnv: CRM_SECRET        # or secret: …
+ *       signing: segment             # or standard-webhooks
+ *       enabled: true
+ *
+ * Ids are required so that a second apply finds what the first one created. The whole file is
+ * checked, with every problem named by its path, before anything is sent.
+ */
+export interface ApplyFile {
+  sources: DesiredSource[];
+  destinations: DesiredDestination[];
+}
+
+export interface DesiredSource {
+  id: string;
+  name: string;
+  /** `sources[0]`, for messages. */
+  path: string;
+}
+
+export interface DesiredDestination {
+  id: string;
+  name: string;
+  sourceIds: string[];
+  urls: string[];
+  headers: Record<string, string>;
+  /** Absent: the destination has no shared secret. */
+  secret?: string;
+  signing: SigningName;
+  enabled: boolean;
+  path: string;
+}
+
+/** Ids become NATS subject tokens and consumer names (packages/core/src/nats/topology.ts ID_PATTERN). */
+const ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+const MAX_NAME_CHARS = 200;
+
+const SOURCE_KEYS = ["id", "name"];
+const DESTINATION_KEYS = [
+  "id",
+  "name",
+  "sources",
+  "urls",
+  "headers",
+  "secret",
+  "secretEnv",
+  "signing",
+  "enabled",
+];
+
+/** Reads and checks a file (`-` is stdin). Throws InputError listing every problem. */
+export async function loadApplyFile(
+  file: string,
+  env: NodeJS.ProcessEnv = process.env,
+  stdin: () => Promise<string> = readStdin,
+): Promise<ApplyFile> {
+  let text: string;
+  try {
+    text = file === "-" ? await stdin() : await readFile(file, "utf8");
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    const why = e.code === "ENOENT" ? "no such file" : e.code === "EISDIR" ? "is a directory" : e.message;
+    throw new InputError(`cannot read ${file}: ${why}`);
+  }
+  return parseApplyFile(text, file === "-" ? "stdin" : file, env);
+}
+
+export function parseApplyFile(text: string, name: string, env: NodeJS.ProcessEnv = process.env): ApplyFile {
+  const lines = new LineCounter();
+  if (extname(name).toLowerCase() === ".json") {
+    try {
+      JSON.parse(text);
+    } catch (err) {
+      throw new InputError(`${name} is not valid JSON: ${(err as Error).message}`);
+    }
+  }
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: true });
+  if (doc.errors.length > 0) {
+    const first = doc.errors[0]!;
+    const where = first.linePos ? ` (line ${first.linePos[0].line}, column ${first.linePos[0].col})` : "";
+    throw new InputError(`${name} is not valid YAML${where}: ${first.message.split("\n")[0]}`);
+  }
+  const value: unknown = doc.toJS();
+  // A missing key is reported at the line of its closest parent; the file itself has no line.
+  const checker = new Checker(env, (path) => {
+    for (let n = path.length; n > 0; n--) {
+      const node = doc.getIn(path.slice(0, n), true) as Node | undefined;
+      if (node?.range) return lines.linePos(node.range[0]).line;
+    }
+    return undefined;
+  });
+  const file = checker.file(value);
+  if (checker.problems.length > 0) {
+    const n = checker.problems.length;
+    throw new InputError(
+      `${name} has ${n} ${n === 1 ? "problem" : "problems"}; nothing was changed`,
+      checker.problems,
+    );
+  }
+  return file;
+}
+
+type Path = (string | number)[];
+
+/** `destinations[1].urls[0]`, `destinations[0].headers["X-Team"]` (the server's field syntax). */
+function pathText(path: Path): string {
+  let out = "";
+  for (const p of path) {
+    if (typeof p === "number") out += `[${p}]`;
+    else if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(p)) out += `[${JSON.stringify(p)}]`;
+    else out += out === "" ? p : `.${p}`;
+  }
+  return out || "(file)";
+}
+
+/** One `[3]` or `["X-Team"]` step of a field path. */
+const SUFFIX = /^\[(?:(\d+)|("(?:[^"\\]|\\.)*"))\]/;
+
+/** Walks the parsed value; every problem is recorded with its path, and checking goes on. */
+class Checker {
+  readonly problems: InputProblem[] = [];
+  readonly #env: NodeJS.ProcessEnv;
+  readonly #lineOf: (path: Path) => number | undefined;
+
+  constructor(env: NodeJS.ProcessEnv, lineOf: (path: Path) => number | undefined) {
+    this.#env = env;
+    this.#lineOf = lineOf;
+  }
+
+  problem(path: Path, message: string): void {
+    const line = this.#lineOf(path);
+    this.problems.push({ path: pathText(path), message: line ? `${message} (line ${line})` : message });
+  }
+
+  file(value: unknown): ApplyFile {
+    const out: ApplyFile = { sources: [], destinations: [] };
+    if (value === null || value === undefined) {
+      this.problem([], "the file is empty: expected `sources:` and/or `destinations:`");
+      return out;
+    }
+    if (!isObject(value)) {
+      this.problem([], "expected a mapping with `sources:` and/or `destinations:`");
+      return out;
+    }
+    this.unknownKeys(value, [], ["sources", "destinations"]);
+    const sources = this.list(value.sources, ["sources"]);
+    sources.forEach((s, i) => {
+      const src = this.source(s, ["sources", i]);
+      if (src) out.sources.push(src);
+    });
+    const destinations = this.list(value.destinations, ["destinations"]);
+    destinations.forEach((d, i) => {
+      const dest = this.destination(d, ["destinations", i]);
+      if (dest) out.destinations.push(dest);
+    });
+    this.unique(out.sources);
+    this.unique(out.destinations);
+    return out;
+  }
+
+  source(value: unknown, path: Path): DesiredSource | undefined {
+    if (!isObject(value)) return void this.problem(path, "expected a mapping with `id` and `name`");
+    this.unknownKeys(value, path, SOURCE_KEYS);
+    const id = this.id(value.id, [...path, "id"]);
+    const name = this.name(value.name, [...path, "name"]);
+    if (id === undefined || name === undefined) return undefined;
+    return { id, name, path: pathText(path) };
+  }
+
+  destination(value: unknown, path: Path): DesiredDestination | undefined {
+    if (!isObject(value)) return void this.problem(path, "expected a mapping (id, name, sources, urls, …)");
+    const before = this.problems.length;
+    this.unknownKeys(value, path, DESTINATION_KEYS);
+    const id = this.id(value.id, [...path, "id"]);
+    const name = this.name(value.name, [...path, "name"]);
+    const sourceIds = this.sourceIds(value.sources, [...path, "sources"]);
+    const urls = this.urls(value.urls, [...path, "urls"]);
+    const headers = this.headers(value.headers, [...path, "headers"]);
+    let signing: SigningName | undefined = "segment";
+    if (value.signing !== undefined) {
+      if (typeof value.signing === "string" && (SIGNING_NAMES as readonly string[]).includes(value.signing)) {
+        signing = value.signing as SigningName;
+      } else {
+        this.problem([...path, "signing"], `must be one of ${SIGNING_NAMES.join(", ")}`);
+        signing = undefined;
+      }
+    }
+    let enabled = true;
+    if (value.enabled !== undefined) {
+      if (typeof value.enabled === "boolean") enabled = value.enabled;
+      else this.problem([...path, "enabled"], "must be true or false");
+    }
+    const secret = this.secret(value, path);
+    if (signing && secret.ok) {
+      const field = [...path, value.secretEnv !== undefined ? "secretEnv" : "secret"];
+      this.violations(field, sharedSecretViolations(secret.value, signing, pathText(field)));
+    }
+    if (this.problems.length > before || !signing) return undefined;
+    return {
+      id: id!,
+      name: name!,
+      sourceIds: sourceIds!,
+      urls: urls!,
+      headers: headers!,
+      ...(secret.value !== undefined ? { secret: secret.value } : {}),
+      signing,
+      enabled,
+      path: pathText(path),
+    };
+  }
+
+  /** `secret:` or `secretEnv:` (resolved now), or neither: no secret. */
+  secret(value: Record<string, unknown>, path: Path): { ok: boolean; value?: string } {
+    if (value.secret !== undefined && value.secretEnv !== undefined) {
+      this.problem([...path, "secretEnv"], "give either `secret` or `secretEnv`, not both");
+      return { ok: false };
+    }
+    if (value.secret !== undefined) {
+      if (typeof value.secret === "string" && value.secret !== "") return { ok: true, value: value.secret };
+      this.problem([...path, "secret"], "must be a non-empty string (omit it for no secret)");
+      return { ok: false };
+    }
+    if (value.secretEnv !== undefined) {
+      const at = [...path, "secretEnv"];
+      const name = value.secretEnv;
+      if (typeof name !== "string" || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+        this.problem(at, "must be the name of an environment variable");
+      } else if (!this.#env[name]) {
+        this.problem(at, `environment variable ${name} is not set`);
+      } else {
+        return { ok: true, value: this.#env[name] };
+      }
+      return { ok: false };
+    }
+    return { ok: true };
+  }
+
+  list(value: unknown, path: Path): unknown[] {
+    if (value === undefined || value === null) return [];
+    if (!Array.isArray(value)) {
+      this.problem(path, "expected a list");
+      return [];
+    }
+    return value;
+  }
+
+  id(value: unknown, path: Path): string | undefined {
+    if (value === undefined) return void this.problem(path, "is required (re-applies find things by id)");
+    if (typeof value !== "string" || !ID_PATTERN.test(value)) {
+      return void this.problem(path, "must be 1 to 64 letters, digits, '-' or '_'");
+    }
+    return value;
+  }
+
+  name(value: unknown, path: Path): string | undefined {
+    if (value === undefined) return void this.problem(path, "is required");
+    if (typeof value !== "string" || value.trim() === "")
+      return void this.problem(path, "must be a non-empty string");
+    if ([...value].length > MAX_NAME_CHARS)
+      return void this.problem(path, `at most ${MAX_NAME_CHARS} characters`);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
+    if (/[\x00-\x1f\x7f]/.test(value)) return void this.problem(path, "must not contain control characters");
+    return value;
+  }
+
+  sourceIds(value: unknown, path: Path): string[] | undefined {
+    if (value === undefined) return void this.problem(path, "is required: the source ids to connect");
+    if (!Array.isArray(value) || value.length === 0)
+      return void this.problem(path, "must be a non-empty list of source ids");
+    const out: string[] = [];
+    value.forEach((v, i) => {
+      if (typeof v !== "string" || !ID_PATTERN.test(v)) this.problem([...path, i], "must be a source id");
+      else if (out.includes(v)) this.problem([...path, i], `"${v}" is listed twice`);
+      else out.push(v);
+    });
+    return out.length === value.length ? out : undefined;
+  }
+
+  urls(value: unknown, path: Path): string[] | undefined {
+    if (value === undefined) return void this.problem(path, "is required: 1 to 5 webhook URLs");
+    if (!Array.isArray(value) || value.some((v) => typeof v !== "string")) {
+      return void this.problem(path, "must be a list of URLs");
+    }
+    const urls = value as string[];
+    return this.violations(path, urlsViolations(urls, pathText(path))) ? urls : undefined;
+  }
+
+  headers(value: unknown, path: Path): Record<string, string> | undefined {
+    if (value === undefined || value === null) return {};
+    if (!isObject(value)) {
+      return void this.problem(path, 'must be a mapping of header name to value ("X-Team: growth")');
+    }
+    const out: Record<string, string> = {};
+    let ok = true;
+    for (const [name, v] of Object.entries(value)) {
+      if (typeof v === "string" || typeof v === "number" || typeof v === "boolean") out[name] = String(v);
+      else {
+        this.problem([...path, name], "the value must be text");
+        ok = false;
+      }
+    }
+    return this.violations(path, headersViolations(out, pathText(path))) && ok ? out : undefined;
+  }
+
+  /** Records the server's rule violations (fields such as `….urls[1]`, `….headers["X-A"]`); true when none. */
+  violations(base: Path, list: readonly FieldViolation[]): boolean {
+    const prefix = pathText(base);
+    for (const v of list) {
+      const path = [...base];
+      let rest = v.field.startsWith(prefix) ? v.field.slice(prefix.length) : "";
+      for (let m = SUFFIX.exec(rest); m && rest !== ""; m = SUFFIX.exec(rest)) {
+        path.push(m[1] !== undefined ? Number(m[1]) : (JSON.parse(m[2]!) as string));
+        rest = rest.slice(m[0].length);
+      }
+      this.problem(path, v.description);
+    }
+    return list.length === 0;
+  }
+
+  unknownKeys(value: Record<string, unknown>, path: Path, known: string[]): void {
+    for (const key of Object.keys(value)) {
+      if (known.includes(key)) continue;
+      const near = known.find(
+        (k) => k.toLowerCase() === key.toLowerCase() || k === `${key}s` || `${k}s` === key,
+      );
+      this.problem(
+        [...path, key],
+        `unknown key${near ? ` (did you mean "${near}"?)` : ""}; expected ${known.join(", ")}`,
+      );
+    }
+  }
+
+  unique(items: { id: string; path: string }[]): void {
+    const first = new Map<string, string>();
+    for (const item of items) {
+      const prev = first.get(item.id);
+      if (prev)
+        this.problems.push({ path: `${item.path}.id`, message: `"${item.id}" is also the id of ${prev}` });
+      else first.set(item.id, item.path);
+    }
+  }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}

@@ -1,0 +1,284 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { allPages } from "@hookpost/contract";
+import type { DestinationSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { Command } from "commander";
+import { type ApplyFile, type DesiredDestination, loadApplyFile } from "../apply-file.js";
+import type { Context, Session } from "../context.js";
+import { InputError, type InputProblem } from "../errors.js";
+import { type DestinationView, destinationView, signingValue, sourceView } from "../views.js";
+
+type Action = "create" | "update" | "unchanged";
+
+interface Step {
+  kind: "source" | "destination";
+  id: string;
+  action: Action;
+  /** For updates: the fields that change (proto names, as in the update mask). */
+  changes: string[];
+  note?: string;
+  /** A destination whose file gives a secret that was not sent (it is write-only, so not compared). */
+  secretKept?: boolean;
+  run?: () => Promise<string | undefined>;
+}
+
+export function applyCommand(session: Session): Command {
+  return new Command("apply")
+    .description(
+      "make sources and destinations match a YAML or JSON file: creates what is missing, updates what differs, leaves the rest alone",
+    )
+    .requiredOption("-f, --file <file>", "the file (`-` reads stdin)")
+    .option("--dry-run", "only show what would change")
+    .option(
+      "--update-secrets",
+      "also push shared secrets of existing destinations (secrets are write-only, so they cannot be compared)",
+    )
+    .addHelpText(
+      "after",
+      `
+The file (YAML or JSON):
+  sources:
+    - { id: web, name: Web app }
+  destinations:
+    - id: crm                        # ids are required: a re-apply finds things by id
+      name: CRM
+      sources: [web]
+      urls: [https://crm.example.com/hooks]   # 1 to 5, tried in order
+      headers: { X-Team: growth }    # at most 5
+      secretEnv: CRM_SECRET          # or secret: …; omit for none
+      signing: segment               # or standard-webhooks (secret: whsec_…)
+      enabled: true
+
+Nothing is deleted: sources and destinations missing from the file are left alone.
+Sources cannot be renamed. Write keys are printed only for sources created now.`,
+    )
+    .action(async (opts: { file: string; dryRun?: boolean; updateSecrets?: boolean }, command: Command) => {
+      const file = await loadApplyFile(opts.file);
+      const ctx = session.context(command);
+      const steps = await plan(ctx, file, Boolean(opts.updateSecrets));
+      const writeKeys: Record<string, string> = {};
+      const done: Step[] = [];
+      if (!opts.dryRun) {
+        try {
+          for (const step of steps) {
+            const key = await step.run?.();
+            if (key) writeKeys[step.id] = key;
+            done.push(step);
+          }
+        } catch (err) {
+          if (done.some((s) => s.action !== "unchanged")) {
+            ctx.out.note("applied before the failure:");
+            for (const s of done) ctx.out.note(`  ${stepText(s)}`);
+          }
+          if (Object.keys(writeKeys).length > 0) {
+            ctx.out.note("write keys of the sources created (shown once):");
+            for (const [id, key] of Object.entries(writeKeys)) ctx.out.note(`  ${id}: ${key}`);
+          }
+          throw err;
+        }
+      }
+      report(ctx, steps, writeKeys, Boolean(opts.dryRun));
+    });
+}
+
+async function plan(ctx: Context, file: ApplyFile, updateSecrets: boolean): Promise<Step[]> {
+  const admin = ctx.admin();
+  const [sources, destinations] = await Promise.all([
+    allPages(async (pageToken) => {
+      const r = await admin.listSources({ pageToken });
+      return { items: r.sources, nextPageToken: r.nextPageToken };
+    }),
+    allPages(async (pageToken) => {
+      const r = await admin.listDestinations({ pageToken });
+      return { items: r.destinations, nextPageToken: r.nextPageToken };
+    }),
+  ]);
+  const existingSources = new Map(sources.map((s) => [s.id, sourceView(s)]));
+  const existingDestinations = new Map(destinations.map((d) => [d.id, destinationView(d)]));
+
+  const known = new Set([...existingSources.keys(), ...file.sources.map((s) => s.id)]);
+  const problems: InputProblem[] = [];
+  for (const d of file.destinations) {
+    d.sourceIds.forEach((id, i) => {
+      if (!known.has(id)) {
+        problems.push({
+          path: `${d.path}.sources[${i}]`,
+          message: `unknown source "${id}" (not in the file and not on the server)`,
+        });
+      }
+    });
+  }
+  if (problems.length > 0) {
+    throw new InputError(`the file refers to sources that do not exist; nothing was changed`, problems);
+  }
+
+  const steps: Step[] = [];
+  for (const s of file.sources) {
+    const current = existingSources.get(s.id);
+    if (current) {
+      steps.push({
+        kind: "source",
+        id: s.id,
+        action: "unchanged",
+        changes: [],
+        ...(current.name !== s.name
+          ? { note: `its name on the server is "${current.name}" (sources cannot be renamed)` }
+          : {}),
+      });
+      continue;
+    }
+    steps.push({
+      kind: "source",
+      id: s.id,
+      action: "create",
+      changes: [],
+      run: async () => (await admin.createSource({ id: s.id, name: s.name })).writeKey,
+    });
+  }
+  for (const d of file.destinations) {
+    const current = existingDestinations.get(d.id);
+    if (!current) {
+      steps.push({
+        kind: "destination",
+        id: d.id,
+        action: "create",
+        changes: [],
+        run: async () => {
+          await admin.createDestination({ destination: toInit(d) });
+          return undefined;
+        },
+      });
+      continue;
+    }
+    const changes = diff(current, d, updateSecrets);
+    // Write-only secrets cannot be compared: say so instead of pretending they match.
+    const secretKept = d.secret !== undefined && !changes.includes("shared_secret");
+    if (changes.length === 0) {
+      steps.push({ kind: "destination", id: d.id, action: "unchanged", changes, secretKept });
+      continue;
+    }
+    steps.push({
+      kind: "destination",
+      id: d.id,
+      action: "update",
+      changes,
+      secretKept,
+      run: async () => {
+        await admin.updateDestination({ destination: toInit(d), updateMask: { paths: changes } });
+        return undefined;
+      },
+    });
+  }
+  return steps;
+}
+
+function toInit(d: DesiredDestination): MessageInitShape<typeof DestinationSchema> {
+  return {
+    id: d.id,
+    name: d.name,
+    sourceIds: d.sourceIds,
+    urls: d.urls,
+    headers: d.headers,
+    sharedSecret: d.secret ?? "",
+    signing: signingValue(d.signing),
+    enabled: d.enabled,
+  };
+}
+
+/** The fields (update-mask paths) where the server's destination differs from the file's. */
+export function diff(current: DestinationView, want: DesiredDestination, updateSecrets: boolean): string[] {
+  const changes: string[] = [];
+  if (current.name !== want.name) changes.push("name");
+  if (!sameSet(current.sourceIds, want.sourceIds)) changes.push("source_ids");
+  if (!sameList(current.urls.map(normalUrl), want.urls.map(normalUrl))) changes.push("urls");
+  if (!sameHeaders(current.headers, want.headers)) changes.push("headers");
+  const signingChanges = current.signing !== want.signing;
+  // A new signing mode is checked against the secret: send the file's secret along with it.
+  const secretChanges =
+    want.secret === undefined
+      ? current.sharedSecretSet
+      : !current.sharedSecretSet || updateSecrets || signingChanges;
+  if (secretChanges) changes.push("shared_secret");
+  if (signingChanges) changes.push("signing");
+  if (current.enabled !== want.enabled) changes.push("enabled");
+  return changes;
+}
+
+function sameList(a: string[], b: string[]): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+function sameSet(a: string[], b: string[]): boolean {
+  return sameList([...new Set(a)].sort(), [...new Set(b)].sort());
+}
+
+/** Header names are case-insensitive (a server may store them in another case). */
+function sameHeaders(a: Record<string, string>, b: Record<string, string>): boolean {
+  const norm = (h: Record<string, string>) =>
+    Object.entries(h)
+      .map(([k, v]) => `${k.toLowerCase()}\n${v}`)
+      .sort();
+  return sameList(norm(a), norm(b));
+}
+
+/** `https://a.example` and `https://a.example/` are the same URL. */
+function normalUrl(u: string): string {
+  try {
+    return new URL(u).href;
+  } catch {
+    return u;
+  }
+}
+
+const VERB: Record<Action, [string, string]> = {
+  create: ["created", "would be created"],
+  update: ["updated", "would be updated"],
+  unchanged: ["unchanged", "unchanged"],
+};
+
+function stepText(s: Step, dryRun = false): string {
+  const changes = s.action === "update" ? ` (${s.changes.join(", ")})` : "";
+  const note = s.note ? `; note: ${s.note}` : "";
+  return `${s.kind} ${s.id}: ${VERB[s.action][dryRun ? 1 : 0]}${changes}${note}`;
+}
+
+function report(ctx: Context, steps: Step[], writeKeys: Record<string, string>, dryRun: boolean): void {
+  const count = (a: Action) => steps.filter((s) => s.action === a).length;
+  const summary = { created: count("create"), updated: count("update"), unchanged: count("unchanged") };
+  const kept = steps.filter((s) => s.secretKept).map((s) => s.id);
+  if (ctx.out.json) {
+    ctx.out.data({
+      dryRun,
+      summary,
+      results: steps.map((s) => ({
+        kind: s.kind,
+        id: s.id,
+        action: s.action,
+        ...(s.action === "update" ? { changes: s.changes } : {}),
+        ...(s.note ? { note: s.note } : {}),
+      })),
+      writeKeys,
+      secretsNotCompared: kept,
+    });
+    return;
+  }
+  for (const s of steps) ctx.out.line(stepText(s, dryRun));
+  const prefix = dryRun ? "Dry run, nothing was changed: would create" : "Summary:";
+  ctx.out.line(
+    dryRun
+      ? `${prefix} ${summary.created}, update ${summary.updated}, leave ${summary.unchanged} unchanged.`
+      : `${prefix} ${summary.created} created, ${summary.updated} updated, ${summary.unchanged} unchanged.`,
+  );
+  if (kept.length > 0) {
+    ctx.out.line(
+      `Shared secrets are write-only, so not compared: ${kept.join(", ")} kept the current one (--update-secrets sends the file's).`,
+    );
+  }
+  const keys = Object.entries(writeKeys);
+  if (keys.length > 0) {
+    ctx.out.line();
+    ctx.out.line("  Write keys of the new sources (shown once, store them now):");
+    ctx.out.line();
+    for (const [id, key] of keys) ctx.out.line(`    ${id}: ${key}`);
+    ctx.out.line();
+  }
+}

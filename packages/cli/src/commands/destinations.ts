@@ -1,0 +1,327 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import { allPages, MAX_IN_FLIGHT, MAX_RATE_LIMIT_PER_SECOND, parseDuration } from "@hookpost/contract";
+import type { DestinationSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { Command, Option } from "commander";
+import type { Context, Session } from "../context.js";
+import { UsageError } from "../errors.js";
+import { collect, collectHeader, positiveInt } from "../parse.js";
+import {
+  type DestinationView,
+  destinationView,
+  iso,
+  SIGNING_NAMES,
+  type SigningName,
+  signingValue,
+  updateSummary,
+} from "../views.js";
+import { destinationHealthCommand } from "./destination-health.js";
+
+type DestinationInit = MessageInitShape<typeof DestinationSchema>;
+
+/** Flags shared by create and update. */
+interface DestinationFlags {
+  name?: string;
+  source?: string[];
+  url?: string[];
+  header?: [string, string][];
+  secret?: string;
+  secretEnv?: string;
+  signing?: SigningName;
+  rateLimit?: number | "off";
+  maxInFlight?: number | "off";
+}
+
+function addDestinationFlags(cmd: Command, verb: "create" | "update"): Command {
+  const replaces = verb === "update" ? " (replaces the current list)" : "";
+  const required = verb === "create";
+  return cmd
+    .addOption(new Option("--name <name>", "a name for people").makeOptionMandatory(required))
+    .addOption(
+      new Option("--source <id>", `a source to connect, repeatable${replaces}`)
+        .argParser(collect)
+        .makeOptionMandatory(required),
+    )
+    .addOption(
+      new Option("--url <url>", `a webhook URL, repeatable, 1 to 5, tried in order${replaces}`)
+        .argParser(collect)
+        .makeOptionMandatory(required),
+    )
+    .option(
+      "--header <header>",
+      `a static header "Name: value", repeatable, at most 5${replaces}`,
+      collectHeader,
+    )
+    .addOption(new Option("--secret <secret>", "shared secret used to sign requests").conflicts("secretEnv"))
+    .option(
+      "--secret-env <var>",
+      "read the shared secret from this environment variable (keeps it out of ps)",
+    )
+    .addOption(new Option("--signing <mode>", "signature headers to send").choices(SIGNING_NAMES))
+    .option(
+      "--rate-limit <n>",
+      "at most n deliveries per second, across all dispatchers (off: no limit)",
+      limitOrOff(MAX_RATE_LIMIT_PER_SECOND),
+    )
+    .option(
+      "--max-in-flight <n>",
+      "at most n requests in flight, across all dispatchers (off: DELIVERY_CONCURRENCY per dispatcher)",
+      limitOrOff(MAX_IN_FLIGHT),
+    );
+}
+
+function limitOrOff(max: number) {
+  const n = positiveInt(max);
+  return (value: string): number | "off" => (value.trim() === "off" ? "off" : n(value));
+}
+
+/** Sets the lifecycle limits given as flags; returns the update-mask paths they touch. */
+function setLimitFlags(destination: DestinationInit, opts: DestinationFlags): string[] {
+  const paths: string[] = [];
+  if (opts.rateLimit !== undefined) {
+    if (opts.rateLimit !== "off") destination.rateLimitPerSecond = opts.rateLimit;
+    paths.push("rate_limit_per_second");
+  }
+  if (opts.maxInFlight !== undefined) {
+    if (opts.maxInFlight !== "off") destination.maxInFlight = opts.maxInFlight;
+    paths.push("max_in_flight");
+  }
+  return paths;
+}
+
+export function destinationsCommand(session: Session): Command {
+  const cmd = new Command("destinations").description("manage webhook destinations");
+
+  addDestinationFlags(
+    cmd
+      .command("create")
+      .description("create a webhook destination")
+      .option("--id <id>", "the destination id (letters, digits, - and _); generated when omitted")
+      .option("--disabled", "create it disabled"),
+    "create",
+  ).action(async (opts: DestinationFlags & { id?: string; disabled?: boolean }, command: Command) => {
+    const secret = resolveSecret(opts);
+    const ctx = session.context(command);
+    const destination: DestinationInit = {
+      id: opts.id ?? "",
+      name: opts.name!,
+      sourceIds: opts.source!,
+      urls: opts.url!,
+      headers: Object.fromEntries(opts.header ?? []),
+      sharedSecret: secret ?? "",
+      signing: signingValue(opts.signing ?? "segment"),
+      enabled: !opts.disabled,
+    };
+    setLimitFlags(destination, opts);
+    const res = await ctx.admin().createDestination({ destination });
+    const d = destinationView(res.destination!);
+    if (ctx.out.json) return ctx.out.data(d);
+    ctx.out.line(`Created destination ${d.id} ("${d.name}").`);
+    ctx.out.line();
+    printDestination(ctx, d);
+  });
+
+  cmd
+    .command("list")
+    .description("list destinations")
+    .option("--source <id>", "only those connected to this source")
+    .action(async (opts: { source?: string }, command: Command) => {
+      const ctx = session.context(command);
+      const all = await allPages(async (pageToken) => {
+        const r = await ctx.admin().listDestinations({ sourceId: opts.source ?? "", pageToken });
+        return { items: r.destinations, nextPageToken: r.nextPageToken };
+      });
+      const list = all.map(destinationView);
+      if (ctx.out.json) return ctx.out.data(list);
+      ctx.out.table(
+        ["ID", "NAME", "ENABLED", "SOURCES", "URLS", "SIGNING", "SECRET"],
+        list.map((d) => [
+          d.id,
+          d.name,
+          d.enabled ? "yes" : "no",
+          d.sourceIds.join(","),
+          d.urls.join(" "),
+          d.signing,
+          d.sharedSecretSet ? "set" : "-",
+        ]),
+        opts.source ? `No destinations for source ${opts.source}.` : "No destinations.",
+      );
+    });
+
+  cmd
+    .command("get")
+    .description("show a destination (the shared secret is write-only: only whether one is set)")
+    .argument("<id>", "destination id")
+    .action(async (id: string, _opts: object, command: Command) => {
+      const ctx = session.context(command);
+      const res = await ctx.admin().getDestination({ id });
+      const d = destinationView(res.destination!);
+      if (ctx.out.json) return ctx.out.data(d);
+      printDestination(ctx, d);
+    });
+
+  addDestinationFlags(
+    cmd
+      .command("update")
+      .description("change a destination; only the flags given change")
+      .argument("<id>", "destination id")
+      .addOption(new Option("--clear-headers", "remove every static header").conflicts("header"))
+      .addOption(
+        new Option("--clear-secret", "remove the shared secret (requests go unsigned)").conflicts([
+          "secret",
+          "secretEnv",
+        ]),
+      )
+      .addOption(new Option("--enable", "enable the destination").conflicts("disable"))
+      .option("--disable", "disable the destination (nothing is delivered to it)"),
+    "update",
+  ).action(
+    async (
+      id: string,
+      opts: DestinationFlags & {
+        clearHeaders?: boolean;
+        clearSecret?: boolean;
+        enable?: boolean;
+        disable?: boolean;
+      },
+      command: Command,
+    ) => {
+      const destination: DestinationInit = { id };
+      const paths: string[] = [];
+      if (opts.name !== undefined) {
+        destination.name = opts.name;
+        paths.push("name");
+      }
+      if (opts.source !== undefined) {
+        destination.sourceIds = opts.source;
+        paths.push("source_ids");
+      }
+      if (opts.url !== undefined) {
+        destination.urls = opts.url;
+        paths.push("urls");
+      }
+      if (opts.header !== undefined || opts.clearHeaders) {
+        destination.headers = Object.fromEntries(opts.header ?? []);
+        paths.push("headers");
+      }
+      const secret = resolveSecret(opts);
+      if (secret !== undefined || opts.clearSecret) {
+        destination.sharedSecret = secret ?? "";
+        paths.push("shared_secret");
+      }
+      if (opts.signing !== undefined) {
+        destination.signing = signingValue(opts.signing);
+        paths.push("signing");
+      }
+      if (opts.enable || opts.disable) {
+        destination.enabled = Boolean(opts.enable);
+        paths.push("enabled");
+      }
+      paths.push(...setLimitFlags(destination, opts));
+      if (paths.length === 0) throw new UsageError("nothing to change: give at least one flag to update");
+      const ctx = session.context(command);
+      const res = await ctx.admin().updateDestination({ destination, updateMask: { paths } });
+      const d = destinationView(res.destination!);
+      if (ctx.out.json) return ctx.out.data(d);
+      ctx.out.line(`Updated destination ${d.id}: ${updateSummary(paths, d)}.`);
+      ctx.out.line();
+      printDestination(ctx, d);
+    },
+  );
+
+  cmd
+    .command("rotate-secret")
+    .description(
+      "set a new shared secret; the previous one keeps signing beside it for the overlap, so receivers can switch at any moment",
+    )
+    .argument("<id>", "destination id")
+    .option("--overlap <duration>", "how long the previous secret keeps signing (0: stops at once)", "24h")
+    .option(
+      "--secret-env <var>",
+      "read the new secret from this environment variable; generated when omitted",
+    )
+    .action(async (id: string, opts: { overlap: string; secretEnv?: string }, command: Command) => {
+      let overlapMs: number;
+      try {
+        overlapMs = parseDuration(opts.overlap);
+      } catch (err) {
+        throw new UsageError(`--overlap: ${(err as Error).message}`);
+      }
+      const newSecret = resolveSecret(opts) ?? "";
+      const ctx = session.context(command);
+      const res = await ctx.admin().rotateSecret({
+        destinationId: id,
+        newSecret,
+        previousValidFor: durationFromMs(overlapMs),
+      });
+      const until = iso(res.previousSecretExpireTime);
+      // Printed once: Hookpost never shows a secret again. Not echoed when the caller gave it.
+      const shown = newSecret === "" ? res.secret : undefined;
+      if (ctx.out.json) {
+        const revision = Number(res.revision);
+        return ctx.out.data({ id, secret: shown ?? null, previousSecretExpireTime: until, revision });
+      }
+      ctx.out.line(`Rotated the shared secret of destination ${id}.`);
+      if (shown !== undefined) ctx.out.line(`New secret (shown once): ${shown}`);
+      ctx.out.line(
+        until ? `The previous secret keeps signing until ${until}.` : "The previous secret no longer signs.",
+      );
+    });
+
+  cmd
+    .command("delete")
+    .description("delete a destination")
+    .argument("<id>", "destination id")
+    .action(async (id: string, _opts: object, command: Command) => {
+      const ctx = session.context(command);
+      await ctx.admin().deleteDestination({ id });
+      if (ctx.out.json) return ctx.out.data({ deleted: id });
+      ctx.out.line(`Deleted destination ${id}.`);
+    });
+
+  cmd.addCommand(destinationHealthCommand(session));
+
+  return cmd;
+}
+
+/** The secret from --secret or --secret-env; undefined when neither was given. */
+function resolveSecret(opts: { secret?: string; secretEnv?: string }): string | undefined {
+  if (opts.secretEnv !== undefined) {
+    const value = process.env[opts.secretEnv];
+    if (!value) throw new UsageError(`--secret-env: environment variable ${opts.secretEnv} is not set`);
+    return value;
+  }
+  if (opts.secret === "") throw new UsageError("--secret is empty (use --clear-secret to remove a secret)");
+  return opts.secret;
+}
+
+export function printDestination(ctx: Context, d: DestinationView): void {
+  const headers = Object.entries(d.headers);
+  ctx.out.fields([
+    ["id", d.id],
+    ["name", d.name],
+    ["enabled", d.enabled ? "yes" : "no"],
+    ["sources", d.sourceIds.join(", ") || "(none)"],
+    ["signing", d.signing],
+    ["shared secret", d.sharedSecretSet ? "set" : "not set"],
+    ...(d.previousSecretExpireTime
+      ? [["previous secret signs until", d.previousSecretExpireTime] as [string, string]]
+      : []),
+    ["rate limit", d.rateLimitPerSecond == null ? "none" : `${d.rateLimitPerSecond}/s`],
+    ["max in flight", d.maxInFlight == null ? "DELIVERY_CONCURRENCY per dispatcher" : String(d.maxInFlight)],
+    ...(d.disabledReason
+      ? [
+          ["disabled reason", d.disabledReason] as [string, string],
+          ["disabled at", d.disabledTime ?? ""] as [string, string],
+        ]
+      : []),
+    ["created", d.createTime ?? ""],
+    ["updated", d.updateTime ?? ""],
+    ["urls", d.urls.length === 0 ? "(none)" : ""],
+  ]);
+  d.urls.forEach((u, i) => {
+    ctx.out.line(`  ${i + 1}. ${u}`);
+  });
+  ctx.out.line(headers.length === 0 ? "headers: (none)" : "headers:");
+  for (const [k, v] of headers) ctx.out.line(`  ${k}: ${v}`);
+}

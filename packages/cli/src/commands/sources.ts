@@ -1,0 +1,92 @@
+import { allPages } from "@hookpost/contract";
+import { Command } from "commander";
+import type { Context, Session } from "../context.js";
+import { sourceView } from "../views.js";
+
+export function sourcesCommand(session: Session): Command {
+  const cmd = new Command("sources").description("manage sources (each has a write key)");
+
+  cmd
+    .command("create")
+    .description("create a source and print its write key (shown once)")
+    .argument("<name>", "a name for people")
+    .option("--id <id>", "the source id (letters, digits, - and _); generated when omitted")
+    .action(async (name: string, opts: { id?: string }, command: Command) => {
+      const ctx = session.context(command);
+      const res = await ctx.admin().createSource({ name, id: opts.id ?? "" });
+      const source = sourceView(res.source!);
+      if (ctx.out.json) return ctx.out.data({ source, writeKey: res.writeKey });
+      ctx.out.line(`Created source ${source.id} ("${source.name}").`);
+      printWriteKey(ctx, res.writeKey);
+    });
+
+  cmd
+    .command("list")
+    .description("list sources")
+    .action(async (_opts: object, command: Command) => {
+      const ctx = session.context(command);
+      const all = await allPages(async (pageToken) => {
+        const r = await ctx.admin().listSources({ pageToken });
+        return { items: r.sources, nextPageToken: r.nextPageToken };
+      });
+      const sources = all.map(sourceView);
+      if (ctx.out.json) return ctx.out.data(sources);
+      ctx.out.table(
+        ["ID", "NAME", "KEY PREFIX", "CREATED"],
+        sources.map((s) => [s.id, s.name, `${s.writeKeyPrefix}…`, s.createTime ?? ""]),
+        "No sources. Create one with: hookpost sources create <name>",
+      );
+    });
+
+  cmd
+    .command("get")
+    .description("show a source")
+    .argument("<id>", "source id")
+    .action(async (id: string, _opts: object, command: Command) => {
+      const ctx = session.context(command);
+      const res = await ctx.admin().getSource({ id });
+      const s = sourceView(res.source!);
+      if (ctx.out.json) return ctx.out.data(s);
+      ctx.out.fields([
+        ["id", s.id],
+        ["name", s.name],
+        ["write key", `${s.writeKeyPrefix}… (only the prefix is kept)`],
+        ["created", s.createTime ?? ""],
+      ]);
+    });
+
+  cmd
+    .command("delete")
+    .description("delete a source; its write key stops working")
+    .argument("<id>", "source id")
+    .action(async (id: string, _opts: object, command: Command) => {
+      const ctx = session.context(command);
+      await ctx.admin().deleteSource({ id });
+      if (ctx.out.json) return ctx.out.data({ deleted: id });
+      ctx.out.line(`Deleted source ${id}.`);
+    });
+
+  cmd
+    .command("rotate-key")
+    .description("issue a new write key for a source; the old one stops working at once")
+    .argument("<id>", "source id")
+    .action(async (id: string, _opts: object, command: Command) => {
+      const ctx = session.context(command);
+      const res = await ctx.admin().rotateWriteKey({ id });
+      const source = sourceView(res.source!);
+      if (ctx.out.json) return ctx.out.data({ source, writeKey: res.writeKey });
+      ctx.out.line(`New write key for source ${source.id}; the previous key no longer works.`);
+      printWriteKey(ctx, res.writeKey);
+    });
+
+  return cmd;
+}
+
+/** The one time a write key is shown: set apart so nobody misses it. */
+export function printWriteKey(ctx: Context, writeKey: string, label = "Write key"): void {
+  ctx.out.line();
+  ctx.out.line(`  ${label} (shown once, store it now):`);
+  ctx.out.line();
+  ctx.out.line(`    ${writeKey}`);
+  ctx.out.line();
+}

@@ -1,0 +1,130 @@
+import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
+import {
+  type DeadLetter,
+  type Destination,
+  Signing,
+  type Source,
+} from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+
+/** The CLI's words for the signing modes (flags, apply files, output). */
+export type SigningName = "segment" | "standard-webhooks";
+export const SIGNING_NAMES: readonly SigningName[] = ["segment", "standard-webhooks"];
+
+export function signingName(s: Signing): SigningName {
+  return s === Signing.STANDARD_WEBHOOKS ? "standard-webhooks" : "segment";
+}
+
+export function signingValue(name: SigningName): Signing {
+  return name === "standard-webhooks" ? Signing.STANDARD_WEBHOOKS : Signing.SEGMENT;
+}
+
+/** Plain objects for `--json` and tables: the CLI's vocabulary, not the wire's. */
+export interface SourceView {
+  id: string;
+  name: string;
+  writeKeyPrefix: string;
+  createTime: string | null;
+}
+
+export interface DestinationView {
+  id: string;
+  name: string;
+  sourceIds: string[];
+  urls: string[];
+  headers: Record<string, string>;
+  sharedSecretSet: boolean;
+  signing: SigningName;
+  enabled: boolean;
+  createTime: string | null;
+  updateTime: string | null;
+  /** Lifecycle (README "Destination lifecycle"). */
+  rateLimitPerSecond?: number | null;
+  maxInFlight?: number | null;
+  disabledReason?: string;
+  disabledTime?: string | null;
+  previousSecretExpireTime?: string | null;
+}
+
+export interface DeadLetterView {
+  sequence: bigint;
+  messageId: string;
+  destinationId: string;
+  sourceId: string;
+  attempts: number;
+  reason: string;
+  outcomes: { url: string; status: number; error: string; detail: string }[];
+  firstAttemptTime: string | null;
+  deadTime: string | null;
+  body: string;
+}
+
+export function iso(ts: Timestamp | undefined): string | null {
+  return ts ? timestampDate(ts).toISOString() : null;
+}
+
+export function sourceView(s: Source): SourceView {
+  return { id: s.id, name: s.name, writeKeyPrefix: s.writeKeyPrefix, createTime: iso(s.createTime) };
+}
+
+export function destinationView(d: Destination): DestinationView {
+  return {
+    id: d.id,
+    name: d.name,
+    sourceIds: [...d.sourceIds],
+    urls: [...d.urls],
+    headers: { ...d.headers },
+    sharedSecretSet: d.sharedSecretSet,
+    signing: signingName(d.signing),
+    enabled: d.enabled ?? false,
+    createTime: iso(d.createTime),
+    updateTime: iso(d.updateTime),
+    rateLimitPerSecond: d.rateLimitPerSecond ?? null,
+    maxInFlight: d.maxInFlight ?? null,
+    disabledReason: d.disabledReason,
+    disabledTime: iso(d.disabledTime),
+    previousSecretExpireTime: iso(d.previousSecretExpireTime),
+  };
+}
+
+export function deadLetterView(d: DeadLetter): DeadLetterView {
+  return {
+    sequence: d.sequence,
+    messageId: d.messageId,
+    destinationId: d.destinationId,
+    sourceId: d.sourceId,
+    attempts: d.attempts,
+    reason: d.reason,
+    outcomes: d.outcomes.map((o) => ({ url: o.url, status: o.status, error: o.error, detail: o.detail })),
+    firstAttemptTime: iso(d.firstAttemptTime),
+    deadTime: iso(d.deadTime),
+    body: d.body,
+  };
+}
+
+/** `https://a/x → 503 is retried`, `https://b/y → timeout after 5000 ms`: the detail says it all. */
+export function outcomeText(o: DeadLetterView["outcomes"][number]): string {
+  const fallback = o.status ? `HTTP ${o.status}` : o.error;
+  return `${o.url} → ${o.detail || fallback || "?"}`;
+}
+
+/** The CLI's words for the fields of an update mask. */
+const FIELD_WORDS: Record<string, string> = {
+  name: "name",
+  source_ids: "sources",
+  urls: "urls",
+  headers: "headers",
+  shared_secret: "shared secret",
+  signing: "signing",
+};
+
+/**
+ * What an update did, in words: `name, urls changed; now disabled`. The enabled state is read
+ * from the destination the server returned, so the line says what is true now.
+ */
+export function updateSummary(paths: readonly string[], d: { enabled: boolean }): string {
+  const changed = paths.filter((p) => p !== "enabled").map((p) => FIELD_WORDS[p] ?? p);
+  const parts: string[] = [];
+  if (changed.length > 0) parts.push(`${changed.join(", ")} changed`);
+  if (paths.includes("enabled")) parts.push(d.enabled ? "now enabled" : "now disabled");
+  return parts.join("; ");
+}

@@ -1,0 +1,227 @@
+import type { Attempt, Destination } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { useEffect, useState } from "preact/hooks";
+import { type ApiError, admin, allSources, call } from "../api.js";
+import { absolute } from "../format.js";
+import { navigate } from "../router.js";
+import { AttemptList } from "../ui/attempt-list.js";
+import { ShowOnce } from "../ui/bits.js";
+import { DestinationForm, type DestinationValues } from "../ui/destination-form.js";
+import { ErrorNotice } from "../ui/notice.js";
+import { useApi } from "../ui/use-api.js";
+
+const REFRESH_MS = 5_000;
+const PAGE = 50;
+
+function destinationInit(v: DestinationValues) {
+  return {
+    id: v.id,
+    name: v.name,
+    sourceIds: v.sourceIds,
+    urls: v.urls,
+    headers: v.headers,
+    signing: v.signing,
+    sharedSecret: v.sharedSecret,
+    enabled: v.enabled,
+  };
+}
+
+/** /destinations/new */
+export function NewDestination() {
+  const sources = useApi(async () => ({ sources: await allSources() }), []);
+  const [error, setError] = useState<ApiError | undefined>(undefined);
+  const [busy, setBusy] = useState(false);
+  const create = async (v: DestinationValues) => {
+    setBusy(true);
+    const r = await call(() => admin.createDestination({ destination: destinationInit(v) }));
+    setBusy(false);
+    if (r.ok) navigate(`/destinations/${encodeURIComponent(r.value.destination!.id)}`);
+    else setError(r.error);
+  };
+  return (
+    <section>
+      <h2>New destination</h2>
+      <ErrorNotice error={sources.error} what="Sources could not be loaded" />
+      {sources.data ? (
+        <DestinationForm
+          initial={undefined}
+          sources={sources.data.sources}
+          error={error}
+          busy={busy}
+          submitLabel="Create destination"
+          onSubmit={create}
+        />
+      ) : null}
+    </section>
+  );
+}
+
+/** /destinations/:id — settings, delivery switch, secret rotation and the attempt log. */
+export function DestinationPage({ id }: { id: string }) {
+  const loaded = useApi(
+    () => Promise.all([admin.getDestination({ id }), allSources().then((sources) => ({ sources }))]),
+    [id],
+  );
+  const [dest, setDest] = useState<Destination | undefined>(undefined);
+  const [error, setError] = useState<ApiError | undefined>(undefined);
+  const [actionError, setActionError] = useState<ApiError | undefined>(undefined);
+  const [saved, setSaved] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [secret, setSecret] = useState<string | undefined>(undefined);
+  const [confirmDelete, setConfirmDelete] = useState(false);
+  useEffect(() => setDest(loaded.data?.[0].destination), [loaded.data]);
+
+  if (loaded.error && !dest) return <ErrorNotice error={loaded.error} what={`Destination "${id}"`} />;
+  if (!dest || !loaded.data) return <p aria-busy="true">Loading…</p>;
+
+  const save = async (v: DestinationValues) => {
+    setBusy(true);
+    setSaved("");
+    const paths = [
+      "name",
+      "source_ids",
+      "urls",
+      "headers",
+      "signing",
+      ...(v.sharedSecret ? ["shared_secret"] : []),
+    ];
+    const r = await call(() =>
+      admin.updateDestination({ destination: { ...destinationInit(v), id }, updateMask: { paths } }),
+    );
+    setBusy(false);
+    if (r.ok) {
+      setDest(r.value.destination);
+      setError(undefined);
+      setSaved("Saved.");
+    } else setError(r.error);
+  };
+  const setEnabled = async (enabled: boolean) => {
+    const r = await call(() =>
+      admin.updateDestination({ destination: { id, enabled }, updateMask: { paths: ["enabled"] } }),
+    );
+    if (r.ok) {
+      setDest(r.value.destination);
+      setActionError(undefined);
+    } else setActionError(r.error);
+  };
+  const rotate = async () => {
+    const r = await call(() => admin.rotateSecret({ destinationId: id }));
+    if (r.ok) {
+      setDest(r.value.destination);
+      setSecret(r.value.secret);
+      setActionError(undefined);
+    } else setActionError(r.error);
+  };
+  const remove = async () => {
+    const r = await call(() => admin.deleteDestination({ id }));
+    if (r.ok) navigate("/");
+    else setActionError(r.error);
+  };
+  const enabled = dest.enabled !== false;
+
+  return (
+    <section>
+      <header class="page-head">
+        <h2>
+          {dest.name} <span class="muted small-text">{dest.id}</span>
+        </h2>
+        <div class="actions">
+          <button
+            type="button"
+            class={enabled ? "secondary small" : "small"}
+            onClick={() => setEnabled(!enabled)}
+          >
+            {enabled ? "Pause delivery" : "Resume delivery"}
+          </button>
+          <button type="button" class="secondary small" onClick={rotate}>
+            Rotate secret
+          </button>
+          {confirmDelete ? (
+            <button type="button" class="danger small" onClick={remove}>
+              Really delete
+            </button>
+          ) : (
+            <button type="button" class="outline danger small" onClick={() => setConfirmDelete(true)}>
+              Delete
+            </button>
+          )}
+        </div>
+      </header>
+      <p data-testid="delivery-state">
+        {enabled
+          ? "Delivering."
+          : `Paused${dest.disabledReason ? `: ${dest.disabledReason}` : ""}; calls wait until resumed.`}
+        {dest.previousSecretExpireTime
+          ? ` The previous secret signs too until ${absolute(dest.previousSecretExpireTime)}.`
+          : ""}
+      </p>
+      <ErrorNotice error={actionError} />
+      {secret ? <ShowOnce label="New shared secret" value={secret} /> : null}
+      <details class="settings" open>
+        <summary>Settings</summary>
+        <DestinationForm
+          key={String(dest.updateTime?.seconds ?? "")}
+          initial={dest}
+          sources={loaded.data[1].sources}
+          error={error}
+          busy={busy}
+          submitLabel="Save settings"
+          onSubmit={save}
+        />
+        {saved ? <p class="notice notice-ok">{saved}</p> : null}
+      </details>
+      <AttemptLog destinationId={id} />
+    </section>
+  );
+}
+
+/** The destination's attempts, newest first, live on the first page; older pages on demand. */
+function AttemptLog({ destinationId }: { destinationId: string }) {
+  const [failedOnly, setFailedOnly] = useState(false);
+  const [older, setOlder] = useState<Attempt[]>([]);
+  const [token, setToken] = useState("");
+  const first = useApi(
+    () => admin.listAttempts({ destinationId, failedOnly, pageSize: PAGE }),
+    [destinationId, failedOnly],
+    REFRESH_MS,
+  );
+  useEffect(() => {
+    setOlder([]);
+    setToken("");
+  }, [destinationId, failedOnly]);
+  const next = token || (older.length === 0 ? first.data?.nextPageToken : "");
+  const more = async () => {
+    const r = await call(() =>
+      admin.listAttempts({ destinationId, failedOnly, pageSize: PAGE, pageToken: next ?? "" }),
+    );
+    if (r.ok) {
+      setOlder((o) => [...o, ...r.value.attempts]);
+      setToken(r.value.nextPageToken);
+    }
+  };
+  const attempts = [...(first.data?.attempts ?? []), ...older];
+  return (
+    <article>
+      <header class="page-head">
+        <h3>Attempt log</h3>
+        <label class="inline">
+          <input
+            type="checkbox"
+            name="failed-only"
+            checked={failedOnly}
+            onChange={(e) => setFailedOnly((e.currentTarget as HTMLInputElement).checked)}
+          />
+          Failed only
+        </label>
+      </header>
+      <ErrorNotice error={first.error} what="Attempt log" />
+      {first.data && attempts.length === 0 ? <p class="muted">No attempt yet.</p> : null}
+      <AttemptList attempts={attempts} />
+      {next ? (
+        <button type="button" class="secondary small" onClick={more}>
+          Older attempts
+        </button>
+      ) : null}
+      {first.data ? <p class="muted small-text">Refreshes every {REFRESH_MS / 1000} s.</p> : null}
+    </article>
+  );
+}

@@ -1,0 +1,263 @@
+/** What the source check needs of the configuration store (core's ConfigStore). */
+interface SourceLookup {
+  source(id: string): unknown;
+}
+
+import type { FieldViolation } from "./grpc/hookpost-error.js";
+/** How a destination's webhooks are signed. */
+export type Signing = "segment" | "standard-webhooks";
+
+import { hasLineBreakOrNul, hasSpaceOrControl, isHeaderValueText } from "./text.js";
+
+/** The rules of SPEC section 4 for a webhook destination, one function per field. */
+
+export const MAX_URLS = 5;
+export const MAX_URL_CHARS = 2048;
+export const MAX_HEADERS = 5;
+export const MAX_HEADER_NAME_CHARS = 128;
+export const MAX_HEADER_VALUE_CHARS = 4096;
+export const MAX_SOURCES = 100;
+export const MAX_SECRET_CHARS = 1024;
+export const WHSEC_MIN_BYTES = 24;
+export const WHSEC_MAX_BYTES = 64;
+
+/**
+ * Header names we set ourselves (SPEC section 4), plus hop-by-hop headers that the HTTP
+ * client refuses or that would break the request. `webhook-*` is refused as well.
+ */
+const RESERVED_HEADERS = new Set([
+  "content-type",
+  "content-length",
+  "host",
+  "user-agent",
+  "x-signature",
+  "x-signature-next",
+  "idempotency-key",
+  "transfer-encoding",
+  "connection",
+  "keep-alive",
+  "upgrade",
+  "expect",
+  "te",
+  "trailer",
+  "proxy-connection",
+]);
+
+export const MAX_RATE_LIMIT_PER_SECOND = 10_000;
+export const MAX_IN_FLIGHT = 1000;
+
+/** Optional; when set, 1..10000 deliveries per second (unset means no limit, never 0). */
+export function rateLimitViolations(value: number | undefined, field: string): FieldViolation[] {
+  return boundViolations(value, field, MAX_RATE_LIMIT_PER_SECOND, "leave it unset for no limit");
+}
+
+/** Optional; when set, 1..1000 requests in flight across replicas. */
+export function maxInFlightViolations(value: number | undefined, field: string): FieldViolation[] {
+  return boundViolations(value, field, MAX_IN_FLIGHT, "leave it unset for DELIVERY_CONCURRENCY per replica");
+}
+
+function boundViolations(value: number | undefined, field: string, max: number, unset: string) {
+  const { out, bad } = collector();
+  if (value !== undefined && (value < 1 || value > max))
+    bad(field, `must be 1 to ${max}, got ${value}; ${unset}`);
+  return out;
+}
+
+/** RFC 7230 token: one or more tchar. */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+type Bad = (field: string, description: string) => void;
+
+function collector(): { out: FieldViolation[]; bad: Bad } {
+  const out: FieldViolation[] = [];
+  return { out, bad: (field, description) => out.push({ field, description }) };
+}
+
+/** Non-empty, no duplicates, and every id names an existing source. */
+export function sourceIdsViolations(
+  ids: readonly string[],
+  field: string,
+  store: SourceLookup,
+): FieldViolation[] {
+  const { out, bad } = collector();
+  if (ids.length === 0) {
+    bad(field, "connect at least one source");
+    return out;
+  }
+  if (ids.length > MAX_SOURCES) {
+    bad(field, `at most ${MAX_SOURCES} sources, got ${ids.length}`);
+    return out;
+  }
+  const seen = new Set<string>();
+  ids.forEach((id, i) => {
+    const f = `${field}[${i}]`;
+    if (id === "") bad(f, "is empty");
+    else if (seen.has(id)) bad(f, `source "${clip(id)}" is listed twice`);
+    else if (!store.source(id)) bad(f, `source "${clip(id)}" does not exist`);
+    seen.add(id);
+  });
+  return out;
+}
+
+/** 1..5 absolute http/https URLs without credentials or fragment. */
+export function urlsViolations(urls: readonly string[], field: string): FieldViolation[] {
+  const { out, bad } = collector();
+  if (urls.length === 0) {
+    bad(field, "at least one webhook URL is required");
+    return out;
+  }
+  if (urls.length > MAX_URLS) {
+    bad(field, `at most ${MAX_URLS} URLs, got ${urls.length}`);
+    return out;
+  }
+  const seen = new Set<string>();
+  urls.forEach((raw, i) => {
+    const problem = urlProblem(raw);
+    if (problem) bad(`${field}[${i}]`, problem);
+    else if (seen.has(raw)) bad(`${field}[${i}]`, "is listed twice");
+    seen.add(raw);
+  });
+  return out;
+}
+
+function urlProblem(raw: string): string | undefined {
+  if (raw === "") return "is empty";
+  if (raw.length > MAX_URL_CHARS) return `is too long: at most ${MAX_URL_CHARS} characters`;
+  // URL parsing silently drops tabs and line breaks and trims spaces: refuse them instead,
+  // so the URL stored is the URL called.
+  if (hasSpaceOrControl(raw)) return "must not contain spaces or control characters";
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return `"${clip(raw)}" is not an absolute URL (e.g. https://example.com/hook)`;
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    return `scheme "${clip(url.protocol.slice(0, -1))}" is not allowed: use http or https`;
+  }
+  if (!/^https?:\/\//i.test(raw)) return "must start with http:// or https://";
+  if (url.hostname === "") return "has no host";
+  if (url.username !== "" || url.password !== "") {
+    return "must not contain credentials (user:password@); use a static header instead";
+  }
+  if (raw.includes("#")) return "must not contain a fragment (#...): it is never sent to the server";
+  return undefined;
+}
+
+/** At most 5 headers; names are HTTP tokens and not reserved; values are single-line text. */
+export function headersViolations(
+  headers: Readonly<Record<string, string>>,
+  field: string,
+): FieldViolation[] {
+  const { out, bad } = collector();
+  const entries = Object.entries(headers);
+  if (entries.length > MAX_HEADERS) {
+    bad(field, `at most ${MAX_HEADERS} headers, got ${entries.length}`);
+    return out;
+  }
+  const seen = new Map<string, string>();
+  for (const [name, value] of entries) {
+    const f = `${field}[${JSON.stringify(clip(name))}]`;
+    const lower = name.toLowerCase();
+    if (name === "") bad(f, "a header name is required");
+    else if (name.length > MAX_HEADER_NAME_CHARS)
+      bad(f, `name is too long: at most ${MAX_HEADER_NAME_CHARS}`);
+    else if (!TOKEN.test(name)) bad(f, "name must be an HTTP token (letters, digits and !#$%&'*+-.^_`|~)");
+    else if (RESERVED_HEADERS.has(lower) || lower.startsWith("webhook-")) {
+      bad(f, `"${name}" is set by Hookpost and cannot be configured`);
+    } else if (seen.has(lower)) bad(f, `duplicates header "${seen.get(lower)}" (names are case-insensitive)`);
+    if (value.length > MAX_HEADER_VALUE_CHARS) {
+      bad(f, `value is too long: at most ${MAX_HEADER_VALUE_CHARS} characters`);
+    } else if (hasLineBreakOrNul(value)) {
+      bad(f, "value must not contain CR, LF or NUL");
+    } else if (!isHeaderValueText(value)) {
+      bad(f, "value may only hold printable characters (Latin-1), spaces and tabs");
+    }
+    seen.set(lower, name);
+  }
+  return out;
+}
+
+/**
+ * The shared secret for the signing chosen. `segment`: any text up to 1024 characters,
+ * optional. `standard-webhooks`: required, `whsec_` + base64 of 24 to 64 bytes, so that
+ * the reference Standard Webhooks libraries accept our signatures.
+ * `current` says the secret kept from the stored record (updates), for the message.
+ */
+export function sharedSecretViolations(
+  secret: string | undefined,
+  signing: Signing,
+  field: string,
+  current = false,
+): FieldViolation[] {
+  const { out, bad } = collector();
+  const which = current ? "the current shared secret" : "the shared secret";
+  if (secret === undefined) {
+    if (signing === "standard-webhooks") {
+      bad(
+        field,
+        "standard-webhooks signing needs a shared secret (whsec_ + base64 of 24 to 64 random bytes)",
+      );
+    }
+    return out;
+  }
+  if (secret.length > MAX_SECRET_CHARS) {
+    bad(field, `is too long: at most ${MAX_SECRET_CHARS} characters`);
+    return out;
+  }
+  if (signing === "standard-webhooks") {
+    const problem = whsecProblem(secret);
+    if (problem) bad(field, `${which} is not a Standard Webhooks secret: ${problem}`);
+  }
+  return out;
+}
+
+/**
+ * The previous secret of a rotation signs beside the current one until its overlap ends, so with
+ * standard-webhooks signing it must be a Standard Webhooks secret too: otherwise every delivery
+ * of the overlap would fail before a request is sent. Checked on the record a write would store
+ * (create, update, rotate), with the secrets that still sign at the time of the write.
+ */
+export function previousSecretViolations(
+  record: {
+    signing: Signing;
+    previousSecret?: string | undefined;
+    previousSecretExpiresAt?: string | undefined;
+  },
+  /** The secrets that still sign at the time of the write (core's signingSecrets). */
+  stillSigning: readonly string[],
+  field: string,
+): FieldViolation[] {
+  const previous = record.previousSecret;
+  if (record.signing !== "standard-webhooks" || previous === undefined) return [];
+  if (!stillSigning.includes(previous)) return [];
+  const problem = whsecProblem(previous);
+  if (!problem) return [];
+  return [
+    {
+      field,
+      description:
+        `standard-webhooks signing signs with every secret still valid, and the previous secret ` +
+        `(rotated out, valid until ${record.previousSecretExpiresAt}) is not a Standard Webhooks secret: ` +
+        `${problem}. Switch after the overlap, or first set shared_secret (which ends the overlap) ` +
+        "or rotate with previous_valid_for 0",
+    },
+  ];
+}
+
+function whsecProblem(secret: string): string | undefined {
+  if (!secret.startsWith("whsec_")) return "it must start with whsec_";
+  const b64 = secret.slice("whsec_".length);
+  if (!BASE64.test(b64) || b64 === "")
+    return "after whsec_ comes standard base64 (A-Z a-z 0-9 + /, = padding)";
+  const bytes = Buffer.from(b64, "base64").length;
+  if (bytes < WHSEC_MIN_BYTES || bytes > WHSEC_MAX_BYTES) {
+    return `it decodes to ${bytes} bytes; use ${WHSEC_MIN_BYTES} to ${WHSEC_MAX_BYTES}`;
+  }
+  return undefined;
+}
+
+function clip(text: string, max = 80): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}

@@ -1,0 +1,82 @@
+/**
+ * The ingest contract (SPEC sections 3 and 11), one module for every party: the gRPC and HTTP
+ * transports of ingest, the client library, the CLI and the test fakes. It holds the call types,
+ * the rules of a call, the limits, the message-id and timestamp rules, and the mapping to the
+ * stored call. A new field of the webhook body is a change here (and in the .proto), not in each
+ * party.
+ */
+
+export {
+  ADMIN_PAGE_MAX_BYTES,
+  ADMIN_PAGES,
+  allPages,
+  answerBytes,
+  PageBudget,
+  type PageLimit,
+  pageSize,
+  pageSizeViolation,
+} from "./admin-pages.js";
+export { CALL_STRING_FIELDS, CALL_TYPES, type CallType, type ContractCall, isCallType } from "./call.js";
+export type { Signing } from "./destination-rules.js";
+export {
+  headersViolations,
+  MAX_HEADER_NAME_CHARS,
+  MAX_HEADER_VALUE_CHARS,
+  MAX_HEADERS,
+  MAX_IN_FLIGHT,
+  MAX_RATE_LIMIT_PER_SECOND,
+  MAX_SECRET_CHARS,
+  MAX_SOURCES,
+  MAX_URL_CHARS,
+  MAX_URLS,
+  maxInFlightViolations,
+  previousSecretViolations,
+  rateLimitViolations,
+  sharedSecretViolations,
+  sourceIdsViolations,
+  urlsViolations,
+  WHSEC_MAX_BYTES,
+  WHSEC_MIN_BYTES,
+} from "./destination-rules.js";
+export { formatDuration, parseDuration } from "./duration.js";
+export { Code, type FieldViolation, HookpostError } from "./grpc/hookpost-error.js";
+export { type JsonTextScan, scanJsonText } from "./json-text.js";
+export {
+  DEFAULT_MAX_BATCH_CALLS,
+  MAX_BATCH_BYTES,
+  MAX_CALL_BYTES,
+  MAX_MESSAGE_ID_CHARS,
+  MAX_OBJECT_DEPTH,
+  MAX_REPORTED_VIOLATIONS,
+} from "./limits.js";
+export { MESSAGE_ID_RULE, messageIdProblem } from "./message-id.js";
+export type { EventType, StoredCall } from "./model/stored-call.js";
+export { numberLiteralProblem, numberValueProblem } from "./numbers.js";
+export { objectProblem, protoKeyProblem } from "./objects.js";
+export { batchCallRanges, callSchemaByType, callSchemaOf, findLoss, type Loss } from "./proto-bytes.js";
+export { fromProtoCall, type ProtoCall } from "./proto-call.js";
+export { protoBatchViolations, protoCallViolations } from "./proto-rules.js";
+export { acceptedBatchCalls, acceptedCall } from "./proto-wire.js";
+export {
+  batchCountProblem,
+  batchSizeProblem,
+  batchSizeViolations,
+  type CallSize,
+  callSizeProblem,
+  validateCall,
+} from "./rules.js";
+export { type Stamp, toStoredCall } from "./stored-call.js";
+export { hasControlChar, hasLineBreakOrNul, hasSpaceOrControl, isHeaderValueText } from "./text.js";
+export {
+  fromDate,
+  fromProtoTimestamp,
+  InvalidTimestamp,
+  MAX_TIMESTAMP_MS,
+  MIN_TIMESTAMP_MS,
+  parseIsoTimestamp,
+  TIMESTAMP_FORMS,
+  TIMESTAMP_RANGE,
+  type Timestamp,
+  timestampProblem,
+} from "./timestamp.js";
+export { type FieldNaming, fieldName, type Violation } from "./violation.js";

@@ -1,0 +1,74 @@
+import type { DescService } from "@bufbuild/protobuf";
+import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
+import {
+  type Code as ConnectCode,
+  ConnectError,
+  type ServiceImpl as ConnectServiceImpl,
+  createContextKey,
+  type HandlerContext,
+} from "@connectrpc/connect";
+import { Metadata } from "@grpc/grpc-js";
+import { Code, HookpostError } from "@hookpost/contract";
+import { BadRequestSchema } from "@hookpost/contract/gen/google/rpc/error_details_pb";
+import { type CallContext, internal, type ServeOptions, type ServiceImpl } from "./server.js";
+
+/** The remote address of an HTTP request, handed to handlers as CallContext.peer. */
+export const peerKey = createContextKey("unknown", { description: "remote address" });
+
+/** Request headers a handler may read through CallContext.metadata (the rest stay out). */
+const FORWARDED_HEADERS = ["authorization", "traceparent", "tracestate"];
+
+/**
+ * The same implementation grpc-js serves (packages/core/src/grpc/server.ts addService), as a Connect
+ * service: handlers keep their CallContext (headers become grpc Metadata), and a HookpostError
+ * becomes a ConnectError with the same code and, for field violations, a google.rpc.BadRequest
+ * detail, so the browser reads the same errors as gRPC clients. Unary methods only; a missing
+ * handler answers UNIMPLEMENTED.
+ */
+export function connectImpl<S extends GenServiceMethods>(
+  service: GenService<S>,
+  impl: ServiceImpl<S>,
+  options: ServeOptions = {},
+): ConnectServiceImpl<DescService> {
+  const out: Record<string, (req: unknown, ctx: HandlerContext) => Promise<unknown>> = {};
+  for (const method of service.methods) {
+    if (method.methodKind !== "unary") continue;
+    const name = `${service.name}/${method.name}`;
+    const fn = (impl as Record<string, unknown>)[method.localName] as
+      | ((req: unknown, ctx: CallContext) => Promise<unknown>)
+      | undefined;
+    out[method.localName] = async (req, hctx) => {
+      const started = performance.now();
+      let code: Code = Code.OK;
+      try {
+        if (!fn) throw new HookpostError(Code.UNIMPLEMENTED, `${name} is not implemented yet`);
+        return await fn(req, callContext(name, hctx));
+      } catch (err) {
+        const herr = err instanceof HookpostError ? err : internal(name, err, options);
+        code = herr.code;
+        throw toConnectError(herr);
+      } finally {
+        options.onCallEnd?.(name, code, performance.now() - started);
+      }
+    };
+  }
+  return out as unknown as ConnectServiceImpl<DescService>;
+}
+
+function callContext(method: string, hctx: HandlerContext): CallContext {
+  const metadata = new Metadata();
+  for (const h of FORWARDED_HEADERS) {
+    const v = hctx.requestHeader.get(h);
+    if (v !== null) metadata.set(h, v);
+  }
+  return { method, metadata, peer: hctx.values.get(peerKey), signal: hctx.signal };
+}
+
+/** gRPC and Connect number their codes alike (1 CANCELLED … 16 UNAUTHENTICATED). */
+export function toConnectError(err: HookpostError): ConnectError {
+  const details =
+    err.fieldViolations.length > 0
+      ? [{ desc: BadRequestSchema, value: { fieldViolations: err.fieldViolations.map((v) => ({ ...v })) } }]
+      : [];
+  return new ConnectError(err.message, err.code as number as ConnectCode, undefined, details, err);
+}

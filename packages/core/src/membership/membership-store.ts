@@ -1,0 +1,250 @@
+import { createHash, randomBytes } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { Code, HookpostError } from "@hookpost/contract";
+import {
+  headers,
+  type JetStreamClient,
+  type JetStreamManager,
+  JsHeaders,
+  type MsgRequest,
+  type NatsConnection,
+} from "nats";
+import { isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
+import { countIfFull } from "../nats/stream-watch.js";
+import { MEMBERSHIPS_BUCKET, objectStream } from "../nats/topology.js";
+import { LineSource, type SortedSource } from "./lines.js";
+import { PublishWindow } from "./publish-window.js";
+
+export { MEMBERSHIPS_BUCKET };
+export const MEMBERSHIPS_STREAM = objectStream(MEMBERSHIPS_BUCKET);
+
+export type MembershipKind = "audience" | "trait";
+
+/**
+ * Object name of a membership: `<kind>.<sourceId>.<key>`. Keys outside `[a-z0-9_]` (unicode
+ * audience names) are written `x-<base64url(utf8 key)>`, which no snake_case key can equal;
+ * object names must be ASCII for the Object Store client.
+ */
+export function membershipObjectName(sourceId: string, kind: MembershipKind, key: string): string {
+  const k = /^[a-z0-9_]+$/.test(key) ? key : `x-${Buffer.from(key, "utf8").toString("base64url")}`;
+  return `${kind}.${sourceId}.${k}`;
+}
+
+/** What the store knows about a stored membership (the Object Store meta record). */
+export interface StoredMembership {
+  name: string;
+  /** Stream sequence of the meta record: changes on every write (used for optimistic locking). */
+  revision: number;
+  /** Random id of this version's chunks: unique per write, stable until the next one. */
+  nuid: string;
+  /** `SHA-256=<base64url>` of the content. */
+  digest: string;
+  size: number;
+  chunks: number;
+  mtime: string;
+}
+
+interface ServerObjectMeta {
+  name: string;
+  description: string;
+  options: { max_chunk_size: number };
+  bucket: string;
+  nuid: string;
+  size: number;
+  chunks: number;
+  mtime: string;
+  digest: string;
+  deleted: boolean;
+}
+
+const DIGEST_PREFIX = "SHA-256=";
+const MAX_CHUNK = 128 * 1024;
+/** Chunk writes in flight while uploading a list. */
+const UPLOAD_WINDOW = 4;
+
+export interface MembershipStoreOptions {
+  replicas?: number;
+  /** How long JetStream has to answer one request; default 10 000 ms. */
+  timeoutMs?: number;
+}
+
+/**
+ * Stores membership lists (sorted, newline-delimited text, see lines.ts) as objects of a
+ * JetStream Object Store bucket, in the standard Object Store layout (`nats object get` and the
+ * nats.js client read them), but with bounded memory both ways, which the stock client does not
+ * offer for large objects (its get buffers everything the server pushes, its put keeps every
+ * chunk in flight):
+ *
+ * - `read` pulls one 128 KiB chunk at a time (stream "next message by subject" requests) and
+ *   checks the digest at the end;
+ * - `write` uploads a local file with at most 4 chunks in flight, then publishes the meta record
+ *   with "expected last subject sequence" = the revision the sync started from. That meta write
+ *   is the atomic swap: readers see the old list until it lands, and a concurrent sync that
+ *   replaced the list in between makes it fail (ABORTED) instead of silently overwriting.
+ */
+export class MembershipStore {
+  readonly #nc: NatsConnection;
+  readonly #js: JetStreamClient;
+  readonly #jsm: JetStreamManager;
+  readonly #timeoutMs: number;
+
+  private constructor(nc: NatsConnection, js: JetStreamClient, jsm: JetStreamManager, timeoutMs: number) {
+    this.#nc = nc;
+    this.#js = js;
+    this.#jsm = jsm;
+    this.#timeoutMs = timeoutMs;
+  }
+
+  /** Opens (creating if needed) the bucket. */
+  static async open(nc: NatsConnection, options: MembershipStoreOptions = {}): Promise<MembershipStore> {
+    const js = nc.jetstream();
+    await js.views.os(MEMBERSHIPS_BUCKET, { replicas: options.replicas ?? 1 });
+    return new MembershipStore(nc, js, await nc.jetstreamManager(), options.timeoutMs ?? 10_000);
+  }
+
+  #metaSubject(name: string): string {
+    const b64 = Buffer.from(name, "latin1").toString("base64").replace(/\+/g, "-").replace(/\//g, "_");
+    return `$O.${MEMBERSHIPS_BUCKET}.M.${b64}`;
+  }
+
+  #chunkSubject(nuid: string): string {
+    return `$O.${MEMBERSHIPS_BUCKET}.C.${nuid}`;
+  }
+
+  /** The stored membership under `name`, or undefined when there is none (first sync). */
+  async info(name: string): Promise<StoredMembership | undefined> {
+    let m: Awaited<ReturnType<JetStreamManager["streams"]["getMessage"]>>;
+    try {
+      m = await this.#jsm.streams.getMessage(MEMBERSHIPS_STREAM, { last_by_subj: this.#metaSubject(name) });
+    } catch (err) {
+      if ((err as { code?: string })?.code === "404") return undefined;
+      throw natsFailure("could not read the stored membership", err);
+    }
+    const meta = m.json<ServerObjectMeta>();
+    if (meta.deleted) return undefined;
+    return {
+      name,
+      revision: m.seq,
+      nuid: meta.nuid,
+      digest: meta.digest,
+      size: meta.size,
+      chunks: meta.chunks,
+      mtime: meta.mtime,
+    };
+  }
+
+  /** The raw content of a stored membership, one chunk at a time; the digest is checked at the end. */
+  async *chunks(info: StoredMembership): AsyncGenerator<Uint8Array> {
+    if (info.chunks === 0) return;
+    const subject = this.#chunkSubject(info.nuid);
+    const sha = createHash("sha256");
+    let seq = 1;
+    let size = 0;
+    for (let i = 0; i < info.chunks; i++) {
+      let data: Uint8Array;
+      try {
+        // STREAM.MSG.GET with next_by_subj (nats-server 2.9+): the client types omit it.
+        const req = { seq, next_by_subj: subject } as unknown as MsgRequest;
+        const m = await this.#jsm.streams.getMessage(MEMBERSHIPS_STREAM, req);
+        if (m.subject !== subject) throw new Error(`unexpected chunk subject ${m.subject}`);
+        seq = m.seq + 1;
+        data = m.data;
+      } catch (err) {
+        throw natsFailure("could not read the stored membership", err);
+      }
+      sha.update(data);
+      size += data.length;
+      yield data;
+    }
+    const digest = `${DIGEST_PREFIX}${sha.digest("base64url")}`;
+    if (size !== info.size || stripPadding(digest) !== stripPadding(info.digest)) {
+      throw new HookpostError(
+        Code.INTERNAL,
+        `stored membership ${info.name} is corrupt (size or digest mismatch)`,
+      );
+    }
+  }
+
+  /** The stored membership as sorted entries (an empty source when there is none). */
+  source(info: StoredMembership): SortedSource {
+    return new LineSource(this.chunks(info), true);
+  }
+
+  /**
+   * Uploads `filePath` as the new content of `name`, replacing the stored version only if it is
+   * still `previous` (undefined: there must be none). Returns the new version.
+   * Errors: ABORTED when another writer got there first, UNAVAILABLE when JetStream failed
+   * (the old version is then intact).
+   */
+  async write(
+    name: string,
+    filePath: string,
+    previous: StoredMembership | undefined,
+  ): Promise<StoredMembership> {
+    const nuid = randomBytes(16).toString("hex").toUpperCase();
+    const chunkSubject = this.#chunkSubject(nuid);
+    const maxChunk = Math.min(MAX_CHUNK, this.#nc.info?.max_payload ?? MAX_CHUNK);
+    const sha = createHash("sha256");
+    let size = 0;
+    let chunks = 0;
+    const window = new PublishWindow(UPLOAD_WINDOW);
+    try {
+      for await (const buf of createReadStream(filePath, {
+        highWaterMark: maxChunk,
+      }) as AsyncIterable<Buffer>) {
+        sha.update(buf);
+        size += buf.length;
+        chunks++;
+        await window.run(() => this.#js.publish(chunkSubject, buf, { timeout: this.#timeoutMs }));
+      }
+      await window.drain();
+      const meta: ServerObjectMeta = {
+        name,
+        description: "",
+        options: { max_chunk_size: maxChunk },
+        bucket: MEMBERSHIPS_BUCKET,
+        nuid,
+        size,
+        chunks,
+        mtime: new Date().toISOString(),
+        digest: `${DIGEST_PREFIX}${sha.digest("base64url")}=`,
+        deleted: false,
+      };
+      const h = headers();
+      h.set(JsHeaders.RollupHdr, JsHeaders.RollupValueSubject);
+      h.set("Nats-Expected-Last-Subject-Sequence", String(previous?.revision ?? 0));
+      const ack = await this.#js.publish(this.#metaSubject(name), JSON.stringify(meta), {
+        headers: h,
+        timeout: this.#timeoutMs,
+      });
+      if (previous) await this.#purge(this.#chunkSubject(previous.nuid));
+      return { name, revision: ack.seq, nuid, digest: meta.digest, size, chunks, mtime: meta.mtime };
+    } catch (err) {
+      await window.settle();
+      await this.#purge(chunkSubject);
+      if (isWrongLastSequence(err)) {
+        throw new HookpostError(
+          Code.ABORTED,
+          `membership ${name} was replaced by a concurrent sync; retry the sync`,
+          [],
+          { cause: err },
+        );
+      }
+      countIfFull(MEMBERSHIPS_STREAM, err);
+      throw natsFailure("could not store the new membership", err);
+    }
+  }
+
+  /** Best effort: chunks nobody references only waste space. */
+  async #purge(subject: string): Promise<void> {
+    try {
+      await this.#jsm.streams.purge(MEMBERSHIPS_STREAM, { filter: subject });
+    } catch {
+      // Left for a later cleanup.
+    }
+  }
+}
+
+function stripPadding(s: string): string {
+  return s.replace(/=+$/, "");
+}

@@ -1,0 +1,206 @@
+/** The public entry point of @hookpost/core: what other packages may import. */
+
+export { HealthAggregate, type HealthFigures } from "./attempts/health.js";
+export { type DestinationDelta, type HealthSummary, HealthTally } from "./attempts/health-tally.js";
+export { AttemptLog, type AttemptLogOptions, type DropReason } from "./attempts/publisher.js";
+export {
+  type AttemptPage,
+  type AttemptQuery,
+  AttemptReader,
+  attemptBytes,
+  type MessageRecords,
+  parse,
+} from "./attempts/reader.js";
+export {
+  ATTEMPT_SUBJECTS,
+  ATTEMPTS_STREAM,
+  type AttemptRecord,
+  attemptSubject,
+  type DeadRecord,
+  healthSubject,
+  type LogRecord,
+  messageHash,
+  type OutcomeKind,
+  outcomeKind,
+  RESPONSE_EXCERPT_BYTES,
+  type RoutedRecord,
+  routedSubject,
+  type Stored,
+  statusClass,
+} from "./attempts/record.js";
+export {
+  AlreadyExistsError,
+  type ConfigChange,
+  ConfigStore,
+  ConflictError,
+  MAX_CHANGE_ATTEMPTS,
+} from "./config/config-store.js";
+export { registerConfigRevision } from "./config/revision-metric.js";
+export {
+  type DeadLetterPage,
+  DeadLetters,
+  deadLetterBytes,
+  type ListOptions,
+} from "./dead-letters/dead-letters.js";
+export {
+  deliveryMsgId,
+  MESSAGE_ID_HEADER,
+  NOT_RENDERED_HEADER,
+  SOURCE_ID_HEADER,
+} from "./dead-letters/delivery-headers.js";
+export type {
+  DeadLetter,
+  DeadLetterRecord,
+  FailureKind,
+  UrlOutcomeRecord,
+} from "./dead-letters/record.js";
+export { DEFAULT_GRPC_LIMITS, grpcLimitsFromEnv } from "./env/grpc-env.js";
+export { listenError } from "./env/listen-error.js";
+export { DEFAULT_OPS_LIMITS, opsLimitsFromEnv } from "./env/ops-env.js";
+export {
+  ConfigError,
+  envBool,
+  envDuration,
+  envDurationOrOff,
+  envInt,
+  envList,
+  envOptional,
+  envString,
+  envSwitch,
+} from "./env/read-env.js";
+export { topologyFromEnv } from "./env/topology-env.js";
+export { tracingEnabledFromEnv } from "./env/tracing-env.js";
+export { connectImpl, peerKey, toConnectError } from "./grpc/connect-service.js";
+export {
+  type GrpcListener,
+  type GrpcListenerStats,
+  type GrpcServerLimits,
+  grpcServerOptions,
+  listenGrpc,
+} from "./grpc/listener.js";
+export { LOST_MAP_KEY, lostMapKeys } from "./grpc/proto-map-keys.js";
+export {
+  addService,
+  type CallContext,
+  type ClientStreamingHandler,
+  internal,
+  type RawOutput,
+  type RawRequest,
+  type RawUnaryHandler,
+  rawHandler,
+  type ServeOptions,
+  type ServiceImpl,
+  type UnaryHandler,
+} from "./grpc/server.js";
+export { createLogger, type Logger } from "./log/logger.js";
+export { MergeSource, RunBuilder, type SortOptions } from "./membership/external-sort.js";
+export {
+  EMPTY_SOURCE,
+  type Entry,
+  escapeField,
+  formatEntry,
+  LineFileWriter,
+  LineReader,
+  LineSource,
+  parseEntry,
+  type SortedSource,
+  unescapeField,
+} from "./membership/lines.js";
+export {
+  MEMBERSHIPS_BUCKET,
+  MEMBERSHIPS_STREAM,
+  type MembershipKind,
+  MembershipStore,
+  type MembershipStoreOptions,
+  membershipObjectName,
+  type StoredMembership,
+} from "./membership/membership-store.js";
+export { PublishWindow } from "./membership/publish-window.js";
+export { type DestinationRecord, type Signing, signingSecrets } from "./model/destination.js";
+export { generateWriteKey, hashWriteKey, type SourceRecord, writeKeyPrefix } from "./model/source.js";
+export { type ConfirmingMsg, confirmingAck } from "./nats/confirmed-ack.js";
+export { connectNats } from "./nats/connect.js";
+export { ConnectionState } from "./nats/connection-state.js";
+export {
+  isNoResponders,
+  isStreamFull,
+  isTransient,
+  isWrongLastSequence,
+  jetStreamErrorText,
+  natsFailure,
+  STREAM_FULL_RETRY_AFTER_MS,
+} from "./nats/jetstream-errors.js";
+export {
+  EncodedHeaders,
+  msgIdHeaders,
+  PipelinedPublisher,
+  type PubAckLite,
+  PublishError,
+  type ReplyLite,
+} from "./nats/pipelined-publisher.js";
+export { StreamFeed, type StreamFeedOptions } from "./nats/stream-feed.js";
+export { countIfFull, registerStreamFull, StreamWatch } from "./nats/stream-watch.js";
+export {
+  CONFIG_BUCKET,
+  DEAD_STREAM,
+  DEFAULT_TOPOLOGY,
+  DELIVERIES_STREAM,
+  DISPATCHERS_BUCKET,
+  deadSubject,
+  deliveriesMaxAgeMs,
+  deliverySubject,
+  destinationConsumer,
+  EVENTS_STREAM,
+  type EventType,
+  ensureBucketLimits,
+  ensureTopology,
+  eventSubject,
+  type FullPolicy,
+  ID_PATTERN,
+  isNotFound,
+  kvStream,
+  objectStream,
+  ROUTER_CONSUMER,
+  type StreamLimit,
+  safeMaxBytes,
+  streamLimits,
+  type TopologySettings,
+  USER_SOURCES_BUCKET,
+} from "./nats/topology.js";
+export {
+  type OpsLimits,
+  type OpsServer,
+  type OpsServerOptions,
+  type Readiness,
+  splitHostPort,
+  startOpsServer,
+} from "./ops/ops-server.js";
+export {
+  extractTraceContext,
+  grpcTraceContext,
+  type HeaderGetter,
+  injectTraceContext,
+  type TraceContext,
+} from "./tracing/propagation.js";
+export {
+  ATTR,
+  endRequestSpan,
+  natsTraceContext,
+  type StepSpan,
+  setRecording,
+  startDeliverySpan,
+  startPublishSpan,
+  startRequestSpan,
+  startRouteSpan,
+} from "./tracing/spans.js";
+export { startTracing, type Tracing, type TracingOptions } from "./tracing/start.js";
+export {
+  MAX_USER_ID_LENGTH,
+  USER_FORGOTTEN_SUBJECT,
+  USER_SOURCES_STREAM,
+  UserSourceIndex,
+  type UserSourceIndexOptions,
+  type UserSourceIndexStats,
+  userKeyPrefix,
+  userSourceKey,
+} from "./users/user-source-index.js";

@@ -1,0 +1,45 @@
+import type { Signing } from "@hookpost/contract";
+
+export type { Signing };
+
+/** A webhook destination as stored in the configuration bucket. */
+export interface DestinationRecord {
+  id: string;
+  name: string;
+  sourceIds: string[];
+  /** 1..5 absolute http(s) URLs, tried in order. */
+  urls: string[];
+  /** At most 5 static headers. */
+  headers: Record<string, string>;
+  /** Absent when none is set. Never returned by the admin API. */
+  sharedSecret?: string;
+  /** After RotateSecret: the rotated-out secret, which keeps signing until previousSecretExpiresAt. */
+  previousSecret?: string;
+  /** ISO time; the previous secret signs only before it. */
+  previousSecretExpiresAt?: string;
+  signing: Signing;
+  enabled: boolean;
+  /** At most this many deliveries per second across all dispatcher replicas; absent: no limit. */
+  rateLimitPerSecond?: number;
+  /** At most this many requests in flight across all replicas; absent: DELIVERY_CONCURRENCY per replica. */
+  maxInFlight?: number;
+  /** Set when Hookpost paused the destination (410 Gone, failing too long); cleared on enable. */
+  disabledReason?: string;
+  /** ISO time of that pause. */
+  disabledAt?: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/**
+ * The secrets that sign a request at `now`: the current one first, then the previous one while
+ * its overlap lasts. Empty without a secret.
+ */
+export function signingSecrets(d: DestinationRecord, now: number = Date.now()): string[] {
+  if (!d.sharedSecret) return [];
+  const out = [d.sharedSecret];
+  if (d.previousSecret && d.previousSecretExpiresAt && Date.parse(d.previousSecretExpiresAt) > now) {
+    out.push(d.previousSecret);
+  }
+  return out;
+}

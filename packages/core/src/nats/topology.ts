@@ -1,0 +1,251 @@
+import {
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  type JetStreamManager,
+  nanos,
+  RetentionPolicy,
+  StorageType,
+  type StreamConfig,
+} from "nats";
+import { ATTEMPT_SUBJECTS, ATTEMPTS_STREAM } from "../attempts/record.js";
+
+/**
+ * Every JetStream name Hookpost uses, in one place. Data flows one way:
+ *   ingest --publish--> EVENTS --router--> DELIVERIES (one subject per destination) --> webhook
+ *                                                                      \--> DEAD (dead letters)
+ * and, beside the flow, ATTEMPTS: the attempt log (lib/attempts), written without waiting.
+ */
+export const EVENTS_STREAM = "HOOKPOST_EVENTS";
+export const DELIVERIES_STREAM = "HOOKPOST_DELIVERIES";
+export const DEAD_STREAM = "HOOKPOST_DEAD";
+export const CONFIG_BUCKET = "hookpost_config";
+/** KV bucket: one key per (user id, source id) pair that has received calls. */
+export const USER_SOURCES_BUCKET = "hookpost_user_sources";
+/** Object Store bucket: the last synced membership of every audience and trait. */
+export const MEMBERSHIPS_BUCKET = "hookpost_memberships";
+/** KV bucket where dispatcher replicas announce themselves (one key per replica). */
+export const DISPATCHERS_BUCKET = "hookpost_dispatchers";
+/** The streams behind buckets: KV buckets are streams named `KV_<bucket>`, object stores `OBJ_<bucket>`. */
+export const kvStream = (bucket: string) => `KV_${bucket}`;
+export const objectStream = (bucket: string) => `OBJ_${bucket}`;
+/** The durable consumer on EVENTS that fans each call out to its destinations. */
+export const ROUTER_CONSUMER = "router";
+
+import type { EventType } from "@hookpost/contract";
+
+export type { EventType };
+
+export const eventSubject = (sourceId: string, type: EventType) => `hookpost.events.${sourceId}.${type}`;
+export const deliverySubject = (destinationId: string) => `hookpost.deliveries.${destinationId}`;
+export const deadSubject = (destinationId: string) => `hookpost.dead.${destinationId}`;
+/** Durable consumer name of one destination on DELIVERIES. */
+export const destinationConsumer = (destinationId: string) => `dest_${destinationId}`;
+
+/** Ids become subject tokens and consumer names: keep them to this alphabet. */
+export const ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+
+export interface TopologySettings {
+  /** How long a delivery is retried (RETRY_WINDOW). */
+  retryWindowMs: number;
+  /** Longest delay between two attempts (RETRY_MAX_DELAY). */
+  retryMaxDelayMs: number;
+  /** EVENTS size limit; when full, new calls are refused (DiscardNew). */
+  eventsMaxBytes: number;
+  /** DELIVERIES size limit; when full, routing waits and EVENTS fills up behind it. */
+  deliveriesMaxBytes: number;
+  /** How long dead letters are kept. */
+  deadLetterMaxAgeMs: number;
+  /** Window in which a repeated message id is stored once. */
+  dedupWindowMs: number;
+  /** Stream replicas (1 for a single server, 3 for a cluster). */
+  replicas: number;
+  /** How long the attempt log keeps records (ATTEMPT_LOG_MAX_AGE). */
+  attemptLogMaxAgeMs: number;
+  /** Attempt log size limit; the oldest records go first (ATTEMPT_LOG_MAX_BYTES). */
+  attemptLogMaxBytes: number;
+  /** DEAD size limit; the oldest dead letters go first (DEAD_LETTER_MAX_BYTES). */
+  deadLetterMaxBytes: number;
+  /** Configuration bucket size limit; writes are refused when full (CONFIG_MAX_BYTES). */
+  configMaxBytes: number;
+  /** User index size limit; new (user, source) pairs are refused when full (USER_INDEX_MAX_BYTES). */
+  userIndexMaxBytes: number;
+  /** Audience memberships size limit; syncs are refused when full (MEMBERSHIPS_MAX_BYTES). */
+  membershipsMaxBytes: number;
+}
+
+export const DEFAULT_TOPOLOGY: TopologySettings = {
+  retryWindowMs: 4 * 3_600_000,
+  retryMaxDelayMs: 15 * 60_000,
+  eventsMaxBytes: 1024 ** 3,
+  deliveriesMaxBytes: 1024 ** 3,
+  deadLetterMaxAgeMs: 14 * 86_400_000,
+  dedupWindowMs: 10 * 60_000,
+  replicas: 1,
+  attemptLogMaxAgeMs: 3 * 86_400_000,
+  attemptLogMaxBytes: 1024 ** 3,
+  deadLetterMaxBytes: 1024 ** 3,
+  configMaxBytes: 256 * 1024 ** 2,
+  userIndexMaxBytes: 1024 ** 3,
+  membershipsMaxBytes: 1024 ** 3,
+};
+
+/** The dispatchers bucket holds one small key per live replica: a fixed limit is plenty. */
+const DISPATCHERS_MAX_BYTES = 8 * 1024 ** 2;
+
+/** What a stream does when a write would exceed its byte limit. */
+export type FullPolicy = "refuse_new" | "drop_oldest";
+
+export interface StreamLimit {
+  stream: string;
+  maxBytes: number;
+  policy: FullPolicy;
+}
+
+/** Every stream's byte limit and its policy when full (README "Streams when full"). */
+export function streamLimits(s: TopologySettings): StreamLimit[] {
+  return [
+    { stream: EVENTS_STREAM, maxBytes: s.eventsMaxBytes, policy: "refuse_new" },
+    { stream: DELIVERIES_STREAM, maxBytes: s.deliveriesMaxBytes, policy: "refuse_new" },
+    { stream: DEAD_STREAM, maxBytes: s.deadLetterMaxBytes, policy: "drop_oldest" },
+    { stream: ATTEMPTS_STREAM, maxBytes: s.attemptLogMaxBytes, policy: "drop_oldest" },
+    { stream: kvStream(CONFIG_BUCKET), maxBytes: s.configMaxBytes, policy: "refuse_new" },
+    { stream: kvStream(USER_SOURCES_BUCKET), maxBytes: s.userIndexMaxBytes, policy: "refuse_new" },
+    { stream: objectStream(MEMBERSHIPS_BUCKET), maxBytes: s.membershipsMaxBytes, policy: "refuse_new" },
+    { stream: kvStream(DISPATCHERS_BUCKET), maxBytes: DISPATCHERS_MAX_BYTES, policy: "refuse_new" },
+  ];
+}
+
+/**
+ * DELIVERIES keeps a message at most this long. The dispatcher dead-letters at the retry
+ * window; max-age is the backstop that only acts when no dispatcher ran for that long.
+ */
+export function deliveriesMaxAgeMs(s: TopologySettings): number {
+  return 2 * s.retryWindowMs + s.retryMaxDelayMs;
+}
+
+function streamConfigs(s: TopologySettings): Partial<StreamConfig>[] {
+  return [
+    {
+      name: EVENTS_STREAM,
+      subjects: ["hookpost.events.>"],
+      // Work queue: a call leaves the stream once the router has fanned it out. When full, new
+      // calls are refused (429 / RESOURCE_EXHAUSTED), never older ones dropped.
+      retention: RetentionPolicy.Workqueue,
+      discard: DiscardPolicy.New,
+      max_bytes: s.eventsMaxBytes,
+      duplicate_window: nanos(s.dedupWindowMs),
+      storage: StorageType.File,
+      num_replicas: s.replicas,
+    },
+    {
+      name: DELIVERIES_STREAM,
+      subjects: ["hookpost.deliveries.>"],
+      retention: RetentionPolicy.Workqueue,
+      discard: DiscardPolicy.New,
+      max_bytes: s.deliveriesMaxBytes,
+      max_age: nanos(deliveriesMaxAgeMs(s)),
+      duplicate_window: nanos(Math.min(s.dedupWindowMs, deliveriesMaxAgeMs(s))),
+      storage: StorageType.File,
+      num_replicas: s.replicas,
+    },
+    {
+      name: DEAD_STREAM,
+      subjects: ["hookpost.dead.>"],
+      retention: RetentionPolicy.Limits,
+      // When full, the oldest dead letters make room: a delivery is never held up for it.
+      discard: DiscardPolicy.Old,
+      max_age: nanos(s.deadLetterMaxAgeMs),
+      max_bytes: s.deadLetterMaxBytes,
+      storage: StorageType.File,
+      num_replicas: s.replicas,
+    },
+    {
+      name: ATTEMPTS_STREAM,
+      subjects: ATTEMPT_SUBJECTS,
+      retention: RetentionPolicy.Limits,
+      // A log: when full, the oldest records make room; a delivery is never refused for it.
+      discard: DiscardPolicy.Old,
+      max_age: nanos(s.attemptLogMaxAgeMs),
+      max_bytes: s.attemptLogMaxBytes,
+      storage: StorageType.File,
+      num_replicas: s.replicas,
+    },
+  ];
+}
+
+/** Creates or updates the streams and the router consumer; safe to run from every replica at once. */
+export async function ensureTopology(jsm: JetStreamManager, s: TopologySettings): Promise<void> {
+  for (const cfg of streamConfigs(s)) {
+    try {
+      const info = await jsm.streams.info(cfg.name!);
+      const merged = { ...info.config, ...cfg, max_bytes: safeMaxBytes(cfg, info) };
+      if (JSON.stringify(merged) !== JSON.stringify(info.config)) await jsm.streams.update(cfg.name!, merged);
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      try {
+        await jsm.streams.add(cfg);
+      } catch (addErr) {
+        // Another replica created it between our info and add.
+        if (!String((addErr as Error).message).includes("already in use")) throw addErr;
+      }
+    }
+  }
+  await jsm.consumers.add(EVENTS_STREAM, {
+    durable_name: ROUTER_CONSUMER,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: nanos(30_000),
+    max_ack_pending: 10_000,
+  });
+}
+
+/**
+ * The byte limit to set on an existing stream. nats-server drops the oldest messages of a stream
+ * whose limit is lowered below what it holds, whatever its discard policy: a refuse-new stream
+ * (calls not yet delivered, configuration) keeps at least what it holds, and reaches the wanted
+ * limit at a later start, once drained.
+ */
+export function safeMaxBytes(
+  want: { max_bytes?: number; discard?: DiscardPolicy },
+  info: { config: { max_bytes: number; discard?: DiscardPolicy }; state: { bytes: number } },
+): number {
+  const wanted = want.max_bytes ?? info.config.max_bytes;
+  const discard = want.discard ?? info.config.discard;
+  if (discard === DiscardPolicy.Old || wanted <= 0) return wanted;
+  return Math.max(wanted, info.state.bytes);
+}
+
+/**
+ * Sets the byte limit of the bucket streams (KV, object stores), which their stores create
+ * without one; a bucket not created yet is left to a later call. Idempotent. Returns the
+ * streams changed.
+ */
+export async function ensureBucketLimits(jsm: JetStreamManager, s: TopologySettings): Promise<string[]> {
+  const changed: string[] = [];
+  const buckets = streamLimits(s).filter((l) => l.stream.startsWith("KV_") || l.stream.startsWith("OBJ_"));
+  for (const limit of buckets) {
+    let info: Awaited<ReturnType<JetStreamManager["streams"]["info"]>>;
+    try {
+      info = await jsm.streams.info(limit.stream);
+    } catch (err) {
+      if (isNotFound(err)) continue;
+      throw err;
+    }
+    const max = safeMaxBytes({ max_bytes: limit.maxBytes }, info);
+    if (info.config.max_bytes === max) continue;
+    await jsm.streams.update(limit.stream, { ...info.config, max_bytes: max });
+    changed.push(limit.stream);
+  }
+  return changed;
+}
+
+export function isNotFound(err: unknown): boolean {
+  const e = err as { code?: string | number; api_error?: { err_code?: number }; message?: string };
+  return (
+    e?.api_error?.err_code === 10059 || // stream not found
+    e?.api_error?.err_code === 10014 || // consumer not found
+    e?.code === "404" ||
+    /not found/i.test(e?.message ?? "")
+  );
+}

@@ -1,0 +1,238 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import {
+  ADMIN_PAGE_MAX_BYTES,
+  ADMIN_PAGES,
+  answerBytes,
+  Code,
+  type FieldViolation,
+  HookpostError,
+  PageBudget,
+  pageSize,
+  pageSizeViolation,
+} from "@hookpost/contract";
+import {
+  AttemptOutcome,
+  type AttemptSchema,
+  DeliveryState,
+  type MessageDeliverySchema,
+} from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import type {
+  AttemptReader,
+  AttemptRecord,
+  ConfigStore,
+  DeadLetters,
+  OutcomeKind,
+  RoutedRecord,
+  ServiceImpl,
+  Stored,
+} from "@hookpost/core";
+import { throwIfInvalid } from "../invalid.js";
+import { requiredIdViolations } from "./ids.js";
+import type { AdminMethods } from "./sources.js";
+
+export interface AttemptDeps {
+  store: ConfigStore;
+  attempts: AttemptReader;
+  deadLetters: DeadLetters;
+}
+
+const MAX_MESSAGE_ID = 256;
+
+const OUTCOMES: Record<OutcomeKind, AttemptOutcome> = {
+  success: AttemptOutcome.SUCCESS,
+  redirect: AttemptOutcome.REDIRECT,
+  client_error: AttemptOutcome.CLIENT_ERROR,
+  server_error: AttemptOutcome.SERVER_ERROR,
+  timeout: AttemptOutcome.TIMEOUT,
+  connection: AttemptOutcome.CONNECTION,
+  tls: AttemptOutcome.TLS,
+  ssrf: AttemptOutcome.SSRF,
+  invalid_response: AttemptOutcome.INVALID_RESPONSE,
+  not_sent: AttemptOutcome.NOT_SENT,
+};
+
+/**
+ * ListAttempts and GetMessage over the attempt log. A destination id that is neither
+ * configured nor present in the log is NOT_FOUND, so a typo is never an empty, reassuring answer.
+ */
+export function attemptHandlers(
+  deps: AttemptDeps,
+): Pick<ServiceImpl<AdminMethods>, "listAttempts" | "getMessage"> {
+  return {
+    listAttempts: async (req) => {
+      const violations: FieldViolation[] = [];
+      if (req.destinationId !== "")
+        violations.push(...requiredIdViolations(req.destinationId, "destination_id"));
+      if (req.sourceId !== "") violations.push(...requiredIdViolations(req.sourceId, "source_id"));
+      if (req.messageId.length > MAX_MESSAGE_ID) {
+        violations.push({ field: "message_id", description: `is too long: at most ${MAX_MESSAGE_ID}` });
+      }
+      const size = pageSize(req.pageSize, ADMIN_PAGES.attempts);
+      if (size === undefined) violations.push(pageSizeViolation(ADMIN_PAGES.attempts));
+      const before = req.pageToken === "" ? undefined : Number(req.pageToken);
+      if (before !== undefined && (!/^\d{1,16}$/.test(req.pageToken) || before < 1)) {
+        violations.push({ field: "page_token", description: "is not a token from a previous response" });
+      }
+      throwIfInvalid(violations);
+      const page = await deps.attempts.list({
+        ...(req.destinationId ? { destinationId: req.destinationId } : {}),
+        ...(req.messageId ? { messageId: req.messageId } : {}),
+        ...(req.sourceId ? { sourceId: req.sourceId } : {}),
+        failedOnly: req.failedOnly,
+        ...(req.since ? { sinceMs: timestampDate(req.since).getTime() } : {}),
+        pageSize: size ?? ADMIN_PAGES.attempts.default,
+        ...(before === undefined ? {} : { beforeSequence: before }),
+        maxBytes: ADMIN_PAGE_MAX_BYTES,
+      });
+      if (req.destinationId && page.attempts.length === 0 && before === undefined) {
+        if (!deps.store.destination(req.destinationId)) {
+          throw new HookpostError(Code.NOT_FOUND, `destination "${req.destinationId}" does not exist`);
+        }
+      }
+      return {
+        attempts: page.attempts.map((a) => attemptToProto(a)),
+        nextPageToken: page.nextBefore === undefined ? "" : String(page.nextBefore),
+      };
+    },
+
+    getMessage: async (req) => {
+      const violations: FieldViolation[] = [];
+      if (req.messageId === "" || req.messageId.length > MAX_MESSAGE_ID) {
+        violations.push({
+          field: "message_id",
+          description: `is required, at most ${MAX_MESSAGE_ID} characters`,
+        });
+      }
+      if (req.sourceId !== "") violations.push(...requiredIdViolations(req.sourceId, "source_id"));
+      throwIfInvalid(violations);
+      const found = await deps.attempts.forMessage(req.messageId, req.sourceId || undefined);
+      const records = found.records;
+      if (records.length === 0) {
+        throw new HookpostError(
+          Code.NOT_FOUND,
+          req.sourceId
+            ? `no record of message "${req.messageId}" from source "${req.sourceId}" (never received, or older than ATTEMPT_LOG_MAX_AGE)`
+            : `no record of message "${req.messageId}" (never received, or older than ATTEMPT_LOG_MAX_AGE)`,
+        );
+      }
+      // A message is identified by (source, message id): never mix two sources' calls.
+      const sources = [...new Set(records.map((r) => r.sourceId))].sort();
+      if (sources.length > 1) {
+        throwIfInvalid([
+          {
+            field: "source_id",
+            description: `is required: sources ${sources.map((s) => `"${s}"`).join(", ")} used message id "${req.messageId}"`,
+          },
+        ]);
+      }
+      const routed = records.filter((r): r is Stored<RoutedRecord> => r.kind === "routed");
+      const attempts = records.filter((r): r is Stored<AttemptRecord> => r.kind === "attempt");
+      const first = routed[0];
+      const destinations = new Set<string>([
+        ...routed.flatMap((r) => r.destinations),
+        ...records.flatMap((r) => (r.kind === "routed" ? [] : [r.destinationId])),
+      ]);
+      const deliveries: MessageInitShape<typeof MessageDeliverySchema>[] = [];
+      for (const id of destinations) deliveries.push(await deliveryState(id, records, deps.deadLetters));
+      const routedBody = routed.find((r) => r.body)?.body;
+      const body =
+        routedBody ??
+        attempts.find((r) => r.requestBody)?.requestBody ??
+        (await deadLetterBody(deliveries, deps.deadLetters));
+      // The newest attempts that fit beside the body; older ones are one ListAttempts away.
+      const page = new PageBudget();
+      page.add(answerBytes(body ?? ""));
+      const kept: MessageInitShape<typeof AttemptSchema>[] = [];
+      for (let i = attempts.length - 1; i >= 0; i--) {
+        const a = attemptToProto(attempts[i]!, routedBody);
+        const bytes = answerBytes(a.url ?? "", a.reason ?? "", a.responseBody ?? "", a.requestBody ?? "");
+        if (!page.fits(bytes)) break;
+        page.add(bytes);
+        kept.push(a);
+      }
+      return {
+        messageId: req.messageId,
+        sourceId: sources[0]!,
+        body: body ?? "",
+        ...(first ? { receivedTime: timestampFromDate(new Date(first.receivedAt)) } : {}),
+        deliveries,
+        noDestination: routed.length > 0 && destinations.size === 0,
+        attempts: kept.reverse(),
+        attemptsTruncated: found.truncated || kept.length < attempts.length,
+      };
+    },
+  };
+}
+
+/** Where one destination stands: the last word in the log decides, checked against DEAD. */
+async function deliveryState(
+  destinationId: string,
+  records: Stored[],
+  deadLetters: DeadLetters,
+): Promise<MessageInitShape<typeof MessageDeliverySchema>> {
+  const mine = records.filter((r) => r.kind !== "routed" && r.destinationId === destinationId);
+  const attempts = new Set(mine.flatMap((r) => (r.kind === "attempt" ? [r.attemptNumber] : []))).size;
+  const filtered = records.some(
+    (r) => r.kind === "routed" && r.filtered && r.destinations.includes(destinationId),
+  );
+  const last = mine.at(-1);
+  const base = { destinationId, attempts };
+  if (filtered && !last) return { ...base, state: DeliveryState.FILTERED };
+  if (!last) return { ...base, state: DeliveryState.PENDING };
+  if (last.kind === "dead") {
+    // Replayed since: the record is gone and the delivery waits again.
+    const letter = await deadLetters.get(destinationId, last.deadSequence);
+    return letter
+      ? { ...base, state: DeliveryState.DEAD_LETTER, deadLetterSequence: BigInt(last.deadSequence) }
+      : { ...base, state: DeliveryState.PENDING };
+  }
+  if (last.kind !== "attempt") return { ...base, state: DeliveryState.PENDING };
+  if (last.outcome === "success") return { ...base, state: DeliveryState.DELIVERED };
+  if (last.nextAttemptTime) {
+    return {
+      ...base,
+      state: DeliveryState.RETRYING,
+      nextAttemptTime: timestampFromDate(new Date(last.nextAttemptTime)),
+    };
+  }
+  // Failed for good: its dead record is on its way (written right after).
+  return { ...base, state: DeliveryState.DEAD_LETTER };
+}
+
+async function deadLetterBody(
+  deliveries: MessageInitShape<typeof MessageDeliverySchema>[],
+  deadLetters: DeadLetters,
+): Promise<string | undefined> {
+  for (const d of deliveries) {
+    if (d.deadLetterSequence && d.destinationId) {
+      const letter = await deadLetters.get(d.destinationId, Number(d.deadLetterSequence));
+      if (letter) return letter.body;
+    }
+  }
+  return undefined;
+}
+
+/** `requestBody`: the call's body from its routed record, for records that do not carry it. */
+export function attemptToProto(
+  r: Stored<AttemptRecord>,
+  requestBody?: string,
+): MessageInitShape<typeof AttemptSchema> {
+  return {
+    sequence: BigInt(r.sequence),
+    messageId: r.messageId,
+    destinationId: r.destinationId,
+    sourceId: r.sourceId,
+    url: r.url,
+    attemptNumber: r.attemptNumber,
+    startTime: timestampFromDate(new Date(r.startTime)),
+    durationMs: r.durationMs,
+    outcome: OUTCOMES[r.outcome] ?? AttemptOutcome.UNSPECIFIED,
+    status: r.status,
+    reason: r.reason,
+    retryable: r.retryable,
+    responseBody: r.responseBody,
+    requestBody: r.requestBody ?? requestBody ?? "",
+    ...(r.nextAttemptTime ? { nextAttemptTime: timestampFromDate(new Date(r.nextAttemptTime)) } : {}),
+  };
+}

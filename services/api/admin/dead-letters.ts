@@ -1,0 +1,114 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import {
+  ADMIN_PAGE_MAX_BYTES,
+  ADMIN_PAGES,
+  Code,
+  HookpostError,
+  pageSize,
+  pageSizeViolation,
+} from "@hookpost/contract";
+import type { DeadLetterSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import type { ConfigStore, DeadLetter, DeadLetters, Logger, ServiceImpl } from "@hookpost/core";
+import { throwIfInvalid } from "../invalid.js";
+import { requiredIdViolations } from "./ids.js";
+import type { AdminMethods } from "./sources.js";
+
+export interface DeadLetterDeps {
+  store: ConfigStore;
+  deadLetters: DeadLetters;
+  log: Logger;
+}
+
+/**
+ * ListDeadLetters / ReplayDeadLetters over the DEAD stream (records written by the dispatcher).
+ * Listing works for deleted destinations too (their records stay until DEAD_LETTER_MAX_AGE);
+ * replaying needs the destination to exist, or the deliveries would land where nobody reads.
+ */
+export function deadLetterHandlers(
+  deps: DeadLetterDeps,
+): Pick<ServiceImpl<AdminMethods>, "listDeadLetters" | "replayDeadLetters"> {
+  return {
+    listDeadLetters: async (req) => {
+      const violations =
+        req.destinationId === "" ? [] : requiredIdViolations(req.destinationId, "destination_id");
+      if (req.sourceId !== "") violations.push(...requiredIdViolations(req.sourceId, "source_id"));
+      const size = pageSize(req.pageSize, ADMIN_PAGES.deadLetters);
+      if (size === undefined) violations.push(pageSizeViolation(ADMIN_PAGES.deadLetters));
+      throwIfInvalid(violations);
+      const { letters, nextAfter } = await deps.deadLetters.page(req.destinationId, {
+        afterSequence: Number(req.afterSequence),
+        ...(size === undefined ? {} : { pageSize: size }),
+        ...(req.sourceId ? { sourceId: req.sourceId } : {}),
+        maxBytes: ADMIN_PAGE_MAX_BYTES,
+      });
+      // Deleted destinations keep their records; an id with neither is a mistake worth saying.
+      if (letters.length === 0 && req.destinationId !== "" && !deps.store.destination(req.destinationId)) {
+        const any = await deps.deadLetters.list(req.destinationId, { pageSize: 1 });
+        if (any.length === 0) throw destinationNotFound(req.destinationId);
+      }
+      return { deadLetters: letters.map(toProto), nextAfterSequence: BigInt(nextAfter ?? 0) };
+    },
+
+    replayDeadLetters: async (req) => {
+      throwIfInvalid([
+        ...requiredIdViolations(req.destinationId, "destination_id"),
+        ...(req.sourceId === "" ? [] : requiredIdViolations(req.sourceId, "source_id")),
+      ]);
+      if (!deps.store.destination(req.destinationId)) throw destinationNotFound(req.destinationId);
+      const sinceMs = req.since ? timestampDate(req.since).getTime() : undefined;
+      const untilMs = req.until ? timestampDate(req.until).getTime() : undefined;
+      if (sinceMs !== undefined && untilMs !== undefined && untilMs <= sinceMs) {
+        throwIfInvalid([{ field: "until", description: "must be after since" }]);
+      }
+      const sequences = req.sequences.map(Number);
+      // Every given sequence must be a record of this destination (and source, when given): a
+      // typo is not a silent 0, and another source's call with the same message id is not replayed.
+      const missing: number[] = [];
+      for (const seq of new Set(sequences)) {
+        const letter = await deps.deadLetters.get(req.destinationId, seq);
+        if (!letter || (req.sourceId !== "" && letter.sourceId !== req.sourceId)) missing.push(seq);
+      }
+      if (missing.length > 0) {
+        const of = req.sourceId === "" ? "" : ` from source "${req.sourceId}"`;
+        throw new HookpostError(
+          Code.NOT_FOUND,
+          `no dead letter of destination "${req.destinationId}"${of} with sequence ${missing.join(", ")}`,
+        );
+      }
+      const r = await deps.deadLetters.replay(
+        req.destinationId,
+        sequences.length > 0 ? sequences : undefined,
+        {
+          ...(sinceMs === undefined ? {} : { sinceMs }),
+          ...(untilMs === undefined ? {} : { untilMs }),
+          ...(req.sourceId === "" ? {} : { sourceId: req.sourceId }),
+        },
+      );
+      deps.log.info(
+        { destinationId: req.destinationId, sourceId: req.sourceId || undefined, replayed: r.replayed },
+        "dead letters replayed",
+      );
+      return r;
+    },
+  };
+}
+
+function destinationNotFound(id: string): HookpostError {
+  return new HookpostError(Code.NOT_FOUND, `destination "${id}" does not exist`);
+}
+
+function toProto(d: DeadLetter): MessageInitShape<typeof DeadLetterSchema> {
+  return {
+    sequence: BigInt(d.sequence),
+    messageId: d.messageId,
+    destinationId: d.destinationId,
+    sourceId: d.sourceId,
+    body: d.body,
+    attempts: d.attempts,
+    outcomes: d.outcomes.map((o) => ({ url: o.url, status: o.status, error: o.error, detail: o.detail })),
+    reason: d.reason,
+    firstAttemptTime: timestampFromDate(new Date(d.firstAttemptTime)),
+    deadTime: timestampFromDate(new Date(d.deadTime)),
+  };
+}

@@ -1,0 +1,270 @@
+import {
+  ADMIN_PAGES,
+  answerBytes,
+  Code,
+  type FieldViolation,
+  HookpostError,
+  headersViolations,
+  maxInFlightViolations,
+  previousSecretViolations,
+  rateLimitViolations,
+  sharedSecretViolations,
+  sourceIdsViolations,
+  urlsViolations,
+} from "@hookpost/contract";
+import type { Destination } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import {
+  AlreadyExistsError,
+  type DestinationRecord,
+  type ServiceImpl,
+  type Signing,
+  signingSecrets,
+} from "@hookpost/core";
+import { throwIfInvalid } from "../invalid.js";
+import { generateId, idViolations, nameViolations, requiredIdViolations } from "./ids.js";
+import { pageOf } from "./paging.js";
+import type { AdminDeps, AdminMethods } from "./sources.js";
+import { destinationToProto, signingFromProto } from "./to-proto.js";
+
+/** The fields UpdateDestination's update_mask may name. */
+const UPDATABLE = [
+  "name",
+  "source_ids",
+  "urls",
+  "headers",
+  "shared_secret",
+  "signing",
+  "enabled",
+  "rate_limit_per_second",
+  "max_in_flight",
+] as const;
+type Updatable = (typeof UPDATABLE)[number];
+const OUTPUT_ONLY = new Set([
+  "id",
+  "shared_secret_set",
+  "create_time",
+  "update_time",
+  "disabled_reason",
+  "disabled_time",
+  "previous_secret_expire_time",
+]);
+
+const P = "destination.";
+
+function notFound(id: string): HookpostError {
+  return new HookpostError(Code.NOT_FOUND, `destination "${id}" does not exist`);
+}
+
+/**
+ * Webhook destinations. Every write validates the whole request first and changes nothing
+ * when any rule fails. The shared secret is write-only: responses carry only
+ * `shared_secret_set`.
+ *
+ * UpdateDestination follows the update_mask documented in admin.proto:
+ * - empty mask: name, source_ids, urls, headers and signing are all replaced by the
+ *   request's values (and validated like a create); enabled, rate_limit_per_second and
+ *   max_in_flight are replaced when set and kept when not; shared_secret is replaced when the request has one and kept when it is empty.
+ * - with paths: only those fields change; `shared_secret` with an empty value clears the
+ *   secret. Unknown or output-only paths are refused.
+ * Either way the result must be consistent: standard-webhooks signing needs a valid
+ * `whsec_` secret, whether it was just given or kept.
+ */
+export function destinationHandlers(
+  deps: AdminDeps,
+): Pick<
+  ServiceImpl<AdminMethods>,
+  "createDestination" | "getDestination" | "listDestinations" | "updateDestination" | "deleteDestination"
+> {
+  const { store, log } = deps;
+  const now = deps.now ?? (() => new Date());
+
+  /** Validates the named fields of `d`; returns the values and the violations. */
+  const readFields = (d: Destination, fields: ReadonlySet<Updatable>) => {
+    const violations: FieldViolation[] = [];
+    let signing: Signing | undefined;
+    if (fields.has("name")) violations.push(...nameViolations(d.name, `${P}name`));
+    if (fields.has("source_ids"))
+      violations.push(...sourceIdsViolations(d.sourceIds, `${P}source_ids`, store));
+    if (fields.has("urls")) violations.push(...urlsViolations(d.urls, `${P}urls`));
+    if (fields.has("headers")) violations.push(...headersViolations(d.headers, `${P}headers`));
+    if (fields.has("rate_limit_per_second"))
+      violations.push(...rateLimitViolations(d.rateLimitPerSecond, `${P}rate_limit_per_second`));
+    if (fields.has("max_in_flight"))
+      violations.push(...maxInFlightViolations(d.maxInFlight, `${P}max_in_flight`));
+    if (fields.has("signing")) {
+      signing = signingFromProto(d.signing);
+      if (signing === undefined) {
+        violations.push({
+          field: `${P}signing`,
+          description: `unknown signing ${d.signing}: use SIGNING_SEGMENT or SIGNING_STANDARD_WEBHOOKS`,
+        });
+      }
+    }
+    return { violations, signing };
+  };
+
+  return {
+    createDestination: async (req) => {
+      const d = req.destination;
+      if (!d) throw missingDestination();
+      const { violations, signing } = readFields(d, new Set(UPDATABLE));
+      if (d.id !== "") violations.push(...idViolations(d.id, `${P}id`));
+      const secret = d.sharedSecret === "" ? undefined : d.sharedSecret;
+      if (signing) violations.push(...sharedSecretViolations(secret, signing, `${P}shared_secret`));
+      throwIfInvalid(violations);
+
+      const id = d.id === "" ? generateId("dst") : d.id;
+      if (store.destination(id)) throw alreadyExists(id);
+      const at = now().toISOString();
+      const record: DestinationRecord = {
+        id,
+        name: d.name.trim(),
+        sourceIds: [...d.sourceIds],
+        urls: [...d.urls],
+        headers: { ...d.headers },
+        signing: signing!,
+        // A destination is on unless asked otherwise (the seed's last setup step switches it on).
+        enabled: d.enabled ?? true,
+        createdAt: at,
+        updatedAt: at,
+      };
+      if (secret !== undefined) record.sharedSecret = secret;
+      setLimits(record, d, false);
+      let revision: number;
+      try {
+        revision = await store.createDestination(record);
+      } catch (err) {
+        if (err instanceof AlreadyExistsError) throw alreadyExists(id);
+        throw err;
+      }
+      log.info(
+        { destinationId: id, sourceIds: record.sourceIds, enabled: record.enabled },
+        "destination created",
+      );
+      return { destination: destinationToProto(record), revision: BigInt(revision) };
+    },
+
+    getDestination: async (req) => {
+      throwIfInvalid(requiredIdViolations(req.id));
+      const d = store.destination(req.id);
+      if (!d) throw notFound(req.id);
+      return { destination: destinationToProto(d) };
+    },
+
+    listDestinations: async (req) => {
+      const all = req.sourceId === "" ? store.destinations() : store.destinationsForSource(req.sourceId);
+      const { page, nextPageToken } = pageOf(all, req, ADMIN_PAGES.destinations, destinationBytes);
+      return { destinations: page.map(destinationToProto), nextPageToken };
+    },
+
+    updateDestination: async (req) => {
+      const d = req.destination;
+      if (!d) throw missingDestination();
+      throwIfInvalid(requiredIdViolations(d.id, `${P}id`));
+
+      const paths = req.updateMask?.paths ?? [];
+      const maskViolations: FieldViolation[] = [];
+      paths.forEach((p, i) => {
+        if (!(UPDATABLE as readonly string[]).includes(p)) {
+          maskViolations.push({
+            field: `update_mask.paths[${i}]`,
+            description: OUTPUT_ONLY.has(p)
+              ? `"${p}" cannot be changed`
+              : `unknown field "${p.slice(0, 80)}": use ${UPDATABLE.join(", ")}`,
+          });
+        }
+      });
+      throwIfInvalid(maskViolations);
+
+      const replaceAll = paths.length === 0;
+      const fields = new Set<Updatable>(replaceAll ? UPDATABLE : (paths as Updatable[]));
+      const { violations: fieldViolations, signing } = readFields(d, fields);
+
+      // Compare-and-set on the stored revision: a change made meanwhile (another admin call,
+      // auto-disable) is read again and this update applied on top of it, never over it.
+      let next: DestinationRecord | undefined;
+      const revision = await store.changeDestination(d.id, (current) => {
+        const at = now();
+        next = { ...current, updatedAt: at.toISOString() };
+        if (fields.has("name")) next.name = d.name.trim();
+        if (fields.has("source_ids")) next.sourceIds = [...d.sourceIds];
+        if (fields.has("urls")) next.urls = [...d.urls];
+        if (fields.has("headers")) next.headers = { ...d.headers };
+        // Named in the mask: set (unset means false); empty mask: kept when unset.
+        if (fields.has("enabled") && (!replaceAll || d.enabled !== undefined)) {
+          next.enabled = d.enabled ?? false;
+          // An operator decided: the reason Hookpost paused it no longer applies.
+          delete next.disabledReason;
+          delete next.disabledAt;
+        }
+        setLimits(next, d, !replaceAll, fields);
+        if (signing) next.signing = signing;
+        // Empty mask: an empty secret keeps the current one. Mask naming it: empty clears it.
+        const secretChanges = replaceAll ? d.sharedSecret !== "" : fields.has("shared_secret");
+        if (secretChanges) {
+          if (d.sharedSecret === "") delete next.sharedSecret;
+          else next.sharedSecret = d.sharedSecret;
+          // Setting the secret directly switches at once; RotateSecret is the way with an overlap.
+          delete next.previousSecret;
+          delete next.previousSecretExpiresAt;
+        }
+        const violations = [...fieldViolations];
+        if (secretChanges || fields.has("signing")) {
+          violations.push(
+            ...sharedSecretViolations(next.sharedSecret, next.signing, `${P}shared_secret`, !secretChanges),
+            ...previousSecretViolations(next, signingSecrets(next, at.getTime()), `${P}signing`),
+          );
+        }
+        throwIfInvalid(violations);
+        return next;
+      });
+      if (revision === undefined || next === undefined) throw notFound(d.id);
+
+      log.info({ destinationId: next.id, fields: [...fields] }, "destination updated");
+      return { destination: destinationToProto(next), revision: BigInt(revision) };
+    },
+
+    deleteDestination: async (req) => {
+      throwIfInvalid(requiredIdViolations(req.id));
+      if (!store.destination(req.id)) throw notFound(req.id);
+      const revision = await store.deleteDestination(req.id);
+      log.info({ destinationId: req.id }, "destination deleted");
+      return { revision: BigInt(revision) };
+    },
+  };
+}
+
+/**
+ * rate_limit_per_second and max_in_flight. `masked`: the fields were named in an update mask,
+ * so unset clears them; otherwise unset keeps what `record` has.
+ */
+function setLimits(
+  record: DestinationRecord,
+  d: Destination,
+  masked: boolean,
+  fields: ReadonlySet<Updatable> = new Set(UPDATABLE),
+): void {
+  if (fields.has("rate_limit_per_second")) {
+    if (d.rateLimitPerSecond !== undefined) record.rateLimitPerSecond = d.rateLimitPerSecond;
+    else if (masked) delete record.rateLimitPerSecond;
+  }
+  if (fields.has("max_in_flight")) {
+    if (d.maxInFlight !== undefined) record.maxInFlight = d.maxInFlight;
+    else if (masked) delete record.maxInFlight;
+  }
+}
+
+function missingDestination(): HookpostError {
+  return new HookpostError(Code.INVALID_ARGUMENT, "invalid request: destination: is required", [
+    { field: "destination", description: "is required" },
+  ]);
+}
+
+function alreadyExists(id: string): HookpostError {
+  return new HookpostError(Code.ALREADY_EXISTS, `a destination with id "${id}" already exists`);
+}
+
+/** What a destination adds to a list answer: its stored JSON overestimates it (secrets are not sent). */
+function destinationBytes(d: DestinationRecord): number {
+  return answerBytes(JSON.stringify(d));
+}

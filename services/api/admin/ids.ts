@@ -1,0 +1,39 @@
+import { randomBytes } from "node:crypto";
+import type { FieldViolation } from "@hookpost/contract";
+import { hasControlChar } from "@hookpost/contract";
+import { ID_PATTERN } from "@hookpost/core";
+
+/** A fresh id such as `src_3f9a0c1d2b4e5f60` (64 random bits, within ID_PATTERN). */
+export function generateId(prefix: "src" | "dst"): string {
+  return `${prefix}_${randomBytes(8).toString("hex")}`;
+}
+
+/** Rules for an id a caller chose (ids become NATS subject tokens and consumer names). */
+export function idViolations(id: string, field: string): FieldViolation[] {
+  return ID_PATTERN.test(id)
+    ? []
+    : [
+        {
+          field,
+          description: "use 1 to 64 letters, digits, '-' or '_' (or leave it empty to get one generated)",
+        },
+      ];
+}
+
+/** For Get/Delete-style requests: the id is required and must be well formed. */
+export function requiredIdViolations(id: string, field = "id"): FieldViolation[] {
+  if (id === "") return [{ field, description: "is required" }];
+  return ID_PATTERN.test(id) ? [] : [{ field, description: "is not a valid id (letters, digits, '-', '_')" }];
+}
+
+export const MAX_NAME_CHARS = 200;
+
+/** A display name: required, at most 200 characters, no control characters. */
+export function nameViolations(name: string, field: string): FieldViolation[] {
+  if (name.trim() === "") return [{ field, description: "is required" }];
+  if ([...name].length > MAX_NAME_CHARS) {
+    return [{ field, description: `is too long: at most ${MAX_NAME_CHARS} characters` }];
+  }
+  if (hasControlChar(name)) return [{ field, description: "must not contain control characters" }];
+  return [];
+}

@@ -1,0 +1,151 @@
+import type { GenService } from "@bufbuild/protobuf/codegenv2";
+import { ADMIN_PAGES, answerBytes, Code, HookpostError } from "@hookpost/contract";
+import type { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import type { Logger } from "@hookpost/core";
+import {
+  AlreadyExistsError,
+  type ConfigStore,
+  generateWriteKey,
+  hashWriteKey,
+  type ServiceImpl,
+  type SourceRecord,
+  writeKeyPrefix,
+} from "@hookpost/core";
+import { throwIfInvalid } from "../invalid.js";
+import { generateId, idViolations, nameViolations, requiredIdViolations } from "./ids.js";
+import { pageOf } from "./paging.js";
+import { sourceToProto } from "./to-proto.js";
+
+export type AdminMethods = typeof AdminService extends GenService<infer S> ? S : never;
+
+export interface AdminDeps {
+  store: ConfigStore;
+  log: Logger;
+  /** Called after a source is deleted (forgets which users it has seen). */
+  onSourceDeleted?: (id: string) => Promise<void>;
+  now?: () => Date;
+}
+
+export function sourceNotFound(id: string): HookpostError {
+  return new HookpostError(Code.NOT_FOUND, `source "${id}" does not exist`);
+}
+
+/**
+ * Sources: a name, an id and a write key. The key is shown once (create, rotate); only its
+ * hash is stored, so a lost key is replaced, never recovered.
+ *
+ * Deleting a source stops its write key at once and disconnects it from every destination
+ * (its id is removed from their source_ids). A destination left without sources is kept,
+ * with its settings and dead letters, but receives nothing until it is connected again.
+ * Calls of the source already accepted but not yet routed find no destination and are dropped.
+ */
+export function sourceHandlers(
+  deps: AdminDeps,
+): Pick<
+  ServiceImpl<AdminMethods>,
+  "createSource" | "getSource" | "listSources" | "deleteSource" | "rotateWriteKey"
+> {
+  const { store, log } = deps;
+  const now = deps.now ?? (() => new Date());
+  const existing = (id: string): SourceRecord => {
+    throwIfInvalid(requiredIdViolations(id));
+    const s = store.source(id);
+    if (!s) throw sourceNotFound(id);
+    return s;
+  };
+
+  return {
+    createSource: async (req) => {
+      throwIfInvalid([
+        ...nameViolations(req.name, "name"),
+        ...(req.id === "" ? [] : idViolations(req.id, "id")),
+      ]);
+      const id = req.id === "" ? generateId("src") : req.id;
+      if (store.source(id)) throw alreadyExists(id);
+      const writeKey = generateWriteKey();
+      const record: SourceRecord = {
+        id,
+        name: req.name.trim(),
+        writeKeyHash: hashWriteKey(writeKey),
+        writeKeyPrefix: writeKeyPrefix(writeKey),
+        createdAt: now().toISOString(),
+      };
+      let revision: number;
+      try {
+        revision = await store.createSource(record);
+      } catch (err) {
+        if (err instanceof AlreadyExistsError) throw alreadyExists(id);
+        throw err;
+      }
+      log.info({ sourceId: id }, "source created");
+      return { source: sourceToProto(record), writeKey, revision: BigInt(revision) };
+    },
+
+    getSource: async (req) => ({ source: sourceToProto(existing(req.id)) }),
+
+    listSources: async (req) => {
+      const { page, nextPageToken } = pageOf(store.sources(), req, ADMIN_PAGES.sources, (r) =>
+        answerBytes(r.id, r.name, r.writeKeyPrefix),
+      );
+      return { sources: page.map(sourceToProto), nextPageToken };
+    },
+
+    deleteSource: async (req) => {
+      const source = existing(req.id);
+      let revision = await store.deleteSource(source.id);
+      const connected = store.destinationsForSource(source.id);
+      for (const d of connected) {
+        // Revision-checked: a change made to the destination meanwhile is kept.
+        revision =
+          (await store.changeDestination(d.id, (cur) =>
+            cur.sourceIds.includes(source.id)
+              ? {
+                  ...cur,
+                  sourceIds: cur.sourceIds.filter((s) => s !== source.id),
+                  updatedAt: now().toISOString(),
+                }
+              : undefined,
+          )) ?? revision;
+      }
+      await deps.onSourceDeleted?.(source.id);
+      log.info(
+        { sourceId: source.id, disconnectedDestinations: connected.map((d) => d.id) },
+        "source deleted",
+      );
+      return { revision: BigInt(revision) };
+    },
+
+    rotateWriteKey: async (req) => {
+      const source = existing(req.id);
+      const writeKey = generateWriteKey();
+      // Compare-and-set: a rotation that lost the race is refused (ABORTED), not applied over
+      // the winner, whose key would then be answered yet never accepted.
+      let base: string | undefined;
+      let record: SourceRecord | undefined;
+      const revision = await store.changeSource(source.id, (current) => {
+        base ??= current.writeKeyHash;
+        if (current.writeKeyHash !== base) throw concurrentChange(source.id);
+        record = {
+          ...current,
+          writeKeyHash: hashWriteKey(writeKey),
+          writeKeyPrefix: writeKeyPrefix(writeKey),
+        };
+        return record;
+      });
+      if (revision === undefined || record === undefined) throw sourceNotFound(source.id);
+      log.info({ sourceId: source.id }, "write key rotated");
+      return { source: sourceToProto(record), writeKey, revision: BigInt(revision) };
+    },
+  };
+}
+
+function concurrentChange(id: string): HookpostError {
+  return new HookpostError(
+    Code.ABORTED,
+    `the write key of source "${id}" was rotated by another call meanwhile; this call changed nothing: the key that call answered with is the one in force`,
+  );
+}
+
+function alreadyExists(id: string): HookpostError {
+  return new HookpostError(Code.ALREADY_EXISTS, `a source with id "${id}" already exists`);
+}

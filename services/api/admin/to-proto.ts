@@ -1,0 +1,63 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import {
+  type DestinationSchema,
+  Signing,
+  type SourceSchema,
+} from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import type { DestinationRecord, SourceRecord, Signing as StoredSigning } from "@hookpost/core";
+
+export function sourceToProto(s: SourceRecord): MessageInitShape<typeof SourceSchema> {
+  return {
+    id: s.id,
+    name: s.name,
+    createTime: timestampFromDate(new Date(s.createdAt)),
+    writeKeyPrefix: s.writeKeyPrefix,
+  };
+}
+
+/** A destination as the admin API shows it: the shared secret never leaves, only whether one is set. */
+export function destinationToProto(d: DestinationRecord): MessageInitShape<typeof DestinationSchema> {
+  const previousUntil = previousSecretExpiry(d);
+  return {
+    id: d.id,
+    name: d.name,
+    sourceIds: [...d.sourceIds],
+    urls: [...d.urls],
+    headers: { ...d.headers },
+    sharedSecretSet: d.sharedSecret !== undefined,
+    signing: signingToProto(d.signing),
+    enabled: d.enabled,
+    createTime: timestampFromDate(new Date(d.createdAt)),
+    updateTime: timestampFromDate(new Date(d.updatedAt)),
+    disabledReason: d.disabledReason ?? "",
+    ...(d.rateLimitPerSecond === undefined ? {} : { rateLimitPerSecond: d.rateLimitPerSecond }),
+    ...(d.maxInFlight === undefined ? {} : { maxInFlight: d.maxInFlight }),
+    ...(d.disabledAt === undefined ? {} : { disabledTime: timestampFromDate(new Date(d.disabledAt)) }),
+    ...(previousUntil === undefined ? {} : { previousSecretExpireTime: timestampFromDate(previousUntil) }),
+  };
+}
+
+/** When the rotated-out secret stops signing, while it still does. */
+export function previousSecretExpiry(d: DestinationRecord, now = Date.now()): Date | undefined {
+  if (!d.previousSecret || !d.previousSecretExpiresAt) return undefined;
+  const at = new Date(d.previousSecretExpiresAt);
+  return at.getTime() > now ? at : undefined;
+}
+
+export function signingToProto(s: StoredSigning): Signing {
+  return s === "standard-webhooks" ? Signing.STANDARD_WEBHOOKS : Signing.SEGMENT;
+}
+
+/** undefined for a value outside the enum (a newer client, or garbage). */
+export function signingFromProto(s: Signing): StoredSigning | undefined {
+  switch (s) {
+    case Signing.UNSPECIFIED:
+    case Signing.SEGMENT:
+      return "segment";
+    case Signing.STANDARD_WEBHOOKS:
+      return "standard-webhooks";
+    default:
+      return undefined;
+  }
+}

@@ -1,0 +1,223 @@
+import { Code, HookpostError } from "@hookpost/contract";
+import type { ConfigStore, Logger } from "@hookpost/core";
+import { DELIVERIES_STREAM, EVENTS_STREAM, type TopologySettings } from "@hookpost/core";
+import type { JetStreamManager } from "nats";
+
+/** Per-source limits of ingest (README "Per-source quotas"). */
+export interface SourceQuotaSettings {
+  /** SOURCE_MAX_PENDING_BYTES: bytes of one source's calls still on EVENTS or DELIVERIES. */
+  maxPendingBytes: number;
+  /** SOURCE_MAX_RATE: calls per second one source may send to one ingest replica. */
+  maxRate: number;
+  /** SOURCE_MAX_BURST: calls above the rate one source may send at once (token bucket size). */
+  burst: number;
+  /** SOURCE_QUOTA_REFRESH: how often the pending bytes are read from JetStream. */
+  refreshMs: number;
+}
+
+/** Ceiling of the default pending quota. */
+const DEFAULT_MAX_PENDING_BYTES = 64 * 1024 ** 2;
+/**
+ * The default quota is at most this fraction of the smaller of EVENTS and DELIVERIES: one
+ * source at its quota (plus what the approximation lets through) leaves the streams mostly free.
+ */
+const STREAM_SHARE = 16;
+
+export function defaultSourceQuota(t: TopologySettings): SourceQuotaSettings {
+  const share = Math.floor(Math.min(t.eventsMaxBytes, t.deliveriesMaxBytes) / STREAM_SHARE);
+  return {
+    maxPendingBytes: Math.max(1, Math.min(DEFAULT_MAX_PENDING_BYTES, share)),
+    maxRate: 10_000,
+    burst: 20_000,
+    refreshMs: 1_000,
+  };
+}
+
+/** Told to a source over its pending quota: nothing tells when its calls will be delivered. */
+const PENDING_RETRY_AFTER_MS = 5_000;
+const EVENT_PREFIX = "hookpost.events.";
+const DELIVERY_PREFIX = "hookpost.deliveries.";
+/** A refresh takes at most 1/REFRESH_SHARE of a replica's time (here 5 %). */
+const REFRESH_SHARE = 20;
+/** Weight of the latest batch in a source's average call size. */
+const SIZE_WEIGHT = 0.2;
+/** A refused source is logged at most this often. */
+const WARN_EVERY_MS = 60_000;
+
+export type QuotaLimit = "pending_bytes" | "rate";
+
+/**
+ * The per-source quotas, checked before a call is published:
+ * - pending bytes: read every `refreshMs` from JetStream (one stream info with per-subject
+ *   counts on EVENTS, whose subjects carry the source id, and one on DELIVERIES, whose subjects
+ *   carry the destination id, charged to every source of that destination), times the source's
+ *   average stored call as this replica saw it (else the stream's average message), plus what
+ *   this replica stored since. No JetStream request per call.
+ * - rate: a token bucket per source in this replica.
+ */
+export class SourceQuota {
+  readonly #s: SourceQuotaSettings;
+  readonly #jsm: JetStreamManager;
+  readonly #store: ConfigStore;
+  readonly #log: Logger;
+  readonly #onRefused: (limit: QuotaLimit) => void;
+  /** Pending bytes per source as of the last refresh. */
+  #snapshot = new Map<string, number>();
+  /** Bytes this replica stored since the refresh under way started. */
+  #since = new Map<string, number>();
+  /** Bytes stored before the refresh under way started: counted until its figure lands. */
+  #taken = new Map<string, number>();
+  /** Average size of each source's calls stored here (moving average). */
+  readonly #callBytes = new Map<string, number>();
+  readonly #buckets = new Map<string, { tokens: number; at: number }>();
+  readonly #warned = new Map<string, number>();
+  #timer: NodeJS.Timeout | undefined;
+  #stop: () => void = () => {};
+  #refreshing: Promise<void> | undefined;
+
+  constructor(
+    settings: SourceQuotaSettings,
+    deps: { jsm: JetStreamManager; store: ConfigStore; log: Logger; onRefused?: (limit: QuotaLimit) => void },
+  ) {
+    this.#s = settings;
+    this.#jsm = deps.jsm;
+    this.#store = deps.store;
+    this.#log = deps.log;
+    this.#onRefused = deps.onRefused ?? (() => {});
+  }
+
+  /**
+   * Reads the pending bytes now, then every refreshMs, or less often when a refresh is slow
+   * (thousands of destinations with a backlog): it takes at most 1/REFRESH_SHARE of the time.
+   */
+  async start(): Promise<void> {
+    let closed = false;
+    const loop = async () => {
+      const started = performance.now();
+      await this.refresh();
+      if (closed) return;
+      const wait = Math.max(this.#s.refreshMs, (performance.now() - started) * REFRESH_SHARE);
+      this.#timer = setTimeout(() => void loop(), wait);
+      this.#timer.unref();
+    };
+    this.#stop = () => {
+      closed = true;
+      clearTimeout(this.#timer);
+    };
+    await loop();
+  }
+
+  close(): void {
+    this.#stop();
+  }
+
+  /** Bytes of the source's calls not yet finished, as far as this replica knows. */
+  pendingBytes(sourceId: string): number {
+    return (
+      (this.#snapshot.get(sourceId) ?? 0) +
+      (this.#taken.get(sourceId) ?? 0) +
+      (this.#since.get(sourceId) ?? 0)
+    );
+  }
+
+  /**
+   * Throws RESOURCE_EXHAUSTED (with the delay to wait) when the source is over a quota; else
+   * takes `calls` from its rate bucket. A batch larger than the burst passes on a full bucket.
+   */
+  admit(sourceId: string, calls: number): void {
+    const pending = this.pendingBytes(sourceId);
+    if (pending >= this.#s.maxPendingBytes) {
+      this.#refuse(
+        sourceId,
+        "pending_bytes",
+        PENDING_RETRY_AFTER_MS,
+        `source ${sourceId} has ${Math.round(pending)} bytes of calls not yet delivered, its quota is ` +
+          `${this.#s.maxPendingBytes} (SOURCE_MAX_PENDING_BYTES): the call was not stored; retry ` +
+          "later, once its destinations took what is pending",
+      );
+    }
+    const now = performance.now();
+    const b = this.#buckets.get(sourceId) ?? { tokens: this.#s.burst, at: now };
+    b.tokens = Math.min(this.#s.burst, b.tokens + ((now - b.at) * this.#s.maxRate) / 1000);
+    b.at = now;
+    this.#buckets.set(sourceId, b);
+    const need = Math.min(calls, this.#s.burst);
+    if (b.tokens < need) {
+      const waitMs = ((need - b.tokens) * 1000) / this.#s.maxRate;
+      this.#refuse(
+        sourceId,
+        "rate",
+        waitMs,
+        `source ${sourceId} sends more than ${this.#s.maxRate} calls/s (SOURCE_MAX_RATE, burst ` +
+          `${this.#s.burst}): the call was not stored; retry in ${Math.ceil(waitMs)} ms`,
+      );
+    }
+    b.tokens -= calls;
+  }
+
+  /** Counts `calls` (`bytes` in all) this replica stored for the source. */
+  stored(sourceId: string, bytes: number, calls: number): void {
+    if (bytes <= 0 || calls <= 0) return;
+    this.#since.set(sourceId, (this.#since.get(sourceId) ?? 0) + bytes);
+    const avg = this.#callBytes.get(sourceId);
+    const size = bytes / calls;
+    this.#callBytes.set(sourceId, avg === undefined ? size : avg + (size - avg) * SIZE_WEIGHT);
+  }
+
+  /** Reads the pending bytes per source from JetStream (one refresh at a time). */
+  refresh(): Promise<void> {
+    this.#refreshing ??= this.#refresh().finally(() => {
+      this.#refreshing = undefined;
+    });
+    return this.#refreshing;
+  }
+
+  async #refresh(): Promise<void> {
+    // What was stored so far is in the figure about to be read; what is stored meanwhile may not be.
+    for (const [id, n] of this.#since) this.#taken.set(id, (this.#taken.get(id) ?? 0) + n);
+    this.#since = new Map();
+    try {
+      const [events, deliveries] = await Promise.all([
+        this.#jsm.streams.info(EVENTS_STREAM, { subjects_filter: `${EVENT_PREFIX}>` }),
+        this.#jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: `${DELIVERY_PREFIX}>` }),
+      ]);
+      const next = new Map<string, number>();
+      const add = (id: string, bytes: number) => next.set(id, (next.get(id) ?? 0) + bytes);
+      // JetStream counts messages per subject, not bytes: a source's calls weigh what this
+      // replica saw them weigh, else the stream's average message.
+      const size = (sourceId: string, streamAverage: number) =>
+        this.#callBytes.get(sourceId) ?? streamAverage;
+      const avgEvent = average(events.state);
+      for (const [subject, count] of Object.entries(events.state.subjects ?? {})) {
+        const sourceId = subject.slice(EVENT_PREFIX.length, subject.indexOf(".", EVENT_PREFIX.length));
+        add(sourceId, count * size(sourceId, avgEvent));
+      }
+      const avgDelivery = average(deliveries.state);
+      for (const [subject, count] of Object.entries(deliveries.state.subjects ?? {})) {
+        const destination = this.#store.destination(subject.slice(DELIVERY_PREFIX.length));
+        // A shared destination's backlog counts against each of its sources: never under-counted.
+        for (const sourceId of destination?.sourceIds ?? [])
+          add(sourceId, count * size(sourceId, avgDelivery));
+      }
+      this.#snapshot = next;
+      this.#taken = new Map();
+    } catch (err) {
+      // Keep the last figure and keep counting what is stored here: the next refresh catches up.
+      this.#log.warn({ err: (err as Error).message }, "cannot read pending bytes per source; retrying");
+    }
+  }
+
+  #refuse(sourceId: string, limit: QuotaLimit, retryAfterMs: number, message: string): never {
+    this.#onRefused(limit);
+    const now = Date.now();
+    if (now - (this.#warned.get(`${limit}:${sourceId}`) ?? 0) >= WARN_EVERY_MS) {
+      this.#warned.set(`${limit}:${sourceId}`, now);
+      this.#log.warn({ sourceId, limit }, "source over its quota: refusing its calls");
+    }
+    throw new HookpostError(Code.RESOURCE_EXHAUSTED, message, [], { retryAfterMs });
+  }
+}
+
+function average(state: { bytes: number; messages: number }): number {
+  return state.messages === 0 ? 0 : state.bytes / state.messages;
+}

@@ -1,0 +1,98 @@
+import { createHash, randomBytes } from "node:crypto";
+import type { StoredCall } from "@hookpost/contract";
+import { Code, HookpostError } from "@hookpost/contract";
+import { MAX_USER_ID_LENGTH } from "@hookpost/core";
+import type { DeleteDeps } from "../sync/deps.js";
+import { jetStreamPublisher } from "../sync/publish.js";
+
+/** Fields of DeleteResponse. */
+export interface DeleteUserResult {
+  /** `del_<random>`: identifies this deletion request in logs. */
+  requestId: string;
+  /** The sources whose destinations are notified, sorted. */
+  sourceIds: string[];
+}
+
+/** The message id of the notification of one request to one source (stable across retries of the publish). */
+export function deletionMessageId(requestId: string, sourceId: string): string {
+  return `del_${createHash("sha256").update(`${requestId}\u0000${sourceId}`).digest("base64url")}`;
+}
+
+/**
+ * Delete (SPEC section 6): creates a deletion request for `userId` (the caller checked the admin
+ * token). For every source that has received calls for the user and still exists, one call
+ * `{type: "delete", userId, timestamp}` is stored on the EVENTS stream (subject
+ * `hookpost.events.<sourceId>.delete`); the router hands it to every enabled destination of the
+ * source. Answers after JetStream confirmed all of them. A user never seen: empty list, success.
+ *
+ * Afterwards the user's entries are removed from the user-source index: the data is deleted, so
+ * the user id is no longer kept (a later call for the same id records it again, and a repeated
+ * deletion with no calls in between notifies nobody). Entries are removed only for the sources
+ * that were confirmed (and for sources that no longer exist): if one publish fails the request
+ * fails with UNAVAILABLE / RESOURCE_EXHAUSTED, and a retry notifies only the sources still left.
+ */
+export async function deleteUser(deps: DeleteDeps, userId: string): Promise<DeleteUserResult> {
+  if (typeof userId !== "string" || userId === "") {
+    throw HookpostError.invalid([{ field: "user_id", description: "required" }]);
+  }
+  if (userId.length > MAX_USER_ID_LENGTH) {
+    throw HookpostError.invalid([
+      { field: "user_id", description: `at most ${MAX_USER_ID_LENGTH} characters` },
+    ]);
+  }
+  const requestId = `del_${randomBytes(16).toString("base64url")}`;
+  const at = (deps.now?.() ?? new Date()).toISOString();
+  const publish = deps.publish ?? jetStreamPublisher(deps.nc, deps.publishTimeoutMs);
+
+  // Direct lookups for the sources that exist (cost independent of how many users are known).
+  const live = await deps.index.sourcesOf(
+    userId,
+    deps.config.sources().map((s) => s.id),
+  );
+
+  const results = await Promise.allSettled(
+    live.map((sourceId) => {
+      const call: StoredCall = {
+        type: "delete",
+        messageId: deletionMessageId(requestId, sourceId),
+        sourceId,
+        receivedAt: at,
+        timestamp: at,
+        userId,
+      };
+      return publish(call);
+    }),
+  );
+  const notified = live.filter((_, i) => results[i]!.status === "fulfilled");
+  const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
+
+  try {
+    await deps.index.forget(userId, notified);
+  } catch (err) {
+    // The notifications are stored; a stale index entry only means a repeated deletion
+    // notifies that source again.
+    deps.log.warn(
+      { requestId, err: (err as Error).message },
+      "deletion: could not forget the user's sources",
+    );
+  }
+
+  if (failure) {
+    const reason = failure.reason;
+    const base = reason instanceof HookpostError ? reason : undefined;
+    deps.log.warn(
+      { requestId, notified: notified.length, sources: live.length, err: (reason as Error)?.message },
+      "deletion request partly failed",
+    );
+    throw new HookpostError(
+      base?.code ?? Code.UNAVAILABLE,
+      `deletion request ${requestId} notified ${notified.length} of ${live.length} sources: ${
+        (reason as Error)?.message ?? String(reason)
+      }; retry to notify the others`,
+      [],
+      { cause: reason },
+    );
+  }
+  deps.log.info({ requestId, sources: notified.length }, "deletion request stored");
+  return { requestId, sourceIds: notified };
+}

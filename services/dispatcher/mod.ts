@@ -1,0 +1,25 @@
+/** The public entry point of @hookpost/dispatcher: what other packages may import. */
+export { bodyObject, renderBody } from "./body.js";
+export { type DispatcherConfig, defaultDispatcherConfig, dispatcherConfigFromEnv } from "./config.js";
+export { type RunningDispatcher, startDispatcher } from "./dispatcher.js";
+export { type AgentOptions, createWebhookAgent } from "./http-agent.js";
+export { INTEGRATION_NAME, webhooksEnabled } from "./integrations.js";
+export {
+  backoffMs,
+  type DeadCause,
+  type Decision,
+  decide,
+  parseRetryAfter,
+  type RetryPolicy,
+} from "./retry.js";
+export { parseStoredCall, Router, type RouterDeps } from "./router.js";
+export {
+  type AttemptOutcome,
+  type DeliveryResult,
+  notSentOutcome,
+  type SenderOptions,
+  USER_AGENT,
+  WebhookSender,
+} from "./sender.js";
+export { NEXT_SIGNATURE_HEADER, signatureHeaders } from "./signing.js";
+export { AddressPolicy, SsrfRefusedError } from "./ssrf.js";
