@@ -7,7 +7,7 @@
  * tarballs hold and what npm installs for them.
  */
 import { execFile } from "node:child_process";
-import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -20,6 +20,9 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const SECRET = "pack-test-secret";
 /** What the client (and the contract it uses) must never pull in: the server side's stack. */
 const SERVER_ONLY = /^(nats|pino|undici|@opentelemetry\/.*|@hookpost\/(core|api|dispatcher|receiver|cli))$/;
+
+/** The only dependencies the client and the contract may declare. */
+const LIBRARY_DEPS = ["@hookpost/contract", "@grpc/grpc-js", "@bufbuild/protobuf"];
 
 /** The environment of a plain Node process: none of vitest's options or conditions. */
 const plainEnv = (extra: Record<string, string> = {}) => {
@@ -108,6 +111,19 @@ describe("packed libraries", () => {
     expect(installed).toContain("@grpc/grpc-js");
     expect(installed).toContain("@bufbuild/protobuf");
     expect([...installed].filter((n) => SERVER_ONLY.test(n))).toEqual([]);
+    // What the installed client and contract ask for: each other and the gRPC/protobuf libraries only.
+    for (const name of ["@hookpost/client", "@hookpost/contract"]) {
+      const manifest = JSON.parse(
+        await readFile(join(app, "node_modules", name, "package.json"), "utf8"),
+      ) as {
+        dependencies?: Record<string, string>;
+      };
+      const wanted = Object.keys(manifest.dependencies ?? {}).filter((d) => d !== name);
+      expect(
+        wanted.filter((d) => !LIBRARY_DEPS.includes(d)),
+        name,
+      ).toEqual([]);
+    }
 
     // A call sent with the installed client reaches a real stack and is delivered, signed.
     const source = await stack.source("packed client");
