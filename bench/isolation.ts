@@ -179,7 +179,7 @@ export async function benchIsolation(): Promise<Figure[]> {
     sinks.push(dead);
     dead.hang = true;
     const deadUrl = await dead.listen();
-    procs.push(replica(server.url, { WEBHOOK_TIMEOUT_MS: "300", RETRY_BASE_DELAY: "100ms" }));
+    procs.push(replica(server.url, { WEBHOOK_TIMEOUT: "300ms", RETRY_BASE_DELAY: "100ms" }));
     await latencies(js, one.sink, "src1", STEADY_RATE, 1); // warm-up
     const alone = await latencies(js, one.sink, "src1", STEADY_RATE, STEADY_SECONDS);
     await store.putDestination(destination("timeout", "src1", deadUrl));

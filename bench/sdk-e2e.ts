@@ -13,7 +13,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { Analytics } from "@hookpost/client";
-import { DEFAULT_TOPOLOGY, ensureTopology, envInt } from "@hookpost/core";
+import { DEFAULT_TOPOLOGY, ensureTopology } from "@hookpost/core";
 import { Analytics as SegmentAnalytics } from "@segment/analytics-node";
 import { connect } from "nats";
 import { NatsServer } from "../test/helpers/nats-server.js";
@@ -22,7 +22,7 @@ import { trackInit } from "./payloads.js";
 import { ReceiverProcess, startService, stopProcess } from "./procs/processes.js";
 import { type Figure, printTable } from "./table.js";
 
-const CALLS = envInt(process.env, "BENCH_SDK_CALLS", 20_000, 1);
+const CALLS = Math.max(1, Number(process.env.BENCH_SDK_CALLS) || 20_000);
 const WARMUP = Math.min(1_000, CALLS);
 /** Measured runs per client, alternating which client goes first; the best run counts. */
 const ROUNDS = 2;

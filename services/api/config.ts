@@ -1,18 +1,9 @@
-import { DEFAULT_MAX_BATCH_CALLS, MAX_BATCH_BYTES } from "@hookpost/contract";
-import type { GrpcServerLimits, OpsLimits, TopologySettings } from "@hookpost/core";
-import {
-  ConfigError,
-  envDuration,
-  envInt,
-  envOptional,
-  envString,
-  grpcLimitsFromEnv,
-  opsLimitsFromEnv,
-  topologyFromEnv,
-} from "@hookpost/core";
+import { MAX_BATCH_BYTES } from "@hookpost/contract";
+import type { GrpcServerLimits, OpsLimits, Settings, TopologySettings } from "@hookpost/core";
+import { ConfigError, grpcLimitsFrom, loadSettings, opsLimitsFrom, topologyFrom } from "@hookpost/core";
 import { defaultSourceQuota, type SourceQuotaSettings } from "./calls/quota.js";
-import { DEFAULT_HTTP_ADDR, DEFAULT_HTTP_LIMITS, type HttpLimits } from "./http/limits.js";
-import { syncLimitsFromEnv } from "./sync/sync-env.js";
+import type { HttpLimits } from "./http/limits.js";
+import { syncLimitsFrom } from "./sync/sync-env.js";
 import type { SyncLimits } from "./sync/sync-limiter.js";
 
 /** Everything the ingest service needs to start. */
@@ -50,6 +41,8 @@ export interface IngestConfig {
   streamCheckMs?: number;
 }
 
+const DEFAULT_NATS_URL = "nats://127.0.0.1:4222";
+
 export const DEFAULT_STREAM_CHECK_MS = 10_000;
 
 export const DEFAULT_INGEST_ADDR = "0.0.0.0:50051";
@@ -61,66 +54,51 @@ type Env = Record<string, string | undefined>;
 
 /** Reads the configuration from environment variables; throws ConfigError naming a bad one. */
 export function ingestConfigFromEnv(env: Env): IngestConfig {
-  const certFile = envOptional(env, "TLS_CERT_FILE");
-  const keyFile = envOptional(env, "TLS_KEY_FILE");
+  return ingestConfigFrom(loadSettings("api", env));
+}
+
+/** The ingest configuration from its settings (packages/core/src/config/schema.ts). */
+export function ingestConfigFrom(s: Settings): IngestConfig {
+  const certFile = s.TLS_CERT_FILE;
+  const keyFile = s.TLS_KEY_FILE;
   if ((certFile === undefined) !== (keyFile === undefined)) {
     throw new ConfigError("TLS_CERT_FILE and TLS_KEY_FILE must be set together (or neither, for plaintext)");
   }
-  const address = envString(env, "INGEST_ADDR", DEFAULT_INGEST_ADDR);
-  checkHostPort("INGEST_ADDR", address);
-  const ops = envString(env, "OPS_ADDR", DEFAULT_INGEST_OPS_ADDR);
-  if (ops !== "off") checkHostPort("OPS_ADDR", ops);
-  const http = envString(env, "HTTP_ADDR", DEFAULT_HTTP_ADDR);
-  if (http !== "off") checkHostPort("HTTP_ADDR", http);
-  const d = DEFAULT_HTTP_LIMITS;
-  const maxBodyBytes = envInt(env, "HTTP_MAX_BODY_BYTES", d.maxBodyBytes, 1024);
-  if (maxBodyBytes > MAX_BATCH_BYTES) {
+  if (s.HTTP_MAX_BODY_BYTES > MAX_BATCH_BYTES) {
     throw new ConfigError(
-      `HTTP_MAX_BODY_BYTES must be at most ${MAX_BATCH_BYTES} (the batch limit), got ${maxBodyBytes}`,
+      `HTTP_MAX_BODY_BYTES must be at most ${MAX_BATCH_BYTES} (the batch limit), got ${s.HTTP_MAX_BODY_BYTES}`,
     );
   }
-
-  const topology = topologyFromEnv(env);
+  const topology = topologyFrom(s);
   const q = defaultSourceQuota(topology);
-  const config: IngestConfig = {
-    natsUrl: envString(env, "NATS_URL", "nats://127.0.0.1:4222"),
-    address,
-    publishTimeoutMs: envInt(env, "PUBLISH_TIMEOUT_MS", DEFAULT_PUBLISH_TIMEOUT_MS, 100),
-    logLevel: envString(env, "LOG_LEVEL", "info"),
+  return {
+    natsUrl: s.NATS_URL ?? DEFAULT_NATS_URL,
+    address: s.INGEST_ADDR,
+    publishTimeoutMs: s.PUBLISH_TIMEOUT,
+    logLevel: s.LOG_LEVEL,
     topology,
     quota: {
-      maxPendingBytes: envInt(env, "SOURCE_MAX_PENDING_BYTES", q.maxPendingBytes, 1),
-      maxRate: envInt(env, "SOURCE_MAX_RATE", q.maxRate, 1),
-      burst: envInt(env, "SOURCE_MAX_BURST", q.burst, 1),
-      refreshMs: envDuration(env, "SOURCE_QUOTA_REFRESH", q.refreshMs),
+      maxPendingBytes: s.SOURCE_MAX_PENDING_BYTES ?? q.maxPendingBytes,
+      maxRate: s.SOURCE_MAX_RATE,
+      burst: s.SOURCE_MAX_BURST,
+      refreshMs: s.SOURCE_QUOTA_REFRESH,
     },
-    streamCheckMs: envDuration(env, "STREAM_CHECK_INTERVAL", DEFAULT_STREAM_CHECK_MS),
-    grpc: grpcLimitsFromEnv(env),
-    opsLimits: opsLimitsFromEnv(env),
-    sync: syncLimitsFromEnv(env),
-    maxBatchCalls: envInt(env, "MAX_BATCH_CALLS", DEFAULT_MAX_BATCH_CALLS, 1),
+    streamCheckMs: s.STREAM_CHECK_INTERVAL,
+    grpc: grpcLimitsFrom(s),
+    opsLimits: opsLimitsFrom(s),
+    sync: syncLimitsFrom(s),
+    maxBatchCalls: s.MAX_BATCH_CALLS,
     http: {
-      maxBodyBytes,
-      maxConnections: envInt(env, "HTTP_MAX_CONNECTIONS", d.maxConnections, 1),
-      maxConnectionsPerIp: envInt(env, "HTTP_MAX_CONNECTIONS_PER_IP", d.maxConnectionsPerIp, 1),
-      headersTimeoutMs: envDuration(env, "HTTP_HEADERS_TIMEOUT", d.headersTimeoutMs),
-      requestTimeoutMs: envDuration(env, "HTTP_REQUEST_TIMEOUT", d.requestTimeoutMs),
-      keepAliveTimeoutMs: envDuration(env, "HTTP_KEEPALIVE_TIMEOUT", d.keepAliveTimeoutMs),
+      maxBodyBytes: s.HTTP_MAX_BODY_BYTES,
+      maxConnections: s.HTTP_MAX_CONNECTIONS,
+      maxConnectionsPerIp: s.HTTP_MAX_CONNECTIONS_PER_IP,
+      headersTimeoutMs: s.HTTP_HEADERS_TIMEOUT,
+      requestTimeoutMs: s.HTTP_REQUEST_TIMEOUT,
+      keepAliveTimeoutMs: s.HTTP_KEEPALIVE_TIMEOUT,
     },
+    ...(s.HTTP_ADDR === undefined ? {} : { httpAddress: s.HTTP_ADDR }),
+    ...(s.OPS_ADDR === undefined ? {} : { opsAddress: s.OPS_ADDR }),
+    ...(s.ADMIN_TOKEN === undefined ? {} : { adminToken: s.ADMIN_TOKEN }),
+    ...(certFile !== undefined && keyFile !== undefined ? { tls: { certFile, keyFile } } : {}),
   };
-  if (http !== "off") config.httpAddress = http;
-  const token = envOptional(env, "ADMIN_TOKEN");
-  if (token !== undefined) config.adminToken = token;
-  if (certFile !== undefined && keyFile !== undefined) config.tls = { certFile, keyFile };
-  if (ops !== "off") config.opsAddress = ops;
-  if (http !== "off") config.httpAddress = http;
-  return config;
-}
-
-function checkHostPort(name: string, value: string): void {
-  const i = value.lastIndexOf(":");
-  const port = Number(value.slice(i + 1));
-  if (i <= 0 || !/^\d+$/.test(value.slice(i + 1)) || port > 65535) {
-    throw new ConfigError(`${name} must be host:port (e.g. 0.0.0.0:50051), got "${value}"`);
-  }
 }

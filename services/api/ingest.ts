@@ -249,27 +249,10 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     const address = `${host}:${port}`;
 
     if (config.httpAddress !== undefined) {
-      const limits = { ...DEFAULT_HTTP_LIMITS, ...config.http };
-      const api = segmentApi({
-        store,
-        intake,
-        log,
-        metrics,
-        maxBodyBytes: limits.maxBodyBytes,
-        maxBatchCalls,
-      });
-      http = await startHttpServer({
-        address: config.httpAddress,
-        limits,
-        // The Segment API answers /v1/*; the console and AdminService over Connect the rest.
-        mounts: [api, createConsoleHandler({ admin, serveOptions }), ...(options.httpMounts ?? [])],
-        onError: (err) => log.error({ transport: "http", err: (err as Error)?.message }, "internal error"),
-      });
-      metrics.watchHttpConnections(http.connections);
-      log.info(
-        { address: http.address },
-        "HTTP listening: Segment-compatible API, console, AdminService over Connect",
-      );
+      http = await startHttp(config, config.httpAddress, { store, intake, log, metrics, maxBatchCalls }, [
+        createConsoleHandler({ admin, serveOptions }),
+        ...(options.httpMounts ?? []),
+      ]);
     }
 
     if (config.opsAddress !== undefined) {
@@ -335,6 +318,29 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     await nc.close().catch(() => {});
     throw err;
   }
+}
+
+/** The HTTP listener (HTTP_ADDR): the Segment API answers /v1/*; the console and AdminService over Connect the rest. */
+async function startHttp(
+  config: IngestConfig,
+  address: string,
+  deps: Omit<Parameters<typeof segmentApi>[0], "maxBodyBytes">,
+  mounts: readonly Mount[],
+): Promise<HttpServer> {
+  const limits = { ...DEFAULT_HTTP_LIMITS, ...config.http };
+  const api = segmentApi({ ...deps, maxBodyBytes: limits.maxBodyBytes });
+  const http = await startHttpServer({
+    address,
+    limits,
+    mounts: [api, ...mounts],
+    onError: (err) => deps.log.error({ transport: "http", err: (err as Error)?.message }, "internal error"),
+  });
+  deps.metrics.watchHttpConnections(http.connections);
+  deps.log.info(
+    { address: http.address },
+    "HTTP listening: Segment-compatible API, console, AdminService over Connect",
+  );
+  return http;
 }
 
 async function serverCredentials(config: IngestConfig): Promise<ServerCredentials> {

@@ -2,17 +2,18 @@
  * `npm run ingest`: the ingest service as a process. Configuration from the environment
  * (see services/api/config.ts); SIGTERM or SIGINT shut it down gracefully.
  */
-import { ConfigError, createLogger, startTracing } from "@hookpost/core";
-import { ingestConfigFromEnv } from "./config.js";
+import { ConfigError, createLogger, loadSettings, processEnvironment, startTracing } from "@hookpost/core";
+import { ingestConfigFrom } from "./config.js";
 import { startIngest } from "./ingest.js";
 
 async function main(): Promise<void> {
   let log = createLogger("ingest");
   try {
-    const config = ingestConfigFromEnv(process.env);
+    // The configuration, read once through the schema (packages/core/src/config/schema.ts).
+    const config = ingestConfigFrom(loadSettings("api", processEnvironment(), deprecated(log)));
     log = createLogger("ingest", config.logLevel);
     // Tracing hook: OpenTelemetry when OTEL_* asks for it (flushed after the service stops).
-    const tracing = await startTracing("hookpost-ingest", process.env, log);
+    const tracing = await startTracing("hookpost-ingest", processEnvironment(), log);
     const ingest = await startIngest(config, { logger: log });
     log.info(
       {
@@ -53,6 +54,10 @@ async function main(): Promise<void> {
     else log.fatal({ err: (err as Error).message, stack: (err as Error).stack }, "ingest failed to start");
     process.exit(1);
   }
+}
+
+function deprecated(log: ReturnType<typeof createLogger>) {
+  return (oldName: string, newName: string) => log.warn(`${oldName} is deprecated: use ${newName}`);
 }
 
 void main();

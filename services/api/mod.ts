@@ -8,6 +8,7 @@ export {
   DEFAULT_PUBLISH_TIMEOUT_MS,
   DEFAULT_STREAM_CHECK_MS,
   type IngestConfig,
+  ingestConfigFrom,
   ingestConfigFromEnv,
 } from "./config.js";
 export { type DeleteUserResult, deleteUser, deletionMessageId } from "./deletion/delete-user.js";

@@ -1,21 +1,8 @@
-import type { OpsLimits, TopologySettings } from "@hookpost/core";
-import {
-  ConfigError,
-  envDuration,
-  envDurationOrOff,
-  envInt,
-  envList,
-  envOptional,
-  envString,
-  envSwitch,
-  opsLimitsFromEnv,
-  topologyFromEnv,
-} from "@hookpost/core";
+import type { OpsLimits, Settings, TopologySettings } from "@hookpost/core";
+import { ConfigError, loadSettings, opsLimitsFrom, topologyFrom } from "@hookpost/core";
 import { AddressPolicy } from "./ssrf.js";
 
 type Env = Record<string, string | undefined>;
-
-const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 
 export interface DispatcherConfig {
   natsUrl: string;
@@ -54,48 +41,41 @@ export interface DispatcherConfig {
   topology: TopologySettings;
 }
 
-export function dispatcherConfigFromEnv(env: Env = process.env): DispatcherConfig {
-  const topology = topologyFromEnv(env);
-  const allowedCidrs = envList(env, "WEBHOOK_ALLOWED_CIDRS");
+/** Reads the configuration from environment variables; throws ConfigError naming a bad one. */
+export function dispatcherConfigFromEnv(env: Env): DispatcherConfig {
+  return dispatcherConfigFrom(loadSettings("dispatcher", env));
+}
+
+/** The dispatcher configuration from its settings (packages/core/src/config/schema.ts). */
+export function dispatcherConfigFrom(s: Settings): DispatcherConfig {
+  const topology = topologyFrom(s);
   try {
-    new AddressPolicy(allowedCidrs);
+    new AddressPolicy(s.WEBHOOK_ALLOWED_CIDRS);
   } catch (err) {
     throw new ConfigError(`WEBHOOK_ALLOWED_CIDRS: ${(err as Error).message}`);
   }
-  const opsAddr = envString(env, "OPS_ADDR", "127.0.0.1:9091");
-  const caFile = envOptional(env, "WEBHOOK_CA_FILE");
-  const config: DispatcherConfig = {
-    natsUrl: envString(env, "NATS_URL", "nats://127.0.0.1:4222"),
-    webhookTimeoutMs: envInt(env, "WEBHOOK_TIMEOUT_MS", 5000, 1),
-    retryBaseDelayMs: envDuration(env, "RETRY_BASE_DELAY", 1000),
-    allowedCidrs,
-    logLevel: envString(env, "LOG_LEVEL", "info"),
-    ackWaitMs: envDuration(env, "ACK_WAIT", 30_000),
-    deliveryConcurrency: envInt(env, "DELIVERY_CONCURRENCY", 16, 1),
-    maxAckPending: envInt(env, "DELIVERY_MAX_ACK_PENDING", 1000, 1),
-    routerConcurrency: envInt(env, "ROUTER_CONCURRENCY", 64, 1),
-    pullExpiresMs: envDuration(env, "PULL_EXPIRES", 5000),
-    shutdownGraceMs: envDuration(env, "SHUTDOWN_GRACE", 10_000),
-    attemptLog: envSwitch(env, "ATTEMPT_LOG", true),
-    attemptLogBodies: envSwitch(env, "ATTEMPT_LOG_BODIES", true),
-    topology,
-    opsLimits: opsLimitsFromEnv(env),
-    ...optional("autoDisableAfterMs", envDurationOrOff(env, "AUTO_DISABLE_AFTER", 24 * 3600_000)),
-    ...(caFile === undefined ? {} : { caFile }),
-    ...(opsAddr === "off" ? {} : { opsAddr }),
-  };
-  if (!LOG_LEVELS.includes(config.logLevel))
-    throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(", ")}, got "${config.logLevel}"`);
-  if (config.ackWaitMs < 1000) throw new ConfigError("ACK_WAIT must be at least 1s");
-  if (config.pullExpiresMs < 1000) throw new ConfigError("PULL_EXPIRES must be at least 1s");
-  if (config.retryBaseDelayMs < 1) throw new ConfigError("RETRY_BASE_DELAY must be positive");
-  if (topology.retryMaxDelayMs < config.retryBaseDelayMs)
+  if (topology.retryMaxDelayMs < s.RETRY_BASE_DELAY)
     throw new ConfigError("RETRY_MAX_DELAY must not be below RETRY_BASE_DELAY");
-  return config;
-}
-
-function optional<K extends string, V>(key: K, value: V | undefined): { [k in K]?: V } {
-  return (value === undefined ? {} : { [key]: value }) as { [k in K]?: V };
+  return {
+    natsUrl: s.NATS_URL ?? "nats://127.0.0.1:4222",
+    webhookTimeoutMs: s.WEBHOOK_TIMEOUT,
+    retryBaseDelayMs: s.RETRY_BASE_DELAY,
+    allowedCidrs: s.WEBHOOK_ALLOWED_CIDRS,
+    logLevel: s.LOG_LEVEL,
+    ackWaitMs: s.ACK_WAIT,
+    deliveryConcurrency: s.DELIVERY_CONCURRENCY,
+    maxAckPending: s.DELIVERY_MAX_ACK_PENDING,
+    routerConcurrency: s.ROUTER_CONCURRENCY,
+    pullExpiresMs: s.PULL_EXPIRES,
+    shutdownGraceMs: s.SHUTDOWN_GRACE,
+    attemptLog: s.ATTEMPT_LOG,
+    attemptLogBodies: s.ATTEMPT_LOG_BODIES,
+    topology,
+    opsLimits: opsLimitsFrom(s),
+    ...(s.AUTO_DISABLE_AFTER === undefined ? {} : { autoDisableAfterMs: s.AUTO_DISABLE_AFTER }),
+    ...(s.WEBHOOK_CA_FILE === undefined ? {} : { caFile: s.WEBHOOK_CA_FILE }),
+    ...(s.OPS_ADDR === undefined ? {} : { opsAddr: s.OPS_ADDR }),
+  };
 }
 
 /** Defaults for everything but the NATS URL (tests, benchmarks, embedding). */

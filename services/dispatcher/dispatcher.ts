@@ -18,7 +18,9 @@ import {
   registerConfigRevision,
   splitHostPort,
   startOpsServer,
+  type TopologySettings,
 } from "@hookpost/core";
+import type { JetStreamManager, NatsConnection } from "nats";
 import { AutoDisabler } from "./auto-disable.js";
 import type { DispatcherConfig } from "./config.js";
 import { DeliveryHandler } from "./delivery.js";
@@ -55,24 +57,7 @@ export async function startDispatcher(
   const logger = options.logger ?? createLogger("dispatcher", config.logLevel);
   const nc = await connectNats(config.natsUrl, "hookpost-dispatcher", logger);
   const jsm = await nc.jetstreamManager();
-  // JetStream can lag the server's start (or a cluster may be electing): keep trying.
-  let store: ConfigStore;
-  let deadLetters: DeadLetters;
-  let registry: ReplicaRegistry | undefined;
-  for (let i = 1; ; i++) {
-    try {
-      await ensureTopology(jsm, config.topology);
-      deadLetters = await DeadLetters.open(nc);
-      // Opened once: it heartbeats from then on.
-      registry ??= await ReplicaRegistry.open(nc, { replicas: config.topology.replicas, logger });
-      // Last: once open it watches, so a failure after it would leave a watcher behind.
-      store = await ConfigStore.open(nc, { replicas: config.topology.replicas });
-      break;
-    } catch (err) {
-      logger.warn({ attempt: i, err: (err as Error).message }, "JetStream not ready; retrying");
-      await sleep(Math.min(5000, 250 * i));
-    }
-  }
+  const { store, deadLetters, registry } = await openStores(nc, jsm, config.topology, logger);
   const connection = new ConnectionState(nc);
   connection.onChange((up) =>
     up
@@ -205,20 +190,8 @@ export async function startDispatcher(
           address: config.opsAddr,
           ...(config.opsLimits && { limits: config.opsLimits }),
           registry: metrics.registry,
-          // Ready: NATS is up and every enabled destination has its consumer pulled here.
-          readiness: () => {
-            const enabled = store.destinations().filter((d) => d.enabled).length;
-            const pulling = supervisor.active().length;
-            const ready = !closing && connection.connected && pulling >= enabled;
-            const detail = {
-              nats: connection.connected,
-              enabled,
-              pulling,
-              closing: !!closing,
-              replicas: registry.live.length,
-            };
-            return { ready, detail: { ...detail, configRevision: configRevision() } };
-          },
+          readiness: () =>
+            readiness({ store, supervisor, connection, registry, closing: !!closing, configRevision }),
         });
 
   logger.info(
@@ -266,4 +239,45 @@ export async function startDispatcher(
     configRevision,
     ...(ops ? { opsPort: splitHostPort(ops.address).port } : {}),
   };
+}
+
+/** The stores a replica needs; JetStream can lag the server's start (or a cluster may be electing): keeps trying. */
+async function openStores(
+  nc: NatsConnection,
+  jsm: JetStreamManager,
+  topology: TopologySettings,
+  logger: Logger,
+): Promise<{ store: ConfigStore; deadLetters: DeadLetters; registry: ReplicaRegistry }> {
+  let registry: ReplicaRegistry | undefined;
+  for (let i = 1; ; i++) {
+    try {
+      await ensureTopology(jsm, topology);
+      const deadLetters = await DeadLetters.open(nc);
+      // Opened once: it heartbeats from then on.
+      registry ??= await ReplicaRegistry.open(nc, { replicas: topology.replicas, logger });
+      // Last: once open it watches, so a failure after it would leave a watcher behind.
+      const store = await ConfigStore.open(nc, { replicas: topology.replicas });
+      return { store, deadLetters, registry };
+    } catch (err) {
+      logger.warn({ attempt: i, err: (err as Error).message }, "JetStream not ready; retrying");
+      await sleep(Math.min(5000, 250 * i));
+    }
+  }
+}
+
+/** Ready: NATS is up and every enabled destination has its consumer pulled here. */
+function readiness(parts: {
+  store: ConfigStore;
+  supervisor: DestinationSupervisor;
+  connection: ConnectionState;
+  registry: ReplicaRegistry;
+  closing: boolean;
+  configRevision: () => number;
+}) {
+  const { store, supervisor, connection, registry, closing } = parts;
+  const enabled = store.destinations().filter((d) => d.enabled).length;
+  const pulling = supervisor.active().length;
+  const ready = !closing && connection.connected && pulling >= enabled;
+  const detail = { nats: connection.connected, enabled, pulling, closing, replicas: registry.live.length };
+  return { ready, detail: { ...detail, configRevision: parts.configRevision() } };
 }

@@ -1,17 +1,20 @@
-import { ConfigError, createLogger, startTracing } from "@hookpost/core";
-import { dispatcherConfigFromEnv } from "./config.js";
+import { ConfigError, createLogger, loadSettings, processEnvironment, startTracing } from "@hookpost/core";
+import { type DispatcherConfig, dispatcherConfigFrom } from "./config.js";
 import { startDispatcher } from "./dispatcher.js";
 
 /** `npm run dispatcher`: one dispatcher replica, configured by the environment. */
 const bootLogger = createLogger("dispatcher", "info");
-let config: ReturnType<typeof dispatcherConfigFromEnv>;
+let config: DispatcherConfig;
 try {
-  config = dispatcherConfigFromEnv(process.env);
-} catch (err) {
-  bootLogger.fatal(
-    { err: (err as Error).message },
-    err instanceof ConfigError ? "bad configuration" : "start failed",
+  // The configuration, read once through the schema (packages/core/src/config/schema.ts).
+  const settings = loadSettings("dispatcher", processEnvironment(), (oldName, newName) =>
+    bootLogger.warn(`${oldName} is deprecated: use ${newName}`),
   );
+  config = dispatcherConfigFrom(settings);
+} catch (err) {
+  // A bad value: one line naming the variable, no stack trace.
+  if (err instanceof ConfigError) bootLogger.fatal(err.message);
+  else bootLogger.fatal({ err: (err as Error).message }, "start failed");
   process.exit(2);
 }
 const logger = createLogger("dispatcher", config.logLevel);
@@ -19,10 +22,12 @@ const logger = createLogger("dispatcher", config.logLevel);
 process.on("unhandledRejection", (err) => logger.error({ err }, "unhandled rejection"));
 
 // Tracing hook: OpenTelemetry when OTEL_* asks for it (flushed after the dispatcher stops).
-const tracing = await startTracing("hookpost-dispatcher", process.env, logger).catch((err: Error) => {
-  logger.fatal({ err: err.message }, "bad configuration");
-  process.exit(2);
-});
+const tracing = await startTracing("hookpost-dispatcher", processEnvironment(), logger).catch(
+  (err: Error) => {
+    logger.fatal({ err: err.message }, "bad configuration");
+    process.exit(2);
+  },
+);
 const dispatcher = await startDispatcher(config, { logger }).catch((err: unknown) => {
   // A port in use or a bad address: one line naming the variable, no stack trace.
   if (err instanceof ConfigError) logger.fatal(err.message);

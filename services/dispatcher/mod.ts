@@ -1,6 +1,11 @@
 /** The public entry point of @hookpost/dispatcher: what other packages may import. */
 export { bodyObject, renderBody } from "./body.js";
-export { type DispatcherConfig, defaultDispatcherConfig, dispatcherConfigFromEnv } from "./config.js";
+export {
+  type DispatcherConfig,
+  defaultDispatcherConfig,
+  dispatcherConfigFrom,
+  dispatcherConfigFromEnv,
+} from "./config.js";
 export { type RunningDispatcher, startDispatcher } from "./dispatcher.js";
 export { type AgentOptions, createWebhookAgent } from "./http-agent.js";
 export { INTEGRATION_NAME, webhooksEnabled } from "./integrations.js";

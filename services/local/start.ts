@@ -12,7 +12,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { adminMetadata, createClient } from "@hookpost/client";
 import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import { splitHostPort } from "@hookpost/core";
+import { ConfigError, loadSettings, processEnvironment, splitHostPort } from "@hookpost/core";
 import { buildConsoleIfStale } from "./console-build.js";
 import { summarizeDeliveries } from "./delivered-summary.js";
 import { DEMO_SECRET, startDemoReceiver } from "./demo-receiver.js";
@@ -20,7 +20,18 @@ import { humanLine } from "./log-lines.js";
 import { findNatsServer, type LocalNats, startLocalNats } from "./nats-process.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const dataDir = resolve(process.env.HOOKPOST_DATA_DIR ?? join(root, ".data"));
+// `npm start`'s settings, read once through the schema (packages/core/src/config/schema.ts).
+const env = processEnvironment();
+const settings = (() => {
+  try {
+    return loadSettings("local", env);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`${err.message}\n`);
+    process.exit(1);
+  }
+})();
+const dataDir = resolve(root, settings.HOOKPOST_DATA_DIR);
 const out = (line = "") => process.stdout.write(`${line}\n`);
 
 interface Service {
@@ -55,7 +66,7 @@ function startService(name: string, entry: string, env: NodeJS.ProcessEnv, waitF
           rec = undefined;
         }
         if (rec?.msg === waitFor) resolveReady(rec);
-        if (process.env.HOOKPOST_VERBOSE || !rec) {
+        if (settings.HOOKPOST_VERBOSE || !rec) {
           out(`[${name}] ${line}`);
         } else {
           const text = humanLine(name, rec);
@@ -68,7 +79,7 @@ function startService(name: string, entry: string, env: NodeJS.ProcessEnv, waitF
 }
 
 async function adminToken(): Promise<string> {
-  if (process.env.ADMIN_TOKEN) return process.env.ADMIN_TOKEN;
+  if (settings.ADMIN_TOKEN) return settings.ADMIN_TOKEN;
   // Kept in the data folder so the token (and the CLI commands using it) survive restarts.
   const file = join(dataDir, "admin-token");
   if (existsSync(file)) return (await readFile(file, "utf8")).trim();
@@ -98,7 +109,7 @@ async function main(): Promise<void> {
     out(`could not build the web console (npm run build shows why): ${(err as Error).message}`);
   }
   let nats: LocalNats | undefined;
-  let natsUrl = process.env.NATS_URL;
+  let natsUrl = settings.NATS_URL;
   if (!natsUrl) {
     const bin = findNatsServer();
     if (!bin) {
@@ -116,9 +127,9 @@ async function main(): Promise<void> {
   }
 
   const token = await adminToken();
-  const receiverSetting = process.env.DEMO_RECEIVER_ADDR ?? "127.0.0.1:4000";
+  const receiverSetting = settings.DEMO_RECEIVER_ADDR;
   const receiver =
-    receiverSetting === "off"
+    receiverSetting === undefined
       ? undefined
       : await (async () => {
           const { host, port } = splitHostPort(receiverSetting);
@@ -126,27 +137,27 @@ async function main(): Promise<void> {
         })();
 
   const base: NodeJS.ProcessEnv = {
-    ...process.env,
+    ...env,
     NATS_URL: natsUrl,
     ADMIN_TOKEN: token,
     // Local trial: webhooks to this machine are allowed (the SSRF guard refuses them by default).
-    WEBHOOK_ALLOWED_CIDRS: process.env.WEBHOOK_ALLOWED_CIDRS ?? "127.0.0.0/8,::1/128",
+    WEBHOOK_ALLOWED_CIDRS: settings.WEBHOOK_ALLOWED_CIDRS.join(","),
   };
   const ingest = startService(
     "ingest",
     "services/api/main.ts",
     {
       ...base,
-      INGEST_ADDR: process.env.INGEST_ADDR ?? "127.0.0.1:50051",
-      OPS_ADDR: process.env.INGEST_OPS_ADDR ?? "127.0.0.1:9090",
-      HTTP_ADDR: process.env.HTTP_ADDR ?? "127.0.0.1:8080",
+      INGEST_ADDR: settings.INGEST_ADDR,
+      OPS_ADDR: settings.INGEST_OPS_ADDR ?? "off",
+      HTTP_ADDR: settings.HTTP_ADDR ?? "off",
     },
     "ingest listening",
   );
   const dispatcher = startService(
     "dispatcher",
     "services/dispatcher/main.ts",
-    { ...base, OPS_ADDR: process.env.DISPATCHER_OPS_ADDR ?? "127.0.0.1:9091" },
+    { ...base, OPS_ADDR: settings.DISPATCHER_OPS_ADDR ?? "off" },
     "dispatcher started",
   );
   const services = [ingest, dispatcher];

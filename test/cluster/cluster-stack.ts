@@ -240,7 +240,7 @@ async function stopProcesses(processes: ServiceProcess[]): Promise<void> {
   }
 }
 
-/** Ingest's PUBLISH_TIMEOUT_MS (its default): how long it keeps trying to store a call. */
+/** Ingest's PUBLISH_TIMEOUT (its default): how long it keeps trying to store a call. */
 export const PUBLISH_DEADLINE_MS = DEFAULT_PUBLISH_TIMEOUT_MS;
 
 /** One gRPC Batch call's outcome, for figures. */

@@ -27,7 +27,7 @@ afterAll(async () => {
 });
 
 async function failsToStart(service: "ingest" | "dispatcher", env: Record<string, string>) {
-  const child = spawnService(`services/${service}/main.ts`, {
+  const child = spawnService(`services/${service === "ingest" ? "api" : service}/main.ts`, {
     NATS_URL: nats.url,
     ADMIN_TOKEN,
     INGEST_ADDR: "127.0.0.1:0",

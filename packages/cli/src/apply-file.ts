@@ -3,7 +3,7 @@ import { extname } from "node:path";
 import type { FieldViolation } from "@hookpost/contract";
 // The server's own destination rules (pure functions), so a file that passes here is not
 // refused half-way through an apply.
-import { headersViolations, sharedSecretViolations, urlsViolations } from "@hookpost/contract";
+import { headersViolations, sharedSecretViolations, urlsViolations, userVariables } from "@hookpost/contract";
 import { LineCounter, type Node, parseDocument } from "yaml";
 import { InputError, type InputProblem } from "./errors.js";
 import { SIGNING_NAMES, type SigningName } from "./views.js";
@@ -71,7 +71,7 @@ const DESTINATION_KEYS = [
 /** Reads and checks a file (`-` is stdin). Throws InputError listing every problem. */
 export async function loadApplyFile(
   file: string,
-  env: NodeJS.ProcessEnv = process.env,
+  env: NodeJS.ProcessEnv = userVariables(),
   stdin: () => Promise<string> = readStdin,
 ): Promise<ApplyFile> {
   let text: string;
@@ -85,7 +85,11 @@ export async function loadApplyFile(
   return parseApplyFile(text, file === "-" ? "stdin" : file, env);
 }
 
-export function parseApplyFile(text: string, name: string, env: NodeJS.ProcessEnv = process.env): ApplyFile {
+export function parseApplyFile(
+  text: string,
+  name: string,
+  env: NodeJS.ProcessEnv = userVariables(),
+): ApplyFile {
   const lines = new LineCounter();
   if (extname(name).toLowerCase() === ".json") {
     try {

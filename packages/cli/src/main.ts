@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { clientSetting } from "@hookpost/contract";
 import { Command, CommanderError, Option } from "commander";
 import { applyCommand } from "./commands/apply.js";
 import { attemptsCommand } from "./commands/attempts.js";
@@ -129,7 +130,7 @@ function endpointGuess(argv: string[]): string {
   const inline = argv.find((a) => a.startsWith("--endpoint="));
   return (
     (i >= 0 ? argv[i + 1] : inline?.slice("--endpoint=".length)) ??
-    process.env.HOOKPOST_ENDPOINT ??
+    clientSetting("HOOKPOST_ENDPOINT") ??
     DEFAULT_ENDPOINT
   );
 }

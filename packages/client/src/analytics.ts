@@ -1,7 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { Code, DEFAULT_MAX_BATCH_CALLS, type HookpostError, MAX_BATCH_BYTES } from "@hookpost/contract";
+import {
+  Code,
+  clientSetting,
+  DEFAULT_MAX_BATCH_CALLS,
+  type HookpostError,
+  MAX_BATCH_BYTES,
+} from "@hookpost/contract";
 import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import type { Callback } from "./analytics-error.js";
 import { AnalyticsError } from "./analytics-error.js";
@@ -77,7 +83,9 @@ export class Analytics extends EventEmitter<AnalyticsEvents> {
     super();
     if (typeof writeKey !== "string" || writeKey === "") throw new TypeError("a write key is required");
     this.writeKey = writeKey;
-    this._endpoint = checkEndpoint(options.endpoint ?? process.env.HOOKPOST_ENDPOINT ?? DEFAULT_ENDPOINT);
+    this._endpoint = checkEndpoint(
+      options.endpoint ?? clientSetting("HOOKPOST_ENDPOINT") ?? DEFAULT_ENDPOINT,
+    );
     this.log = createDebug("analytics", options.debug);
     this.maxQueueSize = checkNumber("maxQueueSize", options.maxQueueSize ?? DEFAULTS.maxQueueSize, 1);
     this.timeoutMs = checkNumber("timeoutMs", options.timeoutMs ?? DEFAULTS.timeoutMs, 1);

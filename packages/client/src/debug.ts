@@ -1,4 +1,5 @@
 import { format } from "node:util";
+import { clientSetting } from "@hookpost/contract";
 
 export type DebugLog = (message: string, ...args: unknown[]) => void;
 
@@ -8,7 +9,7 @@ const noop: DebugLog = () => {};
  * Whether `namespace` is on in a DEBUG value, with the conventions of the `debug` package that
  * users already know: comma or space separated names, `*` wildcards, `-name` to exclude.
  */
-export function debugEnabled(namespace: string, value: string | undefined = process.env.DEBUG): boolean {
+export function debugEnabled(namespace: string, value: string | undefined = clientSetting("DEBUG")): boolean {
   if (!value) return false;
   let enabled = false;
   for (const raw of value.split(/[\s,]+/)) {

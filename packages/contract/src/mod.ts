@@ -17,6 +17,7 @@ export {
   pageSizeViolation,
 } from "./admin-pages.js";
 export { CALL_STRING_FIELDS, CALL_TYPES, type CallType, type ContractCall, isCallType } from "./call.js";
+export { CLIENT_SETTINGS, type ClientSetting, clientSetting, userVariables } from "./config/client-env.js";
 export type { Signing } from "./destination-rules.js";
 export {
   headersViolations,

@@ -37,6 +37,17 @@ export {
 } from "./config/config-store.js";
 export { registerConfigRevision } from "./config/revision-metric.js";
 export {
+  type DeprecationWarn,
+  defaultFor,
+  loadSettings,
+  processEnvironment,
+  renderSettingsDocs,
+  SETTINGS,
+  type Service,
+  type SettingName,
+  type Settings,
+} from "./config/schema.js";
+export {
   type DeadLetterPage,
   DeadLetters,
   deadLetterBytes,
@@ -54,21 +65,11 @@ export type {
   FailureKind,
   UrlOutcomeRecord,
 } from "./dead-letters/record.js";
-export { DEFAULT_GRPC_LIMITS, grpcLimitsFromEnv } from "./env/grpc-env.js";
+export { DEFAULT_GRPC_LIMITS, grpcLimitsFrom } from "./env/grpc-env.js";
 export { listenError } from "./env/listen-error.js";
-export { DEFAULT_OPS_LIMITS, opsLimitsFromEnv } from "./env/ops-env.js";
-export {
-  ConfigError,
-  envBool,
-  envDuration,
-  envDurationOrOff,
-  envInt,
-  envList,
-  envOptional,
-  envString,
-  envSwitch,
-} from "./env/read-env.js";
-export { topologyFromEnv } from "./env/topology-env.js";
+export { DEFAULT_OPS_LIMITS, opsLimitsFrom } from "./env/ops-env.js";
+export { ConfigError } from "./env/read-env.js";
+export { topologyFrom } from "./env/topology-env.js";
 export { tracingEnabledFromEnv } from "./env/tracing-env.js";
 export { connectImpl, peerKey, toConnectError } from "./grpc/connect-service.js";
 export {

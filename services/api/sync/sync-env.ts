@@ -1,9 +1,7 @@
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ConfigError, envDuration, envInt, envString } from "@hookpost/core";
+import { ConfigError, type Settings } from "@hookpost/core";
 import { type SyncLimits, syncReserveBytes } from "./sync-limiter.js";
-
-type Env = Record<string, string | undefined>;
 
 const MIB = 1024 * 1024;
 
@@ -16,16 +14,15 @@ export const DEFAULT_SYNC_LIMITS: SyncLimits = {
   tmpDir: join(tmpdir(), "hookpost-sync"),
 };
 
-/** The sync limits from SYNC_* variables (README "Limits"). */
-export function syncLimitsFromEnv(env: Env): SyncLimits {
-  const d = DEFAULT_SYNC_LIMITS;
+/** The sync limits from the SYNC_* settings (docs/configuration.md). */
+export function syncLimitsFrom(s: Settings): SyncLimits {
   const limits: SyncLimits = {
-    maxConcurrent: envInt(env, "SYNC_MAX_CONCURRENT", d.maxConcurrent, 1),
-    maxPerSource: envInt(env, "SYNC_MAX_PER_SOURCE", d.maxPerSource, 1),
-    runBytes: envInt(env, "SYNC_RUN_BYTES", d.runBytes, 64 * 1024),
-    memoryBytes: envInt(env, "SYNC_MEMORY_BYTES", d.memoryBytes, 1),
-    idleTimeoutMs: envDuration(env, "SYNC_IDLE_TIMEOUT", d.idleTimeoutMs),
-    tmpDir: envString(env, "SYNC_TMP_DIR", d.tmpDir),
+    maxConcurrent: s.SYNC_MAX_CONCURRENT,
+    maxPerSource: s.SYNC_MAX_PER_SOURCE,
+    runBytes: s.SYNC_RUN_BYTES,
+    memoryBytes: s.SYNC_MEMORY_BYTES,
+    idleTimeoutMs: s.SYNC_IDLE_TIMEOUT,
+    tmpDir: s.SYNC_TMP_DIR ?? DEFAULT_SYNC_LIMITS.tmpDir,
   };
   const reserve = syncReserveBytes(limits.runBytes);
   if (limits.memoryBytes < reserve) {
@@ -33,6 +30,5 @@ export function syncLimitsFromEnv(env: Env): SyncLimits {
       `SYNC_MEMORY_BYTES must hold at least one sync: ${reserve} bytes with SYNC_RUN_BYTES=${limits.runBytes}`,
     );
   }
-  if (limits.idleTimeoutMs < 100) throw new ConfigError("SYNC_IDLE_TIMEOUT must be at least 100ms");
   return limits;
 }

@@ -1,6 +1,12 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
-import { allPages, MAX_IN_FLIGHT, MAX_RATE_LIMIT_PER_SECOND, parseDuration } from "@hookpost/contract";
+import {
+  allPages,
+  MAX_IN_FLIGHT,
+  MAX_RATE_LIMIT_PER_SECOND,
+  parseDuration,
+  userVariables,
+} from "@hookpost/contract";
 import type { DestinationSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { Command, Option } from "commander";
 import type { Context, Session } from "../context.js";
@@ -287,7 +293,7 @@ export function destinationsCommand(session: Session): Command {
 /** The secret from --secret or --secret-env; undefined when neither was given. */
 function resolveSecret(opts: { secret?: string; secretEnv?: string }): string | undefined {
   if (opts.secretEnv !== undefined) {
-    const value = process.env[opts.secretEnv];
+    const value = userVariables()[opts.secretEnv];
     if (!value) throw new UsageError(`--secret-env: environment variable ${opts.secretEnv} is not set`);
     return value;
   }

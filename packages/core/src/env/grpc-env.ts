@@ -1,7 +1,5 @@
+import type { Settings } from "../config/schema.js";
 import type { GrpcServerLimits } from "../grpc/listener.js";
-import { ConfigError, envBool, envDuration, envInt } from "./read-env.js";
-
-type Env = Record<string, string | undefined>;
 
 export const DEFAULT_GRPC_LIMITS: GrpcServerLimits = {
   maxConcurrentStreams: 100,
@@ -17,29 +15,19 @@ export const DEFAULT_GRPC_LIMITS: GrpcServerLimits = {
   handshakeTimeoutMs: 10_000,
 };
 
-/** The gRPC server limits from GRPC_* variables (README "Limits"). */
-export function grpcLimitsFromEnv(env: Env): GrpcServerLimits {
-  const d = DEFAULT_GRPC_LIMITS;
-  const positive = (name: string, fallback: number) => {
-    const ms = envDuration(env, name, fallback);
-    if (ms <= 0) throw new ConfigError(`${name} must be a positive duration`);
-    return ms;
-  };
+/** The gRPC server limits from the GRPC_* settings (docs/configuration.md). */
+export function grpcLimitsFrom(s: Settings): GrpcServerLimits {
   return {
-    maxConcurrentStreams: envInt(env, "GRPC_MAX_CONCURRENT_STREAMS", d.maxConcurrentStreams, 1),
-    maxConnectionIdleMs: positive("GRPC_MAX_CONNECTION_IDLE", d.maxConnectionIdleMs),
-    maxConnectionAgeMs: positive("GRPC_MAX_CONNECTION_AGE", d.maxConnectionAgeMs),
-    maxConnectionAgeGraceMs: positive("GRPC_MAX_CONNECTION_AGE_GRACE", d.maxConnectionAgeGraceMs),
-    keepaliveTimeMs: positive("GRPC_KEEPALIVE_TIME", d.keepaliveTimeMs),
-    keepaliveTimeoutMs: positive("GRPC_KEEPALIVE_TIMEOUT", d.keepaliveTimeoutMs),
-    minPingIntervalMs: positive("GRPC_MIN_PING_INTERVAL", d.minPingIntervalMs),
-    permitKeepaliveWithoutCalls: envBool(
-      env,
-      "GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS",
-      d.permitKeepaliveWithoutCalls,
-    ),
-    maxPingStrikes: envInt(env, "GRPC_MAX_PING_STRIKES", d.maxPingStrikes, 0),
-    maxConnections: envInt(env, "GRPC_MAX_CONNECTIONS", d.maxConnections, 1),
-    handshakeTimeoutMs: positive("GRPC_HANDSHAKE_TIMEOUT", d.handshakeTimeoutMs),
+    maxConcurrentStreams: s.GRPC_MAX_CONCURRENT_STREAMS,
+    maxConnectionIdleMs: s.GRPC_MAX_CONNECTION_IDLE,
+    maxConnectionAgeMs: s.GRPC_MAX_CONNECTION_AGE,
+    maxConnectionAgeGraceMs: s.GRPC_MAX_CONNECTION_AGE_GRACE,
+    keepaliveTimeMs: s.GRPC_KEEPALIVE_TIME,
+    keepaliveTimeoutMs: s.GRPC_KEEPALIVE_TIMEOUT,
+    minPingIntervalMs: s.GRPC_MIN_PING_INTERVAL,
+    permitKeepaliveWithoutCalls: s.GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+    maxPingStrikes: s.GRPC_MAX_PING_STRIKES,
+    maxConnections: s.GRPC_MAX_CONNECTIONS,
+    handshakeTimeoutMs: s.GRPC_HANDSHAKE_TIMEOUT,
   };
 }

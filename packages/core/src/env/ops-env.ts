@@ -1,4 +1,4 @@
-import { ConfigError, envDuration, envInt } from "./read-env.js";
+import type { Settings } from "../config/schema.js";
 
 export interface OpsLimits {
   /** Open connections at most; more are closed at once. */
@@ -9,23 +9,17 @@ export interface OpsLimits {
   requestTimeoutMs: number;
 }
 
-type Env = Record<string, string | undefined>;
-
 export const DEFAULT_OPS_LIMITS: OpsLimits = {
   maxConnections: 32,
   idleTimeoutMs: 10_000,
   requestTimeoutMs: 10_000,
 };
 
-/** The ops port's limits from OPS_* variables (README "Limits"). */
-export function opsLimitsFromEnv(env: Env): OpsLimits {
-  const d = DEFAULT_OPS_LIMITS;
-  const limits = {
-    maxConnections: envInt(env, "OPS_MAX_CONNECTIONS", d.maxConnections, 1),
-    idleTimeoutMs: envDuration(env, "OPS_IDLE_TIMEOUT", d.idleTimeoutMs),
-    requestTimeoutMs: envDuration(env, "OPS_REQUEST_TIMEOUT", d.requestTimeoutMs),
+/** The ops port's limits from the OPS_* settings (docs/configuration.md). */
+export function opsLimitsFrom(s: Settings): OpsLimits {
+  return {
+    maxConnections: s.OPS_MAX_CONNECTIONS,
+    idleTimeoutMs: s.OPS_IDLE_TIMEOUT,
+    requestTimeoutMs: s.OPS_REQUEST_TIMEOUT,
   };
-  if (limits.idleTimeoutMs < 100) throw new ConfigError("OPS_IDLE_TIMEOUT must be at least 100ms");
-  if (limits.requestTimeoutMs < 100) throw new ConfigError("OPS_REQUEST_TIMEOUT must be at least 100ms");
-  return limits;
 }

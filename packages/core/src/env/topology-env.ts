@@ -1,24 +1,21 @@
-import { DEFAULT_TOPOLOGY, type TopologySettings } from "../nats/topology.js";
-import { envDuration, envInt } from "./read-env.js";
+import type { Settings } from "../config/schema.js";
+import type { TopologySettings } from "../nats/topology.js";
 
-type Env = Record<string, string | undefined>;
-
-/** Stream settings from the environment. Set them alike on every service. */
-export function topologyFromEnv(env: Env): TopologySettings {
-  const d = DEFAULT_TOPOLOGY;
+/** Stream settings. Set them alike on every service. */
+export function topologyFrom(s: Settings): TopologySettings {
   return {
-    retryWindowMs: envDuration(env, "RETRY_WINDOW", d.retryWindowMs),
-    retryMaxDelayMs: envDuration(env, "RETRY_MAX_DELAY", d.retryMaxDelayMs),
-    eventsMaxBytes: envInt(env, "EVENTS_MAX_BYTES", d.eventsMaxBytes, 1),
-    deliveriesMaxBytes: envInt(env, "DELIVERIES_MAX_BYTES", d.deliveriesMaxBytes, 1),
-    deadLetterMaxAgeMs: envDuration(env, "DEAD_LETTER_MAX_AGE", d.deadLetterMaxAgeMs),
-    dedupWindowMs: envDuration(env, "DEDUP_WINDOW", d.dedupWindowMs),
-    replicas: envInt(env, "STREAM_REPLICAS", d.replicas, 1),
-    attemptLogMaxAgeMs: envDuration(env, "ATTEMPT_LOG_MAX_AGE", d.attemptLogMaxAgeMs),
-    attemptLogMaxBytes: envInt(env, "ATTEMPT_LOG_MAX_BYTES", d.attemptLogMaxBytes, 1),
-    deadLetterMaxBytes: envInt(env, "DEAD_LETTER_MAX_BYTES", d.deadLetterMaxBytes, 1),
-    configMaxBytes: envInt(env, "CONFIG_MAX_BYTES", d.configMaxBytes, 1),
-    userIndexMaxBytes: envInt(env, "USER_INDEX_MAX_BYTES", d.userIndexMaxBytes, 1),
-    membershipsMaxBytes: envInt(env, "MEMBERSHIPS_MAX_BYTES", d.membershipsMaxBytes, 1),
+    retryWindowMs: s.RETRY_WINDOW,
+    retryMaxDelayMs: s.RETRY_MAX_DELAY,
+    eventsMaxBytes: s.EVENTS_MAX_BYTES,
+    deliveriesMaxBytes: s.DELIVERIES_MAX_BYTES,
+    deadLetterMaxAgeMs: s.DEAD_LETTER_MAX_AGE,
+    dedupWindowMs: s.DEDUP_WINDOW,
+    replicas: s.STREAM_REPLICAS,
+    attemptLogMaxAgeMs: s.ATTEMPT_LOG_MAX_AGE,
+    attemptLogMaxBytes: s.ATTEMPT_LOG_MAX_BYTES,
+    deadLetterMaxBytes: s.DEAD_LETTER_MAX_BYTES,
+    configMaxBytes: s.CONFIG_MAX_BYTES,
+    userIndexMaxBytes: s.USER_INDEX_MAX_BYTES,
+    membershipsMaxBytes: s.MEMBERSHIPS_MAX_BYTES,
   };
 }

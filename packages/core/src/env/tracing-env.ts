@@ -1,4 +1,6 @@
-import { ConfigError, envOptional } from "./read-env.js";
+import { ConfigError } from "./read-env.js";
+
+const envOptional = (env: Env, name: string) => (env[name] === "" ? undefined : env[name]);
 
 type Env = Record<string, string | undefined>;
 

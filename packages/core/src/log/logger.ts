@@ -27,7 +27,7 @@ const REDACT = [
   "*.secret",
 ];
 
-export function createLogger(service: string, level = process.env.LOG_LEVEL ?? "info"): Logger {
+export function createLogger(service: string, level = "info"): Logger {
   return pino({
     name: service,
     level,
