@@ -141,7 +141,7 @@ export class Janitor {
       const query = { seq, next_by_subj: deliverySubject(destinationId) } as unknown as { seq: number };
       return await this.#d.jsm.streams.getMessage(DELIVERIES_STREAM, query);
     } catch (err) {
-      if (isNotFound(err) || /no message found/i.test((err as Error).message)) return undefined;
+      if (isNotFound(err)) return undefined;
       throw err;
     }
   }

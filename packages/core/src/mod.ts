@@ -122,10 +122,14 @@ export { type ConfirmingMsg, confirmingAck } from "./nats/confirmed-ack.js";
 export { connectNats } from "./nats/connect.js";
 export { ConnectionState } from "./nats/connection-state.js";
 export {
+  isAlreadyExists,
   isNoResponders,
+  isNotFound,
   isStreamFull,
   isTransient,
   isWrongLastSequence,
+  JetStreamErrorCode,
+  jetStreamErrorCode,
   jetStreamErrorText,
   natsFailure,
   STREAM_FULL_RETRY_AFTER_MS,
@@ -157,7 +161,6 @@ export {
   eventSubject,
   type FullPolicy,
   ID_PATTERN,
-  isNotFound,
   kvStream,
   objectStream,
   ROUTER_CONSUMER,

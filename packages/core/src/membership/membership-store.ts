@@ -9,7 +9,7 @@ import {
   type MsgRequest,
   type NatsConnection,
 } from "nats";
-import { isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
+import { isNotFound, isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
 import { countIfFull } from "../nats/stream-watch.js";
 import { MEMBERSHIPS_BUCKET, objectStream } from "../nats/topology.js";
 import { LineSource, type SortedSource } from "./lines.js";
@@ -117,7 +117,7 @@ export class MembershipStore {
     try {
       m = await this.#jsm.streams.getMessage(MEMBERSHIPS_STREAM, { last_by_subj: this.#metaSubject(name) });
     } catch (err) {
-      if ((err as { code?: string })?.code === "404") return undefined;
+      if (isNotFound(err)) return undefined;
       throw natsFailure("could not read the stored membership", err);
     }
     const meta = m.json<ServerObjectMeta>();

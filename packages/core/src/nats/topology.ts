@@ -9,6 +9,7 @@ import {
   type StreamConfig,
 } from "nats";
 import { ATTEMPT_SUBJECTS, ATTEMPTS_STREAM } from "../attempts/record.js";
+import { isAlreadyExists, isNotFound } from "./jetstream-errors.js";
 
 /**
  * Every JetStream name Hookpost uses, in one place. Data flows one way:
@@ -187,7 +188,7 @@ export async function ensureTopology(jsm: JetStreamManager, s: TopologySettings)
         await jsm.streams.add(cfg);
       } catch (addErr) {
         // Another replica created it between our info and add.
-        if (!String((addErr as Error).message).includes("already in use")) throw addErr;
+        if (!isAlreadyExists(addErr)) throw addErr;
       }
     }
   }
@@ -238,14 +239,4 @@ export async function ensureBucketLimits(jsm: JetStreamManager, s: TopologySetti
     changed.push(limit.stream);
   }
   return changed;
-}
-
-export function isNotFound(err: unknown): boolean {
-  const e = err as { code?: string | number; api_error?: { err_code?: number }; message?: string };
-  return (
-    e?.api_error?.err_code === 10059 || // stream not found
-    e?.api_error?.err_code === 10014 || // consumer not found
-    e?.code === "404" ||
-    /not found/i.test(e?.message ?? "")
-  );
 }

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { Code, HookpostError } from "@hookpost/contract";
 import type { JetStreamManager, KV, NatsConnection, Subscription } from "nats";
-import { isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
+import { isNotFound, isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
 import { EncodedHeaders, PipelinedPublisher } from "../nats/pipelined-publisher.js";
 import { countIfFull } from "../nats/stream-watch.js";
 import { ID_PATTERN, kvStream, USER_SOURCES_BUCKET } from "../nats/topology.js";
@@ -247,7 +247,7 @@ export class UserSourceIndex {
       });
       return true;
     } catch (err) {
-      if ((err as { code?: string })?.code === "404") return false;
+      if (isNotFound(err)) return false;
       throw err;
     }
   }
