@@ -1,6 +1,7 @@
 import type { AttemptLog, ConfigStore, DeadLetters, Logger } from "@hookpost/core";
 import {
   DELIVERIES_STREAM,
+  DELIVERY_SUBJECT_PREFIX,
   deliverySubject,
   isNotFound,
   MESSAGE_ID_HEADER,
@@ -20,7 +21,6 @@ export interface JanitorDeps {
 }
 
 const CONSUMER_PREFIX = "dest_";
-const SUBJECT_PREFIX = "hookpost.deliveries.";
 const decoder = new TextDecoder();
 
 /**
@@ -74,9 +74,11 @@ export class Janitor {
       // The server lists a consumer that is being deleted at that moment as null.
       if (c?.name.startsWith(CONSUMER_PREFIX)) ids.add(c.name.slice(CONSUMER_PREFIX.length));
     }
-    const info = await d.jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: `${SUBJECT_PREFIX}>` });
+    const info = await d.jsm.streams.info(DELIVERIES_STREAM, {
+      subjects_filter: `${DELIVERY_SUBJECT_PREFIX}>`,
+    });
     for (const subject of Object.keys(info.state.subjects ?? {}))
-      ids.add(subject.slice(SUBJECT_PREFIX.length));
+      ids.add(subject.slice(DELIVERY_SUBJECT_PREFIX.length));
 
     const orphans = [...ids].filter((id) => !d.store.destination(id));
     for (const id of [...this.#suspects]) if (!orphans.includes(id)) this.#suspects.delete(id);

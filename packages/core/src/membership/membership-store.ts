@@ -11,12 +11,16 @@ import {
 } from "nats";
 import { isNotFound, isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
 import { countIfFull } from "../nats/stream-watch.js";
-import { MEMBERSHIPS_BUCKET, objectStream } from "../nats/topology.js";
+import {
+  MEMBERSHIPS_BUCKET,
+  MEMBERSHIPS_STREAM,
+  objectChunkSubject,
+  objectMetaSubject,
+} from "../nats/topology.js";
 import { LineSource, type SortedSource } from "./lines.js";
 import { PublishWindow } from "./publish-window.js";
 
-export { MEMBERSHIPS_BUCKET };
-export const MEMBERSHIPS_STREAM = objectStream(MEMBERSHIPS_BUCKET);
+export { MEMBERSHIPS_BUCKET, MEMBERSHIPS_STREAM };
 
 export type MembershipKind = "audience" | "trait";
 
@@ -104,11 +108,11 @@ export class MembershipStore {
 
   #metaSubject(name: string): string {
     const b64 = Buffer.from(name, "latin1").toString("base64").replace(/\+/g, "-").replace(/\//g, "_");
-    return `$O.${MEMBERSHIPS_BUCKET}.M.${b64}`;
+    return objectMetaSubject(MEMBERSHIPS_BUCKET, b64);
   }
 
   #chunkSubject(nuid: string): string {
-    return `$O.${MEMBERSHIPS_BUCKET}.C.${nuid}`;
+    return objectChunkSubject(MEMBERSHIPS_BUCKET, nuid);
   }
 
   /** The stored membership under `name`, or undefined when there is none (first sync). */
