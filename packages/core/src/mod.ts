@@ -70,7 +70,9 @@ export {
 } from "./env/read-env.js";
 export { topologyFromEnv } from "./env/topology-env.js";
 export { tracingEnabledFromEnv } from "./env/tracing-env.js";
+export { DomainError, type DomainErrorCode } from "./errors.js";
 export { connectImpl, peerKey, toConnectError } from "./grpc/connect-service.js";
+export { domainStatus, toHookpostError } from "./grpc/domain-status.js";
 export {
   type GrpcListener,
   type GrpcListenerStats,

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import type { StoredCall } from "@hookpost/contract";
 import { Code, HookpostError } from "@hookpost/contract";
-import { MAX_USER_ID_LENGTH } from "@hookpost/core";
+import { MAX_USER_ID_LENGTH, toHookpostError } from "@hookpost/core";
 import type { DeleteDeps } from "../sync/deps.js";
 import { jetStreamPublisher } from "../sync/publish.js";
 
@@ -79,7 +79,7 @@ export async function deleteUser(deps: DeleteDeps, userId: string): Promise<Dele
 
   if (failure) {
     const reason = failure.reason;
-    const base = reason instanceof HookpostError ? reason : undefined;
+    const base = toHookpostError(reason);
     deps.log.warn(
       { requestId, notified: notified.length, sources: live.length, err: (reason as Error)?.message },
       "deletion request partly failed",

@@ -15,7 +15,7 @@ import {
   validateCall,
 } from "@hookpost/contract";
 import type { ConfigStore, Logger } from "@hookpost/core";
-import { extractTraceContext } from "@hookpost/core";
+import { extractTraceContext, toHookpostError } from "@hookpost/core";
 import { sourceByWriteKey, unauthenticated, writeKeyFromBasic } from "../auth.js";
 import type { CallIntake } from "../calls/intake.js";
 import { throwIfInvalid } from "../invalid.js";
@@ -67,11 +67,9 @@ export function segmentApi(deps: SegmentApiDeps): Mount {
         code = Code.CANCELLED;
         return true;
       }
-      const herr =
-        err instanceof HookpostError
-          ? err
-          : new HookpostError(Code.INTERNAL, "internal error", [], { cause: err });
-      if (!(err instanceof HookpostError)) {
+      const known = toHookpostError(err);
+      const herr = known ?? new HookpostError(Code.INTERNAL, "internal error", [], { cause: err });
+      if (known === undefined) {
         deps.log.error({ transport: "http", path, err: (err as Error)?.message }, "internal error");
       }
       code = herr.code;

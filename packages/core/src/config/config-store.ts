@@ -1,5 +1,6 @@
 import { EventEmitter } from "node:events";
 import type { KV, KvEntry, NatsConnection, Subscription } from "nats";
+import { DomainError } from "../errors.js";
 import type { DestinationRecord } from "../model/destination.js";
 import { hashWriteKey, type SourceRecord } from "../model/source.js";
 import { isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
@@ -19,8 +20,12 @@ export class AlreadyExistsError extends Error {
  * Thrown by changeSource/changeDestination when the record kept changing under every retry (or
  * a change function refused to apply on top of a newer record): nothing was written.
  */
-export class ConflictError extends Error {
+export class ConflictError extends DomainError {
   override readonly name = "ConflictError";
+
+  constructor(message: string) {
+    super("CONFLICT", message);
+  }
 }
 
 /** Read-modify-write attempts on one record before giving up with ConflictError. */

@@ -1,6 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { Code, HookpostError } from "@hookpost/contract";
 import {
   headers,
   type JetStreamClient,
@@ -9,6 +8,7 @@ import {
   type MsgRequest,
   type NatsConnection,
 } from "nats";
+import { DomainError } from "../errors.js";
 import { isNotFound, isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
 import { countIfFull } from "../nats/stream-watch.js";
 import {
@@ -162,10 +162,7 @@ export class MembershipStore {
     }
     const digest = `${DIGEST_PREFIX}${sha.digest("base64url")}`;
     if (size !== info.size || stripPadding(digest) !== stripPadding(info.digest)) {
-      throw new HookpostError(
-        Code.INTERNAL,
-        `stored membership ${info.name} is corrupt (size or digest mismatch)`,
-      );
+      throw new DomainError("CORRUPT", `stored membership ${info.name} is corrupt (size or digest mismatch)`);
     }
   }
 
@@ -227,11 +224,12 @@ export class MembershipStore {
       await window.settle();
       await this.#purge(chunkSubject);
       if (isWrongLastSequence(err)) {
-        throw new HookpostError(
-          Code.ABORTED,
+        throw new DomainError(
+          "CONFLICT",
           `membership ${name} was replaced by a concurrent sync; retry the sync`,
-          [],
-          { cause: err },
+          {
+            cause: err,
+          },
         );
       }
       countIfFull(MEMBERSHIPS_STREAM, err);

@@ -1,4 +1,4 @@
-import { Code, HookpostError } from "@hookpost/contract";
+import { DomainError } from "../errors.js";
 
 interface NatsLikeError {
   code?: string;
@@ -124,22 +124,20 @@ export function isTransient(err: unknown): boolean {
 }
 
 /**
- * Maps a failure of JetStream (publish, object store, KV) to what a gRPC client should see:
- * RESOURCE_EXHAUSTED when the stream is full, otherwise UNAVAILABLE (retrying is safe: every
- * write of ours is idempotent). HookpostErrors pass through unchanged.
+ * A failure of JetStream (publish, object store, KV) as a domain error: FULL when the stream is
+ * full, otherwise UNAVAILABLE (retrying is safe: every write of ours is idempotent). Errors
+ * already classified (a DomainError, or an edge's own error) pass through unchanged.
  */
-export function natsFailure(what: string, err: unknown): HookpostError {
-  if (err instanceof HookpostError) return err;
+export function natsFailure(what: string, err: unknown): Error {
+  if (err instanceof DomainError || (err instanceof Error && err.name === "HookpostError")) return err;
   const text = jetStreamErrorText(err);
   if (isStreamFull(err)) {
-    return new HookpostError(
-      Code.RESOURCE_EXHAUSTED,
-      `${what}: the event stream is full (${text}); retry later`,
-      [],
-      { cause: err, retryAfterMs: STREAM_FULL_RETRY_AFTER_MS },
-    );
+    return new DomainError("FULL", `${what}: the event stream is full (${text}); retry later`, {
+      cause: err,
+      retryAfterMs: STREAM_FULL_RETRY_AFTER_MS,
+    });
   }
-  return new HookpostError(Code.UNAVAILABLE, `${what}: JetStream is unavailable (${text}); retry later`, [], {
+  return new DomainError("UNAVAILABLE", `${what}: JetStream is unavailable (${text}); retry later`, {
     cause: err,
   });
 }

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
-import { Code, HookpostError } from "@hookpost/contract";
 import type { JetStreamManager, KV, NatsConnection, Subscription } from "nats";
+import { DomainError } from "../errors.js";
 import { isNotFound, isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
 import { EncodedHeaders, PipelinedPublisher } from "../nats/pipelined-publisher.js";
 import { countIfFull } from "../nats/stream-watch.js";
@@ -331,9 +331,9 @@ function cacheKey(userId: string, sourceId: string): string {
   return userId.length <= 256 ? `${sourceId}\u0000${userId}` : userSourceKey(userId, sourceId);
 }
 
-function unavailable(what: string, err: unknown): HookpostError {
+function unavailable(what: string, err: unknown): DomainError {
   const msg = err instanceof Error ? err.message : String(err);
-  return new HookpostError(Code.UNAVAILABLE, `${what}: JetStream is unavailable (${msg}); retry later`, [], {
+  return new DomainError("UNAVAILABLE", `${what}: JetStream is unavailable (${msg}); retry later`, {
     cause: err,
   });
 }
