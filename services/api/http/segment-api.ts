@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import {
   batchCountProblem,
   batchSizeViolations,
+  CALL_TYPES,
   type CallType,
   Code,
   type ContractCall,
@@ -37,7 +38,7 @@ export interface SegmentApiDeps {
 }
 
 const BASIC_HINT = "send `Authorization: Basic base64(<write key>:)` or `writeKey` in the JSON body";
-const ROUTES = new Set<string>(["identify", "track", "page", "screen", "group", "alias", "batch", "import"]);
+const ROUTES = new Set<string>([...CALL_TYPES, "batch", "import"]);
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 const SUCCESS = JSON.stringify({ success: true });
 
