@@ -2,6 +2,7 @@ import type { AttemptLog, ConfigStore, DeadLetters, Logger } from "@hookpost/cor
 import {
   DELIVERIES_STREAM,
   DELIVERY_SUBJECT_PREFIX,
+  deadRecordOf,
   deliverySubject,
   isNotFound,
   MESSAGE_ID_HEADER,
@@ -103,31 +104,19 @@ export class Janitor {
       if (!m || m.time.getTime() > cutoff) return;
       const messageId = m.header?.get(MESSAGE_ID_HEADER) || `seq-${m.seq}`;
       const sourceId = m.header?.get(SOURCE_ID_HEADER) ?? "";
-      const reason = "destination disabled for the whole retry window";
-      const deadTime = new Date().toISOString();
-      const deadSequence = await d.deadLetters.record(
-        {
-          messageId,
-          destinationId,
-          sourceId,
-          body: decoder.decode(m.data),
-          attempts: 0,
-          outcomes: [],
-          reason,
-          firstAttemptTime: m.time.toISOString(),
-          deadTime,
-        },
-        `${destinationId}:${m.seq}`,
-      );
-      d.attemptLog?.dead({
-        kind: "dead",
+      const letter = {
         messageId,
         destinationId,
         sourceId,
-        deadSequence,
-        reason,
-        time: deadTime,
-      });
+        body: decoder.decode(m.data),
+        attempts: 0,
+        outcomes: [],
+        reason: "destination disabled for the whole retry window",
+        firstAttemptTime: m.time.toISOString(),
+        deadTime: new Date().toISOString(),
+      };
+      const deadSequence = await d.deadLetters.record(letter, `${destinationId}:${m.seq}`);
+      d.attemptLog?.dead(deadRecordOf(letter, deadSequence));
       try {
         await d.jsm.streams.deleteMessage(DELIVERIES_STREAM, m.seq, false);
       } catch (err) {

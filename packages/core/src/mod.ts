@@ -17,6 +17,7 @@ export {
   type AttemptRecord,
   attemptSubject,
   type DeadRecord,
+  deadRecordOf,
   healthSubject,
   type LogRecord,
   messageHash,

@@ -66,6 +66,15 @@ export interface DeadRecord {
   time: string;
 }
 
+/** The attempt log's record of a dead letter stored at `deadSequence` on DEAD. */
+export function deadRecordOf(
+  letter: { messageId: string; destinationId: string; sourceId: string; reason: string; deadTime: string },
+  deadSequence: number,
+): DeadRecord {
+  const { messageId, destinationId, sourceId, reason, deadTime } = letter;
+  return { kind: "dead", messageId, destinationId, sourceId, deadSequence, reason, time: deadTime };
+}
+
 /** What the router did with a call: which destinations it went to, or why none. */
 export interface RoutedRecord {
   kind: "routed";
