@@ -1,16 +1,11 @@
-import {
-  isAlreadyExists,
-  isNoResponders,
-  isNotFound,
-  isStreamFull,
-  isTransient,
-  isWrongLastSequence,
-  JetStreamErrorCode,
-  jetStreamErrorCode,
-} from "@hookpost/core";
+import * as errors from "@hookpost/core";
 import { connect, DiscardPolicy, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsServer } from "../helpers/nats-server.js";
+
+const { isAlreadyExists, isNoResponders, isNotFound, isStreamFull, isTransient, isWrongLastSequence } =
+  errors;
+const { JetStreamErrorCode, jetStreamErrorCode } = errors;
 
 // The classification of NATS failures, on errors a real nats-server produces: what a retry with
 // the same message id may cure (an election, a slow answer) and what it cannot (a full stream).
