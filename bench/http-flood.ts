@@ -7,10 +7,9 @@
  *
  *   npx tsx bench/http-flood.ts
  */
-import { fileURLToPath } from "node:url";
 import { floodTarget, underFlood } from "../test/helpers/http-flood.js";
 import { startHttpBenchStack } from "./http-stack.js";
-import { type Figure, printTable } from "./table.js";
+import { type Figure, printIfMain } from "./table.js";
 
 const many = Array.from({ length: 22 }, (_, i) => `127.0.1.${i + 1}`);
 const SHAPES: { name: string; sources: string[]; body?: boolean }[] = [
@@ -49,6 +48,4 @@ export async function benchHttpFlood(): Promise<Figure[]> {
   }
 }
 
-if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
-  printTable(await benchHttpFlood());
-}
+await printIfMain(import.meta.url, benchHttpFlood);

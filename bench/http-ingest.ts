@@ -8,11 +8,10 @@
  *   npx tsx bench/http-ingest.ts
  *   HTTP_BENCH_CALLS=50000 npx tsx bench/http-ingest.ts
  */
-import { fileURLToPath } from "node:url";
 import { createClient, writeKeyMetadata } from "@hookpost/client";
 import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { startHttpBenchStack } from "./http-stack.js";
-import { type Figure, printTable } from "./table.js";
+import { type Figure, printIfMain } from "./table.js";
 
 const CALLS = Number(process.env.HTTP_BENCH_CALLS ?? 20_000);
 const BATCH = 100;
@@ -90,6 +89,4 @@ export async function benchHttpIngest(): Promise<Figure[]> {
   }
 }
 
-if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
-  printTable(await benchHttpIngest());
-}
+await printIfMain(import.meta.url, benchHttpIngest);
