@@ -1,5 +1,5 @@
 import { Code, HookpostError } from "@hookpost/contract";
-import { ConflictError, DomainError, toHookpostError } from "@hookpost/core";
+import { AlreadyExistsError, ConflictError, DomainError, toHookpostError } from "@hookpost/core";
 import { describe, expect, it } from "vitest";
 
 // Stores throw domain errors; the edges answer them with one map (core/grpc/domain-status.ts).
@@ -7,6 +7,7 @@ describe("domain errors at the gRPC edge", () => {
   it("maps every domain code to its status and keeps the message and retry delay", () => {
     const cases: Array<[DomainError, Code]> = [
       [new DomainError("NOT_FOUND", "x"), Code.NOT_FOUND],
+      [new AlreadyExistsError("taken"), Code.ALREADY_EXISTS],
       [new ConflictError("changed"), Code.ABORTED],
       [new DomainError("FULL", "full", { retryAfterMs: 5_000 }), Code.RESOURCE_EXHAUSTED],
       [new DomainError("UNAVAILABLE", "down"), Code.UNAVAILABLE],

@@ -12,8 +12,12 @@ export type ConfigChange =
   | { kind: "destination"; id: string; record: DestinationRecord | undefined };
 
 /** Thrown by createSource/createDestination when the id is already taken. */
-export class AlreadyExistsError extends Error {
+export class AlreadyExistsError extends DomainError {
   override readonly name = "AlreadyExistsError";
+
+  constructor(message: string) {
+    super("ALREADY_EXISTS", message);
+  }
 }
 
 /**

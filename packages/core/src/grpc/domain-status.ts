@@ -4,6 +4,7 @@ import { DomainError, type DomainErrorCode } from "../errors.js";
 /** The one map from the core's errors to gRPC (and Connect, which numbers its codes alike). */
 const STATUS: Record<DomainErrorCode, Code> = {
   NOT_FOUND: Code.NOT_FOUND,
+  ALREADY_EXISTS: Code.ALREADY_EXISTS,
   CONFLICT: Code.ABORTED,
   FULL: Code.RESOURCE_EXHAUSTED,
   UNAVAILABLE: Code.UNAVAILABLE,
