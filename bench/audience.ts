@@ -15,18 +15,18 @@ import { readdirSync } from "node:fs";
 import { loadavg } from "node:os";
 import { pathToFileURL } from "node:url";
 import type { SyncDeps } from "@hookpost/api";
-import { type AudienceChunk, syncAudience } from "@hookpost/api";
+import { type AudienceChunk, jetStreamPublisher, syncAudience } from "@hookpost/api";
+import { serverCall } from "@hookpost/contract";
 import {
   createLogger,
   DEFAULT_TOPOLOGY,
   EVENTS_STREAM,
   ensureTopology,
-  eventSubject,
   MembershipStore,
   USER_SOURCES_STREAM,
   UserSourceIndex,
 } from "@hookpost/core";
-import { connect, headers, type NatsConnection } from "nats";
+import { connect, type NatsConnection } from "nats";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { pipelined } from "./payloads.js";
 import { cpuMs } from "./procs/processes.js";
@@ -189,28 +189,21 @@ export async function benchAudience(): Promise<Figure[]> {
     // The limit: raw nats.js async publishes of identify calls like the sync's, same server.
     // Measured after the first sync: its garbage would otherwise count in the sync's peak RSS
     // (V8 keeps the heap it grew to for a while).
-    const js = nc.jetstream();
+    // The publisher the sync itself uses (one pipelined publish per call, `Nats-Msg-Id` set).
+    const publish = jetStreamPublisher(nc);
     const sample = 50_000;
     const identify = (i: number) =>
-      JSON.stringify({
-        type: "identify",
-        messageId: `aud_${i.toString(36).padStart(43, "x")}`,
-        sourceId: "bench",
-        receivedAt: new Date().toISOString(),
-        timestamp: new Date().toISOString(),
-        userId: memberId(i),
-        context: { audience: { name, key: "high_value_users" } },
-        traits: { high_value_users: true },
-      });
-    const rawRate = await pipelined(sample, 1_000, (i) => {
-      const h = headers();
-      h.set("Nats-Msg-Id", `bench:raw-${i}`);
-      return js.publish(eventSubject("bench", "identify"), identify(i), { headers: h });
-    });
+      serverCall(
+        "identify",
+        { messageId: `aud_${i.toString(36).padStart(43, "x")}`, sourceId: "bench", userId: memberId(i) },
+        new Date().toISOString(),
+        { context: { audience: { name, key: "high_value_users" } }, traits: { high_value_users: true } },
+      );
+    const rawRate = await pipelined(sample, 1_000, (i) => publish(identify(i)));
     await jsm.streams.purge(EVENTS_STREAM);
     figures.push(
       {
-        name: "limit: raw JetStream async publish",
+        name: "limit: the sync's JetStream publisher alone",
         value: Math.round(rawRate),
         unit: "msg/s",
         note: `${sample} identify calls like the sync's, 1000 in flight`,

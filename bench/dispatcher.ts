@@ -16,7 +16,6 @@
  */
 import { availableParallelism } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 import { DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "@hookpost/core";
 import { connect, headers, type JetStreamClient } from "nats";
 import { Pool } from "undici";
@@ -25,7 +24,7 @@ import type { ServiceProcess } from "../test/helpers/service-process.js";
 import { adminClient, type IngestClient, ingestClient, STACK_ADMIN_TOKEN } from "../test/helpers/stack.js";
 import { percentile, pipelined, round, storedTrack, trackInit } from "./payloads.js";
 import { cpuMs, ReceiverProcess, startService, stopProcess } from "./procs/processes.js";
-import { type Figure, printTable } from "./table.js";
+import { type Figure, printIfMain } from "./table.js";
 
 const BACKLOG = Number(process.env.BENCH_DELIVERIES ?? 20_000);
 /** Requests in flight for the raw POST limit (undici pool, keep-alive). */
@@ -347,8 +346,4 @@ export async function benchDispatcher(): Promise<Figure[]> {
   }
 }
 
-const isMain = process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1];
-if (isMain) {
-  printTable(await benchDispatcher());
-  process.exit(0);
-}
+await printIfMain(import.meta.url, benchDispatcher, true);

@@ -7,17 +7,10 @@
  *
  *   npx tsx bench/http-flood.ts
  */
-import { fileURLToPath } from "node:url";
-import { startIngest } from "@hookpost/api";
-import { adminMetadata, createClient } from "@hookpost/client";
-import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import { DEFAULT_TOPOLOGY } from "@hookpost/core";
-import pino from "pino";
 import { floodTarget, underFlood } from "../test/helpers/http-flood.js";
-import { NatsServer } from "../test/helpers/nats-server.js";
-import { type Figure, printTable } from "./table.js";
+import { startHttpBenchStack } from "./http-stack.js";
+import { type Figure, printIfMain } from "./table.js";
 
-const TOKEN = "bench-admin-token";
 const many = Array.from({ length: 22 }, (_, i) => `127.0.1.${i + 1}`);
 const SHAPES: { name: string; sources: string[]; body?: boolean }[] = [
   { name: "no flood", sources: [] },
@@ -28,24 +21,10 @@ const SHAPES: { name: string; sources: string[]; body?: boolean }[] = [
 ];
 
 export async function benchHttpFlood(): Promise<Figure[]> {
-  const nats = await NatsServer.start();
-  const ingest = await startIngest(
-    {
-      natsUrl: nats.url,
-      address: "127.0.0.1:0",
-      httpAddress: "127.0.0.1:0",
-      adminToken: TOKEN,
-      publishTimeoutMs: 10_000,
-      logLevel: "silent",
-      topology: { ...DEFAULT_TOPOLOGY },
-    },
-    { logger: pino({ level: "silent" }) },
-  );
+  const stack = await startHttpBenchStack();
   try {
-    const admin = createClient(AdminService, ingest.address, { metadata: adminMetadata(TOKEN) });
-    const { writeKey } = await admin.createSource({ name: "bench" });
-    admin.close();
-    const target = floodTarget(ingest.httpAddress!, writeKey);
+    const { writeKey } = stack;
+    const target = floodTarget(stack.httpAddress, writeKey);
     const figures: Figure[] = [];
     for (const shape of SHAPES) {
       const answers = await underFlood(target, shape.sources, shape.body);
@@ -65,11 +44,8 @@ export async function benchHttpFlood(): Promise<Figure[]> {
     }
     return figures;
   } finally {
-    await ingest.close();
-    await nats.stop();
+    await stack.stop();
   }
 }
 
-if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
-  printTable(await benchHttpFlood());
-}
+await printIfMain(import.meta.url, benchHttpFlood);

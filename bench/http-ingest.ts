@@ -8,20 +8,14 @@
  *   npx tsx bench/http-ingest.ts
  *   HTTP_BENCH_CALLS=50000 npx tsx bench/http-ingest.ts
  */
-import { fileURLToPath } from "node:url";
-import { startIngest } from "@hookpost/api";
-import { adminMetadata, createClient, writeKeyMetadata } from "@hookpost/client";
-import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { createClient, writeKeyMetadata } from "@hookpost/client";
 import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
-import { DEFAULT_TOPOLOGY } from "@hookpost/core";
-import pino from "pino";
-import { NatsServer } from "../test/helpers/nats-server.js";
-import { type Figure, printTable } from "./table.js";
+import { startHttpBenchStack } from "./http-stack.js";
+import { type Figure, printIfMain } from "./table.js";
 
 const CALLS = Number(process.env.HTTP_BENCH_CALLS ?? 20_000);
 const BATCH = 100;
 const IN_FLIGHT = 8;
-const TOKEN = "bench-admin-token";
 
 /** The i-th call's fields (the same for both transports but the id prefix). */
 const call = (prefix: string, i: number) => ({
@@ -47,26 +41,12 @@ async function rate(send: (b: number) => Promise<void>): Promise<number> {
 }
 
 export async function benchHttpIngest(): Promise<Figure[]> {
-  const nats = await NatsServer.start();
-  const ingest = await startIngest(
-    {
-      natsUrl: nats.url,
-      address: "127.0.0.1:0",
-      httpAddress: "127.0.0.1:0",
-      adminToken: TOKEN,
-      publishTimeoutMs: 10_000,
-      logLevel: "silent",
-      topology: { ...DEFAULT_TOPOLOGY },
-    },
-    { logger: pino({ level: "silent" }) },
-  );
+  const stack = await startHttpBenchStack();
   try {
-    const admin = createClient(AdminService, ingest.address, { metadata: adminMetadata(TOKEN) });
-    const { writeKey } = await admin.createSource({ name: "bench" });
-    admin.close();
-    const grpc = createClient(IngestService, ingest.address, { metadata: writeKeyMetadata(writeKey) });
+    const { writeKey } = stack;
+    const grpc = createClient(IngestService, stack.address, { metadata: writeKeyMetadata(writeKey) });
     const auth = `Basic ${Buffer.from(`${writeKey}:`).toString("base64")}`;
-    const url = `http://${ingest.httpAddress}/v1/batch`;
+    const url = `http://${stack.httpAddress}/v1/batch`;
 
     const viaGrpc = async (prefix: string, b: number) => {
       const calls = Array.from({ length: BATCH }, (_, j) => {
@@ -105,11 +85,8 @@ export async function benchHttpIngest(): Promise<Figure[]> {
       { name: "HTTP /v1/batch (JSON)", value: Math.round(httpRate), unit: "calls/s", note },
     ];
   } finally {
-    await ingest.close();
-    await nats.stop();
+    await stack.stop();
   }
 }
 
-if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
-  printTable(await benchHttpIngest());
-}
+await printIfMain(import.meta.url, benchHttpIngest);

@@ -18,7 +18,6 @@
  *   npm run bench -- ingest          BENCH_CALLS=50000 npm run bench -- ingest
  *   BENCH_CPU_PROF=/tmp/prof npm run bench -- ingest   # .cpuprofile of the ingest process
  */
-import { fileURLToPath } from "node:url";
 import { batchRequestOf, encodeFrame } from "@hookpost/client";
 import { MAX_CALL_BYTES } from "@hookpost/contract";
 import { DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "@hookpost/core";
@@ -28,7 +27,7 @@ import { NatsServer } from "../test/helpers/nats-server.js";
 import { adminClient, type IngestClient, ingestClient, STACK_ADMIN_TOKEN } from "../test/helpers/stack.js";
 import { pipelined, round, storedTrack, trackInit } from "./payloads.js";
 import { cpuMs, startEmptyGrpc, startService, stopProcess } from "./procs/processes.js";
-import { type Figure, printTable } from "./table.js";
+import { type Figure, printIfMain } from "./table.js";
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 20_000);
 const BATCH = 100;
@@ -259,8 +258,4 @@ export async function benchIngest(): Promise<Figure[]> {
   }
 }
 
-const isMain = process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1];
-if (isMain) {
-  printTable(await benchIngest());
-  process.exit(0);
-}
+await printIfMain(import.meta.url, benchIngest, true);

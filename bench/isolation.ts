@@ -19,7 +19,7 @@ import type { DestinationRecord } from "@hookpost/core";
 import { ConfigStore, DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "@hookpost/core";
 import { connect, type JetStreamClient } from "nats";
 import { NatsServer } from "../test/helpers/nats-server.js";
-import { type Figure, printTable } from "./table.js";
+import { type Figure, printIfMain } from "./table.js";
 
 const STEADY_RATE = 200; // calls/s for the latency figures
 const STEADY_SECONDS = 3;
@@ -207,8 +207,4 @@ export async function benchIsolation(): Promise<Figure[]> {
   return figures;
 }
 
-const isMain = process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1];
-if (isMain) {
-  printTable(await benchIsolation());
-  process.exit(0);
-}
+await printIfMain(import.meta.url, benchIsolation, true);

@@ -19,7 +19,6 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 import type { StoredCall } from "@hookpost/contract";
 import {
   ConfigStore,
@@ -33,7 +32,7 @@ import { connect, type NatsConnection } from "nats";
 import { destination } from "../test/dispatcher/helpers.js";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { type ServiceProcess, spawnService } from "../test/helpers/service-process.js";
-import { type Figure, printTable } from "./table.js";
+import { type Figure, printIfMain } from "./table.js";
 
 const RATE = Number(process.env.BENCH_OUTAGE_RATE ?? 250);
 const OUTAGE_S = Number(process.env.BENCH_OUTAGE_SECONDS ?? 15);
@@ -241,5 +240,4 @@ export async function benchOutage(): Promise<Figure[]> {
   return figures;
 }
 
-const isMain = process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1];
-if (isMain) printTable(await benchOutage());
+await printIfMain(import.meta.url, benchOutage);

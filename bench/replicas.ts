@@ -16,7 +16,6 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 import type { DestinationRecord } from "@hookpost/core";
 import {
   ConfigStore,
@@ -32,7 +31,7 @@ import { renderBody } from "@hookpost/dispatcher";
 import { connect, headers, type JetStreamManager } from "nats";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { type ServiceProcess, spawnService } from "../test/helpers/service-process.js";
-import { type Figure, printTable } from "./table.js";
+import { type Figure, printIfMain } from "./table.js";
 
 const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 5000);
 const COUNTS = [1, 2, 4];
@@ -183,5 +182,4 @@ export async function benchReplicas(): Promise<Figure[]> {
   return figures;
 }
 
-const isMain = process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1];
-if (isMain) printTable(await benchReplicas());
+await printIfMain(import.meta.url, benchReplicas);

@@ -11,7 +11,6 @@
  *   npm run bench -- sdk-e2e        BENCH_SDK_CALLS=50000 npm run bench -- sdk-e2e
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 import { Analytics } from "@hookpost/client";
 import { DEFAULT_TOPOLOGY, ensureTopology } from "@hookpost/core";
 import { Analytics as SegmentAnalytics } from "@segment/analytics-node";
@@ -20,7 +19,7 @@ import { NatsServer } from "../test/helpers/nats-server.js";
 import { adminClient, STACK_ADMIN_TOKEN } from "../test/helpers/stack.js";
 import { trackInit } from "./payloads.js";
 import { ReceiverProcess, startService, stopProcess } from "./procs/processes.js";
-import { type Figure, printTable } from "./table.js";
+import { type Figure, printIfMain } from "./table.js";
 
 const CALLS = Math.max(1, Number(process.env.BENCH_SDK_CALLS) || 20_000);
 const WARMUP = Math.min(1_000, CALLS);
@@ -189,7 +188,4 @@ export async function benchSdkE2e(): Promise<Figure[]> {
   }
 }
 
-if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
-  printTable(await benchSdkE2e());
-  process.exit(0);
-}
+await printIfMain(import.meta.url, benchSdkE2e, true);

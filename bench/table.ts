@@ -1,3 +1,4 @@
+import { fileURLToPath } from "node:url";
 export interface Figure {
   name: string;
   value: number | string;
@@ -38,4 +39,20 @@ export function printTable(figures: Figure[]): void {
   console.log(line(head));
   console.log(widths.map((w) => "-".repeat(w)).join("  "));
   for (const r of rows) console.log(line(r));
+}
+
+/** True when the module (its `import.meta.url`) is the script node was started with. */
+export function isMainModule(moduleUrl: string): boolean {
+  return process.argv[1] !== undefined && fileURLToPath(moduleUrl) === process.argv[1];
+}
+
+/** Run as a script: prints the benchmark's figures; `exit` ends the process (lingering timers). */
+export async function printIfMain(
+  moduleUrl: string,
+  bench: () => Promise<Figure[]>,
+  exit = false,
+): Promise<void> {
+  if (!isMainModule(moduleUrl)) return;
+  printTable(await bench());
+  if (exit) process.exit(0);
 }

@@ -1,4 +1,10 @@
-import { DELIVERIES_STREAM, deliverySubject, destinationConsumer, isNotFound } from "@hookpost/core";
+import {
+  DELIVERIES_STREAM,
+  deliverySubject,
+  destinationConsumer,
+  isAlreadyExists,
+  isNotFound,
+} from "@hookpost/core";
 import {
   AckPolicy,
   type ConsumerConfig,
@@ -40,7 +46,7 @@ export async function ensureDestinationConsumer(jsm: JetStreamManager, id: strin
     await jsm.consumers.add(DELIVERIES_STREAM, cfg);
   } catch (err) {
     // Newer servers refuse a create that differs from the existing consumer: update it instead.
-    if (!/already (exists|in use)/i.test((err as Error).message)) throw err;
+    if (!isAlreadyExists(err)) throw err;
     await jsm.consumers.update(DELIVERIES_STREAM, cfg.durable_name!, {
       ack_wait: cfg.ack_wait!,
       max_ack_pending: cfg.max_ack_pending!,

@@ -1,5 +1,6 @@
 import type { AttemptLog, ConfigStore, DeadLetters, Logger } from "@hookpost/core";
 import {
+  deadRecordOf,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
@@ -182,23 +183,21 @@ export class DeliveryHandler {
     notRendered?: string,
   ): Promise<void> {
     const d = this.#d;
+    const letter = {
+      messageId,
+      destinationId,
+      sourceId,
+      body: decoder.decode(msg.data),
+      ...(notRendered ? { notRendered } : {}),
+      attempts: msg.info.deliveryCount,
+      outcomes: outcomes.map(({ url, status, error, detail }) => ({ url, status, error, detail })),
+      reason,
+      firstAttemptTime: new Date(msg.info.timestampNanos / 1e6).toISOString(),
+      deadTime: new Date().toISOString(),
+    };
     let deadSequence: number;
     try {
-      deadSequence = await d.deadLetters.record(
-        {
-          messageId,
-          destinationId,
-          sourceId,
-          body: decoder.decode(msg.data),
-          ...(notRendered ? { notRendered } : {}),
-          attempts: msg.info.deliveryCount,
-          outcomes: outcomes.map(({ url, status, error, detail }) => ({ url, status, error, detail })),
-          reason,
-          firstAttemptTime: new Date(msg.info.timestampNanos / 1e6).toISOString(),
-          deadTime: new Date().toISOString(),
-        },
-        `${destinationId}:${msg.seq}`,
-      );
+      deadSequence = await d.deadLetters.record(letter, `${destinationId}:${msg.seq}`);
     } catch (err) {
       // Never drop: without a record the delivery stays and is tried again.
       d.logger.error({ destinationId, messageId, err: (err as Error).message }, "dead-letter write failed");
@@ -206,15 +205,7 @@ export class DeliveryHandler {
       return;
     }
     msg.ack();
-    d.attemptLog.dead({
-      kind: "dead",
-      messageId,
-      destinationId,
-      sourceId,
-      deadSequence,
-      reason,
-      time: new Date().toISOString(),
-    });
+    d.attemptLog.dead(deadRecordOf(letter, deadSequence));
     d.metrics.deliveries.inc({ outcome: "dead_letter", destination: destinationId });
     d.metrics.deadLetters.inc({ cause });
     d.logger.warn(

@@ -1,6 +1,8 @@
 import type { AttemptLog, ConfigStore, DeadLetters, Logger } from "@hookpost/core";
 import {
   DELIVERIES_STREAM,
+  DELIVERY_SUBJECT_PREFIX,
+  deadRecordOf,
   deliverySubject,
   isNotFound,
   MESSAGE_ID_HEADER,
@@ -20,7 +22,6 @@ export interface JanitorDeps {
 }
 
 const CONSUMER_PREFIX = "dest_";
-const SUBJECT_PREFIX = "hookpost.deliveries.";
 const decoder = new TextDecoder();
 
 /**
@@ -74,9 +75,11 @@ export class Janitor {
       // The server lists a consumer that is being deleted at that moment as null.
       if (c?.name.startsWith(CONSUMER_PREFIX)) ids.add(c.name.slice(CONSUMER_PREFIX.length));
     }
-    const info = await d.jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: `${SUBJECT_PREFIX}>` });
+    const info = await d.jsm.streams.info(DELIVERIES_STREAM, {
+      subjects_filter: `${DELIVERY_SUBJECT_PREFIX}>`,
+    });
     for (const subject of Object.keys(info.state.subjects ?? {}))
-      ids.add(subject.slice(SUBJECT_PREFIX.length));
+      ids.add(subject.slice(DELIVERY_SUBJECT_PREFIX.length));
 
     const orphans = [...ids].filter((id) => !d.store.destination(id));
     for (const id of [...this.#suspects]) if (!orphans.includes(id)) this.#suspects.delete(id);
@@ -101,31 +104,19 @@ export class Janitor {
       if (!m || m.time.getTime() > cutoff) return;
       const messageId = m.header?.get(MESSAGE_ID_HEADER) || `seq-${m.seq}`;
       const sourceId = m.header?.get(SOURCE_ID_HEADER) ?? "";
-      const reason = "destination disabled for the whole retry window";
-      const deadTime = new Date().toISOString();
-      const deadSequence = await d.deadLetters.record(
-        {
-          messageId,
-          destinationId,
-          sourceId,
-          body: decoder.decode(m.data),
-          attempts: 0,
-          outcomes: [],
-          reason,
-          firstAttemptTime: m.time.toISOString(),
-          deadTime,
-        },
-        `${destinationId}:${m.seq}`,
-      );
-      d.attemptLog?.dead({
-        kind: "dead",
+      const letter = {
         messageId,
         destinationId,
         sourceId,
-        deadSequence,
-        reason,
-        time: deadTime,
-      });
+        body: decoder.decode(m.data),
+        attempts: 0,
+        outcomes: [],
+        reason: "destination disabled for the whole retry window",
+        firstAttemptTime: m.time.toISOString(),
+        deadTime: new Date().toISOString(),
+      };
+      const deadSequence = await d.deadLetters.record(letter, `${destinationId}:${m.seq}`);
+      d.attemptLog?.dead(deadRecordOf(letter, deadSequence));
       try {
         await d.jsm.streams.deleteMessage(DELIVERIES_STREAM, m.seq, false);
       } catch (err) {
@@ -141,7 +132,7 @@ export class Janitor {
       const query = { seq, next_by_subj: deliverySubject(destinationId) } as unknown as { seq: number };
       return await this.#d.jsm.streams.getMessage(DELIVERIES_STREAM, query);
     } catch (err) {
-      if (isNotFound(err) || /no message found/i.test((err as Error).message)) return undefined;
+      if (isNotFound(err)) return undefined;
       throw err;
     }
   }

@@ -1,4 +1,4 @@
-import type { StoredCall } from "@hookpost/contract";
+import { isEventType, type StoredCall } from "@hookpost/contract";
 import type { AttemptLog, ConfigStore, Logger, PipelinedPublisher } from "@hookpost/core";
 import {
   ATTR,
@@ -6,7 +6,6 @@ import {
   DELIVERIES_STREAM,
   deliveryMsgId,
   deliverySubject,
-  type EventType,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
@@ -29,7 +28,6 @@ export interface RouterDeps {
 
 /** Wait before a call is routed again when DELIVERIES refused it (full, or NATS trouble). */
 const BACKPRESSURE_DELAY_MS = 2000;
-const TYPES = new Set<EventType>(["identify", "track", "page", "screen", "group", "alias", "delete"]);
 const decoder = new TextDecoder();
 /** JetStream's dedup header: a redelivered call's fan-out is stored once. */
 const NATS_MSG_ID = "Nats-Msg-Id";
@@ -150,7 +148,7 @@ export function parseStoredCall(data: Uint8Array): StoredCall | string {
   }
   if (typeof v !== "object" || v === null || Array.isArray(v)) return "not an object";
   const c = v as Partial<StoredCall>;
-  if (!TYPES.has(c.type as EventType)) return "unknown type";
+  if (!isEventType(c.type)) return "unknown type";
   if (typeof c.messageId !== "string" || c.messageId === "") return "no messageId";
   if (typeof c.sourceId !== "string" || c.sourceId === "") return "no sourceId";
   if (typeof c.timestamp !== "string" && typeof c.receivedAt !== "string") return "no timestamp";

@@ -1,7 +1,11 @@
-import { isNoResponders, isStreamFull, isTransient, isWrongLastSequence } from "@hookpost/core";
+import * as errors from "@hookpost/core";
 import { connect, DiscardPolicy, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsServer } from "../helpers/nats-server.js";
+
+const { isAlreadyExists, isNoResponders, isNotFound, isStreamFull, isTransient, isWrongLastSequence } =
+  errors;
+const { JetStreamErrorCode, jetStreamErrorCode } = errors;
 
 // The classification of NATS failures, on errors a real nats-server produces: what a retry with
 // the same message id may cure (an election, a slow answer) and what it cannot (a full stream).
@@ -67,5 +71,29 @@ describe("jetstream-errors", () => {
     // Other refusals are not it.
     const jsm = await nc.jetstreamManager();
     expect(isWrongLastSequence(await failure(jsm.streams.info("NO_SUCH_STREAM")))).toBe(false);
+  });
+
+  it("a missing stream, consumer or message is 'not found', by its code", async () => {
+    const jsm = await nc.jetstreamManager();
+    const noStream = await failure(jsm.streams.info("NO_SUCH_STREAM"));
+    expect(jetStreamErrorCode(noStream)).toBe(JetStreamErrorCode.StreamNotFound);
+    expect(isNotFound(noStream)).toBe(true);
+    await jsm.streams.add({ name: "LOOKUP", subjects: ["lookup.>"] });
+    const noConsumer = await failure(jsm.consumers.info("LOOKUP", "nobody"));
+    expect(jetStreamErrorCode(noConsumer)).toBe(JetStreamErrorCode.ConsumerNotFound);
+    expect(isNotFound(noConsumer)).toBe(true);
+    const noMessage = await failure(jsm.streams.getMessage("LOOKUP", { last_by_subj: "lookup.none" }));
+    expect(jetStreamErrorCode(noMessage)).toBe(JetStreamErrorCode.NoMessageFound);
+    expect(isNotFound(noMessage)).toBe(true);
+    expect(isAlreadyExists(noMessage)).toBe(false);
+  });
+
+  it("creating a stream that exists with another configuration is 'already exists'", async () => {
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.add({ name: "TWICE", subjects: ["twice.>"] });
+    const stream = await failure(jsm.streams.add({ name: "TWICE", subjects: ["twice.>"], max_msgs: 5 }));
+    expect(isAlreadyExists(stream)).toBe(true);
+    expect(jetStreamErrorCode(stream)).toBe(JetStreamErrorCode.StreamNameInUse);
+    expect(isNotFound(stream)).toBe(false);
   });
 });

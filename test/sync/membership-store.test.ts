@@ -1,7 +1,6 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Code } from "@hookpost/contract";
 import { MEMBERSHIPS_BUCKET, membershipObjectName } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Env, range, startEnv } from "./helpers.js";
@@ -64,10 +63,10 @@ describe("membership store", () => {
     await writeFile(path, "a\n");
     const v1 = await env.memberships.write(name, path, undefined);
     const err = await env.memberships.write(name, path, undefined).catch((e) => e);
-    expect(err.code).toBe(Code.ABORTED);
+    expect(err.code).toBe("CONFLICT");
     const v2 = await env.memberships.write(name, path, v1);
     const stale = await env.memberships.write(name, path, v1).catch((e) => e);
-    expect(stale.code).toBe(Code.ABORTED);
+    expect(stale.code).toBe("CONFLICT");
     expect((await env.memberships.info(name))?.revision).toBe(v2.revision);
     expect(await readMine(name)).toBe("a\n");
   });

@@ -51,7 +51,7 @@ export {
   MAX_REPORTED_VIOLATIONS,
 } from "./limits.js";
 export { MESSAGE_ID_RULE, messageIdProblem } from "./message-id.js";
-export type { EventType, StoredCall } from "./model/stored-call.js";
+export { EVENT_TYPES, type EventType, isEventType, type StoredCall } from "./model/stored-call.js";
 export { numberLiteralProblem, numberValueProblem } from "./numbers.js";
 export { objectProblem, protoKeyProblem } from "./objects.js";
 export { batchCallRanges, callSchemaByType, callSchemaOf, findLoss, type Loss } from "./proto-bytes.js";
@@ -66,7 +66,7 @@ export {
   callSizeProblem,
   validateCall,
 } from "./rules.js";
-export { type Stamp, toStoredCall } from "./stored-call.js";
+export { type ServerCallIds, type Stamp, serverCall, toStoredCall } from "./stored-call.js";
 export { hasControlChar, hasLineBreakOrNul, hasSpaceOrControl, isHeaderValueText } from "./text.js";
 export {
   fromDate,

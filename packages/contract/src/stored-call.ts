@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { ContractCall } from "./call.js";
-import type { StoredCall } from "./model/stored-call.js";
+import type { EventType, StoredCall } from "./model/stored-call.js";
 
 export interface Stamp {
   sourceId: string;
@@ -54,6 +54,27 @@ export function toStoredCall(call: ContractCall, stamp: Stamp): StoredCall {
       break;
   }
   return out;
+}
+
+/** Who a call Hookpost makes itself is about, and its message id. */
+export interface ServerCallIds {
+  messageId: string;
+  sourceId: string;
+  userId: string;
+}
+
+/**
+ * The record of a call Hookpost makes itself (a sync's identify, a user's deletion), shaped as
+ * a sent call's: received and timed at `at` (ISO 8601 UTC), with the fields of its type.
+ */
+export function serverCall(
+  type: EventType,
+  ids: ServerCallIds,
+  at: string,
+  fields: Pick<StoredCall, "context" | "traits"> = {},
+): StoredCall {
+  const { messageId, sourceId, userId } = ids;
+  return { type, messageId, sourceId, receivedAt: at, timestamp: at, userId, ...fields };
 }
 
 /** The calls of a batch share their receive time: rendered once. */

@@ -17,6 +17,7 @@ export {
   type AttemptRecord,
   attemptSubject,
   type DeadRecord,
+  deadRecordOf,
   healthSubject,
   type LogRecord,
   messageHash,
@@ -71,7 +72,9 @@ export { DEFAULT_OPS_LIMITS, opsLimitsFrom } from "./env/ops-env.js";
 export { ConfigError } from "./env/read-env.js";
 export { topologyFrom } from "./env/topology-env.js";
 export { tracingEnabledFromEnv } from "./env/tracing-env.js";
+export { DomainError, type DomainErrorCode } from "./errors.js";
 export { connectImpl, peerKey, toConnectError } from "./grpc/connect-service.js";
+export { domainStatus, toHookpostError } from "./grpc/domain-status.js";
 export {
   type GrpcListener,
   type GrpcListenerStats,
@@ -123,10 +126,14 @@ export { type ConfirmingMsg, confirmingAck } from "./nats/confirmed-ack.js";
 export { connectNats } from "./nats/connect.js";
 export { ConnectionState } from "./nats/connection-state.js";
 export {
+  isAlreadyExists,
   isNoResponders,
+  isNotFound,
   isStreamFull,
   isTransient,
   isWrongLastSequence,
+  JetStreamErrorCode,
+  jetStreamErrorCode,
   jetStreamErrorText,
   natsFailure,
   STREAM_FULL_RETRY_AFTER_MS,
@@ -146,11 +153,13 @@ export {
   DEAD_STREAM,
   DEFAULT_TOPOLOGY,
   DELIVERIES_STREAM,
+  DELIVERY_SUBJECT_PREFIX,
   DISPATCHERS_BUCKET,
   deadSubject,
   deliveriesMaxAgeMs,
   deliverySubject,
   destinationConsumer,
+  EVENT_SUBJECT_PREFIX,
   EVENTS_STREAM,
   type EventType,
   ensureBucketLimits,
@@ -158,7 +167,6 @@ export {
   eventSubject,
   type FullPolicy,
   ID_PATTERN,
-  isNotFound,
   kvStream,
   objectStream,
   ROUTER_CONSUMER,

@@ -1,6 +1,6 @@
 import { Code, HookpostError } from "@hookpost/contract";
 import type { AttemptReader, CallContext, DeadLetters, HealthAggregate, ServiceImpl } from "@hookpost/core";
-import { ConflictError } from "@hookpost/core";
+import { ConflictError, DomainError } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import type { AdminAuth } from "../auth.js";
 import { attemptHandlers } from "./attempts.js";
@@ -54,7 +54,7 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
         return await fn(req, ctx);
       } catch (err) {
         if (err instanceof ConflictError) throw new HookpostError(Code.ABORTED, `${err.message}: retry`);
-        if (err instanceof HookpostError || !isNatsError(err)) throw err;
+        if (err instanceof HookpostError || err instanceof DomainError || !isNatsError(err)) throw err;
         deps.log.warn({ method: name, err: (err as Error).message }, "configuration write failed");
         throw unreachable("the change may or may not have been saved; check, then retry");
       }

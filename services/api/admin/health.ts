@@ -129,7 +129,7 @@ async function oldestWaiting(jsm: JetStreamManager, id: string): Promise<Date | 
     const query = { seq: 1, next_by_subj: deliverySubject(id) } as unknown as { seq: number };
     return (await jsm.streams.getMessage(DELIVERIES_STREAM, query)).time;
   } catch (err) {
-    if (isNotFound(err) || /no message found/i.test((err as Error).message)) return undefined;
+    if (isNotFound(err)) return undefined;
     throw err;
   }
 }

@@ -1,6 +1,12 @@
 import { Code, HookpostError } from "@hookpost/contract";
 import type { ConfigStore, Logger } from "@hookpost/core";
-import { DELIVERIES_STREAM, EVENTS_STREAM, type TopologySettings } from "@hookpost/core";
+import {
+  DELIVERIES_STREAM,
+  DELIVERY_SUBJECT_PREFIX,
+  EVENT_SUBJECT_PREFIX,
+  EVENTS_STREAM,
+  type TopologySettings,
+} from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 
 /** Per-source limits of ingest (README "Per-source quotas"). */
@@ -35,8 +41,6 @@ export function defaultSourceQuota(t: TopologySettings): SourceQuotaSettings {
 
 /** Told to a source over its pending quota: nothing tells when its calls will be delivered. */
 const PENDING_RETRY_AFTER_MS = 5_000;
-const EVENT_PREFIX = "hookpost.events.";
-const DELIVERY_PREFIX = "hookpost.deliveries.";
 /** A refresh takes at most 1/REFRESH_SHARE of a replica's time (here 5 %). */
 const REFRESH_SHARE = 20;
 /** Weight of the latest batch in a source's average call size. */
@@ -178,8 +182,8 @@ export class SourceQuota {
     this.#since = new Map();
     try {
       const [events, deliveries] = await Promise.all([
-        this.#jsm.streams.info(EVENTS_STREAM, { subjects_filter: `${EVENT_PREFIX}>` }),
-        this.#jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: `${DELIVERY_PREFIX}>` }),
+        this.#jsm.streams.info(EVENTS_STREAM, { subjects_filter: `${EVENT_SUBJECT_PREFIX}>` }),
+        this.#jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: `${DELIVERY_SUBJECT_PREFIX}>` }),
       ]);
       const next = new Map<string, number>();
       const add = (id: string, bytes: number) => next.set(id, (next.get(id) ?? 0) + bytes);
@@ -189,12 +193,15 @@ export class SourceQuota {
         this.#callBytes.get(sourceId) ?? streamAverage;
       const avgEvent = average(events.state);
       for (const [subject, count] of Object.entries(events.state.subjects ?? {})) {
-        const sourceId = subject.slice(EVENT_PREFIX.length, subject.indexOf(".", EVENT_PREFIX.length));
+        const sourceId = subject.slice(
+          EVENT_SUBJECT_PREFIX.length,
+          subject.indexOf(".", EVENT_SUBJECT_PREFIX.length),
+        );
         add(sourceId, count * size(sourceId, avgEvent));
       }
       const avgDelivery = average(deliveries.state);
       for (const [subject, count] of Object.entries(deliveries.state.subjects ?? {})) {
-        const destination = this.#store.destination(subject.slice(DELIVERY_PREFIX.length));
+        const destination = this.#store.destination(subject.slice(DELIVERY_SUBJECT_PREFIX.length));
         // A shared destination's backlog counts against each of its sources: never under-counted.
         for (const sourceId of destination?.sourceIds ?? [])
           add(sourceId, count * size(sourceId, avgDelivery));

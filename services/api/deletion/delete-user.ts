@@ -1,7 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
-import type { StoredCall } from "@hookpost/contract";
-import { Code, HookpostError } from "@hookpost/contract";
-import { MAX_USER_ID_LENGTH } from "@hookpost/core";
+import { Code, HookpostError, serverCall } from "@hookpost/contract";
+import { MAX_USER_ID_LENGTH, toHookpostError } from "@hookpost/core";
 import type { DeleteDeps } from "../sync/deps.js";
 import { jetStreamPublisher } from "../sync/publish.js";
 
@@ -52,15 +51,9 @@ export async function deleteUser(deps: DeleteDeps, userId: string): Promise<Dele
 
   const results = await Promise.allSettled(
     live.map((sourceId) => {
-      const call: StoredCall = {
-        type: "delete",
-        messageId: deletionMessageId(requestId, sourceId),
-        sourceId,
-        receivedAt: at,
-        timestamp: at,
-        userId,
-      };
-      return publish(call);
+      return publish(
+        serverCall("delete", { messageId: deletionMessageId(requestId, sourceId), sourceId, userId }, at),
+      );
     }),
   );
   const notified = live.filter((_, i) => results[i]!.status === "fulfilled");
@@ -79,7 +72,7 @@ export async function deleteUser(deps: DeleteDeps, userId: string): Promise<Dele
 
   if (failure) {
     const reason = failure.reason;
-    const base = reason instanceof HookpostError ? reason : undefined;
+    const base = toHookpostError(reason);
     deps.log.warn(
       { requestId, notified: notified.length, sources: live.length, err: (reason as Error)?.message },
       "deletion request partly failed",

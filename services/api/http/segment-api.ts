@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import {
   batchCountProblem,
   batchSizeViolations,
+  CALL_TYPES,
   type CallType,
   Code,
   type ContractCall,
@@ -15,7 +16,7 @@ import {
   validateCall,
 } from "@hookpost/contract";
 import type { ConfigStore, Logger } from "@hookpost/core";
-import { extractTraceContext } from "@hookpost/core";
+import { extractTraceContext, toHookpostError } from "@hookpost/core";
 import { sourceByWriteKey, unauthenticated, writeKeyFromBasic } from "../auth.js";
 import type { CallIntake } from "../calls/intake.js";
 import { throwIfInvalid } from "../invalid.js";
@@ -37,7 +38,7 @@ export interface SegmentApiDeps {
 }
 
 const BASIC_HINT = "send `Authorization: Basic base64(<write key>:)` or `writeKey` in the JSON body";
-const ROUTES = new Set<string>(["identify", "track", "page", "screen", "group", "alias", "batch", "import"]);
+const ROUTES = new Set<string>([...CALL_TYPES, "batch", "import"]);
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 const SUCCESS = JSON.stringify({ success: true });
 
@@ -67,11 +68,9 @@ export function segmentApi(deps: SegmentApiDeps): Mount {
         code = Code.CANCELLED;
         return true;
       }
-      const herr =
-        err instanceof HookpostError
-          ? err
-          : new HookpostError(Code.INTERNAL, "internal error", [], { cause: err });
-      if (!(err instanceof HookpostError)) {
+      const known = toHookpostError(err);
+      const herr = known ?? new HookpostError(Code.INTERNAL, "internal error", [], { cause: err });
+      if (known === undefined) {
         deps.log.error({ transport: "http", path, err: (err as Error)?.message }, "internal error");
       }
       code = herr.code;

@@ -3,8 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import type { StoredCall } from "@hookpost/contract";
-import { Code, type FieldViolation, HookpostError } from "@hookpost/contract";
+import { Code, type FieldViolation, HookpostError, serverCall } from "@hookpost/contract";
 import {
   EMPTY_SOURCE,
   type Entry,
@@ -287,20 +286,9 @@ export async function applySync(
 
     const emit = (escapedId: string, valueJson: string, isNew: boolean): Promise<void> | undefined => {
       const userId = unescapeField(escapedId);
-      const call: StoredCall = {
-        type: "identify",
-        messageId: messageId(escapedId, valueJson),
-        sourceId: subject.sourceId,
-        receivedAt: at,
-        timestamp: at,
-        userId,
-        context,
-        traits: {
-          [subject.key]: parsed.has(valueJson)
-            ? parsed.get(valueJson)!
-            : (JSON.parse(valueJson) as JsonValue),
-        },
-      };
+      const value = parsed.has(valueJson) ? parsed.get(valueJson)! : (JSON.parse(valueJson) as JsonValue);
+      const ids = { messageId: messageId(escapedId, valueJson), sourceId: subject.sourceId, userId };
+      const call = serverCall("identify", ids, at, { context, traits: { [subject.key]: value } });
       const json = render(call.messageId, userId, valueJson);
       const index = isNew ? deps.index : undefined;
       return window.run(() =>

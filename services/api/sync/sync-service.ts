@@ -1,6 +1,6 @@
 import type { GenService } from "@bufbuild/protobuf/codegenv2";
 import type { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
-import type { ConfigStore, ServiceImpl } from "@hookpost/core";
+import type { CallContext, ConfigStore, ServiceImpl } from "@hookpost/core";
 import { authenticateSource } from "../auth.js";
 import type { SourceQuota } from "../calls/quota.js";
 import type { SyncDeps } from "./deps.js";
@@ -25,21 +25,30 @@ export function syncService(
 ): Pick<ServiceImpl<IngestMethods>, "syncAudience" | "syncComputedTrait"> {
   const { store, limiter, quota, ...rest } = deps;
   const syncDeps: SyncDeps = { ...rest, tmpDir: limiter.limits.tmpDir, runBytes: limiter.limits.runBytes };
+  /** Authenticated, under the source's quota and the limiter, with the sync's dependencies. */
+  const run = <R, T>(
+    reqs: AsyncIterable<R>,
+    ctx: CallContext,
+    sync: (
+      deps: SyncDeps,
+      sourceId: string,
+      reqs: AsyncIterable<R>,
+      o: { signal: AbortSignal },
+    ) => Promise<T>,
+  ): Promise<T> => {
+    const source = authenticateSource(store, ctx.metadata);
+    quota?.admit(source.id, 1);
+    return limiter.run(source.id, reqs, ctx.signal, (limited) =>
+      sync(syncDeps, source.id, limited, { signal: ctx.signal }),
+    );
+  };
   return {
     syncAudience: async (reqs, ctx) => {
-      const source = authenticateSource(store, ctx.metadata);
-      quota?.admit(source.id, 1);
-      const r = await limiter.run(source.id, reqs, ctx.signal, (limited) =>
-        syncAudience(syncDeps, source.id, limited, { signal: ctx.signal }),
-      );
+      const r = await run(reqs, ctx, syncAudience);
       return { members: BigInt(r.members), joined: BigInt(r.joined), left: BigInt(r.left) };
     },
     syncComputedTrait: async (reqs, ctx) => {
-      const source = authenticateSource(store, ctx.metadata);
-      quota?.admit(source.id, 1);
-      const r = await limiter.run(source.id, reqs, ctx.signal, (limited) =>
-        syncComputedTrait(syncDeps, source.id, limited, { signal: ctx.signal }),
-      );
+      const r = await run(reqs, ctx, syncComputedTrait);
       return { users: BigInt(r.users), changed: BigInt(r.changed), left: BigInt(r.left) };
     },
   };

@@ -6,6 +6,7 @@ import {
   credentials,
   type CallOptions as GrpcCallOptions,
   Metadata,
+  type ServiceError,
 } from "@grpc/grpc-js";
 import { Code, HookpostError } from "@hookpost/contract";
 
@@ -71,38 +72,24 @@ export function createClient<S extends GenServiceMethods>(
       out[method.localName] = (req: unknown, callOptions?: CallOptions) =>
         new Promise((resolve, reject) => {
           const { md, grpcOptions } = prepare(callOptions);
-          const call = client.makeUnaryRequest(
-            path,
-            serialize,
-            deserialize,
-            req,
-            md,
-            grpcOptions,
-            (err, value) => {
-              detach();
-              if (err) reject(HookpostError.fromServiceError(err));
-              else resolve(value);
-            },
-          );
-          const detach = onAbort(callOptions?.signal, () => call.cancel());
+          const once = answerOnce(resolve, reject);
+          const call = client.makeUnaryRequest(path, serialize, deserialize, req, md, grpcOptions, once.done);
+          once.cancelOn(callOptions?.signal, call);
         });
     } else if (method.methodKind === "client_streaming") {
       out[method.localName] = (reqs: AsyncIterable<unknown> | Iterable<unknown>, callOptions?: CallOptions) =>
         new Promise((resolve, reject) => {
           const { md, grpcOptions } = prepare(callOptions);
+          const once = answerOnce(resolve, reject);
           const call = client.makeClientStreamRequest(
             path,
             serialize,
             deserialize,
             md,
             grpcOptions,
-            (err, value) => {
-              detach();
-              if (err) reject(HookpostError.fromServiceError(err));
-              else resolve(value);
-            },
+            once.done,
           );
-          const detach = onAbort(callOptions?.signal, () => call.cancel());
+          once.cancelOn(callOptions?.signal, call);
           void (async () => {
             try {
               for await (const r of reqs) {
@@ -118,6 +105,21 @@ export function createClient<S extends GenServiceMethods>(
     }
   }
   return out as ServiceClient<S>;
+}
+
+/** The answer of a call that ends once: rejects with a HookpostError; an abort cancels the call. */
+function answerOnce(resolve: (value: unknown) => void, reject: (err: unknown) => void) {
+  let detach = () => {};
+  return {
+    done: (err: ServiceError | null, value?: unknown) => {
+      detach();
+      if (err) reject(HookpostError.fromServiceError(err));
+      else resolve(value);
+    },
+    cancelOn: (signal: AbortSignal | undefined, call: { cancel(): void }) => {
+      detach = onAbort(signal, () => call.cancel());
+    },
+  };
 }
 
 /** Cancels on abort; returns a function that removes the listener once the call ended. */

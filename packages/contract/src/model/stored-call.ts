@@ -1,6 +1,13 @@
 import type { JsonObject } from "@bufbuild/protobuf";
-/** The call types as stored (subjects, stream filters). */
-export type EventType = "identify" | "track" | "page" | "screen" | "group" | "alias" | "delete";
+import { CALL_TYPES } from "../call.js";
+
+/** The call types as stored (subjects, stream filters): the calls, and a user's deletion. */
+export const EVENT_TYPES = [...CALL_TYPES, "delete"] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+export function isEventType(value: unknown): value is EventType {
+  return typeof value === "string" && (EVENT_TYPES as readonly string[]).includes(value);
+}
 
 /**
  * A call as ingest stores it on the EVENTS stream (JSON), and as the dispatcher reads it.

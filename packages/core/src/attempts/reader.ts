@@ -1,5 +1,6 @@
 import { answerBytes, PageBudget } from "@hookpost/contract";
 import type { JetStreamManager, StoredMsg } from "nats";
+import { isNotFound } from "../nats/jetstream-errors.js";
 import {
   ATTEMPTS_STREAM,
   type AttemptRecord,
@@ -242,7 +243,7 @@ export class AttemptReader {
       const query = { seq, next_by_subj: filter } as unknown as { seq: number };
       return await this.#jsm.streams.getMessage(ATTEMPTS_STREAM, query);
     } catch (err) {
-      if (/no message found|not found/i.test((err as Error).message)) return undefined;
+      if (isNotFound(err)) return undefined;
       throw err;
     }
   }

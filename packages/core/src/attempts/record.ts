@@ -3,28 +3,20 @@ import { createHash } from "node:crypto";
 /**
  * The attempt log: what happened to every delivery, kept on its own JetStream stream (ATTEMPTS)
  * with its own limits. The dispatcher writes it (without waiting), the admin API reads it.
- *
- * Subjects carry the destination and a short hash of the message id, so "every attempt of
- * destination D" and "everything about message M" are both subject filters the server answers
- * from its per-subject index, never a scan of the whole stream:
- *   hookpost.attempts.<destination>.<message hash>   attempt and dead records
- *   hookpost.routed.<message hash>                   one routing record per call
- *   hookpost.health.<replica>                        a replica's health summary per second
+ * Its stream and subjects are in nats/topology.ts.
  */
-export const ATTEMPTS_STREAM = "HOOKPOST_ATTEMPTS";
-export const ATTEMPT_SUBJECTS = ["hookpost.attempts.>", "hookpost.routed.>", "hookpost.health.>"];
+export {
+  ATTEMPT_SUBJECTS,
+  ATTEMPTS_STREAM,
+  attemptSubject,
+  healthSubject,
+  routedSubject,
+} from "../nats/topology.js";
 
 /** 64 bits of SHA-256, hex: collisions only widen a lookup (records carry the full id). */
 export function messageHash(messageId: string): string {
   return createHash("sha256").update(messageId).digest("hex").slice(0, 16);
 }
-
-/** `*` for "any" in either position. */
-export const attemptSubject = (destinationId: string, hash: string) =>
-  `hookpost.attempts.${destinationId}.${hash}`;
-export const routedSubject = (hash: string) => `hookpost.routed.${hash}`;
-/** `*` for every replica. */
-export const healthSubject = (replica: string) => `hookpost.health.${replica}`;
 
 /** Mirrors hookpost.v1.AttemptOutcome. */
 export type OutcomeKind =
@@ -72,6 +64,15 @@ export interface DeadRecord {
   deadSequence: number;
   reason: string;
   time: string;
+}
+
+/** The attempt log's record of a dead letter stored at `deadSequence` on DEAD. */
+export function deadRecordOf(
+  letter: { messageId: string; destinationId: string; sourceId: string; reason: string; deadTime: string },
+  deadSequence: number,
+): DeadRecord {
+  const { messageId, destinationId, sourceId, reason, deadTime } = letter;
+  return { kind: "dead", messageId, destinationId, sourceId, deadSequence, reason, time: deadTime };
 }
 
 /** What the router did with a call: which destinations it went to, or why none. */

@@ -1,5 +1,6 @@
 import { EventEmitter } from "node:events";
 import type { KV, KvEntry, NatsConnection, Subscription } from "nats";
+import { DomainError } from "../errors.js";
 import type { DestinationRecord } from "../model/destination.js";
 import { hashWriteKey, type SourceRecord } from "../model/source.js";
 import { isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
@@ -11,16 +12,24 @@ export type ConfigChange =
   | { kind: "destination"; id: string; record: DestinationRecord | undefined };
 
 /** Thrown by createSource/createDestination when the id is already taken. */
-export class AlreadyExistsError extends Error {
+export class AlreadyExistsError extends DomainError {
   override readonly name = "AlreadyExistsError";
+
+  constructor(message: string) {
+    super("ALREADY_EXISTS", message);
+  }
 }
 
 /**
  * Thrown by changeSource/changeDestination when the record kept changing under every retry (or
  * a change function refused to apply on top of a newer record): nothing was written.
  */
-export class ConflictError extends Error {
+export class ConflictError extends DomainError {
   override readonly name = "ConflictError";
+
+  constructor(message: string) {
+    super("CONFLICT", message);
+  }
 }
 
 /** Read-modify-write attempts on one record before giving up with ConflictError. */

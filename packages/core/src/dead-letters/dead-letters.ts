@@ -6,7 +6,8 @@ import {
   type NatsConnection,
   type StoredMsg,
 } from "nats";
-import { DEAD_STREAM, deadSubject, deliverySubject, isNotFound } from "../nats/topology.js";
+import { isNotFound } from "../nats/jetstream-errors.js";
+import { DEAD_STREAM, deadSubject, deliverySubject } from "../nats/topology.js";
 import {
   deliveryMsgId,
   MESSAGE_ID_HEADER,
@@ -190,7 +191,7 @@ export class DeadLetters {
       const query = { seq, next_by_subj: subject } as unknown as { seq: number };
       return await this.#jsm.streams.getMessage(DEAD_STREAM, query);
     } catch (err) {
-      if (isNotFound(err) || /no message found/i.test((err as Error).message)) return undefined;
+      if (isNotFound(err)) return undefined;
       throw err;
     }
   }

@@ -10,6 +10,7 @@ import {
 import { Metadata } from "@grpc/grpc-js";
 import { Code, HookpostError } from "@hookpost/contract";
 import { BadRequestSchema } from "@hookpost/contract/gen/google/rpc/error_details_pb";
+import { toHookpostError } from "./domain-status.js";
 import { type CallContext, internal, type ServeOptions, type ServiceImpl } from "./server.js";
 
 /** The remote address of an HTTP request, handed to handlers as CallContext.peer. */
@@ -44,7 +45,7 @@ export function connectImpl<S extends GenServiceMethods>(
         if (!fn) throw new HookpostError(Code.UNIMPLEMENTED, `${name} is not implemented yet`);
         return await fn(req, callContext(name, hctx));
       } catch (err) {
-        const herr = err instanceof HookpostError ? err : internal(name, err, options);
+        const herr = toHookpostError(err) ?? internal(name, err, options);
         code = herr.code;
         throw toConnectError(herr);
       } finally {

@@ -11,6 +11,7 @@ import type {
   ServiceError,
 } from "@grpc/grpc-js";
 import { Code, HookpostError } from "@hookpost/contract";
+import { toHookpostError } from "./domain-status.js";
 import { LOST_MAP_KEY, lostMapKeys } from "./proto-map-keys.js";
 
 /** What a handler knows about the call besides the request. */
@@ -183,7 +184,7 @@ export function addService<S extends GenServiceMethods>(
         answered = true;
         callback(null, encode(out));
       } catch (err) {
-        const herr = err instanceof HookpostError ? err : internal(name, err, options);
+        const herr = toHookpostError(err) ?? internal(name, err, options);
         code = herr.code;
         answered = true;
         callback(herr.toServiceError());

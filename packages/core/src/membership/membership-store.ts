@@ -1,6 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { Code, HookpostError } from "@hookpost/contract";
 import {
   headers,
   type JetStreamClient,
@@ -9,14 +8,19 @@ import {
   type MsgRequest,
   type NatsConnection,
 } from "nats";
-import { isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
+import { DomainError } from "../errors.js";
+import { isNotFound, isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
 import { countIfFull } from "../nats/stream-watch.js";
-import { MEMBERSHIPS_BUCKET, objectStream } from "../nats/topology.js";
+import {
+  MEMBERSHIPS_BUCKET,
+  MEMBERSHIPS_STREAM,
+  objectChunkSubject,
+  objectMetaSubject,
+} from "../nats/topology.js";
 import { LineSource, type SortedSource } from "./lines.js";
 import { PublishWindow } from "./publish-window.js";
 
-export { MEMBERSHIPS_BUCKET };
-export const MEMBERSHIPS_STREAM = objectStream(MEMBERSHIPS_BUCKET);
+export { MEMBERSHIPS_BUCKET, MEMBERSHIPS_STREAM };
 
 export type MembershipKind = "audience" | "trait";
 
@@ -104,11 +108,11 @@ export class MembershipStore {
 
   #metaSubject(name: string): string {
     const b64 = Buffer.from(name, "latin1").toString("base64").replace(/\+/g, "-").replace(/\//g, "_");
-    return `$O.${MEMBERSHIPS_BUCKET}.M.${b64}`;
+    return objectMetaSubject(MEMBERSHIPS_BUCKET, b64);
   }
 
   #chunkSubject(nuid: string): string {
-    return `$O.${MEMBERSHIPS_BUCKET}.C.${nuid}`;
+    return objectChunkSubject(MEMBERSHIPS_BUCKET, nuid);
   }
 
   /** The stored membership under `name`, or undefined when there is none (first sync). */
@@ -117,7 +121,7 @@ export class MembershipStore {
     try {
       m = await this.#jsm.streams.getMessage(MEMBERSHIPS_STREAM, { last_by_subj: this.#metaSubject(name) });
     } catch (err) {
-      if ((err as { code?: string })?.code === "404") return undefined;
+      if (isNotFound(err)) return undefined;
       throw natsFailure("could not read the stored membership", err);
     }
     const meta = m.json<ServerObjectMeta>();
@@ -158,10 +162,7 @@ export class MembershipStore {
     }
     const digest = `${DIGEST_PREFIX}${sha.digest("base64url")}`;
     if (size !== info.size || stripPadding(digest) !== stripPadding(info.digest)) {
-      throw new HookpostError(
-        Code.INTERNAL,
-        `stored membership ${info.name} is corrupt (size or digest mismatch)`,
-      );
+      throw new DomainError("CORRUPT", `stored membership ${info.name} is corrupt (size or digest mismatch)`);
     }
   }
 
@@ -223,11 +224,12 @@ export class MembershipStore {
       await window.settle();
       await this.#purge(chunkSubject);
       if (isWrongLastSequence(err)) {
-        throw new HookpostError(
-          Code.ABORTED,
+        throw new DomainError(
+          "CONFLICT",
           `membership ${name} was replaced by a concurrent sync; retry the sync`,
-          [],
-          { cause: err },
+          {
+            cause: err,
+          },
         );
       }
       countIfFull(MEMBERSHIPS_STREAM, err);

@@ -8,13 +8,14 @@ import {
   StorageType,
   type StreamConfig,
 } from "nats";
-import { ATTEMPT_SUBJECTS, ATTEMPTS_STREAM } from "../attempts/record.js";
+import { isAlreadyExists, isNotFound } from "./jetstream-errors.js";
 
 /**
  * Every JetStream name Hookpost uses, in one place. Data flows one way:
  *   ingest --publish--> EVENTS --router--> DELIVERIES (one subject per destination) --> webhook
  *                                                                      \--> DEAD (dead letters)
- * and, beside the flow, ATTEMPTS: the attempt log (lib/attempts), written without waiting.
+ * and, beside the flow, ATTEMPTS: the attempt log (core/attempts), written without waiting.
+ * No other module spells a stream, bucket, consumer or subject: they import these.
  */
 export const EVENTS_STREAM = "HOOKPOST_EVENTS";
 export const DELIVERIES_STREAM = "HOOKPOST_DELIVERIES";
@@ -29,15 +30,50 @@ export const DISPATCHERS_BUCKET = "hookpost_dispatchers";
 /** The streams behind buckets: KV buckets are streams named `KV_<bucket>`, object stores `OBJ_<bucket>`. */
 export const kvStream = (bucket: string) => `KV_${bucket}`;
 export const objectStream = (bucket: string) => `OBJ_${bucket}`;
+/** Subject of a key of a KV bucket, on the bucket's stream. */
+export const kvKeySubject = (bucket: string, key: string) => `$KV.${bucket}.${key}`;
+/** Subjects of an object store's metadata (name in URL-safe base64) and of an object's chunks. */
+export const objectMetaSubject = (bucket: string, b64Name: string) => `$O.${bucket}.M.${b64Name}`;
+export const objectChunkSubject = (bucket: string, nuid: string) => `$O.${bucket}.C.${nuid}`;
+/** The stream behind the user index bucket. */
+export const USER_SOURCES_STREAM = kvStream(USER_SOURCES_BUCKET);
+/** The stream behind the memberships object store. */
+export const MEMBERSHIPS_STREAM = objectStream(MEMBERSHIPS_BUCKET);
+/**
+ * Core NATS subject on which an index that forgot a user tells the other replicas to drop
+ * the pairs from their memory, so that the next call for that user is recorded again.
+ */
+export const USER_FORGOTTEN_SUBJECT = "hookpost.users.forgotten";
 /** The durable consumer on EVENTS that fans each call out to its destinations. */
 export const ROUTER_CONSUMER = "router";
+
+/**
+ * The attempt log's stream. Subjects carry the destination and a short hash of the message id,
+ * so "every attempt of destination D" and "everything about message M" are both subject filters
+ * the server answers from its per-subject index, never a scan of the whole stream:
+ *   hookpost.attempts.<destination>.<message hash>   attempt and dead records
+ *   hookpost.routed.<message hash>                   one routing record per call
+ *   hookpost.health.<replica>                        a replica's health summary per second
+ */
+export const ATTEMPTS_STREAM = "HOOKPOST_ATTEMPTS";
+export const ATTEMPT_SUBJECTS = ["hookpost.attempts.>", "hookpost.routed.>", "hookpost.health.>"];
+/** `*` for "any" in either position. */
+export const attemptSubject = (destinationId: string, hash: string) =>
+  `hookpost.attempts.${destinationId}.${hash}`;
+export const routedSubject = (hash: string) => `hookpost.routed.${hash}`;
+/** `*` for every replica. */
+export const healthSubject = (replica: string) => `hookpost.health.${replica}`;
 
 import type { EventType } from "@hookpost/contract";
 
 export type { EventType };
 
-export const eventSubject = (sourceId: string, type: EventType) => `hookpost.events.${sourceId}.${type}`;
-export const deliverySubject = (destinationId: string) => `hookpost.deliveries.${destinationId}`;
+/** What every subject of EVENTS and of DELIVERIES starts with (the source or destination id follows). */
+export const EVENT_SUBJECT_PREFIX = "hookpost.events.";
+export const DELIVERY_SUBJECT_PREFIX = "hookpost.deliveries.";
+export const eventSubject = (sourceId: string, type: EventType) =>
+  `${EVENT_SUBJECT_PREFIX}${sourceId}.${type}`;
+export const deliverySubject = (destinationId: string) => `${DELIVERY_SUBJECT_PREFIX}${destinationId}`;
 export const deadSubject = (destinationId: string) => `hookpost.dead.${destinationId}`;
 /** Durable consumer name of one destination on DELIVERIES. */
 export const destinationConsumer = (destinationId: string) => `dest_${destinationId}`;
@@ -187,7 +223,7 @@ export async function ensureTopology(jsm: JetStreamManager, s: TopologySettings)
         await jsm.streams.add(cfg);
       } catch (addErr) {
         // Another replica created it between our info and add.
-        if (!String((addErr as Error).message).includes("already in use")) throw addErr;
+        if (!isAlreadyExists(addErr)) throw addErr;
       }
     }
   }
@@ -238,14 +274,4 @@ export async function ensureBucketLimits(jsm: JetStreamManager, s: TopologySetti
     changed.push(limit.stream);
   }
   return changed;
-}
-
-export function isNotFound(err: unknown): boolean {
-  const e = err as { code?: string | number; api_error?: { err_code?: number }; message?: string };
-  return (
-    e?.api_error?.err_code === 10059 || // stream not found
-    e?.api_error?.err_code === 10014 || // consumer not found
-    e?.code === "404" ||
-    /not found/i.test(e?.message ?? "")
-  );
 }

@@ -1,19 +1,18 @@
 import { createHash } from "node:crypto";
-import { Code, HookpostError } from "@hookpost/contract";
 import type { JetStreamManager, KV, NatsConnection, Subscription } from "nats";
-import { isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
+import { DomainError } from "../errors.js";
+import { isNotFound, isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
 import { EncodedHeaders, PipelinedPublisher } from "../nats/pipelined-publisher.js";
 import { countIfFull } from "../nats/stream-watch.js";
-import { ID_PATTERN, kvStream, USER_SOURCES_BUCKET } from "../nats/topology.js";
+import {
+  ID_PATTERN,
+  kvKeySubject,
+  USER_FORGOTTEN_SUBJECT,
+  USER_SOURCES_BUCKET,
+  USER_SOURCES_STREAM,
+} from "../nats/topology.js";
 
-export { USER_SOURCES_BUCKET };
-/** The stream behind the bucket. */
-export const USER_SOURCES_STREAM = kvStream(USER_SOURCES_BUCKET);
-/**
- * Core NATS subject on which an index that forgot a user tells the other replicas to drop
- * the pairs from their memory, so that the next call for that user is recorded again.
- */
-export const USER_FORGOTTEN_SUBJECT = "hookpost.users.forgotten";
+export { USER_FORGOTTEN_SUBJECT, USER_SOURCES_BUCKET, USER_SOURCES_STREAM };
 
 /**
  * Longest user id a deletion request accepts. Ingest only bounds a whole call (32 KiB), so any
@@ -198,7 +197,7 @@ export class UserSourceIndex {
     if (!ID_PATTERN.test(sourceId)) throw new Error(`invalid source id ${JSON.stringify(sourceId)}`);
     try {
       await this.#pipe.publish(
-        `$KV.${USER_SOURCES_BUCKET}.${userSourceKey(userId, sourceId)}`,
+        kvKeySubject(USER_SOURCES_BUCKET, userSourceKey(userId, sourceId)),
         this.#firstSeen(),
         NEW_PAIR_ONLY,
       );
@@ -243,11 +242,11 @@ export class UserSourceIndex {
   async #has(key: string): Promise<boolean> {
     try {
       await this.#jsm.streams.getMessage(USER_SOURCES_STREAM, {
-        last_by_subj: `$KV.${USER_SOURCES_BUCKET}.${key}`,
+        last_by_subj: kvKeySubject(USER_SOURCES_BUCKET, key),
       });
       return true;
     } catch (err) {
-      if ((err as { code?: string })?.code === "404") return false;
+      if (isNotFound(err)) return false;
       throw err;
     }
   }
@@ -261,7 +260,7 @@ export class UserSourceIndex {
     try {
       for (const sourceId of sourceIds) {
         await this.#jsm.streams.purge(USER_SOURCES_STREAM, {
-          filter: `$KV.${USER_SOURCES_BUCKET}.${userSourceKey(userId, sourceId)}`,
+          filter: kvKeySubject(USER_SOURCES_BUCKET, userSourceKey(userId, sourceId)),
         });
       }
     } catch (err) {
@@ -281,7 +280,7 @@ export class UserSourceIndex {
     if (!ID_PATTERN.test(sourceId)) throw new Error(`invalid source id ${JSON.stringify(sourceId)}`);
     try {
       await this.#jsm.streams.purge(USER_SOURCES_STREAM, {
-        filter: `$KV.${USER_SOURCES_BUCKET}.*.*.${sourceId}`,
+        filter: kvKeySubject(USER_SOURCES_BUCKET, `*.*.${sourceId}`),
       });
     } catch (err) {
       throw unavailable("could not forget the source's users", err);
@@ -332,9 +331,9 @@ function cacheKey(userId: string, sourceId: string): string {
   return userId.length <= 256 ? `${sourceId}\u0000${userId}` : userSourceKey(userId, sourceId);
 }
 
-function unavailable(what: string, err: unknown): HookpostError {
+function unavailable(what: string, err: unknown): DomainError {
   const msg = err instanceof Error ? err.message : String(err);
-  return new HookpostError(Code.UNAVAILABLE, `${what}: JetStream is unavailable (${msg}); retry later`, [], {
+  return new DomainError("UNAVAILABLE", `${what}: JetStream is unavailable (${msg}); retry later`, {
     cause: err,
   });
 }
