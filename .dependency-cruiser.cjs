@@ -24,9 +24,11 @@ const ALLOWED = {
   local: ["contract", "core", "client", "console"],
 };
 const esc = (s) => s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
-// What other packages may reach: an entry point (mod.ts or its build) or the generated code.
+// What other packages may reach: an entry point (mod.ts or its build), the generated code, or
+// the browser-safe admin paging rules (the console must not pull grpc-js in through mod.ts).
 const PUBLIC = [
   "/src/mod\\.ts$",
+  "^packages/contract/src/admin-pages\\.ts$",
   "^services/[^/]+/mod\\.ts$",
   "/dist/",
   "^packages/contract/src/gen/",

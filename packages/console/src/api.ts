@@ -1,6 +1,6 @@
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
-import { allPages } from "@hookpost/contract";
+import { allPages } from "@hookpost/contract/admin-pages";
 import { BadRequestSchema } from "@hookpost/contract/gen/google/rpc/error_details_pb";
 import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { getToken } from "./session.js";
