@@ -2,7 +2,8 @@ import { createServer } from "node:net";
 import { Analytics, AnalyticsError, type AnalyticsOptions } from "@hookpost/client";
 import { Code } from "@hookpost/contract";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { FakeIngest, waitFor } from "./fake-ingest.js";
+import { until } from "../helpers/until.js";
+import { FakeIngest } from "./fake-ingest.js";
 
 let ingest: FakeIngest;
 const clients: Analytics[] = [];
@@ -133,7 +134,7 @@ describe("failures are reported", () => {
     const started = Date.now();
     await a.close({ timeoutMs: 300 });
     expect(Date.now() - started).toBeLessThan(5000);
-    await waitFor(() => errors.length > 0, "error event");
+    await until(() => errors.length > 0, { message: "error event" });
     expect(errors.flatMap((e) => e.calls.map((c) => c.messageId))).toEqual([id]);
     expect(errors[0]!.code).toBe("delivery_failed");
   });

@@ -167,16 +167,3 @@ export class FakeIngest implements IngestHarness {
     return calls.map((c) => c.messageId);
   }
 }
-
-/** Polls until `check` holds; fails with `what` after `timeoutMs`. */
-export async function waitFor(
-  check: () => boolean | Promise<boolean>,
-  what: string,
-  timeoutMs = 10_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}

@@ -3,7 +3,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { StoredCall } from "@hookpost/contract";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { destination, type Pipeline, pipeline, publishCall, Receiver, track, waitUntil } from "./helpers.js";
+import { until } from "../helpers/until.js";
+import { destination, type Pipeline, pipeline, publishCall, Receiver, track } from "./helpers.js";
 
 /** End to end through NATS: what a receiver gets for each call type, and who gets what. */
 
@@ -169,7 +170,7 @@ describe("webhook requests", () => {
     });
     const before = Math.floor(Date.now() / 1000);
     await publishCall(p.js, call);
-    await waitUntil(() => rx.requests.some((r) => r.url === "/std"));
+    await until(() => rx.requests.some((r) => r.url === "/std"));
     const req = rx.requests.find((r) => r.url === "/std")!;
     const raw = req.body.toString("utf8");
     expect(req.headers["webhook-id"]).toBe("std-1");
@@ -197,7 +198,7 @@ describe("webhook requests", () => {
   it("sends no signature headers without a shared secret", async () => {
     await p.putDestination(destination({ id: "unsigned", sourceIds: ["nosig"], urls: [rx.url("/nosig")] }));
     await publishCall(p.js, track({ sourceId: "nosig" }));
-    await waitUntil(() => rx.requests.some((r) => r.url === "/nosig"));
+    await until(() => rx.requests.some((r) => r.url === "/nosig"));
     const req = rx.requests.find((r) => r.url === "/nosig")!;
     expect(req.headers["x-signature"]).toBeUndefined();
     expect(req.headers["webhook-signature"]).toBeUndefined();
@@ -224,7 +225,7 @@ describe("routing", () => {
       );
     }
     const expected = cases.filter((c) => c[3]).map((c) => c[0]);
-    await waitUntil(() => rx.requests.filter((r) => r.url === "/filter").length >= expected.length);
+    await until(() => rx.requests.filter((r) => r.url === "/filter").length >= expected.length);
     await sleep(500);
     const got = rx.requests
       .filter((r) => r.url === "/filter")
@@ -263,7 +264,7 @@ describe("routing", () => {
     // The same call published twice past EVENTS' own dedup (another id): fan-out ids still match.
     await p.js.publish(`hookpost.events.dd.track`, JSON.stringify(call), { msgID: "a" });
     await p.js.publish(`hookpost.events.dd.track`, JSON.stringify(call), { msgID: "b" });
-    await waitUntil(() => rx.requests.some((r) => r.url === "/dedup"));
+    await until(() => rx.requests.some((r) => r.url === "/dedup"));
     await sleep(700);
     expect(rx.requests.filter((r) => r.url === "/dedup")).toHaveLength(1);
   });

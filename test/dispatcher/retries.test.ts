@@ -5,6 +5,7 @@ import { DELIVERIES_STREAM, deliverySubject, destinationConsumer } from "@hookpo
 import { renderBody } from "@hookpost/dispatcher";
 import { AckPolicy } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { until } from "../helpers/until.js";
 import {
   destination,
   makeCerts,
@@ -14,7 +15,6 @@ import {
   Receiver,
   type TestCerts,
   track,
-  waitUntil,
 } from "./helpers.js";
 
 /**
@@ -44,13 +44,12 @@ async function dest(urls: string[], extra: Partial<Parameters<typeof destination
 
 async function deadLetters(destinationId: string, count = 1, timeoutMs = 8000): Promise<DeadLetter[]> {
   let letters: DeadLetter[] = [];
-  await waitUntil(
+  await until(
     async () => {
       letters = await p.deadLetters.list(destinationId);
       return letters.length >= count;
     },
-    timeoutMs,
-    `dead letters of ${destinationId}`,
+    { timeout: timeoutMs, message: `dead letters of ${destinationId}` },
   );
   return letters;
 }
@@ -317,7 +316,7 @@ describe("janitor", () => {
     });
     await p.js.publish(deliverySubject("ghost"), "{}");
     await p.js.publish(deliverySubject("ghost2"), "{}");
-    await waitUntil(
+    await until(
       async () => {
         const info = await p.jsm.streams.info(DELIVERIES_STREAM, {
           subjects_filter: "hookpost.deliveries.>",
@@ -329,8 +328,7 @@ describe("janitor", () => {
           !subjects.some((s) => s.includes("ghost")) && !consumers.includes(destinationConsumer("ghost"))
         );
       },
-      8000,
-      "ghost cleanup",
+      { timeout: 8000, message: "ghost cleanup" },
     );
   });
 });

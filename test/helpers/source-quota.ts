@@ -3,7 +3,7 @@ import { EVENTS_STREAM } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import { expect } from "vitest";
 import { type Answer, post } from "../http/helpers.js";
-import { waitUntil } from "../ops/helpers.js";
+import { until } from "./until.js";
 
 export const BLOB = "x".repeat(4 * 1024);
 
@@ -57,6 +57,8 @@ export async function expectOnlyARefusedUntilDrained(
   }
   await jsm.streams.purge(EVENTS_STREAM, { filter: `hookpost.events.${a.id}.>` });
   for (const url of urls) {
-    await waitUntil(`A accepted again by ${url}`, async () => (await track(url, a.writeKey)).status === 200);
+    await until(async () => (await track(url, a.writeKey)).status === 200, {
+      message: `A accepted again by ${url}`,
+    });
   }
 }

@@ -2,8 +2,9 @@ import { StreamFeed } from "@hookpost/core";
 import { connect, type NatsConnection } from "nats";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { waitUntil } from "../dispatcher/helpers.js";
+
 import { NatsServer } from "../helpers/nats-server.js";
+import { until } from "../helpers/until.js";
 
 // The feed the health fold reads the attempt log with: every message of the stream once, in
 // order, from a start time, and still exactly once across a nats-server restart.
@@ -45,7 +46,7 @@ describe("StreamFeed", () => {
     });
     feed.start();
     try {
-      await waitUntil(() => seen.length >= 50, 10_000, "the first 50 messages");
+      await until(() => seen.length >= 50, { timeout: 10_000, message: "the first 50 messages" });
       expect(seen.map((s) => s.text)).toEqual(Array.from({ length: 50 }, (_, i) => String(i)));
       expect(feed.lastSequence).toBe(51);
 
@@ -61,7 +62,7 @@ describe("StreamFeed", () => {
           }
         }
       }
-      await waitUntil(() => seen.length >= 100, 20_000, "the messages after the restart");
+      await until(() => seen.length >= 100, { timeout: 20_000, message: "the messages after the restart" });
       expect(seen.map((s) => s.text)).toEqual(Array.from({ length: 100 }, (_, i) => String(i)));
       expect(seen.map((s) => s.seq)).toEqual(Array.from({ length: 100 }, (_, i) => i + 2));
     } finally {
