@@ -31,6 +31,7 @@ const env = () => cliEnv({ HOOKPOST_ENDPOINT: fake.address, ADMIN_TOKEN: fake.to
 
 function settle(child: ReturnType<typeof spawn>): Promise<{ code: number | null; signal: string | null }> {
   return new Promise((resolve, reject) => {
+    // not a wait: gives up on a CLI that hangs
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
       reject(new Error("did not finish in 60 s"));

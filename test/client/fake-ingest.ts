@@ -122,6 +122,7 @@ export class FakeIngest implements IngestHarness {
         this.concurrent++;
         this.maxConcurrent = Math.max(this.maxConcurrent, this.concurrent);
         try {
+          // not a wait: a slow server answers late (the behaviour under test)
           if (this.delayMs > 0) await new Promise((r) => setTimeout(r, this.delayMs));
           const auth = ctx.metadata.get("authorization")[0];
           if (auth !== `Basic ${Buffer.from(`${WRITE_KEY}:`).toString("base64")}`) {

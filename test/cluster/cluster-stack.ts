@@ -284,7 +284,7 @@ export class Load {
             error: String(code),
             message: (err as Error).message,
           });
-          await sleep(50);
+          await sleep(50); // not a wait: the load generator backs off after a failed call
         }
       }
     };

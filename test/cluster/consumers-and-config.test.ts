@@ -129,7 +129,7 @@ describe("Hookpost on a 3-node cluster: consumer and bucket leaders", () => {
       const leader = await s.leaderOfEvents();
       s.cluster.freeze(leader);
       const frozenAt = Date.now();
-      await sleep(10_000); // the scenario itself: a 10 s partition, under load
+      await sleep(10_000); // not a wait: the scenario itself, a 10 s partition under load
       s.cluster.thaw(leader);
       await s.cluster.ready();
       return `froze ${leader} (the EVENTS leader) for ${Date.now() - frozenAt} ms`;

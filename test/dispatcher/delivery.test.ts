@@ -130,7 +130,7 @@ describe("webhook requests", () => {
     ];
     for (const [call] of calls) await publishCall(p.js, call);
     await rx.waitFor(calls.length);
-    await sleep(200);
+    await sleep(200); // not a wait: no extra delivery follows (the assertion)
     const got = rx.requests.filter((r) => r.url === "/types");
     expect(got).toHaveLength(calls.length);
     for (const [call, expected] of calls) {
@@ -226,7 +226,7 @@ describe("routing", () => {
     }
     const expected = cases.filter((c) => c[3]).map((c) => c[0]);
     await until(() => rx.requests.filter((r) => r.url === "/filter").length >= expected.length);
-    await sleep(500);
+    await sleep(500); // not a wait: no filtered call is delivered meanwhile (the assertion)
     const got = rx.requests
       .filter((r) => r.url === "/filter")
       .map((r) => String(r.headers["idempotency-key"]));
@@ -248,7 +248,7 @@ describe("routing", () => {
       for (let i = 0; i < 5; i++) await publishCall(p.js, track({ sourceId: "fan", messageId: `fan-${i}` }));
       await a.waitFor(5);
       await b.waitFor(5);
-      await sleep(500);
+      await sleep(500); // not a wait: nothing reaches the other destinations meanwhile (the assertion)
       expect(a.messageIds()).toEqual(new Set(["fan-0", "fan-1", "fan-2", "fan-3", "fan-4"]));
       expect(b.requests).toHaveLength(5);
       expect(off.requests).toHaveLength(0);
@@ -265,7 +265,7 @@ describe("routing", () => {
     await p.js.publish(`hookpost.events.dd.track`, JSON.stringify(call), { msgID: "a" });
     await p.js.publish(`hookpost.events.dd.track`, JSON.stringify(call), { msgID: "b" });
     await until(() => rx.requests.some((r) => r.url === "/dedup"));
-    await sleep(700);
+    await sleep(700); // not a wait: no second copy is delivered meanwhile (the assertion)
     expect(rx.requests.filter((r) => r.url === "/dedup")).toHaveLength(1);
   });
 });

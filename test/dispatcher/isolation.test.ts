@@ -33,7 +33,7 @@ async function measure(rx: Receiver, count: number, everyMs: number): Promise<nu
     const call = track({ sourceId: "iso" });
     sent.set(call.messageId, Date.now());
     await publishCall(p.js, call);
-    await sleep(everyMs);
+    await sleep(everyMs); // not a wait: paces the publisher (a steady load)
   }
   await until(() => rx.requests.length - before >= count, { timeout: 20_000, message: "healthy deliveries" });
   return rx.requests

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { ConfigStore, DELIVERIES_STREAM, destinationConsumer, isNotFound } from "@hookpost/core";
 import type { RunningDispatcher } from "@hookpost/dispatcher";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { counterValue } from "../e2e/helpers.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import { until } from "../helpers/until.js";
 import { destination, type Pipeline, pipeline, publishCall, Receiver, track } from "./helpers.js";
@@ -62,8 +63,9 @@ describe("live configuration", () => {
     );
     console.log(`new destination delivering after ${Date.now() - t0} ms`);
     // Probes routed after the change reached the router arrive; earlier ones were not routed.
-    await sleep(300);
-    expect(a.messageIds().has(probes.at(-1)!)).toBe(true);
+    await until(() => a.messageIds().has(probes.at(-1)!), {
+      message: "the last probe at the new destination",
+    });
 
     // The endpoint starts failing; the operator moves the destination; the retry lands on b.
     a.respond = () => ({ status: 500 });
@@ -118,12 +120,19 @@ describe("live configuration", () => {
     await r.waitFor(2);
 
     await applied(await admin.putDestination({ ...admin.destination("pause")!, enabled: false }));
-    await sleep(500); // in-flight attempts end (not a propagation wait)
+    // In-flight attempts end: every request the endpoint got has an outcome.
+    await until(
+      async () =>
+        (await counterValue(dispatcher.metrics.registry, "hookpost_dispatcher_deliveries_total", {
+          destination: "pause",
+        })) >= r.requests.length,
+      { message: "an outcome for every attempt made before the pause" },
+    );
     r.respond = () => ({ status: 200 });
     const seen = r.requests.length;
     const whileOff = track({ sourceId: "pz" });
     await publishCall(p.js, whileOff);
-    await sleep(1500);
+    await sleep(1500); // not a wait: nothing is delivered while disabled (the assertion)
     expect(r.requests.length).toBe(seen);
 
     await admin.putDestination({ ...admin.destination("pause")!, enabled: true });
@@ -164,7 +173,7 @@ describe("live configuration", () => {
     await applied(admin.revision);
     const seen = r.requests.length;
     await publishCall(p.js, track({ sourceId: "gn" }));
-    await sleep(1000);
+    await sleep(1000); // not a wait: nothing is delivered after the deletion (the assertion)
     expect(r.requests.length).toBe(seen);
   });
 

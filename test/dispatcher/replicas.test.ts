@@ -97,7 +97,7 @@ describe("replicas", () => {
     const ids = await publishMany("pair", 2000);
     await r.waitFor(2000, 60_000);
     const seconds = (Date.now() - started) / 1000;
-    await sleep(1000);
+    await sleep(1000); // not a wait: no duplicate follows (the assertion)
     console.log(`2 replicas: 2000 deliveries in ${seconds.toFixed(2)} s (${Math.round(2000 / seconds)}/s)`);
     expect(r.requests).toHaveLength(2000);
     expect(r.messageIds()).toEqual(new Set(ids));
@@ -181,7 +181,7 @@ describe("replicas", () => {
       timeout: 20_000,
       message: "every call delivered",
     });
-    await sleep(500);
+    await sleep(500); // not a wait: no duplicate follows (the assertion)
     console.log(`SIGTERM after ${atStop} deliveries; the rest delivered by another replica`);
     expect(r.requests).toHaveLength(100);
   });

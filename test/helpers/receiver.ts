@@ -89,7 +89,8 @@ export class Receiver {
         res.writeHead(reply.status ?? 200, reply.headers ?? {});
         res.end(reply.body ?? "");
       };
-      if (reply.delayMs) setTimeout(answer, reply.delayMs);
+      if (reply.delayMs)
+        setTimeout(answer, reply.delayMs); // not a wait: a slow endpoint answers late
       else answer();
     });
   }

@@ -71,7 +71,7 @@ export function spawnNode(args: string[], env: Record<string, string>, cwd = ROO
 
 /** Resolves with the exit code, or rejects when the process is still running after `ms`. */
 export async function exitWithin(p: ServiceProcess, ms: number): Promise<number | null> {
-  const timeout = sleep(ms, "timeout" as const, { ref: false });
+  const timeout = sleep(ms, "timeout" as const, { ref: false }); // not a wait: the deadline asserted
   const r = await Promise.race([p.exited, timeout]);
   if (r === "timeout") throw new Error(`still running ${ms} ms after the signal:\n${p.output.join("\n")}`);
   return r;

@@ -28,6 +28,7 @@ export async function sendUntilRefused(
     );
     if (r.status !== 200) return { refused: r, accepted };
     accepted++;
+    // not a wait: paces the load generator (so a refill of the quota is part of the scenario)
     if (o.paceEvery !== undefined && i % o.paceEvery === o.paceEvery - 1) await sleep(o.paceMs ?? 300);
   }
   return { refused: undefined, accepted };

@@ -1,7 +1,8 @@
 /**
  * The one way tests wait: poll a fact until it holds. `condition` may be async; a thrown error
  * counts as "not yet". Resolves with the first truthy value; on timeout throws an error naming
- * what never became true (`message`) and the last value or error seen.
+ * what never became true (`message`) and the last value or error seen. A condition that throws
+ * `GiveUp` ends the wait at once with that error (the fact can no longer become true).
  */
 export type Truthy<T> = Exclude<T, undefined | null | false | 0 | "">;
 
@@ -13,6 +14,9 @@ export interface UntilOptions {
   /** Poll every this many ms (default 25). */
   interval?: number;
 }
+
+/** Thrown by a condition that can no longer hold (a process exited): `until` rethrows it at once. */
+export class GiveUp extends Error {}
 
 export async function until<T>(
   condition: () => T | Promise<T>,
@@ -28,6 +32,7 @@ export async function until<T>(
       if (value) return value as Truthy<T>;
       last = value;
     } catch (err) {
+      if (err instanceof GiveUp) throw err;
       last = err;
     }
     if (Date.now() >= deadline) {

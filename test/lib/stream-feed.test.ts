@@ -30,8 +30,9 @@ describe("StreamFeed", () => {
   it("delivers every message of every subject once, in order, and goes on after a server restart", async () => {
     const js = nc.jetstream();
     // Before the feed starts, and older than its start time: left out.
-    await js.publish("feed.a.old", "old");
-    await new Promise((r) => setTimeout(r, 50));
+    const old = await js.publish("feed.a.old", "old");
+    const oldTime = (await (await nc.jetstreamManager()).streams.getMessage("FEED", { seq: old.seq })).time;
+    await until(() => Date.now() > oldTime.getTime(), { message: "the clock past the old message" });
     const startedAt = new Date();
     for (let i = 0; i < 50; i++) await js.publish(i % 2 ? "feed.a.x" : "feed.b.y", String(i));
 
@@ -53,14 +54,10 @@ describe("StreamFeed", () => {
       // The server goes away and comes back (its ephemeral consumer is gone with it).
       await server.restart();
       for (let i = 50; i < 100; i++) {
-        for (;;) {
-          try {
-            await js.publish("feed.a.z", String(i));
-            break;
-          } catch {
-            await new Promise((r) => setTimeout(r, 100));
-          }
-        }
+        await until(() => js.publish("feed.a.z", String(i)), {
+          interval: 100,
+          message: `message ${i} published after the restart`,
+        });
       }
       await until(() => seen.length >= 100, { timeout: 20_000, message: "the messages after the restart" });
       expect(seen.map((s) => s.text)).toEqual(Array.from({ length: 100 }, (_, i) => String(i)));

@@ -85,7 +85,7 @@ describe("SIGTERM to ingest under load", () => {
         } catch (err) {
           const code = err instanceof HookpostError ? Code[err.code] : String(err);
           failures.set(String(code), (failures.get(String(code)) ?? 0) + 1);
-          await sleep(10);
+          await sleep(10); // not a wait: the load generator backs off after a failed call
         }
       }
     };

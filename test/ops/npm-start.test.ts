@@ -123,6 +123,7 @@ async function npmStart(): Promise<ChildProcess> {
 /** Ctrl-C: SIGINT to the whole foreground process group (npm, tsx, the launcher); all exit. */
 async function pressCtrlC(proc: ChildProcess): Promise<void> {
   process.kill(-proc.pid!, "SIGINT");
+  // not a wait: the deadline asserted (it exits within 20 s)
   const stopped = await Promise.race([exited.then(() => true), sleep(20_000, false, { ref: false })]);
   expect(stopped, `npm start still running 20 s after SIGINT:\n${lines.join("\n")}`).toBe(true);
   // (Its last lines may still be in the pipe when the exit is seen.)
