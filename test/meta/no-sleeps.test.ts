@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 // behaviour under test (nothing arrives during N ms, a load generator's pace, an endpoint that
 // answers late, a deadline asserted) says so with `// not a wait: why` on its line or the line above.
 const TEST_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const TIMER = /\b(sleep|setTimeout|setInterval|delay)\s*\(/;
+const TIMER = /\b(sleep|setTimeout|setInterval|delay|waitForTimeout)\s*\(/;
 const MARKER = "// not a wait:";
 // The one place that polls.
 const POLLER = join("helpers", "until.ts");
