@@ -17,12 +17,13 @@ import { defaultDispatcherConfig, type RunningDispatcher, startDispatcher } from
 import fc from "fast-check";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { waitUntil } from "../dispatcher/helpers.js";
+
 import { code } from "../helpers/grpc-code.js";
 import { NatsServer } from "../helpers/nats-server.js";
 import { Receiver } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
+import { until } from "../helpers/until.js";
 import { rawCall } from "../ingest/harness.js";
 
 /**
@@ -172,7 +173,7 @@ describe("admin reads are bounded", () => {
     await refusing.waitFor(BIG_CALLS, 120_000);
     // Every attempt is in the log (it is written without waiting): count them through pages.
     let listed: Attempt[] = [];
-    await waitUntil(
+    await until(
       async () => {
         listed = [];
         let token = "";
@@ -184,8 +185,7 @@ describe("admin reads are bounded", () => {
         // Attempt and routing records are written without waiting: both are in once bodies join.
         return listed.length >= BIG_CALLS && listed.every((x) => x.requestBody !== "");
       },
-      60_000,
-      `${BIG_CALLS} attempts of big-ok with their bodies in the log`,
+      { timeout: 60_000, message: `${BIG_CALLS} attempts of big-ok with their bodies in the log` },
     );
 
     const pid = ingest.proc.pid!;
@@ -282,7 +282,7 @@ describe("admin reads are bounded", () => {
     const { messageId } = await client.track({ userId: "u-wide", event: "Wide", properties: { blob } });
     await r.waitFor(WIDE_DESTINATIONS, 60_000);
     let all: Attempt[] = [];
-    await waitUntil(
+    await until(
       async () => {
         all = [];
         let token = "";
@@ -298,8 +298,7 @@ describe("admin reads are bounded", () => {
         } while (token !== "");
         return all.length === WIDE_DESTINATIONS;
       },
-      30_000,
-      `${WIDE_DESTINATIONS} attempts of ${messageId}`,
+      { timeout: 30_000, message: `${WIDE_DESTINATIONS} attempts of ${messageId}` },
     );
     expect(new Set(all.map((a) => a.destinationId))).toEqual(new Set(ids));
     const story = await admin.getMessage({ messageId });
@@ -361,12 +360,12 @@ describe("a message is identified by (source, message id)", () => {
     // A first, so that "the first routed record of the id" is A's: what the old join picked.
     await a.track({ messageId, userId: "u-a", event: "From A" });
     await ra.waitFor(1);
-    await waitUntil(
+    await until(
       async () => (await admin.listDeadLetters({ destinationId: "dest-shared" })).deadLetters.length === 1,
     );
     await b.track({ messageId, userId: "u-b", event: "From B" });
     await rb.waitFor(1);
-    await waitUntil(
+    await until(
       async () => (await admin.listDeadLetters({ destinationId: "dest-shared" })).deadLetters.length === 2,
     );
     // Both webhooks carry the id as answered.
@@ -374,7 +373,7 @@ describe("a message is identified by (source, message id)", () => {
     expect(rb.requests[0]!.headers["idempotency-key"]).toBe(messageId);
 
     let ofB: Attempt[] = [];
-    await waitUntil(async () => {
+    await until(async () => {
       ofB = (await admin.listAttempts({ destinationId: "dest-b" })).attempts;
       return ofB.length === 1 && ofB[0]!.requestBody !== "";
     });
@@ -382,7 +381,7 @@ describe("a message is identified by (source, message id)", () => {
     expect(ofB[0]!.requestBody).toBe(rb.requests[0]!.body.toString());
     // The shared destination: each attempt with its own source's body.
     let sharedAttempts: Attempt[] = [];
-    await waitUntil(async () => {
+    await until(async () => {
       sharedAttempts = (await admin.listAttempts({ destinationId: "dest-shared" })).attempts;
       return sharedAttempts.length === 2 && sharedAttempts.every((x) => x.requestBody !== "");
     });
@@ -456,15 +455,14 @@ describe("a message is identified by (source, message id)", () => {
           for (const { id, source: src } of sent) {
             const event = `${src.slice(-1)}:${id}`;
             let attempts: Attempt[] = [];
-            await waitUntil(
+            await until(
               async () => {
                 attempts = (
                   await admin.listAttempts({ destinationId: "prop-shared", messageId: id, sourceId: src })
                 ).attempts;
                 return attempts.length === 1 && attempts[0]!.requestBody !== "";
               },
-              20_000,
-              `the attempt of ${src}/${id}`,
+              { timeout: 20_000, message: `the attempt of ${src}/${id}` },
             );
             expect(JSON.parse(attempts[0]!.requestBody).event).toBe(event);
             const story = await admin.getMessage({ messageId: id, sourceId: src });

@@ -2,10 +2,11 @@ import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { AttemptOutcome, DeliveryState, DestinationState } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { ATTEMPTS_STREAM, type AttemptRecord } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { makeCerts, type TestCerts, waitUntil } from "../dispatcher/helpers.js";
+import { makeCerts, type TestCerts } from "../dispatcher/helpers.js";
 import { code } from "../helpers/grpc-code.js";
 import { Receiver } from "../helpers/receiver.js";
 import { Stack } from "../helpers/stack.js";
+import { until } from "../helpers/until.js";
 
 // The attempt log end to end: real ingest, NATS, dispatcher and receivers. Every attempt (and
 // every refusal before a request) is recorded with a readable reason; the admin API lists them,
@@ -37,13 +38,12 @@ async function receiver(respond: Receiver["respond"]): Promise<Receiver> {
 /** Attempts of one destination, once there are at least `n`. */
 async function attemptsOf(destinationId: string, n: number) {
   let list: Awaited<ReturnType<typeof stack.admin.listAttempts>>["attempts"] = [];
-  await waitUntil(
+  await until(
     async () => {
       list = (await stack.admin.listAttempts({ destinationId, pageSize: 1000 })).attempts;
       return list.length >= n;
     },
-    20_000,
-    `${n} attempts of ${destinationId}`,
+    { timeout: 20_000, message: `${n} attempts of ${destinationId}` },
   );
   return list;
 }
@@ -140,7 +140,7 @@ describe("attempt log", () => {
       "a-500": DeliveryState.RETRYING,
       "a-timeout": DeliveryState.RETRYING,
     });
-    await waitUntil(async () => {
+    await until(async () => {
       const s = await stack.admin.getMessage({ messageId });
       return ["a-422", "a-ssrf", "a-tls"].every(
         (id) => s.deliveries.find((d) => d.destinationId === id)?.state === DeliveryState.DEAD_LETTER,
@@ -200,7 +200,7 @@ describe("attempt log", () => {
   it("tells filtered, no-destination and paused (pending) messages apart", async () => {
     const lonely = await stack.source("lonely");
     const none = await lonely.client.track({ userId: "u", event: "Nobody listens" });
-    await waitUntil(async () => (await code(stack.admin.getMessage({ messageId: none.messageId }))) === "OK");
+    await until(async () => (await code(stack.admin.getMessage({ messageId: none.messageId }))) === "OK");
     const alone = await stack.admin.getMessage({ messageId: none.messageId });
     expect(alone).toMatchObject({ noDestination: true, deliveries: [] });
 
@@ -213,15 +213,11 @@ describe("attempt log", () => {
       integrations: { Webhooks: false },
     });
     const pending = await src.client.track({ userId: "u", event: "Waits" });
-    await waitUntil(
-      async () => (await code(stack.admin.getMessage({ messageId: pending.messageId }))) === "OK",
-    );
+    await until(async () => (await code(stack.admin.getMessage({ messageId: pending.messageId }))) === "OK");
     expect((await stack.admin.getMessage({ messageId: pending.messageId })).deliveries).toEqual([
       expect.objectContaining({ destinationId: "st-paused", state: DeliveryState.PENDING, attempts: 0 }),
     ]);
-    await waitUntil(
-      async () => (await code(stack.admin.getMessage({ messageId: filtered.messageId }))) === "OK",
-    );
+    await until(async () => (await code(stack.admin.getMessage({ messageId: filtered.messageId }))) === "OK");
     expect((await stack.admin.getMessage({ messageId: filtered.messageId })).deliveries).toEqual([
       expect.objectContaining({ destinationId: "st-paused", state: DeliveryState.FILTERED }),
     ]);
@@ -239,7 +235,7 @@ describe("attempt log", () => {
     await stack.destination({ id: "hl", sourceIds: [src.id], urls: [r.url()] });
     for (let i = 0; i < 3; i++) await src.client.track({ userId: "u", event: "Bad" });
     await r.waitFor(3);
-    await waitUntil(async () => {
+    await until(async () => {
       const [h] = (await stack.admin.listDestinationHealth({ destinationId: "hl" })).destinations;
       return h?.failures5m === 3;
     });
@@ -257,7 +253,7 @@ describe("attempt log", () => {
     });
     fail = false;
     for (let i = 0; i < 2; i++) await src.client.track({ userId: "u", event: "Good" });
-    await waitUntil(async () => {
+    await until(async () => {
       const [x] = (await stack.admin.listDestinationHealth({ destinationId: "hl" })).destinations;
       return x?.deliveries5m === 2;
     });
@@ -287,17 +283,17 @@ describe("dead letters", () => {
     await stack.destination({ id: "dl-a", sourceIds: [src.id], urls: [r.url()] });
     await stack.destination({ id: "dl-b", sourceIds: [src.id], urls: [r.url()] });
     await src.client.track({ userId: "u", event: "First" });
-    await waitUntil(
+    await until(
       async () =>
         (await stack.admin.listDeadLetters({})).deadLetters.filter((l) => l.destinationId.startsWith("dl-"))
           .length === 2,
     );
     const between = new Date();
-    await waitUntil(async () => Date.now() > between.getTime() + 5);
+    await until(async () => Date.now() > between.getTime() + 5);
     await src.client.track({ userId: "u", event: "Second" });
     const mine = async () =>
       (await stack.admin.listDeadLetters({})).deadLetters.filter((l) => l.destinationId.startsWith("dl-"));
-    await waitUntil(async () => (await mine()).length === 4);
+    await until(async () => (await mine()).length === 4);
     expect(new Set((await mine()).map((l) => l.destinationId))).toEqual(new Set(["dl-a", "dl-b"]));
 
     // Only dl-a's letters that died before `between`: one.
@@ -336,7 +332,7 @@ describe("ATTEMPT_LOG_BODIES=off", () => {
       const { messageId } = await src.client.track({ userId: "u", event: "Secret" });
       await quiet.receiver.waitFor(1);
       let list: Awaited<ReturnType<typeof quiet.admin.listAttempts>>["attempts"] = [];
-      await waitUntil(async () => {
+      await until(async () => {
         list = (await quiet.admin.listAttempts({ destinationId: "priv" })).attempts;
         return list.length === 1;
       });

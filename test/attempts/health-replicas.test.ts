@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { waitUntil } from "../dispatcher/helpers.js";
+
 import { Stack } from "../helpers/stack.js";
+import { until } from "../helpers/until.js";
 
 // Two dispatcher replicas share one destination's deliveries; each writes its own health
 // summaries. Ingest's figures add them up: every delivery counted once, whichever replica made it.
@@ -40,13 +41,12 @@ describe("health across replicas", () => {
     expect(byReplica.every((x) => x > 0)).toBe(true);
 
     let h: Awaited<ReturnType<typeof stack.admin.listDestinationHealth>>["destinations"][number] | undefined;
-    await waitUntil(
+    await until(
       async () => {
         [h] = (await stack.admin.listDestinationHealth({ destinationId: dest.id })).destinations;
         return (h?.deliveries5m ?? 0) + (h?.failures5m ?? 0) === calls;
       },
-      20_000,
-      "both replicas' summaries merged",
+      { timeout: 20_000, message: "both replicas' summaries merged" },
     );
     expect(h).toMatchObject({ deliveries5m: 240, failures5m: 60, deliveries1h: 240, failures1h: 60 });
     expect(h!.successRate1h).toBeCloseTo(0.8, 6);

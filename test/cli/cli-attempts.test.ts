@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { waitUntil } from "../dispatcher/helpers.js";
+
 import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
+import { until } from "../helpers/until.js";
 import { type CliResult, hookpost } from "./run-cli.js";
 
 // A new user with one failing destination, from the CLI alone (a real process against a real
@@ -38,7 +39,7 @@ describe("seeing deliveries from the CLI", () => {
     await stack.destination({ id: "crm", name: "CRM", sourceIds: [src.id], urls: [failing.url()] });
     const { messageId } = await src.client.track({ userId: "u-1", event: "Order Completed" });
     await failing.waitFor(1);
-    await waitUntil(async () => {
+    await until(async () => {
       const r = await hookpost(["--json", "attempts", "list", "--destination", "crm"], env);
       return r.code === 0 && (JSON.parse(r.stdout) as { attempts: unknown[] }).attempts.length === 1;
     });
@@ -80,7 +81,7 @@ describe("seeing deliveries from the CLI", () => {
       await stack.destination({ id: "dl-one", sourceIds: [src.id], urls: [gone.url()] });
       await stack.destination({ id: "dl-two", sourceIds: [src.id], urls: [gone.url()] });
       await src.client.track({ userId: "u", event: "Rejected" });
-      await waitUntil(async () => {
+      await until(async () => {
         const r = await hookpost(["--json", "dead-letters", "list"], env);
         return (
           (JSON.parse(r.stdout) as { destinationId: string }[]).filter((d) =>
@@ -140,7 +141,7 @@ describe("seeing deliveries from the CLI", () => {
       const messageId = "cli-same-id";
       await a.client.track({ messageId, userId: "u-a", event: "From A" });
       await b.client.track({ messageId, userId: "u-b", event: "From B" });
-      await waitUntil(async () => {
+      await until(async () => {
         const r = await hookpost(["--json", "dead-letters", "list", "--destination", "dup"], env);
         return r.code === 0 && (JSON.parse(r.stdout) as unknown[]).length === 2;
       });

@@ -11,8 +11,7 @@ import { NatsServer } from "../helpers/nats-server.js";
 import { type CliResult, hookpost } from "./run-cli.js";
 
 // End to end: the CLI as a real process against the real ingest on a real nats-server.
-// (delete-user and dead-letters run against test/cli/fake-admin.ts until the ingest serves
-// Delete, ListDeadLetters and ReplayDeadLetters.)
+// (delete-user and dead-letters: test/cli/cli-admin.test.ts and cli-stack.test.ts.)
 
 const TOKEN = "cli-e2e-admin-token-7c1d0e";
 let nats: NatsServer;

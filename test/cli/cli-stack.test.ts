@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
+import { until } from "../helpers/until.js";
 import { type CliResult, hookpost } from "./run-cli.js";
 
 // The CLI, as a real process, drives the whole real pipeline (ingest, NATS, dispatcher, a
@@ -151,13 +152,20 @@ destinations:
     const appMessageId = (JSON.parse(sentApp.stdout) as { messageId: string }).messageId;
     await stack.receiver.waitFor(3);
     await strict.waitFor(1);
-    let dead: Array<{ sequence: number | string; messageId: string; attempts: number; outcomes: unknown[] }> =
-      [];
-    for (let i = 0; i < 100 && dead.length === 0; i++) {
-      const r = await cli(["--json", "dead-letters", "list", "--destination", "strict"]);
-      dead = JSON.parse(r.stdout) as typeof dead;
-      if (dead.length === 0) await new Promise((r) => setTimeout(r, 200));
-    }
+    type Dead = Array<{
+      sequence: number | string;
+      messageId: string;
+      attempts: number;
+      outcomes: unknown[];
+    }>;
+    const dead = await until(
+      async () => {
+        const r = await cli(["--json", "dead-letters", "list", "--destination", "strict"]);
+        const list = JSON.parse(r.stdout) as Dead;
+        return list.length > 0 && list;
+      },
+      { timeout: 20_000, interval: 200, message: "a dead letter listed by the CLI" },
+    );
     expect(dead).toHaveLength(1);
     expect(dead[0]).toMatchObject({ messageId: appMessageId, attempts: 1 });
     expect(JSON.stringify(dead[0]!.outcomes)).toContain("400");

@@ -1,36 +1,39 @@
 import { spawn } from "node:child_process";
-import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FakeAdmin } from "./fake-admin.js";
+import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { BIN, cliEnv } from "./run-cli.js";
 
 // `hookpost … | head`: the reader goes away while the CLI is still writing. The CLI stops quietly
 // (exit 0, nothing on stderr) instead of crashing on EPIPE with a stack trace.
 
-let fake: FakeAdmin;
+// Against the real admin service (an ingest and a nats-server on loopback).
+let stack: Stack;
 
 beforeAll(async () => {
-  fake = await FakeAdmin.start();
+  stack = await Stack.start({ dispatchers: 0 });
   // Far more output than a pipe buffers (64 KiB), so the writer is still busy when head exits.
-  for (let i = 0; i < 3000; i++) {
-    const id = `source-${String(i).padStart(5, "0")}`;
-    fake.sources.set(id, {
-      id,
-      name: `Source number ${i}`,
-      writeKey: `hpk_${id}_key`,
-      createTime: timestampNow(),
-    });
+  const ids = Array.from({ length: 3000 }, (_, i) => i);
+  for (let i = 0; i < ids.length; i += 100) {
+    await Promise.all(
+      ids.slice(i, i + 100).map((n) =>
+        stack.admin.createSource({
+          id: `source-${String(n).padStart(5, "0")}`,
+          name: `Source number ${n}`,
+        }),
+      ),
+    );
   }
-});
+}, 120_000);
 
 afterAll(async () => {
-  await fake?.close();
+  await stack?.close();
 });
 
-const env = () => cliEnv({ HOOKPOST_ENDPOINT: fake.address, ADMIN_TOKEN: fake.token });
+const env = () => cliEnv({ HOOKPOST_ENDPOINT: stack.ingest.address, ADMIN_TOKEN: STACK_ADMIN_TOKEN });
 
 function settle(child: ReturnType<typeof spawn>): Promise<{ code: number | null; signal: string | null }> {
   return new Promise((resolve, reject) => {
+    // not a wait: gives up on a CLI that hangs
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
       reject(new Error("did not finish in 60 s"));

@@ -34,6 +34,7 @@ export function hookpost(
   });
   child.stdin.end(stdin ?? "");
   return new Promise((resolve, reject) => {
+    // not a wait: gives up on a CLI that hangs
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
       reject(new Error(`hookpost ${args.join(" ")} did not finish in 30 s\n${stdout}\n${stderr}`));

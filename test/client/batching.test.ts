@@ -1,6 +1,8 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { Analytics, type AnalyticsError, type AnalyticsOptions, LIBRARY } from "@hookpost/client";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { FakeIngest, waitFor } from "./fake-ingest.js";
+import { until } from "../helpers/until.js";
+import { FakeIngest } from "./fake-ingest.js";
 
 let ingest: FakeIngest;
 const clients: Analytics[] = [];
@@ -23,14 +25,12 @@ function client(options: AnalyticsOptions = {}): Analytics {
   return c;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 describe("batching", () => {
   it("sends a batch per flushAt calls and the rest on close()", async () => {
     const a = client({ flushAt: 20, flushAfter: 60_000 });
     const ids = Array.from({ length: 45 }, (_, i) => a.track({ userId: `u${i}`, event: "Clicked" }));
-    await waitFor(() => ingest.storedNow.length >= 40, "40 calls");
-    await sleep(300);
+    await until(() => ingest.storedNow.length >= 40, { message: "40 calls" });
+    await sleep(300); // not a wait: no third batch goes out meanwhile (the assertion)
     expect(ingest.storedNow).toHaveLength(40);
     expect(ingest.batches.map((b) => b.messageIds.length)).toEqual([20, 20]);
     expect(a.queued).toBe(5);
@@ -46,9 +46,9 @@ describe("batching", () => {
     const a = client({ flushAt: 100, flushAfter: 400 });
     const started = Date.now();
     for (let i = 0; i < 3; i++) a.identify({ userId: `u${i}`, traits: { n: i } });
-    await sleep(50);
+    await sleep(50); // not a wait: nothing is sent before flushAfter (the assertion)
     expect(ingest.storedNow).toHaveLength(0);
-    await waitFor(() => ingest.storedNow.length === 3, "3 calls after flushAfter");
+    await until(() => ingest.storedNow.length === 3, { message: "3 calls after flushAfter" });
     expect(Date.now() - started).toBeGreaterThanOrEqual(350);
     expect(ingest.batches).toHaveLength(1);
   });
@@ -59,7 +59,7 @@ describe("batching", () => {
     expect(a.flushAt).toBe(1);
     for (let i = 0; i < 3; i++) {
       a.page({ anonymousId: `anon${i}`, name: "Home" });
-      await waitFor(() => ingest.storedNow.length === i + 1, `call ${i + 1}`, 2000);
+      await until(() => ingest.storedNow.length === i + 1, { timeout: 2000, message: `call ${i + 1}` });
     }
     expect(ingest.batches.map((b) => b.messageIds.length)).toEqual([1, 1, 1]);
   });
@@ -67,10 +67,10 @@ describe("batching", () => {
   it("lowering flushAt sends the queued calls, and flush() resolves once they are stored", async () => {
     const a = client({ flushAt: 50, flushAfter: 60_000 });
     for (let i = 0; i < 5; i++) a.screen({ userId: "u", name: `S${i}` });
-    await sleep(100);
+    await sleep(100); // not a wait: nothing is sent below flushAt (the assertion)
     expect(ingest.storedNow).toHaveLength(0);
     a.flushAt = 5;
-    await waitFor(() => ingest.storedNow.length === 5, "5 calls");
+    await until(() => ingest.storedNow.length === 5, { message: "5 calls" });
     a.alias({ userId: "u", previousId: "anon" });
     await a.flush();
     expect(ingest.storedNow).toHaveLength(6);

@@ -2,7 +2,8 @@ import { createServer } from "node:net";
 import { Analytics, AnalyticsError, type AnalyticsOptions } from "@hookpost/client";
 import { Code } from "@hookpost/contract";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { FakeIngest, waitFor } from "./fake-ingest.js";
+import { until } from "../helpers/until.js";
+import { FakeIngest } from "./fake-ingest.js";
 
 let ingest: FakeIngest;
 const clients: Analytics[] = [];
@@ -48,7 +49,8 @@ describe("retries", () => {
     const ids = Array.from({ length: 5 }, (_, i) =>
       a.track({ userId: "u", event: `E${i}` }, (err) => results.push(err)),
     );
-    await new Promise((r) => setTimeout(r, 400)); // a few attempts fail meanwhile
+    // not a wait: 400 ms of outage in which attempts fail and no callback fires (the assertion)
+    await new Promise((r) => setTimeout(r, 400));
     expect(results).toEqual([]);
     await ingest.restart();
     await a.flush();
@@ -133,7 +135,7 @@ describe("failures are reported", () => {
     const started = Date.now();
     await a.close({ timeoutMs: 300 });
     expect(Date.now() - started).toBeLessThan(5000);
-    await waitFor(() => errors.length > 0, "error event");
+    await until(() => errors.length > 0, { message: "error event" });
     expect(errors.flatMap((e) => e.calls.map((c) => c.messageId))).toEqual([id]);
     expect(errors[0]!.code).toBe("delivery_failed");
   });

@@ -122,6 +122,7 @@ export class FakeIngest implements IngestHarness {
         this.concurrent++;
         this.maxConcurrent = Math.max(this.maxConcurrent, this.concurrent);
         try {
+          // not a wait: a slow server answers late (the behaviour under test)
           if (this.delayMs > 0) await new Promise((r) => setTimeout(r, this.delayMs));
           const auth = ctx.metadata.get("authorization")[0];
           if (auth !== `Basic ${Buffer.from(`${WRITE_KEY}:`).toString("base64")}`) {
@@ -165,18 +166,5 @@ export class FakeIngest implements IngestHarness {
     for (const call of calls) if (!this.byId.has(call.messageId)) this.byId.set(call.messageId, call);
     this.batches.push({ bytes, messageIds: calls.map((c) => c.messageId) });
     return calls.map((c) => c.messageId);
-  }
-}
-
-/** Polls until `check` holds; fails with `what` after `timeoutMs`. */
-export async function waitFor(
-  check: () => boolean | Promise<boolean>,
-  what: string,
-  timeoutMs = 10_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
   }
 }

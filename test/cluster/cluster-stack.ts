@@ -19,9 +19,7 @@ import {
   ingestClient,
   STACK_ADMIN_TOKEN,
 } from "../helpers/stack.js";
-import { waitUntil } from "../ops/helpers.js";
-
-export { waitUntil };
+import { until } from "../helpers/until.js";
 
 /** Settings every service of the cluster stack gets. */
 const COMMON_ENV = { STREAM_REPLICAS: "3", LOG_LEVEL: "warn", OPS_ADDR: "off" };
@@ -127,10 +125,9 @@ export class ClusterStack {
     const nc = await cluster.connect();
     const jsm = await nc.jetstreamManager();
     const destinationId = dest.destination!.id;
-    await waitUntil(
-      "the destination's consumer",
+    await until(
       () => jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(destinationId)).then(() => true),
-      30_000,
+      { timeout: 30_000, message: "the destination's consumer" },
     );
     return new ClusterStack({
       cluster,
@@ -165,27 +162,23 @@ export class ClusterStack {
   async settled(acked: readonly string[], timeoutMs = 120_000): Promise<void> {
     const jsm = await this.nc.jetstreamManager();
     try {
-      await waitUntil(
-        `all ${acked.length} acknowledged calls delivered`,
+      await until(
         () => {
           const got = this.receiver.messageIds();
           return acked.every((id) => got.has(id));
         },
-        timeoutMs,
-        250,
+        { timeout: timeoutMs, message: `all ${acked.length} acknowledged calls delivered`, interval: 250 },
       );
     } catch (err) {
       throw new Error(`${(err as Error).message}\n${await this.#diagnosis(jsm, acked)}`);
     }
-    await waitUntil(
-      "no pending or unacknowledged message",
+    await until(
       async () => {
         const router = await jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER);
         const dest = await jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(this.destinationId));
         return router.num_pending + router.num_ack_pending + dest.num_pending + dest.num_ack_pending === 0;
       },
-      timeoutMs,
-      250,
+      { timeout: timeoutMs, message: "no pending or unacknowledged message", interval: 250 },
     );
   }
 
@@ -291,7 +284,7 @@ export class Load {
             error: String(code),
             message: (err as Error).message,
           });
-          await sleep(50);
+          await sleep(50); // not a wait: the load generator backs off after a failed call
         }
       }
     };
@@ -301,7 +294,11 @@ export class Load {
   /** Resolves once `n` more calls than now have been acknowledged. */
   more(n: number, timeoutMs = 60_000): Promise<true> {
     const target = this.acked.length + n;
-    return waitUntil(`${n} more acknowledged calls`, () => this.acked.length >= target, timeoutMs, 50);
+    return until(() => this.acked.length >= target, {
+      timeout: timeoutMs,
+      message: `${n} more acknowledged calls`,
+      interval: 50,
+    });
   }
 
   /**

@@ -3,7 +3,8 @@ import { Code, HookpostError } from "@hookpost/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Receiver } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
-import { ClusterStack, Load, waitUntil } from "./cluster-stack.js";
+import { until } from "../helpers/until.js";
+import { ClusterStack, Load } from "./cluster-stack.js";
 
 // A 3-node cluster, R3, ingest and 2 dispatchers as processes under steady load. The leader of
 // the destination's DELIVERIES consumer is killed -9, then the leader of the configuration
@@ -55,8 +56,7 @@ async function underLoad(name: string, disrupt: (load: Load) => Promise<string>)
 /** Retries an admin change while the bucket elects a leader (UNAVAILABLE means: not changed). */
 async function change<T>(what: string, fn: () => Promise<T>): Promise<T> {
   let result: T | undefined;
-  await waitUntil(
-    what,
+  await until(
     async () => {
       try {
         result = await fn();
@@ -66,8 +66,7 @@ async function change<T>(what: string, fn: () => Promise<T>): Promise<T> {
         throw err;
       }
     },
-    60_000,
-    250,
+    { timeout: 60_000, message: what, interval: 250 },
   );
   return result!;
 }
@@ -78,11 +77,10 @@ describe("Hookpost on a 3-node cluster: consumer and bucket leaders", () => {
       const leader = await s.leaderOfDeliveries();
       const delivered = s.receiver.requests.length;
       await s.cluster.kill(leader);
-      await waitUntil(
-        "deliveries after the kill",
-        () => s.receiver.requests.length > delivered + 300,
-        90_000,
-      );
+      await until(() => s.receiver.requests.length > delivered + 300, {
+        timeout: 90_000,
+        message: "deliveries after the kill",
+      });
       const successor = await s.leaderOfDeliveries();
       await s.cluster.restart(leader);
       return `killed ${leader}, new consumer leader ${successor}, ${leader} restarted`;
@@ -102,7 +100,10 @@ describe("Hookpost on a 3-node cluster: consumer and bucket leaders", () => {
         }),
       );
       const t = Date.now();
-      await waitUntil("deliveries to the new destination", () => second.requests.length > 0, 90_000);
+      await until(() => second.requests.length > 0, {
+        timeout: 90_000,
+        message: "deliveries to the new destination",
+      });
       const successor = await s.leaderOfConfig();
       await s.cluster.restart(leader);
       return `killed ${leader}, new bucket leader ${successor}, destination ${dest.destination!.id} delivering after ${Date.now() - t} ms`;
@@ -128,7 +129,7 @@ describe("Hookpost on a 3-node cluster: consumer and bucket leaders", () => {
       const leader = await s.leaderOfEvents();
       s.cluster.freeze(leader);
       const frozenAt = Date.now();
-      await sleep(10_000); // the scenario itself: a 10 s partition, under load
+      await sleep(10_000); // not a wait: the scenario itself, a 10 s partition under load
       s.cluster.thaw(leader);
       await s.cluster.ready();
       return `froze ${leader} (the EVENTS leader) for ${Date.now() - frozenAt} ms`;

@@ -1,6 +1,7 @@
 import { EVENTS_STREAM } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ClusterStack, Load, waitUntil } from "./cluster-stack.js";
+import { until } from "../helpers/until.js";
+import { ClusterStack, Load } from "./cluster-stack.js";
 
 // A 3-node cluster, R3 streams, ingest and 2 dispatchers as processes, steady gRPC Batch load.
 // First nothing happens; then the node leading EVENTS is killed -9, restarted and caught up;
@@ -20,16 +21,14 @@ afterAll(async () => {
 /** A restarted node is current again: it is a replica of EVENTS with no lag. */
 async function caughtUp(node: string): Promise<void> {
   const jsm = await s.nc.jetstreamManager();
-  await waitUntil(
-    `${node} caught up on EVENTS`,
+  await until(
     async () => {
       const info = await jsm.streams.info(EVENTS_STREAM);
       if (info.cluster?.leader === node) return true;
       const r = info.cluster?.replicas?.find((x) => x.name === node);
       return r?.current === true && !r.offline;
     },
-    60_000,
-    250,
+    { timeout: 60_000, message: `${node} caught up on EVENTS`, interval: 250 },
   );
 }
 
@@ -62,11 +61,10 @@ describe("Hookpost on a 3-node cluster", () => {
       const delivered = s.receiver.requests.length;
       // Calls keep being acknowledged and delivered after the leader is gone.
       await load.more(500, 90_000);
-      await waitUntil(
-        "deliveries after the kill",
-        () => s.receiver.requests.length > delivered + 500,
-        90_000,
-      );
+      await until(() => s.receiver.requests.length > delivered + 500, {
+        timeout: 90_000,
+        message: "deliveries after the kill",
+      });
       const successor = await s.leaderOfEvents();
       const f = load.figures(killedAt - 1000);
       report.push(

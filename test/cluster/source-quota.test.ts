@@ -6,9 +6,9 @@ import type { JetStreamManager } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsCluster } from "../helpers/nats-cluster.js";
 import { eventsOf, expectOnlyARefusedUntilDrained, sendUntilRefused } from "../helpers/source-quota.js";
+import { until } from "../helpers/until.js";
 import { post } from "../http/helpers.js";
 import { ADMIN_TOKEN, silentLogger, testConfig } from "../ingest/harness.js";
-import { waitUntil } from "../ops/helpers.js";
 
 const KIB = 1024;
 let cluster: NatsCluster;
@@ -61,9 +61,9 @@ describe("per-source quota on a 3-node cluster", () => {
 /** Waits until every replica knows the write key (a change reaches the others within ~1 s). */
 async function expectAccepted(urls: string[], writeKey: string): Promise<void> {
   for (const url of urls) {
-    await waitUntil(
-      `write key known at ${url}`,
+    await until(
       async () => (await post(url, "/v1/track", { userId: "u", event: "E" }, { writeKey })).status === 200,
+      { message: `write key known at ${url}` },
     );
   }
 }

@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { type Browser, chromium, type Page } from "playwright-core";
+import { until } from "../helpers/until.js";
 
 /** Debian's Chromium (`apt-get install chromium`; .ci/run installs it when missing). */
 export const CHROMIUM = "/usr/bin/chromium";
@@ -56,9 +57,17 @@ export async function screenshots(page: Page, name: string): Promise<number> {
   // Charts follow a resize on a later frame (ResizeObserver): give the layout a moment to settle;
   // an overflow that lasts is a real one.
   let overflow = await measure();
-  for (const until = Date.now() + 3000; overflow > 1 && Date.now() < until; ) {
-    await page.waitForTimeout(100);
-    overflow = await measure();
+  if (overflow > 1) {
+    overflow = await until(
+      async () => {
+        overflow = await measure();
+        return overflow <= 1;
+      },
+      { timeout: 3000, interval: 100, message: "the layout to fit the narrow viewport" },
+    ).then(
+      () => overflow,
+      () => overflow, // it lasts: a real overflow, reported by the caller
+    );
   }
   await page.screenshot({ path: join(SCREENSHOTS, `${name}-390.png`), fullPage: true });
   await page.setViewportSize(WIDE);

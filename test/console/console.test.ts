@@ -3,6 +3,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
 import { type IngestClient, ingestClient, STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
+import { until } from "../helpers/until.js";
 import { launchChromium, screenshots, WIDE, watchErrors } from "./browser.js";
 
 /**
@@ -63,14 +64,15 @@ const go = (path: string) => page.goto(new URL(path, base).toString());
 
 /** Reloads until `selector` shows up (pages poll too, but a reload is quicker to wait on). */
 async function reloadUntil(selector: string, timeoutMs = 45_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await page.locator(selector).first().isVisible()) return;
-    if (Date.now() > deadline) throw new Error(`never saw ${selector}`);
-    await page.waitForTimeout(500);
-    await page.reload();
-    await page.locator("main").waitFor();
-  }
+  await until(
+    async () => {
+      if (await page.locator(selector).first().isVisible()) return true;
+      await page.reload();
+      await page.locator("main").waitFor();
+      return false;
+    },
+    { timeout: timeoutMs, interval: 500, message: `${selector} on the page` },
+  );
 }
 
 async function track(event: string): Promise<string> {

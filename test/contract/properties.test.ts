@@ -12,6 +12,7 @@ import { STACK_OPTIONS, settledCount } from "../e2e/helpers.js";
 import { HOSTILE_MESSAGE_IDS } from "../helpers/hostile-ids.js";
 import { Receiver } from "../helpers/receiver.js";
 import { type IngestClient, Stack } from "../helpers/stack.js";
+import { until } from "../helpers/until.js";
 import { post } from "../http/helpers.js";
 
 const SECRET = `whsec_${Buffer.from("hookpost-property-key-0123456789").toString("base64")}`;
@@ -198,8 +199,11 @@ describe("accepted ⇒ delivered byte-exact under the answered id", () => {
     // Each accepted one arrives with the truncated time, in the body's one format.
     const { rx } = lanes.grpc;
     const ours = () => rx.requests.filter((r) => delivered.has(String(r.headers["idempotency-key"])));
-    for (let i = 0; i < 600 && ours().length < delivered.size; i++)
-      await new Promise((r) => setTimeout(r, 100));
+    await until(() => ours().length >= delivered.size, {
+      timeout: 60_000,
+      interval: 100,
+      message: `${delivered.size} deliveries`,
+    }).catch(() => undefined); // the count is asserted next, with the diff
     expect(ours()).toHaveLength(delivered.size);
     for (const req of ours()) {
       const ts = (JSON.parse(req.body.toString()) as { timestamp: string }).timestamp;

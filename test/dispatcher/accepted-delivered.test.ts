@@ -14,7 +14,8 @@ import { headers as natsHeaders } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { waitForRevision } from "../helpers/revisions.js";
 import { Stack } from "../helpers/stack.js";
-import { destination, waitUntil } from "./helpers.js";
+import { until } from "../helpers/until.js";
+import { destination } from "./helpers.js";
 
 /**
  * Accepted means delivered or visibly dead-lettered (issue 22): a request that cannot even be
@@ -41,13 +42,12 @@ afterAll(async () => {
 
 async function attemptsOf(destinationId: string, done: (a: Attempts) => boolean, what: string) {
   let list: Attempts = [];
-  await waitUntil(
+  await until(
     async () => {
       list = (await stack.admin.listAttempts({ destinationId, pageSize: 1000 })).attempts;
       return done(list);
     },
-    20_000,
-    what,
+    { timeout: 20_000, message: what },
   );
   // Newest first in the API: oldest first reads like the story.
   return [...list].reverse();
@@ -56,13 +56,12 @@ type Attempts = Awaited<ReturnType<Stack["admin"]["listAttempts"]>>["attempts"];
 
 async function deadLettersOf(destinationId: string) {
   let letters: Awaited<ReturnType<Stack["admin"]["listDeadLetters"]>>["deadLetters"] = [];
-  await waitUntil(
+  await until(
     async () => {
       letters = (await stack.admin.listDeadLetters({ destinationId })).deadLetters;
       return letters.length > 0;
     },
-    20_000,
-    `a dead letter of ${destinationId}`,
+    { timeout: 20_000, message: `a dead letter of ${destinationId}` },
   );
   return letters;
 }

@@ -3,7 +3,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { StoredCall } from "@hookpost/contract";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { destination, type Pipeline, pipeline, publishCall, Receiver, track, waitUntil } from "./helpers.js";
+import { until } from "../helpers/until.js";
+import { destination, type Pipeline, pipeline, publishCall, Receiver, track } from "./helpers.js";
 
 /** End to end through NATS: what a receiver gets for each call type, and who gets what. */
 
@@ -129,7 +130,7 @@ describe("webhook requests", () => {
     ];
     for (const [call] of calls) await publishCall(p.js, call);
     await rx.waitFor(calls.length);
-    await sleep(200);
+    await sleep(200); // not a wait: no extra delivery follows (the assertion)
     const got = rx.requests.filter((r) => r.url === "/types");
     expect(got).toHaveLength(calls.length);
     for (const [call, expected] of calls) {
@@ -169,7 +170,7 @@ describe("webhook requests", () => {
     });
     const before = Math.floor(Date.now() / 1000);
     await publishCall(p.js, call);
-    await waitUntil(() => rx.requests.some((r) => r.url === "/std"));
+    await until(() => rx.requests.some((r) => r.url === "/std"));
     const req = rx.requests.find((r) => r.url === "/std")!;
     const raw = req.body.toString("utf8");
     expect(req.headers["webhook-id"]).toBe("std-1");
@@ -197,7 +198,7 @@ describe("webhook requests", () => {
   it("sends no signature headers without a shared secret", async () => {
     await p.putDestination(destination({ id: "unsigned", sourceIds: ["nosig"], urls: [rx.url("/nosig")] }));
     await publishCall(p.js, track({ sourceId: "nosig" }));
-    await waitUntil(() => rx.requests.some((r) => r.url === "/nosig"));
+    await until(() => rx.requests.some((r) => r.url === "/nosig"));
     const req = rx.requests.find((r) => r.url === "/nosig")!;
     expect(req.headers["x-signature"]).toBeUndefined();
     expect(req.headers["webhook-signature"]).toBeUndefined();
@@ -224,8 +225,8 @@ describe("routing", () => {
       );
     }
     const expected = cases.filter((c) => c[3]).map((c) => c[0]);
-    await waitUntil(() => rx.requests.filter((r) => r.url === "/filter").length >= expected.length);
-    await sleep(500);
+    await until(() => rx.requests.filter((r) => r.url === "/filter").length >= expected.length);
+    await sleep(500); // not a wait: no filtered call is delivered meanwhile (the assertion)
     const got = rx.requests
       .filter((r) => r.url === "/filter")
       .map((r) => String(r.headers["idempotency-key"]));
@@ -247,7 +248,7 @@ describe("routing", () => {
       for (let i = 0; i < 5; i++) await publishCall(p.js, track({ sourceId: "fan", messageId: `fan-${i}` }));
       await a.waitFor(5);
       await b.waitFor(5);
-      await sleep(500);
+      await sleep(500); // not a wait: nothing reaches the other destinations meanwhile (the assertion)
       expect(a.messageIds()).toEqual(new Set(["fan-0", "fan-1", "fan-2", "fan-3", "fan-4"]));
       expect(b.requests).toHaveLength(5);
       expect(off.requests).toHaveLength(0);
@@ -263,8 +264,8 @@ describe("routing", () => {
     // The same call published twice past EVENTS' own dedup (another id): fan-out ids still match.
     await p.js.publish(`hookpost.events.dd.track`, JSON.stringify(call), { msgID: "a" });
     await p.js.publish(`hookpost.events.dd.track`, JSON.stringify(call), { msgID: "b" });
-    await waitUntil(() => rx.requests.some((r) => r.url === "/dedup"));
-    await sleep(700);
+    await until(() => rx.requests.some((r) => r.url === "/dedup"));
+    await sleep(700); // not a wait: no second copy is delivered meanwhile (the assertion)
     expect(rx.requests.filter((r) => r.url === "/dedup")).toHaveLength(1);
   });
 });

@@ -2,7 +2,6 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import type { StoredCall } from "@hookpost/contract";
 import type { DestinationRecord } from "@hookpost/core";
 import { ConfigStore, DEFAULT_TOPOLOGY, DeadLetters, ensureTopology, eventSubject } from "@hookpost/core";
@@ -158,18 +157,6 @@ export function testConfig(natsUrl: string, overrides: Partial<DispatcherConfig>
     ackWaitMs: 5000,
   });
   return { ...base, ...overrides, topology: { ...base.topology, ...overrides.topology } };
-}
-
-export async function waitUntil(
-  cond: () => boolean | Promise<boolean>,
-  timeoutMs = 10_000,
-  what = "condition",
-) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
 }
 
 export function percentile(values: number[], p: number): number {

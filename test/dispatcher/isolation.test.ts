@@ -1,15 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  destination,
-  type Pipeline,
-  percentile,
-  pipeline,
-  publishCall,
-  Receiver,
-  track,
-  waitUntil,
-} from "./helpers.js";
+import { until } from "../helpers/until.js";
+import { destination, type Pipeline, percentile, pipeline, publishCall, Receiver, track } from "./helpers.js";
 
 /**
  * Destination isolation: a destination whose endpoint never answers (every attempt times out and
@@ -41,9 +33,9 @@ async function measure(rx: Receiver, count: number, everyMs: number): Promise<nu
     const call = track({ sourceId: "iso" });
     sent.set(call.messageId, Date.now());
     await publishCall(p.js, call);
-    await sleep(everyMs);
+    await sleep(everyMs); // not a wait: paces the publisher (a steady load)
   }
-  await waitUntil(() => rx.requests.length - before >= count, 20_000, "healthy deliveries");
+  await until(() => rx.requests.length - before >= count, { timeout: 20_000, message: "healthy deliveries" });
   return rx.requests
     .slice(before)
     .filter((r) => sent.has(String(r.headers["idempotency-key"])))

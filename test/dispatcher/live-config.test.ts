@@ -3,8 +3,10 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { ConfigStore, DELIVERIES_STREAM, destinationConsumer, isNotFound } from "@hookpost/core";
 import type { RunningDispatcher } from "@hookpost/dispatcher";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { counterValue } from "../e2e/helpers.js";
 import { waitForRevision } from "../helpers/revisions.js";
-import { destination, type Pipeline, pipeline, publishCall, Receiver, track, waitUntil } from "./helpers.js";
+import { until } from "../helpers/until.js";
+import { destination, type Pipeline, pipeline, publishCall, Receiver, track } from "./helpers.js";
 
 /**
  * Configuration changes reach a running dispatcher within 2 s, without restart. Changes are made
@@ -50,26 +52,28 @@ describe("live configuration", () => {
     let t0 = Date.now();
     await admin.putDestination(destination({ id: "move", sourceIds: ["mv"], urls: [a.url()] }));
     const probes: string[] = [];
-    await waitUntil(
+    await until(
       async () => {
         const probe = track({ sourceId: "mv" });
         probes.push(probe.messageId);
         await publishCall(p.js, probe);
         return a.requests.length > 0;
       },
-      2000,
-      "first delivery to a new destination",
+      { timeout: 2000, message: "first delivery to a new destination" },
     );
     console.log(`new destination delivering after ${Date.now() - t0} ms`);
     // Probes routed after the change reached the router arrive; earlier ones were not routed.
-    await sleep(300);
-    expect(a.messageIds().has(probes.at(-1)!)).toBe(true);
+    await until(() => a.messageIds().has(probes.at(-1)!), {
+      message: "the last probe at the new destination",
+    });
 
     // The endpoint starts failing; the operator moves the destination; the retry lands on b.
     a.respond = () => ({ status: 500 });
     const stuck = track({ sourceId: "mv" });
     await publishCall(p.js, stuck);
-    await waitUntil(() => a.requests.some((r) => r.headers["idempotency-key"] === stuck.messageId), 2000);
+    await until(() => a.requests.some((r) => r.headers["idempotency-key"] === stuck.messageId), {
+      timeout: 2000,
+    });
     t0 = Date.now();
     await admin.putDestination({ ...admin.destination("move")!, urls: [b.url()] });
     await b.waitFor(1, 2000);
@@ -116,23 +120,29 @@ describe("live configuration", () => {
     await r.waitFor(2);
 
     await applied(await admin.putDestination({ ...admin.destination("pause")!, enabled: false }));
-    await sleep(500); // in-flight attempts end (not a propagation wait)
+    // In-flight attempts end: every request the endpoint got has an outcome.
+    await until(
+      async () =>
+        (await counterValue(dispatcher.metrics.registry, "hookpost_dispatcher_deliveries_total", {
+          destination: "pause",
+        })) >= r.requests.length,
+      { message: "an outcome for every attempt made before the pause" },
+    );
     r.respond = () => ({ status: 200 });
     const seen = r.requests.length;
     const whileOff = track({ sourceId: "pz" });
     await publishCall(p.js, whileOff);
-    await sleep(1500);
+    await sleep(1500); // not a wait: nothing is delivered while disabled (the assertion)
     expect(r.requests.length).toBe(seen);
 
     await admin.putDestination({ ...admin.destination("pause")!, enabled: true });
     // Calls that arrived while it was paused were kept and go out too.
-    await waitUntil(
+    await until(
       () =>
         [...pending, whileOff].every((c) =>
           r.requests.some((x) => x.n > seen && x.headers["idempotency-key"] === c.messageId),
         ),
-      5000,
-      "backlog after re-enabling",
+      { timeout: 5000, message: "backlog after re-enabling" },
     );
   });
 
@@ -145,7 +155,7 @@ describe("live configuration", () => {
     for (let i = 0; i < 3; i++) await publishCall(p.js, track({ sourceId: "gn" }));
     await r.waitFor(3);
     await admin.deleteDestination("gone");
-    await waitUntil(
+    await until(
       async () => {
         const info = await p.jsm.streams.info(DELIVERIES_STREAM, {
           subjects_filter: "hookpost.deliveries.gone",
@@ -158,13 +168,12 @@ describe("live configuration", () => {
           return isNotFound(err);
         }
       },
-      2000,
-      "consumer deletion and purge",
+      { timeout: 2000, message: "consumer deletion and purge" },
     );
     await applied(admin.revision);
     const seen = r.requests.length;
     await publishCall(p.js, track({ sourceId: "gn" }));
-    await sleep(1000);
+    await sleep(1000); // not a wait: nothing is delivered after the deletion (the assertion)
     expect(r.requests.length).toBe(seen);
   });
 

@@ -2,7 +2,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import {
   ConfigStore,
   DEFAULT_TOPOLOGY,
+  DELIVERIES_STREAM,
   deliverySubject,
+  destinationConsumer,
   ensureTopology,
   MESSAGE_ID_HEADER,
   PipelinedPublisher,
@@ -13,6 +15,7 @@ import { connect, headers, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsServer } from "../helpers/nats-server.js";
 import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
+import { until } from "../helpers/until.js";
 import { destination, Receiver, track } from "./helpers.js";
 
 /**
@@ -61,7 +64,7 @@ function deliver(): Promise<unknown> {
 async function steadyLoad(): Promise<void> {
   while (!stopLoad) {
     for (let i = 0; i < 10; i++) void deliver();
-    await sleep(100);
+    await sleep(100); // not a wait: paces the steady load
   }
 }
 
@@ -77,7 +80,11 @@ async function saturate(ms: number): Promise<{ ok: boolean; peaks: number[] }> {
     const target = rx.requests.length + 600;
     await Promise.all(Array.from({ length: 600 }, deliver));
     // Until this burst is delivered (its slots are what we look at), or the time is up.
-    while (rx.requests.length < target && peak < ENOUGH && Date.now() < deadline) await sleep(20);
+    await until(() => rx.requests.length >= target || peak >= ENOUGH, {
+      timeout: Math.max(1, deadline - Date.now()),
+      interval: 20,
+      message: "the burst delivered",
+    }).catch(() => undefined); // the time is up: the peaks say how far it got
     peaks.push(peak);
     if (peak >= ENOUGH) return { ok: true, peaks };
   }
@@ -104,7 +111,7 @@ beforeAll(async () => {
   rx.respond = () => {
     concurrent++;
     peak = Math.max(peak, concurrent);
-    setTimeout(() => concurrent--, ENDPOINT_MS);
+    setTimeout(() => concurrent--, ENDPOINT_MS); // not a wait: the endpoint's answer time
     return { status: 200, delayMs: ENDPOINT_MS };
   };
   const store = await ConfigStore.open(nc);
@@ -133,9 +140,14 @@ describe("delivery capacity after a NATS outage", () => {
     expect(before.ok, `before any outage, peaks ${before.peaks.join(", ")} of ${SLOTS}`).toBe(true);
     for (let outage = 1; outage <= 3; outage++) {
       // Steady load only: pull requests wait at the server when it dies.
-      await sleep(2000);
+      await until(
+        async () =>
+          (await (await nc.jetstreamManager()).consumers.info(DELIVERIES_STREAM, destinationConsumer(DEST)))
+            .num_waiting >= procs.length,
+        { timeout: 30_000, message: "a pull request of every replica waiting at the server" },
+      );
       await server.kill("SIGKILL");
-      await sleep(OUTAGE_MS);
+      await sleep(OUTAGE_MS); // not a wait: the outage itself (the scenario)
       await server.restart();
       const after = await saturate(RECOVER_MS);
       expect(

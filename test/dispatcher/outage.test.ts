@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { destination, type Pipeline, pipeline, publishCall, Receiver, track, waitUntil } from "./helpers.js";
+import { until } from "../helpers/until.js";
+import { destination, type Pipeline, pipeline, publishCall, Receiver, track } from "./helpers.js";
 
 /** A NATS outage: the dispatcher reconnects on its own and picks up where it left off. */
 
@@ -24,16 +25,18 @@ describe("NATS outage", () => {
     await rx.waitFor(1);
     await p.server.restart();
     const after = track({ sourceId: "out" });
-    await waitUntil(
+    await until(
       () =>
         publishCall(p.js, after).then(
           () => true,
           () => false,
         ),
-      15_000,
-      "publishing after the restart",
+      { timeout: 15_000, message: "publishing after the restart" },
     );
-    await waitUntil(() => rx.messageIds().has(after.messageId), 15_000, "delivery after the restart");
+    await until(() => rx.messageIds().has(after.messageId), {
+      timeout: 15_000,
+      message: "delivery after the restart",
+    });
     expect(rx.messageIds().size).toBe(2);
   });
 });

@@ -2,7 +2,7 @@ import { DeliveryState, DestinationState } from "@hookpost/contract/gen/hookpost
 import { DEFAULT_TOPOLOGY } from "@hookpost/core";
 import { afterAll, describe, expect, it } from "vitest";
 import { Stack } from "../helpers/stack.js";
-import { waitUntil } from "./helpers.js";
+import { until } from "../helpers/until.js";
 
 // Paused destinations keep their calls: the router still fans out to them, their consumer
 // simply is not pulled, and what waits longer than the retry window becomes a dead letter.
@@ -33,18 +33,21 @@ describe("a paused destination", () => {
     const s = await start();
     const src = await s.source("pause");
     await s.destination({ id: "paused", sourceIds: [src.id] });
-    await waitUntil(async () => (await enabledSeenByDispatcher(s)) === 1);
+    await until(async () => (await enabledSeenByDispatcher(s)) === 1);
     await s.admin.updateDestination({
       destination: { id: "paused", enabled: false },
       updateMask: { paths: ["enabled"] },
     });
     // Fact, not a sleep: the dispatcher has applied the pause.
-    await waitUntil(async () => (await enabledSeenByDispatcher(s)) === 0);
+    await until(async () => (await enabledSeenByDispatcher(s)) === 0);
 
     const sent = new Set<string>();
     for (let i = 0; i < 100; i++)
       sent.add((await src.client.track({ userId: `u-${i}`, event: "Held" })).messageId);
-    await waitUntil(async () => (await health(s, "paused")).backlog === 100n, 20_000, "a backlog of 100");
+    await until(async () => (await health(s, "paused")).backlog === 100n, {
+      timeout: 20_000,
+      message: "a backlog of 100",
+    });
     const h = await health(s, "paused");
     expect(h.state).toBe(DestinationState.PAUSED);
     expect(h.oldestWaitingTime).toBeDefined();
@@ -60,7 +63,10 @@ describe("a paused destination", () => {
     });
     await s.receiver.waitFor(100, 30_000);
     // Everything acknowledged: nothing is left that could arrive a second time.
-    await waitUntil(async () => (await health(s, "paused")).backlog === 0n, 20_000, "the backlog to drain");
+    await until(async () => (await health(s, "paused")).backlog === 0n, {
+      timeout: 20_000,
+      message: "the backlog to drain",
+    });
     expect(s.receiver.requests).toHaveLength(100);
     expect(s.receiver.messageIds()).toEqual(sent);
     expect((await s.admin.listDeadLetters({ destinationId: "paused" })).deadLetters).toEqual([]);
@@ -74,20 +80,19 @@ describe("a paused destination", () => {
     const sent: string[] = [];
     for (let i = 0; i < 5; i++) sent.push((await src.client.track({ userId: "u", event: "Late" })).messageId);
     let letters: Awaited<ReturnType<typeof s.admin.listDeadLetters>>["deadLetters"] = [];
-    await waitUntil(
+    await until(
       async () => {
         letters = (await s.admin.listDeadLetters({ destinationId: "asleep" })).deadLetters;
         return letters.length === 5;
       },
-      30_000,
-      "5 dead letters",
+      { timeout: 30_000, message: "5 dead letters" },
     );
     expect(letters.map((l) => l.messageId).sort()).toEqual([...sent].sort());
     for (const l of letters) {
       expect(l).toMatchObject({ attempts: 0, reason: "destination disabled for the whole retry window" });
     }
     expect((await health(s, "asleep")).backlog).toBe(0n);
-    await waitUntil(async () => {
+    await until(async () => {
       const m = await s.admin.getMessage({ messageId: sent[0]! });
       return m.deliveries[0]?.state === DeliveryState.DEAD_LETTER;
     });

@@ -2,7 +2,8 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
 import { EVENTS_STREAM } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { destination, type Pipeline, pipeline, publishCall, Receiver, track, waitUntil } from "./helpers.js";
+import { until } from "../helpers/until.js";
+import { destination, type Pipeline, pipeline, publishCall, Receiver, track } from "./helpers.js";
 
 /** Several replicas share the work; a replica that dies or stops loses nothing. */
 
@@ -70,11 +71,10 @@ async function publishMany(sourceId: string, count: number): Promise<string[]> {
 
 /** Waits until the router has fanned out everything on EVENTS. */
 async function routed(): Promise<void> {
-  await waitUntil(
-    async () => (await p.jsm.streams.info(EVENTS_STREAM)).state.messages === 0,
-    20_000,
-    "routing",
-  );
+  await until(async () => (await p.jsm.streams.info(EVENTS_STREAM)).state.messages === 0, {
+    timeout: 20_000,
+    message: "routing",
+  });
 }
 
 beforeAll(async () => {
@@ -97,7 +97,7 @@ describe("replicas", () => {
     const ids = await publishMany("pair", 2000);
     await r.waitFor(2000, 60_000);
     const seconds = (Date.now() - started) / 1000;
-    await sleep(1000);
+    await sleep(1000); // not a wait: no duplicate follows (the assertion)
     console.log(`2 replicas: 2000 deliveries in ${seconds.toFixed(2)} s (${Math.round(2000 / seconds)}/s)`);
     expect(r.requests).toHaveLength(2000);
     expect(r.messageIds()).toEqual(new Set(ids));
@@ -125,7 +125,10 @@ describe("replicas", () => {
     expect(atKill).toBeLessThan(600);
 
     await p.dispatcher();
-    await waitUntil(() => ids.every((id) => r.messageIds().has(id)), 30_000, "every call delivered");
+    await until(() => ids.every((id) => r.messageIds().has(id)), {
+      timeout: 30_000,
+      message: "every call delivered",
+    });
     const dupes = r.requests.length - r.messageIds().size;
     console.log(
       `SIGKILL after ${atKill} deliveries: all 600 delivered, ${dupes} redelivered (at-least-once)`,
@@ -174,8 +177,11 @@ describe("replicas", () => {
 
     const atStop = r.requests.length;
     await p.dispatcher();
-    await waitUntil(() => ids.every((id) => r.messageIds().has(id)), 20_000, "every call delivered");
-    await sleep(500);
+    await until(() => ids.every((id) => r.messageIds().has(id)), {
+      timeout: 20_000,
+      message: "every call delivered",
+    });
+    await sleep(500); // not a wait: no duplicate follows (the assertion)
     console.log(`SIGTERM after ${atStop} deliveries; the rest delivered by another replica`);
     expect(r.requests).toHaveLength(100);
   });

@@ -2,9 +2,12 @@ import { rmSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { DeadLetter } from "@hookpost/core";
 import { DELIVERIES_STREAM, deliverySubject, destinationConsumer } from "@hookpost/core";
+import type { RunningDispatcher } from "@hookpost/dispatcher";
 import { renderBody } from "@hookpost/dispatcher";
 import { AckPolicy } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { counterValue } from "../e2e/helpers.js";
+import { until } from "../helpers/until.js";
 import {
   destination,
   makeCerts,
@@ -14,7 +17,6 @@ import {
   Receiver,
   type TestCerts,
   track,
-  waitUntil,
 } from "./helpers.js";
 
 /**
@@ -44,21 +46,22 @@ async function dest(urls: string[], extra: Partial<Parameters<typeof destination
 
 async function deadLetters(destinationId: string, count = 1, timeoutMs = 8000): Promise<DeadLetter[]> {
   let letters: DeadLetter[] = [];
-  await waitUntil(
+  await until(
     async () => {
       letters = await p.deadLetters.list(destinationId);
       return letters.length >= count;
     },
-    timeoutMs,
-    `dead letters of ${destinationId}`,
+    { timeout: timeoutMs, message: `dead letters of ${destinationId}` },
   );
   return letters;
 }
 
+let dispatcher: RunningDispatcher;
+
 beforeAll(async () => {
   certs = makeCerts();
   p = await pipeline();
-  await p.dispatcher({
+  dispatcher = await p.dispatcher({
     webhookTimeoutMs: 300,
     retryBaseDelayMs: 200,
     caFile: certs.caCert,
@@ -81,7 +84,7 @@ describe("retries", () => {
     const d = await dest([first.url(), second.url(), third.url()]);
     await publishCall(p.js, track({ sourceId: d.sourceId }));
     await second.waitFor(1);
-    await sleep(1500);
+    await sleep(1500); // not a wait: no retry follows (the assertion)
     expect([first.requests.length, second.requests.length, third.requests.length]).toEqual([1, 1, 0]);
   });
 
@@ -92,7 +95,7 @@ describe("retries", () => {
     const call = track({ sourceId: d.sourceId });
     await publishCall(p.js, call);
     await r.waitFor(3);
-    await sleep(1000);
+    await sleep(1000); // not a wait: no fourth attempt follows (the assertion)
     expect(r.requests).toHaveLength(3);
     expect(r.messageIds()).toEqual(new Set([call.messageId]));
     expect(new Set(r.requests.map((x) => x.body.toString()))).toEqual(new Set([renderBody(call)]));
@@ -117,7 +120,7 @@ describe("retries", () => {
     const d = await dest([r.url()]);
     await publishCall(p.js, track({ sourceId: d.sourceId }));
     await r.waitFor(2);
-    await sleep(800);
+    await sleep(800); // not a wait: no third attempt follows (the assertion)
     expect(r.requests).toHaveLength(2);
     expect(r.requests[1]!.at - r.requests[0]!.at).toBeGreaterThanOrEqual(300 + 90);
     expect(await p.deadLetters.list(d.id)).toEqual([]);
@@ -169,7 +172,7 @@ describe("failures and dead letters", () => {
     const d = await dest([r.url()]);
     await publishCall(p.js, track({ sourceId: d.sourceId }));
     const [letter] = await deadLetters(d.id);
-    await sleep(700);
+    await sleep(700); // not a wait: no second attempt follows (the assertion)
     expect(r.requests).toHaveLength(1);
     expect(letter).toMatchObject({ attempts: 1, reason: "400 is not retried" });
     expect(letter!.outcomes).toEqual([
@@ -202,7 +205,7 @@ describe("failures and dead letters", () => {
     expect(letter!.outcomes[0]!.detail).toMatch(/SELF_SIGNED/);
     const connections = self.connections;
     expect(connections).toBeGreaterThanOrEqual(1);
-    await sleep(700);
+    await sleep(700); // not a wait: no further connection follows (the assertion)
     expect(self.connections).toBe(connections);
     expect(self.requests).toHaveLength(0);
   });
@@ -261,7 +264,7 @@ describe("retry window and dead letters", () => {
     expect(await p.deadLetters.list("no-such-destination")).toEqual([]);
 
     // Nothing more is attempted once dead.
-    await sleep(800);
+    await sleep(800); // not a wait: nothing is attempted once dead (the assertion)
     expect(r.requests.length).toBe(attemptsBefore);
 
     // Replay one by sequence, then the rest.
@@ -270,7 +273,7 @@ describe("retry window and dead letters", () => {
     await r.waitFor(attemptsBefore + 1);
     expect(await p.deadLetters.replay(d.id)).toEqual({ replayed: 2 });
     await r.waitFor(attemptsBefore + 3);
-    await sleep(500);
+    await sleep(500); // not a wait: no extra replay follows (the assertion)
     const replayed = r.requests.slice(attemptsBefore);
     expect(replayed).toHaveLength(3);
     expect(new Set(replayed.map((x) => String(x.headers["idempotency-key"])))).toEqual(
@@ -296,7 +299,14 @@ describe("janitor", () => {
     await r.waitFor(1);
     const rec = p.store.destination(d.id)!;
     await p.putDestination({ ...rec, enabled: false });
-    await sleep(300);
+    // In-flight attempts end: every request the endpoint got has an outcome.
+    await until(
+      async () =>
+        (await counterValue(dispatcher.metrics.registry, "hookpost_dispatcher_deliveries_total", {
+          destination: d.id,
+        })) >= r.requests.length,
+      { message: "an outcome for every attempt made before the pause" },
+    );
     const seen = r.requests.length;
     const [letter] = await deadLetters(d.id, 1, 8000);
     expect(letter).toMatchObject({
@@ -317,7 +327,7 @@ describe("janitor", () => {
     });
     await p.js.publish(deliverySubject("ghost"), "{}");
     await p.js.publish(deliverySubject("ghost2"), "{}");
-    await waitUntil(
+    await until(
       async () => {
         const info = await p.jsm.streams.info(DELIVERIES_STREAM, {
           subjects_filter: "hookpost.deliveries.>",
@@ -329,8 +339,7 @@ describe("janitor", () => {
           !subjects.some((s) => s.includes("ghost")) && !consumers.includes(destinationConsumer("ghost"))
         );
       },
-      8000,
-      "ghost cleanup",
+      { timeout: 8000, message: "ghost cleanup" },
     );
   });
 });

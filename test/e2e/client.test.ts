@@ -96,7 +96,7 @@ describe("client library through the real pipeline", () => {
     const started = Date.now();
     const ids = [0, 1, 2].map((i) => a.identify({ userId: `u${i}`, traits: { n: i } }));
 
-    await sleep(150);
+    await sleep(150); // not a wait: nothing goes out before flushAfter (the assertion)
     expect(rx.requests).toHaveLength(0);
     expect((await batchesOk()) - batchesBefore).toBe(0);
 
@@ -166,6 +166,7 @@ describe("client library through the real pipeline", () => {
       // Two batches of 10 leave at once (and fail), five wait in the queue.
       for (let i = 0; i < 25; i++) ids.push(a.track({ userId: `u${i}`, event: "While Down" }));
       const flushed = a.flush();
+      // not a wait: while ingest is down nothing gets through, and flush() keeps retrying (the assertion)
       await sleep(800);
       expect(rx.requests).toHaveLength(1);
 

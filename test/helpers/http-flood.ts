@@ -1,6 +1,7 @@
 import { request } from "node:http";
 import { connect, type Socket } from "node:net";
 import { basic } from "../http/helpers.js";
+import { until } from "./until.js";
 
 // A slow-connection flood of the ingest HTTP port from loopback addresses (127.0.0.2 and up),
 // and real requests from 127.0.0.9 during it: test/http/flood.test.ts and bench/http-flood.ts.
@@ -42,6 +43,7 @@ export class Flood {
       : "POST /v1/track HTTP/1.1\r\nHost: x\r\nX-Slow: ";
     for (let i = 0; i < total; i++) this.#slot(sources[i % sources.length]!);
     // One byte per open connection every 500 ms: never a complete request, never silent.
+    // not a wait: the slow client's trickle (the behaviour under test)
     this.#trickle = setInterval(() => {
       for (const s of this.#open.keys()) if (s.writable) s.write("a");
     }, 500);
@@ -65,6 +67,7 @@ export class Flood {
       count();
       this.#open.delete(socket);
       // Like an attacker, it comes back when cut off (after a second: the test shares 2 cores).
+      // not a wait: the flood's reconnect pace (the load generator, not a fact awaited)
       if (!this.#stopped) setTimeout(() => this.#slot(localAddress), 1_000).unref();
     });
   }
@@ -132,21 +135,21 @@ export async function underFlood(
   const total = sources.length === 0 ? 0 : 1_100;
   const flood = new Flood(target, sources, total, body);
   try {
-    const deadline = Date.now() + 15_000;
     // Every slot tried, and some held long enough (1.5 s) to count as slow for the listener.
-    while (total > 0 && (flood.attempts < total || flood.heldMs < 1_500)) {
-      if (Date.now() > deadline) {
-        throw new Error(`flood: ${flood.attempts} of ${total} connections tried, held ${flood.heldMs} ms`);
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await until(() => total === 0 || (flood.attempts >= total && flood.heldMs >= 1_500), {
+      timeout: 15_000,
+      interval: 50,
+      message: `the flood to try ${total} connections and hold some 1.5 s`,
+    }).catch((err: Error) => {
+      throw new Error(`${err.message}: ${flood.attempts} tried, held ${flood.heldMs} ms`);
+    });
     const answers: RealAnswer[] = [];
     for (let n = 0; n < 36; n++) {
       const started = performance.now();
       const answer = await track(target, "127.0.0.9", n);
       answers.push({ answer, ms: performance.now() - started });
       // Spread over the flood (a few seconds), as real traffic would be.
-      await new Promise((r) => setTimeout(r, 40));
+      await new Promise((r) => setTimeout(r, 40)); // not a wait: paces the real traffic over the flood
     }
     return answers;
   } finally {

@@ -1,7 +1,7 @@
 import { createServer } from "node:net";
-import { setTimeout as sleep } from "node:timers/promises";
 import { connect, type NatsConnection } from "nats";
 import { NatsServer } from "./nats-server.js";
+import { until } from "./until.js";
 
 /** A free loopback TCP port (bound to port 0, then released). Routes need ports known up front. */
 async function freePort(): Promise<number> {
@@ -95,17 +95,11 @@ export class NatsCluster {
     for (const n of this.nodes.filter((x) => !x.down)) {
       const nc = await connect({ servers: n.server.url, noRandomize: true });
       try {
-        for (;;) {
-          const jsm = await nc.jetstreamManager({ timeout: 2000 }).catch(() => undefined);
-          const ok = await jsm?.getAccountInfo().then(
-            () => true,
-            () => false,
-          );
-          if (ok) break;
-          if (Date.now() > deadline)
-            throw new Error(`JetStream on ${n.name} not ready within ${timeoutMs} ms`);
-          await sleep(200);
-        }
+        await until(async () => (await nc.jetstreamManager({ timeout: 2000 })).getAccountInfo(), {
+          timeout: Math.max(1, deadline - Date.now()),
+          interval: 200,
+          message: `JetStream on ${n.name} to answer`,
+        });
       } finally {
         await nc.close();
       }
@@ -139,14 +133,14 @@ export class NatsCluster {
     lookup: (nc: NatsConnection) => Promise<string | undefined>,
   ): Promise<string> {
     const nc = this.#nc[0] ?? (await this.connect());
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const leader = await lookup(nc).catch(() => undefined);
-      // A leader that is down is a stale answer from a follower that has not noticed yet.
-      if (leader && !this.nodes.find((n) => n.name === leader)?.down) return leader;
-      if (Date.now() > deadline) throw new Error(`no leader for ${what} within ${timeoutMs} ms`);
-      await sleep(100);
-    }
+    return until(
+      async () => {
+        const leader = await lookup(nc);
+        // A leader that is down is a stale answer from a follower that has not noticed yet.
+        return leader && !this.nodes.find((n) => n.name === leader)?.down ? leader : undefined;
+      },
+      { timeout: timeoutMs, interval: 100, message: `a leader for ${what}` },
+    );
   }
 
   /** kill -9: an outage, not a shutdown. */

@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
+import { GiveUp, until } from "./until.js";
 
 const BIN = process.env.NATS_SERVER_BIN ?? "nats-server";
 
@@ -74,21 +74,19 @@ export class NatsServer {
     running.add(proc);
     proc.once("exit", () => running.delete(proc));
     const portsFile = `nats-server_${proc.pid}.ports`;
-    for (let i = 0; i < 200; i++) {
-      if (proc.exitCode !== null) throw new Error(`nats-server exited (${proc.exitCode}): ${stderr}`);
-      const files: string[] = await readdir(this.dir).catch(() => []);
-      if (files.includes(portsFile)) {
+    this.port = await until(
+      async () => {
+        if (proc.exitCode !== null) throw new GiveUp(`nats-server exited (${proc.exitCode}): ${stderr}`);
         const text = await readFile(join(this.dir, portsFile), "utf8").catch(() => "");
-        if (text) {
-          // 2.9 names the client listener "nats", newer servers "client".
-          const ports = JSON.parse(text) as { nats?: string[]; client?: string[] };
-          this.port = Number(new URL((ports.client ?? ports.nats)![0]!).port);
-          return;
-        }
-      }
-      await sleep(25);
-    }
-    throw new Error(`nats-server did not start: ${stderr}`);
+        if (!text) return undefined;
+        // 2.9 names the client listener "nats", newer servers "client".
+        const ports = JSON.parse(text) as { nats?: string[]; client?: string[] };
+        return Number(new URL((ports.client ?? ports.nats)![0]!).port);
+      },
+      { timeout: 10_000, message: "nats-server to write its ports file" },
+    ).catch((err: Error) => {
+      throw err instanceof GiveUp ? err : new Error(`${err.message}: ${stderr}`);
+    });
   }
 
   /** Stops the server (SIGKILL by default: an outage, not a shutdown). */

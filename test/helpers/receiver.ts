@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo, Socket } from "node:net";
+import { until } from "./until.js";
 
 export interface ReceivedRequest {
   method: string;
@@ -34,7 +35,6 @@ export class Receiver {
   readonly #server: ReturnType<typeof createHttpServer>;
   readonly #sockets = new Set<Socket>();
   readonly #protocol: string;
-  #waiters: Array<() => void> = [];
 
   private constructor(server: ReturnType<typeof createHttpServer>, protocol: string) {
     this.#server = server;
@@ -83,34 +83,27 @@ export class Receiver {
       };
       this.requests.push(r);
       const reply = this.respond(r);
-      for (const w of this.#waiters) w();
       if (reply.hang) return;
       const answer = () => {
         if (res.destroyed) return;
         res.writeHead(reply.status ?? 200, reply.headers ?? {});
         res.end(reply.body ?? "");
       };
-      if (reply.delayMs) setTimeout(answer, reply.delayMs);
+      if (reply.delayMs)
+        setTimeout(answer, reply.delayMs); // not a wait: a slow endpoint answers late
       else answer();
     });
   }
 
   /** Resolves once `count` requests arrived (throws after `timeoutMs`). */
   async waitFor(count: number, timeoutMs = 10_000): Promise<ReceivedRequest[]> {
-    const deadline = Date.now() + timeoutMs;
-    while (this.requests.length < count) {
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`receiver got ${this.requests.length} of ${count} requests`);
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, Math.min(left, 200));
-        this.#waiters.push(() => {
-          clearTimeout(t);
-          resolve();
-        });
-      });
-      this.#waiters = [];
-    }
-    return this.requests;
+    return until(() => this.requests.length >= count && this.requests, {
+      timeout: timeoutMs,
+      interval: 10,
+      message: `${count} requests at the receiver`,
+    }).catch((err: Error) => {
+      throw new Error(`${err.message}; it got ${this.requests.length}`);
+    });
   }
 
   /** Unique Idempotency-Key values received. */

@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from "node:timers/promises";
+import { until } from "./until.js";
 
 /** A replica: in-process (configRevision()) or a process with an ops address (host:port, /readyz). */
 export type RevisionSource = { configRevision(): number } | string;
@@ -24,13 +24,14 @@ export async function waitForRevision(
   timeoutMs = 20_000,
 ): Promise<void> {
   const want = Number(revision);
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const seen = await Promise.all(replicas.map(appliedRevision));
-    if (seen.every((n) => n >= want)) return;
-    if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for revision ${want}; replicas applied ${seen.join(", ")}`);
-    }
-    await sleep(20);
-  }
+  let seen: number[] = [];
+  await until(
+    async () => {
+      seen = await Promise.all(replicas.map(appliedRevision));
+      return seen.every((n) => n >= want);
+    },
+    { timeout: timeoutMs, interval: 20, message: `every replica to apply revision ${want}` },
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}; replicas applied ${seen.join(", ")}`);
+  });
 }

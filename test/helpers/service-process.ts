@@ -3,6 +3,7 @@ import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import { until } from "./until.js";
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -34,14 +35,12 @@ export function spawnNode(args: string[], env: Record<string, string>, cwd = ROO
   });
   const records: LogRecord[] = [];
   const output: string[] = [];
-  const waiters: { msg: string; resolve: (r: LogRecord) => void }[] = [];
   for (const stream of [proc.stdout!, proc.stderr!]) {
     createInterface({ input: stream }).on("line", (line) => {
       output.push(line);
       try {
         const rec = JSON.parse(line) as LogRecord;
         records.push(rec);
-        for (const w of waiters.filter((w) => w.msg === rec.msg)) w.resolve(rec);
       } catch {
         // not JSON (a Node warning)
       }
@@ -54,32 +53,25 @@ export function spawnNode(args: string[], env: Record<string, string>, cwd = ROO
     output,
     exited,
     waitFor: (msg, timeoutMs = 30_000) => {
-      const seen = records.find((r) => r.msg === msg);
-      if (seen) return Promise.resolve(seen);
-      return new Promise((res, rej) => {
-        const timer = setTimeout(
-          () => rej(new Error(`no "${msg}" log line within ${timeoutMs} ms:\n${output.join("\n")}`)),
-          timeoutMs,
-        );
-        waiters.push({
-          msg,
-          resolve: (r) => {
-            clearTimeout(timer);
-            res(r);
-          },
-        });
-        void exited.then((code) => {
-          clearTimeout(timer);
-          rej(new Error(`exited (${code}) before "${msg}":\n${output.join("\n")}`));
-        });
+      const seen = () => records.find((r) => r.msg === msg);
+      const exitedFirst = exited.then((code) => {
+        const r = seen();
+        if (r) return r;
+        throw new Error(`exited (${code}) before "${msg}":\n${output.join("\n")}`);
       });
+      const logged = until(seen, { timeout: timeoutMs, interval: 10, message: `a "${msg}" log line` }).catch(
+        (err: Error) => {
+          throw new Error(`${err.message}:\n${output.join("\n")}`);
+        },
+      );
+      return Promise.race([logged, exitedFirst]);
     },
   };
 }
 
 /** Resolves with the exit code, or rejects when the process is still running after `ms`. */
 export async function exitWithin(p: ServiceProcess, ms: number): Promise<number | null> {
-  const timeout = sleep(ms, "timeout" as const, { ref: false });
+  const timeout = sleep(ms, "timeout" as const, { ref: false }); // not a wait: the deadline asserted
   const r = await Promise.race([p.exited, timeout]);
   if (r === "timeout") throw new Error(`still running ${ms} ms after the signal:\n${p.output.join("\n")}`);
   return r;

@@ -3,7 +3,7 @@ import { EVENTS_STREAM } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import { expect } from "vitest";
 import { type Answer, post } from "../http/helpers.js";
-import { waitUntil } from "../ops/helpers.js";
+import { until } from "./until.js";
 
 export const BLOB = "x".repeat(4 * 1024);
 
@@ -28,6 +28,7 @@ export async function sendUntilRefused(
     );
     if (r.status !== 200) return { refused: r, accepted };
     accepted++;
+    // not a wait: paces the load generator (so a refill of the quota is part of the scenario)
     if (o.paceEvery !== undefined && i % o.paceEvery === o.paceEvery - 1) await sleep(o.paceMs ?? 300);
   }
   return { refused: undefined, accepted };
@@ -57,6 +58,8 @@ export async function expectOnlyARefusedUntilDrained(
   }
   await jsm.streams.purge(EVENTS_STREAM, { filter: `hookpost.events.${a.id}.>` });
   for (const url of urls) {
-    await waitUntil(`A accepted again by ${url}`, async () => (await track(url, a.writeKey)).status === 200);
+    await until(async () => (await track(url, a.writeKey)).status === 200, {
+      message: `A accepted again by ${url}`,
+    });
   }
 }

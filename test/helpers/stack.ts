@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { IngestConfig } from "@hookpost/api";
 import { type IngestHandle, startIngest } from "@hookpost/api";
@@ -9,7 +8,13 @@ import {
   type DestinationSchema,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
-import { DEFAULT_TOPOLOGY, DELIVERIES_STREAM, destinationConsumer } from "@hookpost/core";
+import {
+  CONFIG_BUCKET,
+  DEFAULT_TOPOLOGY,
+  DELIVERIES_STREAM,
+  destinationConsumer,
+  kvStream,
+} from "@hookpost/core";
 import {
   type DispatcherConfig,
   defaultDispatcherConfig,
@@ -21,6 +26,7 @@ import pino from "pino";
 import { NatsServer } from "./nats-server.js";
 import { Receiver } from "./receiver.js";
 import { waitForRevision } from "./revisions.js";
+import { until } from "./until.js";
 
 export const STACK_ADMIN_TOKEN = "stack-admin-token-0123456789abcdef";
 
@@ -131,19 +137,13 @@ export class Stack {
 
   async waitForConsumer(destinationId: string): Promise<void> {
     const jsm = await this.nc.jetstreamManager();
-    for (let i = 0; i < 200; i++) {
-      const ok = await jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(destinationId)).then(
-        () => true,
-        () => false,
-      );
-      if (ok) {
-        // The router of every replica reads the same config snapshot that made the consumer.
-        await sleep(100);
-        return;
-      }
-      await sleep(25);
-    }
-    throw new Error(`no consumer for destination ${destinationId}`);
+    await until(() => jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(destinationId)), {
+      message: `the consumer of destination ${destinationId}`,
+    });
+    // Every router reads the configuration that made the consumer: every replica applied the
+    // bucket's latest revision.
+    const latest = (await jsm.streams.info(kvStream(CONFIG_BUCKET))).state.last_seq;
+    await waitForRevision(latest, this.dispatchers);
   }
 
   async close(): Promise<void> {

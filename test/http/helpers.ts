@@ -73,7 +73,7 @@ export function rawExchange(
       socket.destroy();
       resolve({ text, closedByServer });
     };
-    const timer = setTimeout(() => finish(false), options.timeoutMs ?? 30_000);
+    const timer = setTimeout(() => finish(false), options.timeoutMs ?? 30_000); // not a wait: gives up on a silent server
     socket.on("data", (d) => {
       text += d.toString("latin1");
     });
@@ -83,6 +83,7 @@ export function rawExchange(
       for (const c of chunks) {
         if (done || socket.destroyed) return;
         socket.write(c);
+        // not a wait: a slow client writes its chunks this far apart (the behaviour under test)
         if (options.gapMs) await new Promise((r) => setTimeout(r, options.gapMs));
       }
     });

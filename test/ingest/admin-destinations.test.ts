@@ -11,6 +11,7 @@ import {
   Signing,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { until } from "../helpers/until.js";
 import { ADMIN_TOKEN, failure, fields, Harness, rawCall, rawClient } from "./harness.js";
 
 type DestInit = MessageInitShape<typeof DestinationSchema>;
@@ -267,7 +268,10 @@ describe("UpdateDestination", () => {
 
   it("with a mask changes only the named fields (a secret in the request is ignored)", async () => {
     const d = await fresh({ headers: { "X-A": "1" } });
-    await new Promise((r) => setTimeout(r, 5));
+    // The clock moved on from the creation, so that the update time can differ.
+    await until(() => Date.now() > timestampDate(d.updateTime!).getTime(), {
+      message: "the clock to move on",
+    });
     const res = await h.admin.updateDestination({
       destination: {
         id: d.id,

@@ -1,11 +1,11 @@
 import { Writable } from "node:stream";
-import { setTimeout as sleep } from "node:timers/promises";
 import { startIngest } from "@hookpost/api";
 import { adminMetadata, createClient, writeKeyMetadata } from "@hookpost/client";
 import { Code } from "@hookpost/contract";
 import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { until } from "../helpers/until.js";
 import {
   ADMIN_TOKEN,
   adminClient,
@@ -114,21 +114,26 @@ describe("write key authentication", () => {
       const { id, writeKey } = await h.source("replicated");
       const viaReplica = ingestClient(replica.address, writeKeyMetadata(writeKey));
       h.clients.push(viaReplica);
-      await eventually(async () => {
-        await viaReplica.track(track);
+      const within2s = { timeout: 2_000 };
+      await until(() => viaReplica.track(track).then(() => true), {
+        ...within2s,
+        message: "the new key accepted",
       });
       const rotated = await h.admin.rotateWriteKey({ id });
-      await eventually(async () => {
-        expect((await failure(viaReplica.track(track))).code).toBe(Code.UNAUTHENTICATED);
+      await until(async () => (await failure(viaReplica.track(track))).code === Code.UNAUTHENTICATED, {
+        ...within2s,
+        message: "the rotated-out key refused",
       });
       const rotatedClient = ingestClient(replica.address, writeKeyMetadata(rotated.writeKey));
       h.clients.push(rotatedClient);
-      await eventually(async () => {
-        await rotatedClient.track(track);
+      await until(() => rotatedClient.track(track).then(() => true), {
+        ...within2s,
+        message: "the rotated key accepted",
       });
       await h.admin.deleteSource({ id });
-      await eventually(async () => {
-        expect((await failure(rotatedClient.track(track))).code).toBe(Code.UNAUTHENTICATED);
+      await until(async () => (await failure(rotatedClient.track(track))).code === Code.UNAUTHENTICATED, {
+        ...within2s,
+        message: "the deleted source's key refused",
       });
     } finally {
       await replica.close();
@@ -212,16 +217,3 @@ describe("admin token authentication", () => {
     }
   });
 });
-
-async function eventually(check: () => Promise<void>, withinMs = 2_000): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  for (;;) {
-    try {
-      await check();
-      return;
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await sleep(20);
-    }
-  }
-}

@@ -1,9 +1,9 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import { startIngest } from "@hookpost/api";
 import { writeKeyMetadata } from "@hookpost/client";
 import { Code, HookpostError } from "@hookpost/contract";
 import { DEFAULT_TOPOLOGY, EVENTS_STREAM } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GiveUp, until } from "../helpers/until.js";
 import {
   adminClient,
   failure,
@@ -34,17 +34,19 @@ const call = { userId: "u1", event: "Order Completed" };
 
 /** Retries until the call succeeds (the service recovering on its own), for at most `ms`. */
 async function untilAccepted(client: IngestClient, ms: number): Promise<string> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    try {
-      return (await client.track(call, { timeoutMs: 2_000 })).messageId;
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      expect(err).toBeInstanceOf(HookpostError);
-      expect([Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED]).toContain((err as HookpostError).code);
-      await sleep(100);
-    }
-  }
+  return until(
+    async () => {
+      try {
+        return (await client.track(call, { timeoutMs: 2_000 })).messageId;
+      } catch (err) {
+        // Only "not available (yet)" is a failure to wait through.
+        const retryable =
+          err instanceof HookpostError && [Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED].includes(err.code);
+        throw retryable ? err : new GiveUp(`not a retryable failure: ${String(err)}`);
+      }
+    },
+    { timeout: ms, interval: 100, message: "a call accepted again" },
+  );
 }
 
 describe("NATS outage", () => {
@@ -90,9 +92,7 @@ describe("NATS outage", () => {
       const viaOther = await replicaAdmin.createSource({ name: "made on the replica" });
       const first = ingestClient(h.address, writeKeyMetadata(viaOther.writeKey));
       h.clients.push(first);
-      await eventually(async () => {
-        await first.track(call);
-      });
+      await until(() => first.track(call).then(() => true), { timeout: 2_000, message: "a call accepted" });
     } finally {
       await replica.close();
     }
@@ -139,16 +139,3 @@ describe("full stream", () => {
     expect((await src.client.track(call)).messageId).not.toBe("");
   });
 });
-
-async function eventually(check: () => Promise<void>, withinMs = 2_000): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  for (;;) {
-    try {
-      await check();
-      return;
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await sleep(20);
-    }
-  }
-}

@@ -5,8 +5,8 @@ import { DEFAULT_TOPOLOGY, EVENTS_STREAM } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BLOB, eventsOf, expectOnlyARefusedUntilDrained, sendUntilRefused } from "../helpers/source-quota.js";
 import { Stack } from "../helpers/stack.js";
+import { until } from "../helpers/until.js";
 import { post } from "../http/helpers.js";
-import { waitUntil as until } from "../ops/helpers.js";
 import { failure, Harness, silentLogger, testConfig } from "./harness.js";
 
 const KIB = 1024;
@@ -165,10 +165,9 @@ describe("pending bytes on DELIVERIES (failing destination)", () => {
     expect(answers.filter((r) => r.status === 200)).toHaveLength(10);
     failing = false;
     await until(
-      "A accepted again once its calls were delivered",
       async () =>
         (await post(base, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey })).status === 200,
-      30_000,
+      { timeout: 30_000, message: "A accepted again once its calls were delivered" },
     );
   });
 });
@@ -203,9 +202,12 @@ describe("rate per source", () => {
 
     expect((await post(base, "/v1/batch", batch, { writeKey: b.writeKey })).status).toBe(200);
     // A is accepted again once its bucket refilled (1 call/s).
-    await until("A accepted again at its rate", async () => {
-      const again = await post(base, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey });
-      return again.status === 200;
-    });
+    await until(
+      async () => {
+        const again = await post(base, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey });
+        return again.status === 200;
+      },
+      { message: "A accepted again at its rate" },
+    );
   });
 });

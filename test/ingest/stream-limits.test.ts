@@ -16,7 +16,7 @@ import {
 import { DiscardPolicy } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "../helpers/stack.js";
-import { waitUntil as until } from "../ops/helpers.js";
+import { until } from "../helpers/until.js";
 import { Harness, NO_SOURCE_QUOTA } from "./harness.js";
 
 const KIB = 1024;
@@ -67,19 +67,25 @@ describe("every stream has a byte limit", () => {
     }
     // A bucket created later (as a dispatcher does) gets its limit at the next stream check.
     await h.nc.jetstream().views.kv(DISPATCHERS_BUCKET, { history: 1 });
-    await until("the dispatchers bucket limited", async () => {
-      const info = await h.jsm.streams.info(kvStream(DISPATCHERS_BUCKET));
-      return info.config.max_bytes === limits.get(kvStream(DISPATCHERS_BUCKET))?.maxBytes;
-    });
+    await until(
+      async () => {
+        const info = await h.jsm.streams.info(kvStream(DISPATCHERS_BUCKET));
+        return info.config.max_bytes === limits.get(kvStream(DISPATCHERS_BUCKET))?.maxBytes;
+      },
+      { message: "the dispatchers bucket limited" },
+    );
   });
 
   it("a DEAD stream at its limit drops its oldest dead letters, keeps the newest, and counts the drops", async () => {
     const dead = await DeadLetters.open(h.nc);
     // A check before the writes, so that the next one sees what was removed.
-    await until("DEAD seen by the stream check", async () => {
-      const m = await h.ingest.metrics.registry.getSingleMetric("hookpost_stream_max_bytes")?.get();
-      return m?.values.some((v) => v.labels.stream === DEAD_STREAM && v.value === DEAD_MAX) ?? false;
-    });
+    await until(
+      async () => {
+        const m = await h.ingest.metrics.registry.getSingleMetric("hookpost_stream_max_bytes")?.get();
+        return m?.values.some((v) => v.labels.stream === DEAD_STREAM && v.value === DEAD_MAX) ?? false;
+      },
+      { message: "DEAD seen by the stream check" },
+    );
     for (let i = 0; i < 40; i++) await dead.record(letter(i), `k-${i}`);
     const { state, config } = await h.jsm.streams.info(DEAD_STREAM);
     expect(config.discard).toBe(DiscardPolicy.Old);
@@ -89,7 +95,9 @@ describe("every stream has a byte limit", () => {
     expect(kept.at(-1)?.messageId).toBe("m-39");
     expect(kept.some((l) => l.messageId === "m-0")).toBe(false);
     const dropped = 40 - state.messages;
-    await until("the drops counted", async () => (await fullCount(DEAD_STREAM, "drop_oldest")) === dropped);
+    await until(async () => (await fullCount(DEAD_STREAM, "drop_oldest")) === dropped, {
+      message: "the drops counted",
+    });
   });
 
   it("a full configuration bucket refuses writes with RESOURCE_EXHAUSTED, counted", async () => {
@@ -135,10 +143,13 @@ describe("DELIVERIES full", () => {
       const blob = "x".repeat(4 * KIB);
       for (let i = 0; i < 8; i++) await src.client.track({ userId: "u", event: "E", properties: { blob } });
       const registry = stack.dispatchers[0]!.metrics.registry;
-      await until("a refused fan-out counted", async () => {
-        const m = await registry.getSingleMetric("hookpost_stream_full_total")?.get();
-        return m?.values.some((v) => v.labels.stream === DELIVERIES_STREAM && v.value > 0) ?? false;
-      });
+      await until(
+        async () => {
+          const m = await registry.getSingleMetric("hookpost_stream_full_total")?.get();
+          return m?.values.some((v) => v.labels.stream === DELIVERIES_STREAM && v.value > 0) ?? false;
+        },
+        { message: "a refused fan-out counted" },
+      );
       // Nothing lost: what DELIVERIES refused waits on EVENTS.
       expect(
         (await stack.nc.jetstreamManager().then((j) => j.streams.info(EVENTS_STREAM))).state.messages,

@@ -6,7 +6,7 @@ import { Code, HookpostError } from "@hookpost/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsServer } from "../helpers/nats-server.js";
 import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
-import { waitUntil } from "../ops/helpers.js";
+import { until } from "../helpers/until.js";
 import { ADMIN_TOKEN, adminClient, ingestClient } from "./harness.js";
 
 /**
@@ -132,11 +132,10 @@ describe("sync limits", () => {
     await Promise.all(syncs.map((s) => s.sent));
     const settled = new Map<number, HookpostError | undefined>();
     syncs.forEach((s, i) => void s.result.then((err) => settled.set(i, err)));
-    await waitUntil(
-      "each stream refused or running",
-      () => settled.size + readdirSync(dir).length === STREAMS,
-      120_000,
-    );
+    await until(() => settled.size + readdirSync(dir).length === STREAMS, {
+      timeout: 120_000,
+      message: "each stream refused or running",
+    });
     const refused = [...settled.values()];
     for (const err of refused) {
       expect(err, String(err)).toBeInstanceOf(HookpostError);
@@ -148,17 +147,19 @@ describe("sync limits", () => {
     expect(running).toHaveLength(ADMITTED);
     // The server has read (nearly) all of every running stream: all but the last run is on disk.
     const lineBytes = IDS_PER_CHUNK * 41;
-    await waitUntil(
-      "the running syncs' runs spilled to disk",
-      () => readdirSync(dir).every((f) => spilledBytes(join(dir, f)) >= (CHUNKS - 1) * lineBytes),
-      120_000,
-    );
+    await until(() => readdirSync(dir).every((f) => spilledBytes(join(dir, f)) >= (CHUNKS - 1) * lineBytes), {
+      timeout: 120_000,
+      message: "the running syncs' runs spilled to disk",
+    });
     const held = memory(pid);
 
     for (const s of running) s.abort.abort();
     const cancelled = await Promise.all(running.map((s) => s.result));
     for (const err of cancelled) expect(err?.code).toBe(Code.CANCELLED);
-    await waitUntil("the folders removed after cancel", () => readdirSync(dir).length === 0, 60_000);
+    await until(() => readdirSync(dir).length === 0, {
+      timeout: 60_000,
+      message: "the folders removed after cancel",
+    });
 
     // The slots are free again: a normal sync goes through.
     const ok = await client.syncAudience([{ audienceName: "after", userIds: ["a", "b"] }]);
@@ -189,7 +190,7 @@ describe("sync limits", () => {
     const client = ingestClient(first.address, writeKeyMetadata(writeKey));
     const hanging = hangingSync(client, 1);
     await hanging.sent;
-    await waitUntil("the sync's folder", () => readdirSync(dir).length === 1, 60_000);
+    await until(() => readdirSync(dir).length === 1, { timeout: 60_000, message: "the sync's folder" });
     const left = readdirSync(dir);
     first.child.proc.kill("SIGKILL");
     await first.child.exited;
@@ -218,7 +219,7 @@ describe("sync limits", () => {
     release();
     expect(err?.code, String(err)).toBe(Code.DEADLINE_EXCEEDED);
     expect(err?.message).toMatch(/SYNC_IDLE_TIMEOUT/);
-    await waitUntil("the folder removed", () => readdirSync(dir).length === 0, 60_000);
+    await until(() => readdirSync(dir).length === 0, { timeout: 60_000, message: "the folder removed" });
     again.close();
   }, 180_000);
 });

@@ -2,8 +2,9 @@ import { StreamFeed } from "@hookpost/core";
 import { connect, type NatsConnection } from "nats";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { waitUntil } from "../dispatcher/helpers.js";
+
 import { NatsServer } from "../helpers/nats-server.js";
+import { until } from "../helpers/until.js";
 
 // The feed the health fold reads the attempt log with: every message of the stream once, in
 // order, from a start time, and still exactly once across a nats-server restart.
@@ -29,8 +30,9 @@ describe("StreamFeed", () => {
   it("delivers every message of every subject once, in order, and goes on after a server restart", async () => {
     const js = nc.jetstream();
     // Before the feed starts, and older than its start time: left out.
-    await js.publish("feed.a.old", "old");
-    await new Promise((r) => setTimeout(r, 50));
+    const old = await js.publish("feed.a.old", "old");
+    const oldTime = (await (await nc.jetstreamManager()).streams.getMessage("FEED", { seq: old.seq })).time;
+    await until(() => Date.now() > oldTime.getTime(), { message: "the clock past the old message" });
     const startedAt = new Date();
     for (let i = 0; i < 50; i++) await js.publish(i % 2 ? "feed.a.x" : "feed.b.y", String(i));
 
@@ -45,23 +47,19 @@ describe("StreamFeed", () => {
     });
     feed.start();
     try {
-      await waitUntil(() => seen.length >= 50, 10_000, "the first 50 messages");
+      await until(() => seen.length >= 50, { timeout: 10_000, message: "the first 50 messages" });
       expect(seen.map((s) => s.text)).toEqual(Array.from({ length: 50 }, (_, i) => String(i)));
       expect(feed.lastSequence).toBe(51);
 
       // The server goes away and comes back (its ephemeral consumer is gone with it).
       await server.restart();
       for (let i = 50; i < 100; i++) {
-        for (;;) {
-          try {
-            await js.publish("feed.a.z", String(i));
-            break;
-          } catch {
-            await new Promise((r) => setTimeout(r, 100));
-          }
-        }
+        await until(() => js.publish("feed.a.z", String(i)), {
+          interval: 100,
+          message: `message ${i} published after the restart`,
+        });
       }
-      await waitUntil(() => seen.length >= 100, 20_000, "the messages after the restart");
+      await until(() => seen.length >= 100, { timeout: 20_000, message: "the messages after the restart" });
       expect(seen.map((s) => s.text)).toEqual(Array.from({ length: 100 }, (_, i) => String(i)));
       expect(seen.map((s) => s.seq)).toEqual(Array.from({ length: 100 }, (_, i) => i + 2));
     } finally {

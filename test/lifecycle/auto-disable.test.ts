@@ -1,8 +1,9 @@
 import type { Destination } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { publishCall, track, waitUntil } from "../dispatcher/helpers.js";
+import { publishCall, track } from "../dispatcher/helpers.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import { Stack } from "../helpers/stack.js";
+import { until } from "../helpers/until.js";
 
 /**
  * Auto-disable with two dispatcher replicas: a destination answering 410 Gone, or failing every
@@ -43,11 +44,10 @@ async function scenario(path: string, failure: number, cause: string, reason: Re
     const js = stack.nc.jetstream();
     const early = Array.from({ length: 5 }, () => track({ sourceId }));
     for (const c of early) await publishCall(js, c);
-    await waitUntil(
-      async () => !(await stack.admin.getDestination({ id: dest.id })).destination!.enabled,
-      30_000,
-      "the destination to be paused",
-    );
+    await until(async () => !(await stack.admin.getDestination({ id: dest.id })).destination!.enabled, {
+      timeout: 30_000,
+      message: "the destination to be paused",
+    });
     const paused = (await stack.admin.getDestination({ id: dest.id })).destination!;
     expect(paused.disabledReason).toMatch(reason);
     expect(paused.disabledTime).toBeDefined();
@@ -75,11 +75,10 @@ async function scenario(path: string, failure: number, cause: string, reason: Re
           .filter((r) => r.at >= enabledAt)
           .map((r) => String(r.headers["idempotency-key"])),
       );
-    await waitUntil(
-      () => [...early, ...whilePaused].every((c) => delivered().has(c.messageId)),
-      30_000,
-      "every call delivered after enabling",
-    );
+    await until(() => [...early, ...whilePaused].every((c) => delivered().has(c.messageId)), {
+      timeout: 30_000,
+      message: "every call delivered after enabling",
+    });
     expect(mine().length).toBeGreaterThan(attemptsWhenPaused);
     const dead = await stack.admin.listDeadLetters({ destinationId: dest.id });
     expect(dead.deadLetters).toHaveLength(0);

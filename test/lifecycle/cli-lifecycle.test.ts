@@ -11,9 +11,10 @@ import {
 } from "@hookpost/receiver";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type CliResult, hookpost } from "../cli/run-cli.js";
-import { publishCall, track, waitUntil } from "../dispatcher/helpers.js";
+import { publishCall, track } from "../dispatcher/helpers.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
+import { until } from "../helpers/until.js";
 
 /** The CLI (a real process) for the destination lifecycle: rotate-secret, limits, a visible pause. */
 
@@ -71,7 +72,10 @@ describe("hookpost destinations (lifecycle)", () => {
       await waitForRevision((await kv.get(`destination.${d.id}`))!.revision, stack.dispatchers);
       const call = track({ sourceId: src });
       await publishCall(stack.nc.jetstream(), call);
-      await waitUntil(() => stack.receiver.messageIds().has(call.messageId), 20_000, "delivery");
+      await until(() => stack.receiver.messageIds().has(call.messageId), {
+        timeout: 20_000,
+        message: "delivery",
+      });
       const req = stack.receiver.requests.find((r) => r.headers["idempotency-key"] === call.messageId)!;
       expect(verifyStandardWebhook(req.body, req.headers, fresh)).toBeDefined();
     } finally {
@@ -100,7 +104,10 @@ describe("hookpost destinations (lifecycle)", () => {
     // The generated secret (now the previous one) and the given one both verify.
     const call = track({ sourceId: src });
     await publishCall(stack.nc.jetstream(), call);
-    await waitUntil(() => stack.receiver.messageIds().has(call.messageId), 20_000, "delivery");
+    await until(() => stack.receiver.messageIds().has(call.messageId), {
+      timeout: 20_000,
+      message: "delivery",
+    });
     const req = stack.receiver.requests.find((r) => r.headers["idempotency-key"] === call.messageId)!;
     expect(verifySegmentRequest(req.body, req.headers, secret!)).toBe(true);
     expect(verifySegmentRequest(req.body, req.headers, "given-secret")).toBe(true);
@@ -124,11 +131,10 @@ describe("hookpost destinations (lifecycle)", () => {
     stack.receiver.respond = (req) => (req.url === path ? { status: 410 } : previous(req));
     try {
       await publishCall(stack.nc.jetstream(), track({ sourceId: src }));
-      await waitUntil(
-        async () => !(await stack.admin.getDestination({ id: d.id })).destination!.enabled,
-        20_000,
-        "the pause",
-      );
+      await until(async () => !(await stack.admin.getDestination({ id: d.id })).destination!.enabled, {
+        timeout: 20_000,
+        message: "the pause",
+      });
     } finally {
       stack.receiver.respond = previous;
     }

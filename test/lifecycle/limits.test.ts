@@ -1,15 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  destination,
-  type Pipeline,
-  pipeline,
-  publishCall,
-  Receiver,
-  track,
-  waitUntil,
-} from "../dispatcher/helpers.js";
+import { destination, type Pipeline, pipeline, publishCall, Receiver, track } from "../dispatcher/helpers.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
+import { until } from "../helpers/until.js";
 
 /**
  * rate_limit_per_second and max_in_flight hold across two dispatcher replicas (real child
@@ -37,13 +30,12 @@ beforeAll(async () => {
     ops.push(String((await proc.waitFor("dispatcher started", 60_000)).ops));
   }
   // Both replicas see each other, so each takes half of a limit.
-  await waitUntil(
+  await until(
     async () => {
       const bodies = await Promise.all(ops.map((o) => fetch(`http://${o}/readyz`).then((r) => r.json())));
       return bodies.every((b) => (b as { replicas?: number }).replicas === 2);
     },
-    30_000,
-    "both replicas registered",
+    { timeout: 30_000, message: "both replicas registered" },
   );
 }, 120_000);
 
@@ -67,11 +59,10 @@ async function run(
   await waitForRevision(revision, ops);
   const calls = Array.from({ length: count }, () => track({ sourceId }));
   await Promise.all(calls.map((c) => publishCall(p.js, c)));
-  await waitUntil(
-    () => calls.every((c) => rx.messageIds().has(c.messageId)),
-    120_000,
-    `${count} deliveries to ${sourceId}`,
-  );
+  await until(() => calls.every((c) => rx.messageIds().has(c.messageId)), {
+    timeout: 120_000,
+    message: `${count} deliveries to ${sourceId}`,
+  });
   expect(await p.deadLetters.list(sourceId)).toHaveLength(0);
   return rx.requests.map((r) => r.at).sort((a, b) => a - b);
 }

@@ -9,9 +9,10 @@ import {
 } from "@hookpost/receiver";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { publishCall, type ReceivedRequest, track, waitUntil } from "../dispatcher/helpers.js";
+import { publishCall, type ReceivedRequest, track } from "../dispatcher/helpers.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import { ingestClient, Stack } from "../helpers/stack.js";
+import { until } from "../helpers/until.js";
 
 /**
  * RotateSecret through the admin API, delivered by a real dispatcher to a real receiver. A
@@ -83,7 +84,10 @@ async function deliver(dest: { id: string; sourceIds: string[] }, count: number)
   for (const c of calls) await publishCall(stack.nc.jetstream(), c);
   const ids = new Set(calls.map((c) => c.messageId));
   const mine = () => stack.receiver.requests.filter((r) => ids.has(String(r.headers["idempotency-key"])));
-  await waitUntil(() => mine().length >= count, 20_000, `${count} deliveries to ${destinationId}`);
+  await until(() => mine().length >= count, {
+    timeout: 20_000,
+    message: `${count} deliveries to ${destinationId}`,
+  });
   return mine();
 }
 
@@ -112,7 +116,10 @@ describe.each([
     // The test is only meaningful when these really went out during the overlap.
     for (const r of during) expect(r.at).toBeLessThan(expires);
 
-    await waitUntil(() => Date.now() > expires + 200, OVERLAP_MS + 5000, "the overlap to end");
+    await until(() => Date.now() > expires + 200, {
+      timeout: OVERLAP_MS + 5000,
+      message: "the overlap to end",
+    });
     const after = await deliver(dest, 3);
 
     for (const [name, verify] of Object.entries(verifiers[signing])) {
@@ -245,7 +252,10 @@ describe("a configuration that cannot sign is refused when it is applied", () =>
 });
 
 async function waitForStored(id: string) {
-  await waitUntil(() => store.destination(id) !== undefined, 5000, `destination ${id} in the store`);
+  await until(() => store.destination(id) !== undefined, {
+    timeout: 5000,
+    message: `destination ${id} in the store`,
+  });
   return store.destination(id)!;
 }
 
@@ -268,7 +278,10 @@ describe("concurrent configuration writes are compare-and-set (finding 6)", () =
 
       // The stored record (read from the bucket) signs with every secret answered...
       const last = answered.map((a) => a.revision).reduce((a, b) => (a > b ? a : b));
-      await waitUntil(() => store.revision >= Number(last), 5000, "the store to see the rotations");
+      await until(() => store.revision >= Number(last), {
+        timeout: 5000,
+        message: "the store to see the rotations",
+      });
       const valid = signingSecrets(store.destination(dest.id)!);
       for (const a of answered) expect(valid, `round ${round}`).toContain(a.secret);
       // ...and so does every real delivery.
@@ -311,7 +324,10 @@ describe("concurrent configuration writes are compare-and-set (finding 6)", () =
     const last = results
       .map((r) => (r.value as { revision: bigint }).revision)
       .reduce((a, b) => (a > b ? a : b));
-    await waitUntil(() => store.revision >= Number(last), 5000, "the store to see the updates");
+    await until(() => store.revision >= Number(last), {
+      timeout: 5000,
+      message: "the store to see the updates",
+    });
     const stored = store.destination(dest.id)!;
     expect(stored.name).toBe("renamed");
     expect(stored.headers).toEqual({ "X-Team": "growth" });

@@ -13,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsServer } from "../helpers/nats-server.js";
 import { Receiver } from "../helpers/receiver.js";
 import { adminClient, ingestClient, STACK_ADMIN_TOKEN } from "../helpers/stack.js";
-import { exitWithin, type ServiceProcess, spawnService, waitUntil } from "./helpers.js";
+import { until } from "../helpers/until.js";
+import { exitWithin, type ServiceProcess, spawnService } from "./helpers.js";
 
 // SIGTERM to a dispatcher process in the middle of a backlog of slow deliveries: it exits within
 // a bound, handing back what it could not finish in SHUTDOWN_GRACE; a second dispatcher then
@@ -103,21 +104,23 @@ describe("SIGTERM to a dispatcher mid-delivery", () => {
       defaultDispatcherConfig(nats.url, { allowedCidrs: ["127.0.0.0/8"], pullExpiresMs: 1000 }),
       { logger: pino({ level: "silent" }) },
     );
-    await waitUntil(
-      "all N calls at the receiver",
+    await until(
       () => {
         const got = receiver.messageIds();
         return ids.every((id) => got.has(id));
       },
-      20_000,
+      { timeout: 20_000, message: "all N calls at the receiver" },
     );
     const jsm = await nc.jetstreamManager();
     // Everything acknowledged: nothing pending, in flight or waiting for a retry.
-    await waitUntil("an empty backlog", async () => {
-      const info = await jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(destId));
-      const events = await jsm.streams.info(EVENTS_STREAM);
-      return info.num_pending + info.num_ack_pending === 0 && events.state.messages === 0;
-    });
+    await until(
+      async () => {
+        const info = await jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(destId));
+        const events = await jsm.streams.info(EVENTS_STREAM);
+        return info.num_pending + info.num_ack_pending === 0 && events.state.messages === 0;
+      },
+      { message: "an empty backlog" },
+    );
     expect((await jsm.streams.info(DEAD_STREAM)).state.messages).toBe(0);
 
     const got = receiver.messageIds();

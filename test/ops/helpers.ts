@@ -3,7 +3,6 @@ import { existsSync } from "node:fs";
 import { copyFile, mkdir, mkdtemp, readdir, readFile, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 
 export {
   exitWithin,
@@ -15,37 +14,6 @@ export {
 } from "../helpers/service-process.js";
 
 import { ROOT } from "../helpers/service-process.js";
-
-type Truthy<T> = Exclude<T, undefined | null | false | 0 | "">;
-
-/**
- * Polls `check` until it returns a truthy value (a thrown error counts as "not yet"); resolves
- * with that value, throws naming `what` after `timeoutMs`.
- */
-export async function waitUntil<T>(
-  what: string,
-  check: () => T | Promise<T>,
-  timeoutMs = 15_000,
-  intervalMs = 100,
-): Promise<Truthy<T>> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v) return v as Truthy<T>;
-      last = v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(
-        `timed out after ${timeoutMs} ms waiting for ${what} (last: ${last instanceof Error ? last.message : String(last)})`,
-      );
-    }
-    await sleep(intervalMs);
-  }
-}
 
 /** HTTP status of a GET (0 when the connection fails). */
 export async function httpStatus(url: string): Promise<number> {

@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsServer } from "../helpers/nats-server.js";
 import { Receiver } from "../helpers/receiver.js";
 import { adminClient, ingestClient, STACK_ADMIN_TOKEN } from "../helpers/stack.js";
-import { exitWithin, type ServiceProcess, spawnService, waitUntil } from "./helpers.js";
+import { until } from "../helpers/until.js";
+import { exitWithin, type ServiceProcess, spawnService } from "./helpers.js";
 
 // SIGTERM to an ingest process under a steady load of track calls: it exits (code 0) and every
 // call it acknowledged is delivered. Calls refused or cut off by the shutdown (UNAVAILABLE,
@@ -64,8 +65,9 @@ describe("SIGTERM to ingest under load", () => {
     });
     admin.close();
     const jsm = await nc.jetstreamManager();
-    await waitUntil("the destination's consumer", () =>
-      jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(dest.destination!.id)).then(() => true),
+    await until(
+      () => jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(dest.destination!.id)).then(() => true),
+      { message: "the destination's consumer" },
     );
 
     const client = ingestClient(address, writeKey);
@@ -83,14 +85,18 @@ describe("SIGTERM to ingest under load", () => {
         } catch (err) {
           const code = err instanceof HookpostError ? Code[err.code] : String(err);
           failures.set(String(code), (failures.get(String(code)) ?? 0) + 1);
-          await sleep(10);
+          await sleep(10); // not a wait: the load generator backs off after a failed call
         }
       }
     };
     const load = Promise.all(Array.from({ length: 8 }, (_, w) => worker(w)));
 
     // Mid-load: the calls are flowing and being delivered.
-    await waitUntil("300 acknowledged calls", () => acked.length >= 300, 30_000, 20);
+    await until(() => acked.length >= 300, {
+      timeout: 30_000,
+      message: "300 acknowledged calls",
+      interval: 20,
+    });
     sigtermAt = Date.now();
     const ackedAtSigterm = acked.length;
     ingest.proc.kill("SIGTERM");
@@ -106,13 +112,12 @@ describe("SIGTERM to ingest under load", () => {
     for (const c of failures.keys()) expect(["UNAVAILABLE", "CANCELLED"]).toContain(c);
     expect(new Set(acked).size).toBe(acked.length);
 
-    await waitUntil(
-      "every acknowledged call at the receiver",
+    await until(
       () => {
         const got = receiver.messageIds();
         return acked.every((id) => got.has(id));
       },
-      30_000,
+      { timeout: 30_000, message: "every acknowledged call at the receiver" },
     );
     const got = receiver.messageIds();
     const missing = acked.filter((id) => !got.has(id));

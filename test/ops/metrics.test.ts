@@ -2,7 +2,8 @@ import { Code, HookpostError } from "@hookpost/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Receiver } from "../helpers/receiver.js";
 import { Stack } from "../helpers/stack.js";
-import { hasMetric, metric, type Sample, scrape, waitUntil } from "./helpers.js";
+import { until } from "../helpers/until.js";
+import { hasMetric, metric, type Sample, scrape } from "./helpers.js";
 
 // The Prometheus counters of both services move with real traffic: scrape /metrics before and
 // after sending calls through the whole pipeline.
@@ -98,17 +99,20 @@ describe("metrics move with traffic", () => {
     const backlog = "hookpost_dispatcher_consumer_backlog";
     // The backlog is read from JetStream, which applies an ack a moment after the counter moved:
     // wait for both to settle rather than read them in one instant.
-    const during = await waitUntil("deliveries, dead letters and their acks", async () => {
-      const s = await scrape(dispatcherOps());
-      const ok =
-        delta(dispatcherBefore, s, deliveries, { outcome: "delivered" }) >= 7 &&
-        delta(dispatcherBefore, s, deliveries, { outcome: "dead_letter" }) >= 7 &&
-        delta(dispatcherBefore, s, "hookpost_dispatcher_retries_total") >= 7 &&
-        s.some((x) => x.name === backlog && x.labels.destination === "bad") &&
-        metric(s, backlog, { destination: "ok" }) === 0 &&
-        metric(s, backlog, { destination: "bad" }) === 0;
-      return ok ? s : undefined;
-    });
+    const during = await until(
+      async () => {
+        const s = await scrape(dispatcherOps());
+        const ok =
+          delta(dispatcherBefore, s, deliveries, { outcome: "delivered" }) >= 7 &&
+          delta(dispatcherBefore, s, deliveries, { outcome: "dead_letter" }) >= 7 &&
+          delta(dispatcherBefore, s, "hookpost_dispatcher_retries_total") >= 7 &&
+          s.some((x) => x.name === backlog && x.labels.destination === "bad") &&
+          metric(s, backlog, { destination: "ok" }) === 0 &&
+          metric(s, backlog, { destination: "bad" }) === 0;
+        return ok ? s : undefined;
+      },
+      { message: "deliveries, dead letters and their acks" },
+    );
     expect(stack.receiver.requests).toHaveLength(7);
     expect(bad.requests).toHaveLength(7);
     expect(
@@ -146,15 +150,13 @@ describe("metrics move with traffic", () => {
 
     // The endpoint recovers: the retries deliver and the backlog drains.
     flaky.respond = () => ({ status: 200 });
-    const drained = await waitUntil(
-      "the flaky backlog to drain",
+    const drained = await until(
       async () => {
         const s = await scrape(dispatcherOps());
         const flakyBacklog = s.find((x) => x.name === backlog && x.labels.destination === "flaky");
         return flakyBacklog?.value === 0 ? s : undefined;
       },
-      30_000,
-      250,
+      { timeout: 30_000, message: "the flaky backlog to drain", interval: 250 },
     );
     expect(delta(dispatcherBefore, drained, deliveries, { outcome: "delivered" })).toBe(14);
     expect(delta(dispatcherBefore, drained, `${attempts}_count`, { result: "2xx" })).toBe(14);

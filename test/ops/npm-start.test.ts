@@ -6,7 +6,8 @@ import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Receiver } from "../helpers/receiver.js";
-import { copyRepo, httpStatus, processesMentioning, waitUntil } from "./helpers.js";
+import { until } from "../helpers/until.js";
+import { copyRepo, httpStatus, processesMentioning } from "./helpers.js";
 
 // `npm start` on a fresh copy of the repository (no NATS_URL: it starts its own nats-server in
 // the copy's .data/), every port asked as 0. The test reads what it prints, follows its
@@ -108,15 +109,13 @@ async function npmStart(): Promise<ChildProcess> {
   for (const stream of [proc.stdout!, proc.stderr!]) {
     createInterface({ input: stream }).on("line", (line) => lines.push(line));
   }
-  await waitUntil(
-    "npm start to print its summary",
+  await until(
     () => {
       if (proc.exitCode !== null)
         throw new Error(`npm start exited (${proc.exitCode}):\n${lines.join("\n")}`);
       return lines.includes("Ctrl-C stops everything.");
     },
-    60_000,
-    100,
+    { timeout: 60_000, message: "npm start to print its summary", interval: 100 },
   );
   return proc;
 }
@@ -124,16 +123,16 @@ async function npmStart(): Promise<ChildProcess> {
 /** Ctrl-C: SIGINT to the whole foreground process group (npm, tsx, the launcher); all exit. */
 async function pressCtrlC(proc: ChildProcess): Promise<void> {
   process.kill(-proc.pid!, "SIGINT");
+  // not a wait: the deadline asserted (it exits within 20 s)
   const stopped = await Promise.race([exited.then(() => true), sleep(20_000, false, { ref: false })]);
   expect(stopped, `npm start still running 20 s after SIGINT:\n${lines.join("\n")}`).toBe(true);
   // (Its last lines may still be in the pipe when the exit is seen.)
-  await waitUntil("its stop message", () => lines.includes("stopping…"), 10_000);
+  await until(() => lines.includes("stopping…"), { timeout: 10_000, message: "its stop message" });
   // Nothing it started is left (nor a zombie: the launcher waited for each of them).
-  await waitUntil(
-    "every child process to be gone",
-    async () => (await processesMentioning(dir)).length === 0,
-    10_000,
-  );
+  await until(async () => (await processesMentioning(dir)).length === 0, {
+    timeout: 10_000,
+    message: "every child process to be gone",
+  });
 }
 
 describe("npm start", () => {
@@ -199,11 +198,14 @@ describe("npm start", () => {
       cliEnv,
     );
     expect(ours.code, ours.out).toBe(0);
-    await waitUntil("the dispatcher to pull both destinations", async () => {
-      const res = await fetch(`http://${dispatcherOps}/readyz`);
-      const body = (await res.json()) as { enabled?: number; pulling?: number };
-      return res.status === 200 && body.enabled === 2 && body.pulling === 2;
-    });
+    await until(
+      async () => {
+        const res = await fetch(`http://${dispatcherOps}/readyz`);
+        const body = (await res.json()) as { enabled?: number; pulling?: number };
+        return res.status === 200 && body.enabled === 2 && body.pulling === 2;
+      },
+      { message: "the dispatcher to pull both destinations" },
+    );
 
     const send = steps[2]!.map((a) => (a === "<the write key>" ? writeKey! : a));
     const sent = await cli(send, cliEnv);
@@ -215,8 +217,12 @@ describe("npm start", () => {
     expect(JSON.parse(req!.body.toString())).toMatchObject({ type: "track", event: "Signed Up" });
     expect(req!.headers["x-signature"]).toBe(createHmac("sha1", "s3cret").update(req!.body).digest("hex"));
     // The demo receiver printed it, with its signature verified.
-    await waitUntil("the demo receiver's line", () =>
-      lines.some((l) => l.startsWith("[receiver] POST /webhook (signature ok)") && l.includes('"Signed Up"')),
+    await until(
+      () =>
+        lines.some(
+          (l) => l.startsWith("[receiver] POST /webhook (signature ok)") && l.includes('"Signed Up"'),
+        ),
+      { message: "the demo receiver's line" },
     );
 
     // A destination that fails: one readable line per failed attempt, never raw JSON.
@@ -239,25 +245,27 @@ describe("npm start", () => {
         cliEnv,
       );
       expect(bad.code, bad.out).toBe(0);
-      await waitUntil("the dispatcher to pull the failing destination", async () => {
-        const res = await fetch(`http://${dispatcherOps}/readyz`);
-        return ((await res.json()) as { pulling?: number }).pulling === 3;
-      });
-      expect((await cli(send, cliEnv)).code).toBe(0);
-      const failed = await waitUntil("a line for the failed attempt", () =>
-        lines.find((l) => l.startsWith("✗ bad-hook ")),
+      await until(
+        async () => {
+          const res = await fetch(`http://${dispatcherOps}/readyz`);
+          return ((await res.json()) as { pulling?: number }).pulling === 3;
+        },
+        { message: "the dispatcher to pull the failing destination" },
       );
+      expect((await cli(send, cliEnv)).code).toBe(0);
+      const failed = await until(() => lines.find((l) => l.startsWith("✗ bad-hook ")), {
+        message: "a line for the failed attempt",
+      });
       expect(failed).toMatch(
         new RegExp(
           `^✗ bad-hook ${failing.url().replaceAll(".", "\\.")} 500 \\(attempt 1, next in \\d+ (ms|s)\\): upstream is down: try later$`,
         ),
       );
       // The two good destinations got it: a summary line, not one per delivery.
-      await waitUntil(
-        "the deliveries' summary",
-        () => lines.some((l) => /^✓ \d+ delivered in the last \d+ s/.test(l)),
-        30_000,
-      );
+      await until(() => lines.some((l) => /^✓ \d+ delivered in the last \d+ s/.test(l)), {
+        timeout: 30_000,
+        message: "the deliveries' summary",
+      });
       expect(lines.filter((l) => /^\[(ingest|dispatcher)\] \{/.test(l))).toEqual([]);
       expect((await cli(["destinations", "delete", "bad-hook"], cliEnv)).code).toBe(0);
     } finally {

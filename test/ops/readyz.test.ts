@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "../helpers/stack.js";
-import { httpStatus, waitUntil } from "./helpers.js";
+import { until } from "../helpers/until.js";
+import { httpStatus } from "./helpers.js";
 
 // /readyz of both services follows the NATS connection: ready, NATS killed -> 503 within a few
 // seconds, NATS back -> ready again. /healthz (the process is alive) stays 200 throughout.
@@ -35,11 +36,10 @@ describe("/readyz flips when NATS goes away", () => {
 
     await stack.nats.kill();
     for (const base of [ingest, dispatcher]) {
-      await waitUntil(
-        `${base}/readyz to answer 503`,
-        async () => (await httpStatus(`${base}/readyz`)) === 503,
-        5_000,
-      );
+      await until(async () => (await httpStatus(`${base}/readyz`)) === 503, {
+        timeout: 5_000,
+        message: `${base}/readyz to answer 503`,
+      });
       expect(await httpStatus(`${base}/healthz`), base).toBe(200);
     }
     const down = (await (await fetch(`${ingest}/readyz`)).json()) as Record<string, unknown>;
@@ -58,11 +58,10 @@ describe("/readyz flips when NATS goes away", () => {
 
     await stack.nats.restart();
     for (const base of [ingest, dispatcher]) {
-      await waitUntil(
-        `${base}/readyz to answer 200`,
-        async () => (await httpStatus(`${base}/readyz`)) === 200,
-        20_000,
-      );
+      await until(async () => (await httpStatus(`${base}/readyz`)) === 200, {
+        timeout: 20_000,
+        message: `${base}/readyz to answer 200`,
+      });
     }
 
     // And the pipeline works again.

@@ -1,9 +1,9 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import type { PublishCall, SyncDeps } from "@hookpost/api";
 import { jetStreamPublisher, syncAudience } from "@hookpost/api";
 import { Code, HookpostError } from "@hookpost/contract";
 import { EVENTS_STREAM, membershipObjectName, toHookpostError } from "@hookpost/core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { until } from "../helpers/until.js";
 import { audienceMessages, chunks, type Env, purgeEvents, range, readEvents, startEnv } from "./helpers.js";
 
 let env: Env;
@@ -92,12 +92,10 @@ describe("interrupted syncs", () => {
     expect(answered).toBeInstanceOf(HookpostError);
     expect(answered?.code).toBe(Code.UNAVAILABLE);
 
-    const reconnected = (async () => {
-      for await (const s of env.nc.status()) if (s.type === "reconnect") return;
-    })();
     await env.server.restart();
-    await Promise.race([reconnected, sleep(10_000)]);
-    await env.jsm.streams.info(EVENTS_STREAM);
+    await until(() => env.jsm.streams.info(EVENTS_STREAM), {
+      message: "JetStream answering after the restart",
+    });
     expect(await env.memberships.info(OBJECT)).toEqual(before);
     expect(await sync(env.deps, ids)).toEqual({ members: N, joined: N, left: N });
     const users = await expectEachOnce(2 * N);

@@ -4,6 +4,7 @@ import { Code, HookpostError } from "@hookpost/contract";
 import type { ConfigStore } from "@hookpost/core";
 import { eventSubject, USER_SOURCES_STREAM, UserSourceIndex, userSourceKey } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { until } from "../helpers/until.js";
 import { type Env, log, openConfig, purgeEvents, readEvents, startEnv } from "./helpers.js";
 
 let env: Env;
@@ -92,10 +93,12 @@ describe("user-source index", () => {
     await env.index.remember("forget-me", "web");
     await other.remember("forget-me", "web");
     expect(other.stats.writes).toBe(0);
+    const cached = other.stats.cached;
     await env.index.forget("forget-me", ["web"]);
     expect(await other.sourcesOf("forget-me")).toEqual([]);
-    await env.nc.flush();
-    await new Promise((r) => setTimeout(r, 100));
+    await until(() => other.stats.cached < cached, {
+      message: "the other replica to drop the pair from memory",
+    });
     // The other replica records the pair again on the next call.
     const writes = other.stats.writes;
     await other.remember("forget-me", "web");

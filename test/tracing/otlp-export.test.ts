@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsServer } from "../helpers/nats-server.js";
 import { Receiver } from "../helpers/receiver.js";
 import { adminClient, ingestClient, STACK_ADMIN_TOKEN } from "../helpers/stack.js";
-import { exitWithin, type ServiceProcess, spawnService, waitUntil } from "../ops/helpers.js";
+import { until } from "../helpers/until.js";
+import { exitWithin, type ServiceProcess, spawnService } from "../ops/helpers.js";
 
 // Ingest and dispatcher as real processes, configured only by the standard OTEL_* variables,
 // export their spans over OTLP/HTTP to a stand-in collector (a local HTTP server taking
@@ -106,8 +107,7 @@ describe("OTLP export from the service processes", () => {
     const [req] = await receiver.waitFor(1, 30_000);
     expect(String(req!.headers.traceparent)).toMatch(new RegExp(`^00-${TRACE_ID}-[0-9a-f]{16}-01$`));
 
-    const spans = await waitUntil(
-      "the collector to get publish, route, deliver and request spans",
+    const spans = await until(
       () => {
         const mine = collected.filter((s) => s.traceId.toLowerCase() === TRACE_ID);
         const names = new Set(mine.map((s) => s.name));
@@ -116,7 +116,7 @@ describe("OTLP export from the service processes", () => {
           mine
         );
       },
-      30_000,
+      { timeout: 30_000, message: "the collector to get publish, route, deliver and request spans" },
     );
     const one = (name: string) => spans.find((s) => s.name === name)!;
     expect(one("hookpost publish").service).toBe("hookpost-ingest");

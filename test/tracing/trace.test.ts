@@ -5,7 +5,7 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Receiver } from "../helpers/receiver.js";
 import { Stack } from "../helpers/stack.js";
-import { waitUntil } from "../ops/helpers.js";
+import { until } from "../helpers/until.js";
 
 // Ingest and dispatcher in this process, tracing into an in-memory exporter: a gRPC (or HTTP) call that
 // carries a W3C traceparent yields one trace (publish → route → each delivery attempt → each
@@ -62,13 +62,12 @@ describe("tracing through ingest, NATS and the dispatcher", () => {
     expect(req!.headers.tracestate).toBe("vendor=abc");
     expect(traceparent(failing.requests[0]!.headers.traceparent).traceId).toBe(TRACE_ID);
 
-    const spans = await waitUntil(
-      "publish, route, delivery and two request spans",
+    const spans = await until(
       () => {
         const mine = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === TRACE_ID);
         return mine.length >= 5 && mine;
       },
-      20_000,
+      { timeout: 20_000, message: "publish, route, delivery and two request spans" },
     );
     expect(spans.map((s) => s.name).sort()).toEqual([
       "POST",
@@ -136,7 +135,7 @@ describe("tracing through ingest, NATS and the dispatcher", () => {
       body: JSON.stringify({ userId: "u-http", event: "Traced over HTTP", messageId: "traced-http-1" }),
     });
     expect(res.status).toBe(200);
-    await waitUntil("the delivery", () => failing.requests.length > before, 20_000);
+    await until(() => failing.requests.length > before, { timeout: 20_000, message: "the delivery" });
     expect(traceparent(failing.requests[before]!.headers.traceparent).traceId).toBe(TRACE_ID);
     // Ingest's publish span is a child of the caller's span, as for gRPC.
     const publish = exporter
@@ -152,21 +151,23 @@ describe("tracing through ingest, NATS and the dispatcher", () => {
     await stack.destination({ sourceIds: [src.id], urls: [failing.url()] });
     const before = failing.requests.length;
     const { messageId } = await src.client.track({ userId: "u-2", event: "Fresh" });
-    await waitUntil("the retry to succeed", () => failing.requests.length >= before + 2, 20_000);
+    await until(() => failing.requests.length >= before + 2, {
+      timeout: 20_000,
+      message: "the retry to succeed",
+    });
     const first = traceparent(failing.requests[before]!.headers.traceparent);
     const second = traceparent(failing.requests[before + 1]!.headers.traceparent);
     expect(second.traceId).toBe(first.traceId);
     expect(first.traceId).not.toBe(TRACE_ID);
 
-    const delivers = await waitUntil(
-      "two delivery spans",
+    const delivers = await until(
       () => {
         const d = exporter
           .getFinishedSpans()
           .filter((s) => s.name === "hookpost deliver" && s.attributes["hookpost.message_id"] === messageId);
         return d.length >= 2 && d;
       },
-      20_000,
+      { timeout: 20_000, message: "two delivery spans" },
     );
     expect(delivers.map((s) => [s.attributes["hookpost.attempt"], s.attributes["hookpost.outcome"]])).toEqual(
       [
@@ -192,7 +193,7 @@ describe("tracing through ingest, NATS and the dispatcher", () => {
       { userId: "u-3", event: "Off" },
       { metadata: { traceparent: `00-${TRACE_ID}-${CALLER_SPAN}-01` } },
     );
-    await waitUntil("the delivery", () => failing.requests.length > before, 20_000);
+    await until(() => failing.requests.length > before, { timeout: 20_000, message: "the delivery" });
     expect(traceparent(failing.requests[before]!.headers.traceparent)).toEqual({
       traceId: TRACE_ID,
       parentId: CALLER_SPAN,
