@@ -1,4 +1,3 @@
-import { Code, HookpostError } from "@hookpost/contract";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
@@ -21,28 +20,9 @@ let errors: string[];
 const requested: string[] = [];
 let source: { writeKey: string; client: IngestClient };
 
-/**
- * Which RPCs the server offers: the attempt log, health and message timeline come from
- * another change; until it is merged they answer UNIMPLEMENTED and the console shows a notice.
- * The checks using them are skipped at run time then (remove the guard once merged).
- */
-const offered = { attempts: false, health: false, message: false, rotateSecret: false };
-async function isOffered(call: () => Promise<unknown>): Promise<boolean> {
-  try {
-    await call();
-    return true;
-  } catch (err) {
-    return !(err instanceof HookpostError && err.code === Code.UNIMPLEMENTED);
-  }
-}
-
 beforeAll(async () => {
   stack = await Stack.start({ ...STACK_OPTIONS, ingest: { httpAddress: "127.0.0.1:0" } });
   base = `http://${stack.ingest.httpAddress}/console/`;
-  offered.attempts = await isOffered(() => stack.admin.listAttempts({ pageSize: 1 }));
-  offered.health = await isOffered(() => stack.admin.listDestinationHealth({}));
-  offered.message = await isOffered(() => stack.admin.getMessage({ messageId: "probe" }));
-  offered.rotateSecret = await isOffered(() => stack.admin.rotateSecret({ destinationId: "probe" }));
   browser = await launchChromium();
   context = await browser.newContext({ viewport: WIDE });
   await context.grantPermissions(["clipboard-read", "clipboard-write"], {
@@ -162,8 +142,7 @@ describe("web console", () => {
     expect(received.every((r) => r.headers["x-tenant"] === "acme")).toBe(true);
   });
 
-  it("shows the deliveries in the attempt log, each opening to its request and response", async (ctx) => {
-    if (!offered.attempts) return ctx.skip(); // ListAttempts is not in this build yet
+  it("shows the deliveries in the attempt log, each opening to its request and response", async () => {
     await go("destinations/hook");
     await reloadUntil("[data-testid=attempts] .attempt:nth-child(3)");
     const first = page.locator("[data-testid=attempts] .attempt").first();
@@ -186,8 +165,7 @@ describe("web console", () => {
     await expectNoSidewaysScroll("dead-letters");
   });
 
-  it("shows the failure reason and the state change on the overview, and the message timeline", async (ctx) => {
-    if (!offered.attempts || !offered.health || !offered.message) return ctx.skip(); // not in this build yet
+  it("shows the failure reason and the state change on the overview, and the message timeline", async () => {
     await go("./");
     await reloadUntil('tr[data-destination="hook"] [data-col="state"] .badge-bad');
     expect(await page.locator('tr[data-destination="hook"] [data-col="state"]').textContent()).toBe(
@@ -281,14 +259,7 @@ describe("web console", () => {
     expect((await stack.admin.getDestination({ id: "hook" })).destination!.enabled).toBe(true);
   });
 
-  it("rotates the shared secret: the new one is shown once", async (ctx) => {
-    if (!offered.rotateSecret) {
-      // RotateSecret is not in this build yet: the page says so instead of failing silently.
-      await go("destinations/hook");
-      await page.getByRole("button", { name: "Rotate secret" }).click();
-      await page.getByText(/does not offer this yet \(AdminService\/RotateSecret/).waitFor();
-      return ctx.skip();
-    }
+  it("rotates the shared secret: the new one is shown once", async () => {
     await go("destinations/hook");
     const shown = page.locator("[data-testid=shown-once]");
     await page.getByRole("button", { name: "Rotate secret" }).click();
@@ -301,8 +272,7 @@ describe("web console", () => {
     expect(await shown.textContent()).not.toBe(first);
   });
 
-  it("asks which source when two sources sent the same message id, then shows that source's call", async (ctx) => {
-    if (!offered.attempts || !offered.message) return ctx.skip(); // not in this build yet
+  it("asks which source when two sources sent the same message id, then shows that source's call", async () => {
     stack.receiver.respond = () => ({ status: 200 });
     const other = await stack.source("second source");
     await stack.destination({ id: "hook-b", sourceIds: [other.id] });
