@@ -21,6 +21,18 @@ export interface DispatcherConfig {
   deliveryConcurrency: number;
   /** Unacked deliveries (in flight or waiting for a retry) per destination (DELIVERY_MAX_ACK_PENDING). */
   maxAckPending: number;
+  /** Shared-lane partitions (DELIVERY_PARTITIONS). */
+  deliveryPartitions: number;
+  /** Requests in flight per replica, all destinations (DELIVERY_MAX_CONNECTIONS). */
+  maxConnections: number;
+  /** Consecutive failures that open a destination's breaker (BREAKER_FAILURES). */
+  breakerFailures: number;
+  /** An empty lane's consumer is deleted after this (LANE_IDLE). */
+  laneIdleMs: number;
+  /** How often lanes with parked calls are checked for a consumer (LANE_SWEEP_INTERVAL). */
+  laneSweepMs: number;
+  /** Ownership units of PER_USER delivery (ORDERED_PARTITIONS). */
+  orderedPartitions: number;
   /** Concurrent events the router fans out per replica (ROUTER_CONCURRENCY). */
   routerConcurrency: number;
   /** Long-poll duration of a pull; shutdown waits for the open pulls to end (PULL_EXPIRES). */
@@ -65,6 +77,12 @@ export function dispatcherConfigFrom(s: Settings): DispatcherConfig {
     ackWaitMs: s.ACK_WAIT,
     deliveryConcurrency: s.DELIVERY_CONCURRENCY,
     maxAckPending: s.DELIVERY_MAX_ACK_PENDING,
+    deliveryPartitions: s.DELIVERY_PARTITIONS,
+    maxConnections: s.DELIVERY_MAX_CONNECTIONS,
+    breakerFailures: s.BREAKER_FAILURES,
+    laneIdleMs: s.LANE_IDLE,
+    laneSweepMs: s.LANE_SWEEP_INTERVAL,
+    orderedPartitions: s.ORDERED_PARTITIONS,
     routerConcurrency: s.ROUTER_CONCURRENCY,
     pullExpiresMs: s.PULL_EXPIRES,
     shutdownGraceMs: s.SHUTDOWN_GRACE,

@@ -152,7 +152,14 @@ export async function startDispatcher(
   };
   registerConfigRevision(metrics.registry, configRevision);
 
-  const router = new Router({ publisher: pipe, store, metrics, logger, attemptLog });
+  const router = new Router({
+    publisher: pipe,
+    store,
+    metrics,
+    logger,
+    attemptLog,
+    orderedPartitions: config.orderedPartitions,
+  });
   const routerPuller = new Puller({
     js,
     stream: EVENTS_STREAM,

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { isEventType, type StoredCall } from "@hookpost/contract";
 import type { AttemptLog, ConfigStore, Logger, PipelinedPublisher } from "@hookpost/core";
 import {
@@ -8,6 +9,8 @@ import {
   deliverySubject,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
+  orderedSubject,
+  partitionOf,
   SOURCE_ID_HEADER,
   startRouteSpan,
 } from "@hookpost/core";
@@ -24,6 +27,8 @@ export interface RouterDeps {
   logger: Logger;
   /** Where each call went (or why nowhere) is recorded here, without waiting. */
   attemptLog?: AttemptLog;
+  /** ORDERED_PARTITIONS: PER_USER destinations' calls go to ORDERED under `partitionOf(dest, this)`. */
+  orderedPartitions: number;
 }
 
 /** Wait before a call is routed again when DELIVERIES refused it (full, or NATS trouble). */
@@ -99,7 +104,11 @@ export class Router {
           h.set(SOURCE_ID_HEADER, call.sourceId);
           if (notRendered !== undefined) h.set(NOT_RENDERED_HEADER, notRendered);
           span.inject(h); // tracing hook: the trace goes on to DELIVERIES
-          return d.publisher.publish(deliverySubject(dest.id), body, h);
+          const subject =
+            dest.ordering === "PER_USER"
+              ? orderedSubject(partitionOf(dest.id, d.orderedPartitions), dest.id, userHash(call))
+              : deliverySubject(dest.id);
+          return d.publisher.publish(subject, body, h);
         }),
       );
     } catch (err) {
@@ -136,6 +145,16 @@ export class Router {
       ...(body === undefined ? {} : { body: typeof body === "string" ? body : decoder.decode(body) }),
     });
   }
+}
+
+/**
+ * The subject token of a call's user for PER_USER ordering: the first 128 bits of SHA-256 of
+ * userId, else anonymousId (calls with neither share one key). Hashed: ids may hold any
+ * character and personal data; subjects must not.
+ */
+export function userHash(call: Pick<StoredCall, "userId" | "anonymousId">): string {
+  const key = call.userId ? `u:${call.userId}` : call.anonymousId ? `a:${call.anonymousId}` : "none";
+  return createHash("sha256").update(key).digest("hex").slice(0, 32);
 }
 
 /** The stored call, or what is wrong with it. */

@@ -72,10 +72,11 @@ function size(min = 1, max = Number.MAX_SAFE_INTEGER): Check<number> {
   };
 }
 
-function int(min = 0): Check<number> {
+function int(min = 0, max = Number.MAX_SAFE_INTEGER): Check<number> {
   return (text) => {
     const n = Number(text.trim());
-    return Number.isInteger(n) && n >= min ? n : bad(`must be an integer >= ${min}`);
+    if (!Number.isInteger(n) || n < min) return bad(`must be an integer >= ${min}`);
+    return n <= max ? n : bad(`must be an integer <= ${max}`);
   };
 }
 
@@ -156,6 +157,12 @@ export const SETTINGS = {
     services: BOTH,
     default: GIB,
     description: "DELIVERIES stream size; when full, routing waits and EVENTS fills behind it",
+    check: size(),
+  }),
+  ORDERED_MAX_BYTES: define({
+    services: BOTH,
+    default: GIB,
+    description: "ORDERED stream size (calls to `PER_USER` destinations); when full, routing waits",
     check: size(),
   }),
   DEAD_LETTER_MAX_AGE: define({
@@ -566,6 +573,46 @@ export const SETTINGS = {
     default: "1000",
     description: "unacknowledged deliveries (in flight or waiting for a retry) per destination",
     check: int(1),
+  }),
+  DELIVERY_PARTITIONS: define({
+    services: ["dispatcher"],
+    default: "8",
+    description:
+      "shared-lane partitions, one consumer `part_<p>` each; keep it the same on every replica (docs/design/delivery-at-scale.md)",
+    check: int(1, 256),
+  }),
+  DELIVERY_MAX_CONNECTIONS: define({
+    services: ["dispatcher"],
+    default: "512",
+    description:
+      "requests in flight (and sockets) per dispatcher replica over all destinations; a quarter is kept for destinations that answer",
+    check: int(4),
+  }),
+  BREAKER_FAILURES: define({
+    services: ["dispatcher"],
+    default: "5",
+    description:
+      "consecutive timeouts or retryable failures that open a destination's circuit breaker (its calls then wait in its lane)",
+    check: int(1),
+  }),
+  LANE_IDLE: define({
+    services: ["dispatcher"],
+    default: "30s",
+    description: "an empty lane's consumer is deleted after this",
+    check: durationMs(1000),
+  }),
+  LANE_SWEEP_INTERVAL: define({
+    services: ["dispatcher"],
+    default: "5s",
+    description: "how often lanes holding parked calls are checked for a consumer",
+    check: durationMs(100),
+  }),
+  ORDERED_PARTITIONS: define({
+    services: ["dispatcher"],
+    default: "32",
+    description:
+      "units of `PER_USER` delivery work, each owned by one dispatcher replica at a time; the same on every replica",
+    check: int(1, 1024),
   }),
   ROUTER_CONCURRENCY: define({
     services: ["dispatcher"],

@@ -17,5 +17,6 @@ export function topologyFrom(s: Settings): TopologySettings {
     configMaxBytes: s.CONFIG_MAX_BYTES,
     userIndexMaxBytes: s.USER_INDEX_MAX_BYTES,
     membershipsMaxBytes: s.MEMBERSHIPS_MAX_BYTES,
+    orderedMaxBytes: s.ORDERED_MAX_BYTES,
   };
 }

@@ -23,6 +23,11 @@ export interface DestinationRecord {
   rateLimitPerSecond?: number;
   /** At most this many requests in flight across all replicas; absent: DELIVERY_CONCURRENCY per replica. */
   maxInFlight?: number;
+  /**
+   * PER_USER: the calls of one user (userId, else anonymousId) reach it in the order accepted.
+   * Absent: unordered (the default).
+   */
+  ordering?: "PER_USER";
   /** Set when Hookpost paused the destination (410 Gone, failing too long); cleared on enable. */
   disabledReason?: string;
   /** ISO time of that pause. */

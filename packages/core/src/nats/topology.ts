@@ -73,10 +73,72 @@ export const EVENT_SUBJECT_PREFIX = "hookpost.events.";
 export const DELIVERY_SUBJECT_PREFIX = "hookpost.deliveries.";
 export const eventSubject = (sourceId: string, type: EventType) =>
   `${EVENT_SUBJECT_PREFIX}${sourceId}.${type}`;
-export const deliverySubject = (destinationId: string) => `${DELIVERY_SUBJECT_PREFIX}${destinationId}`;
+/**
+ * Before issue 24: one subject and one durable consumer per destination. Kept only so a start
+ * can find and move what such a consumer still holds (services/dispatcher/legacy.ts).
+ */
+export const legacyDeliverySubject = (destinationId: string) => `${DELIVERY_SUBJECT_PREFIX}${destinationId}`;
+export const legacyDestinationConsumer = (destinationId: string) => `dest_${destinationId}`;
+/** @deprecated until the new core lands: the legacy names. */
+export const deliverySubject = legacyDeliverySubject;
+/** @deprecated until the new core lands: the legacy names. */
+export const destinationConsumer = legacyDestinationConsumer;
+export const LEGACY_CONSUMER_PREFIX = "dest_";
+
+/**
+ * The shared lane (docs/design/delivery-at-scale.md): a fresh delivery goes to partition
+ * `p = partitionOf(messageId, DELIVERY_PARTITIONS)` of its destination; P consumers `part_<p>`
+ * serve every destination, so the number of consumers never follows the number of destinations.
+ */
+export const partitionSubject = (partition: number, destinationId: string) =>
+  `${DELIVERY_SUBJECT_PREFIX}${partition}.${destinationId}`;
+/** Every partition's deliveries of one destination (purges, counts). */
+export const deliverySubjects = (destinationId: string) => `${DELIVERY_SUBJECT_PREFIX}*.${destinationId}`;
+export const partitionFilter = (partition: number) => `${DELIVERY_SUBJECT_PREFIX}${partition}.>`;
+export const partitionConsumer = (partition: number) => `part_${partition}`;
+/** A destination's own lane: parked deliveries (retries, paused, breaker open), on DELIVERIES. */
+export const LANE_SUBJECT_PREFIX = "hookpost.lanes.";
+export const laneSubject = (destinationId: string) => `${LANE_SUBJECT_PREFIX}${destinationId}`;
+/** The lane's consumer: exists only while the lane holds messages. */
+export const laneConsumer = (destinationId: string) => `lane_${destinationId}`;
+export const LANE_CONSUMER_PREFIX = "lane_";
+/** The destination id a DELIVERIES subject belongs to (partition, lane or legacy subject). */
+export function destinationOfSubject(subject: string): string | undefined {
+  if (subject.startsWith(LANE_SUBJECT_PREFIX)) return subject.slice(LANE_SUBJECT_PREFIX.length);
+  if (!subject.startsWith(DELIVERY_SUBJECT_PREFIX)) return undefined;
+  const rest = subject.slice(DELIVERY_SUBJECT_PREFIX.length).split(".");
+  return rest.length === 2 ? rest[1] : rest[0];
+}
+/** Every DELIVERIES subject of one destination, for a stream-info subjects filter or a purge. */
+export const destinationSubjects = (destinationId: string) => [
+  deliverySubjects(destinationId),
+  laneSubject(destinationId),
+  legacyDeliverySubject(destinationId),
+];
+
+/**
+ * Calls to a PER_USER destination: one subject per (destination, user), no consumers. A call is
+ * sent only while it is the first stored on its subject (the head rule, ordered/).
+ * `q = partitionOf(destinationId, ORDERED_PARTITIONS)` is the unit one replica owns.
+ */
+export const ORDERED_STREAM = "HOOKPOST_ORDERED";
+export const ORDERED_SUBJECT_PREFIX = "hookpost.ordered.";
+export const orderedSubject = (q: number, destinationId: string, userHash: string) =>
+  `${ORDERED_SUBJECT_PREFIX}${q}.${destinationId}.${userHash}`;
+export const orderedPartitionFilter = (q: number) => `${ORDERED_SUBJECT_PREFIX}${q}.>`;
+export const orderedDestinationFilter = (q: number, destinationId: string) =>
+  `${ORDERED_SUBJECT_PREFIX}${q}.${destinationId}.*`;
+
+/** FNV-1a: a cheap, stable spread of ids over partitions (the same on every replica and version). */
+export function partitionOf(key: string, partitions: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) {
+    h ^= key.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0) % partitions;
+}
 export const deadSubject = (destinationId: string) => `hookpost.dead.${destinationId}`;
-/** Durable consumer name of one destination on DELIVERIES. */
-export const destinationConsumer = (destinationId: string) => `dest_${destinationId}`;
 
 /** Ids become subject tokens and consumer names: keep them to this alphabet. */
 export const ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
@@ -108,6 +170,8 @@ export interface TopologySettings {
   userIndexMaxBytes: number;
   /** Audience memberships size limit; syncs are refused when full (MEMBERSHIPS_MAX_BYTES). */
   membershipsMaxBytes: number;
+  /** ORDERED size limit (PER_USER destinations); when full, routing waits (ORDERED_MAX_BYTES). */
+  orderedMaxBytes: number;
 }
 
 export const DEFAULT_TOPOLOGY: TopologySettings = {
@@ -124,6 +188,7 @@ export const DEFAULT_TOPOLOGY: TopologySettings = {
   configMaxBytes: 256 * 1024 ** 2,
   userIndexMaxBytes: 1024 ** 3,
   membershipsMaxBytes: 1024 ** 3,
+  orderedMaxBytes: 1024 ** 3,
 };
 
 /** The dispatchers bucket holds one small key per live replica: a fixed limit is plenty. */
@@ -143,6 +208,7 @@ export function streamLimits(s: TopologySettings): StreamLimit[] {
   return [
     { stream: EVENTS_STREAM, maxBytes: s.eventsMaxBytes, policy: "refuse_new" },
     { stream: DELIVERIES_STREAM, maxBytes: s.deliveriesMaxBytes, policy: "refuse_new" },
+    { stream: ORDERED_STREAM, maxBytes: s.orderedMaxBytes, policy: "refuse_new" },
     { stream: DEAD_STREAM, maxBytes: s.deadLetterMaxBytes, policy: "drop_oldest" },
     { stream: ATTEMPTS_STREAM, maxBytes: s.attemptLogMaxBytes, policy: "drop_oldest" },
     { stream: kvStream(CONFIG_BUCKET), maxBytes: s.configMaxBytes, policy: "refuse_new" },
@@ -176,10 +242,23 @@ function streamConfigs(s: TopologySettings): Partial<StreamConfig>[] {
     },
     {
       name: DELIVERIES_STREAM,
-      subjects: ["hookpost.deliveries.>"],
+      subjects: ["hookpost.deliveries.>", `${LANE_SUBJECT_PREFIX}>`],
       retention: RetentionPolicy.Workqueue,
       discard: DiscardPolicy.New,
       max_bytes: s.deliveriesMaxBytes,
+      max_age: nanos(deliveriesMaxAgeMs(s)),
+      duplicate_window: nanos(Math.min(s.dedupWindowMs, deliveriesMaxAgeMs(s))),
+      storage: StorageType.File,
+      num_replicas: s.replicas,
+    },
+    {
+      name: ORDERED_STREAM,
+      subjects: [`${ORDERED_SUBJECT_PREFIX}>`],
+      // No consumers: a call is deleted by the replica that delivered or dead-lettered it, so
+      // what is stored per subject is exactly the user's calls still owed, in order.
+      retention: RetentionPolicy.Limits,
+      discard: DiscardPolicy.New,
+      max_bytes: s.orderedMaxBytes,
       max_age: nanos(deliveriesMaxAgeMs(s)),
       duplicate_window: nanos(Math.min(s.dedupWindowMs, deliveriesMaxAgeMs(s))),
       storage: StorageType.File,
