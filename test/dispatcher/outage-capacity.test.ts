@@ -3,11 +3,11 @@ import {
   ConfigStore,
   DEFAULT_TOPOLOGY,
   DELIVERIES_STREAM,
-  deliverySubject,
-  destinationConsumer,
   ensureTopology,
   MESSAGE_ID_HEADER,
   PipelinedPublisher,
+  partitionConsumer,
+  partitionSubject,
   SOURCE_ID_HEADER,
 } from "@hookpost/core";
 import { renderBody } from "@hookpost/dispatcher";
@@ -57,7 +57,7 @@ function deliver(): Promise<unknown> {
   h.set(SOURCE_ID_HEADER, call.sourceId);
   sent++;
   // While nats-server is down the publish fails: a call that was never accepted.
-  return pipe.publish(deliverySubject(DEST), renderBody(call), h).catch(() => undefined);
+  return pipe.publish(partitionSubject(0, DEST), renderBody(call), h).catch(() => undefined);
 }
 
 /** A steady 100 calls/s: pull requests are waiting at the server when it is killed. */
@@ -142,7 +142,7 @@ describe("delivery capacity after a NATS outage", () => {
       // Steady load only: pull requests wait at the server when it dies.
       await until(
         async () =>
-          (await (await nc.jetstreamManager()).consumers.info(DELIVERIES_STREAM, destinationConsumer(DEST)))
+          (await (await nc.jetstreamManager()).consumers.info(DELIVERIES_STREAM, partitionConsumer(0)))
             .num_waiting >= procs.length,
         { timeout: 30_000, message: "a pull request of every replica waiting at the server" },
       );
