@@ -120,6 +120,7 @@ export class Deliveries {
       puller.resume();
     }
     this.lanes.start();
+    d.logger.info({ partitions: d.partitions, concurrency }, "delivering: every partition pulled");
   }
 
   /** Every partition is pulled here. */

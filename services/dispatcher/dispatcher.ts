@@ -234,7 +234,7 @@ export async function startDispatcher(
           ...(config.opsLimits && { limits: config.opsLimits }),
           registry: metrics.registry,
           readiness: () =>
-            readiness({ deliveries, connection, registry, closing: !!closing, configRevision }),
+            readiness({ store, deliveries, connection, registry, closing: !!closing, configRevision }),
         });
 
   logger.info(
@@ -312,18 +312,21 @@ async function openStores(
 
 /** Ready: NATS is up and every delivery partition is pulled here. */
 function readiness(parts: {
+  store: ConfigStore;
   deliveries: Deliveries;
   connection: ConnectionState;
   registry: ReplicaRegistry;
   closing: boolean;
   configRevision: () => number;
 }) {
-  const { deliveries, connection, registry, closing } = parts;
+  const { store, deliveries, connection, registry, closing } = parts;
   const pulling = deliveries.pulling;
   const ready = !closing && connection.connected && pulling;
   const detail = {
     nats: connection.connected,
     pulling,
+    // Destinations this replica knows as enabled (configuration applied).
+    enabled: store.destinations().filter((d) => d.enabled).length,
     lanes: deliveries.lanes.size,
     closing,
     replicas: registry.live.length,

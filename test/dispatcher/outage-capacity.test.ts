@@ -7,6 +7,7 @@ import {
   MESSAGE_ID_HEADER,
   PipelinedPublisher,
   partitionConsumer,
+  partitionOf,
   partitionSubject,
   SOURCE_ID_HEADER,
 } from "@hookpost/core";
@@ -35,6 +36,8 @@ const ENDPOINT_MS = 50;
 const OUTAGE_MS = 15_000;
 const RECOVER_MS = 30_000;
 const DEST = "slow";
+/** DELIVERY_PARTITIONS (its default). */
+const PARTITIONS = 8;
 
 let server: NatsServer;
 let nc: NatsConnection;
@@ -57,7 +60,10 @@ function deliver(): Promise<unknown> {
   h.set(SOURCE_ID_HEADER, call.sourceId);
   sent++;
   // While nats-server is down the publish fails: a call that was never accepted.
-  return pipe.publish(partitionSubject(0, DEST), renderBody(call), h).catch(() => undefined);
+  // Spread over the partitions as the router does.
+  return pipe
+    .publish(partitionSubject(partitionOf(call.messageId, PARTITIONS), DEST), renderBody(call), h)
+    .catch(() => undefined);
 }
 
 /** A steady 100 calls/s: pull requests are waiting at the server when it is killed. */
@@ -119,7 +125,7 @@ beforeAll(async () => {
   store.close();
   pipe = new PipelinedPublisher(nc, 2000);
   procs = [dispatcher(), dispatcher()];
-  await Promise.all(procs.map((p) => p.waitFor("delivering to destination", 50_000)));
+  await Promise.all(procs.map((p) => p.waitFor("delivering: every partition pulled", 50_000)));
   load = steadyLoad();
 });
 
@@ -164,7 +170,7 @@ describe("delivery capacity after a NATS outage", () => {
     killed.proc.kill("SIGKILL");
     await killed.exited;
     procs[0] = dispatcher();
-    await procs[0].waitFor("delivering to destination", 50_000);
+    await procs[0].waitFor("delivering: every partition pulled", 50_000);
     const after = await saturate(RECOVER_MS);
     expect(
       after.ok,
