@@ -91,6 +91,7 @@ export class Lanes {
         .then(() => {
           if (this.#closed || this.#lanes.has(id)) return;
           this.#lanes.set(id, { puller: undefined, emptySince: undefined, timer: undefined });
+          this.#d.logger.info({ destinationId: id }, "lane opened");
           this.refresh(id);
         })
         .catch((err) => {
@@ -180,7 +181,7 @@ export class Lanes {
       // A delivery parked right now stays stored without a consumer; the next sweep brings it back.
       this.#drop(id);
       await deleteConsumer(d.jsm, laneConsumer(id));
-      d.logger.debug({ destinationId: id }, "idle lane removed");
+      d.logger.info({ destinationId: id }, "idle lane removed");
     }
   }
 
@@ -223,7 +224,10 @@ export class Lanes {
       connection: d.connection,
       logger: d.logger,
       // Another replica removed the idle lane: forget it here too; the sweep brings it back if needed.
-      onGone: () => this.#drop(id),
+      onGone: () => {
+        d.logger.info({ destinationId: id }, "lane consumer gone");
+        this.#drop(id);
+      },
     });
   }
 

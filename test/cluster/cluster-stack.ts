@@ -4,6 +4,7 @@ import { Code, HookpostError } from "@hookpost/contract";
 import {
   CONFIG_BUCKET,
   DELIVERIES_STREAM,
+  destinationSubjects,
   EVENTS_STREAM,
   partitionConsumer,
   ROUTER_CONSUMER,
@@ -181,9 +182,14 @@ export class ClusterStack {
     await until(
       async () => {
         const router = await jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER);
-        // A work queue: every delivery acknowledged has left the stream.
-        const deliveries = await jsm.streams.info(DELIVERIES_STREAM);
-        return router.num_pending + router.num_ack_pending + deliveries.state.messages === 0;
+        // A work queue: every delivery acknowledged has left the stream. Only this destination's
+        // subjects: another one may be paused on purpose, keeping its calls.
+        let held = 0;
+        for (const filter of destinationSubjects(this.destinationId)) {
+          const info = await jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: filter });
+          for (const n of Object.values(info.state.subjects ?? {})) held += n;
+        }
+        return router.num_pending + router.num_ack_pending + held === 0;
       },
       { timeout: timeoutMs, message: "no pending or unacknowledged message", interval: 250 },
     ).catch(async (err: Error) => {
@@ -212,8 +218,19 @@ export class ClusterStack {
         .slice(-15)
         .map((r) => `${i === 0 ? "ingest" : `dispatcher ${i}`}: ${JSON.stringify(r)}`),
     );
+    const fates = await Promise.all(
+      missing.slice(0, 3).map(async (id) => {
+        try {
+          const m = await this.admin.getMessage({ messageId: id });
+          return `${id}: ${JSON.stringify(m, (_k, v) => (typeof v === "bigint" ? String(v) : v)).slice(0, 1500)}`;
+        } catch (e) {
+          return `${id}: ${(e as Error).message}`;
+        }
+      }),
+    );
     return [
       `${missing.length} missing, e.g. ${missing.slice(0, 5).join(", ")}`,
+      ...fates,
       await consumer(EVENTS_STREAM, ROUTER_CONSUMER),
       ...(await Promise.all(
         (await jsm.consumers.list(DELIVERIES_STREAM).next()).map((c) => consumer(DELIVERIES_STREAM, c.name)),
