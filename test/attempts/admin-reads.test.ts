@@ -19,10 +19,11 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 import { code } from "../helpers/grpc-code.js";
+import { spawnIngest } from "../helpers/ingest.js";
 import { NatsServer } from "../helpers/nats-server.js";
 import { Receiver } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
-import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
+import type { ServiceProcess } from "../helpers/service-process.js";
 import { until } from "../helpers/until.js";
 import { rawCall } from "../ingest/harness.js";
 
@@ -60,14 +61,7 @@ const adminClient = (a: string) => createClient(AdminService, a, { metadata: adm
 
 beforeAll(async () => {
   nats = await NatsServer.start();
-  ingest = spawnService("services/api/main.ts", {
-    NATS_URL: nats.url,
-    INGEST_ADDR: "127.0.0.1:0",
-    OPS_ADDR: "off",
-    HTTP_ADDR: "127.0.0.1:0",
-    ADMIN_TOKEN,
-    LOG_LEVEL: "info",
-  });
+  ingest = spawnIngest(nats.url, ADMIN_TOKEN, { HTTP_ADDR: "127.0.0.1:0" });
   address = String((await ingest.waitFor("ingest listening", 60_000)).address);
   httpAddress = String(
     (await ingest.waitFor("HTTP listening: Segment-compatible API, console, AdminService over Connect"))

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
-import { type CliResult, hookpost } from "./run-cli.js";
+import { cliRunner, hookpost, ok } from "./run-cli.js";
 
 // The CLI as a real process against the real admin service: an ingest (api) with a dispatcher
 // and a nats-server on loopback. What the server stored is read back from the configuration
@@ -57,17 +57,7 @@ async function eventsStored(): Promise<number> {
 }
 
 /** Every invocation: the admin token never appears in anything the CLI prints. */
-async function run(args: string[], extraEnv: Record<string, string | undefined> = {}, stdin?: string) {
-  const r = await hookpost(args, { ...env, ...extraEnv }, stdin);
-  expect(r.stdout + r.stderr).not.toContain(STACK_ADMIN_TOKEN);
-  return r;
-}
-
-function ok(r: CliResult): CliResult {
-  expect(r.stderr, r.stderr).toBe("");
-  expect(r.code).toBe(0);
-  return r;
-}
+const run = cliRunner(() => env, STACK_ADMIN_TOKEN);
 
 /** The write key a `sources create` (or apply) printed for source `id` (the only time it is shown). */
 function writeKeyIn(stdout: string, id?: string): string {
@@ -285,56 +275,15 @@ describe("destinations", () => {
 
   it("usage errors exit 2 and send nothing", async () => {
     const before = await revision();
+    const createX = ["destinations", "create", "--name", "X", "--source", "web", "--url", "https://a"];
     const cases: [string[], RegExp][] = [
       [
         ["destinations", "create", "--name", "X", "--url", "https://a.example"],
         /required option '--source <id>'/,
       ],
-      [
-        [
-          "destinations",
-          "create",
-          "--name",
-          "X",
-          "--source",
-          "web",
-          "--url",
-          "https://a",
-          "--header",
-          "nocolon",
-        ],
-        /"Name: value"/,
-      ],
-      [
-        [
-          "destinations",
-          "create",
-          "--name",
-          "X",
-          "--source",
-          "web",
-          "--url",
-          "https://a",
-          "--signing",
-          "md5",
-        ],
-        /Allowed choices are segment, standard-webhooks/,
-      ],
-      [
-        [
-          "destinations",
-          "create",
-          "--name",
-          "X",
-          "--source",
-          "web",
-          "--url",
-          "https://a",
-          "--secret-env",
-          "NOT_SET_ANYWHERE",
-        ],
-        /environment variable NOT_SET_ANYWHERE is not set/,
-      ],
+      [[...createX, "--header", "nocolon"], /"Name: value"/],
+      [[...createX, "--signing", "md5"], /Allowed choices are segment, standard-webhooks/],
+      [[...createX, "--secret-env", "NOT_SET_ANYWHERE"], /environment variable NOT_SET_ANYWHERE is not set/],
       [["destinations", "update", "crm"], /nothing to change/],
       [["destinations", "update", "crm", "--enable", "--disable"], /cannot be used with/],
       [["destinations", "update", "crm", "--secret", "x", "--clear-secret"], /cannot be used with/],

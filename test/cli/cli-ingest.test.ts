@@ -1,14 +1,14 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type IngestHandle, startIngest } from "@hookpost/api";
+import type { IngestHandle } from "@hookpost/api";
 import type { StoredCall } from "@hookpost/contract";
-import { DEFAULT_TOPOLOGY, EVENTS_STREAM } from "@hookpost/core";
+import { EVENTS_STREAM } from "@hookpost/core";
 import { connect, type NatsConnection } from "nats";
-import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestIngest } from "../helpers/ingest.js";
 import { NatsServer } from "../helpers/nats-server.js";
-import { type CliResult, hookpost } from "./run-cli.js";
+import { cliRunner, hookpost, ok } from "./run-cli.js";
 
 // End to end: the CLI as a real process against the real ingest on a real nats-server.
 // (delete-user and dead-letters: test/cli/cli-admin.test.ts and cli-stack.test.ts.)
@@ -22,17 +22,7 @@ let env: Record<string, string>;
 
 beforeAll(async () => {
   nats = await NatsServer.start();
-  ingest = await startIngest(
-    {
-      natsUrl: nats.url,
-      address: "127.0.0.1:0",
-      adminToken: TOKEN,
-      publishTimeoutMs: 5_000,
-      logLevel: "silent",
-      topology: { ...DEFAULT_TOPOLOGY },
-    },
-    { logger: pino({ level: "silent" }) },
-  );
+  ingest = await startTestIngest(nats.url, TOKEN);
   nc = await connect({ servers: nats.url });
   dir = await mkdtemp(join(tmpdir(), "hookpost-cli-e2e-"));
   env = { HOOKPOST_ENDPOINT: ingest.address, ADMIN_TOKEN: TOKEN };
@@ -45,17 +35,7 @@ afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-async function run(args: string[], extraEnv: Record<string, string> = {}): Promise<CliResult> {
-  const r = await hookpost(args, { ...env, ...extraEnv });
-  expect(r.stdout + r.stderr).not.toContain(TOKEN);
-  return r;
-}
-
-function ok(r: CliResult): CliResult {
-  expect(r.stderr, r.stderr).toBe("");
-  expect(r.code).toBe(0);
-  return r;
-}
+const run = cliRunner(() => env, TOKEN);
 
 async function stored(): Promise<StoredCall[]> {
   const jsm = await nc.jetstreamManager();

@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { expect } from "vitest";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const BIN = fileURLToPath(new URL("../../packages/cli/bin/hookpost.js", import.meta.url));
@@ -54,4 +55,23 @@ export function cliEnv(env: Record<string, string | undefined>): NodeJS.ProcessE
     if (k === "ADMIN_TOKEN" || k.startsWith("HOOKPOST_")) delete base[k];
   }
   return { ...base, HOOKPOST_CLI_FROM_SOURCE: "1", NO_COLOR: "1", ...env };
+}
+
+/**
+ * `hookpost` with the test file's environment (read at each call: it is set in a hook) and
+ * `extraEnv`, checking that nothing the CLI prints contains `secret` (the admin token).
+ */
+export function cliRunner(env: () => Record<string, string>, secret: string) {
+  return async (args: string[], extraEnv: Record<string, string | undefined> = {}, stdin?: string) => {
+    const r = await hookpost(args, { ...env(), ...extraEnv }, stdin);
+    expect(r.stdout + r.stderr).not.toContain(secret);
+    return r;
+  };
+}
+
+/** A run that succeeded with nothing on stderr. */
+export function ok(r: CliResult): CliResult {
+  expect(r.stderr, r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  return r;
 }

@@ -3,8 +3,9 @@ import { connect, type Socket } from "node:net";
 import { type Client, connectivityState } from "@grpc/grpc-js";
 import { Code } from "@hookpost/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spawnIngest } from "../helpers/ingest.js";
 import { NatsServer } from "../helpers/nats-server.js";
-import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
+import type { ServiceProcess } from "../helpers/service-process.js";
 import { ADMIN_TOKEN, adminClient, rawCall, rawClient } from "./harness.js";
 
 const HEALTH = "/grpc.health.v1.Health/Check";
@@ -29,12 +30,8 @@ const held: Socket[] = [];
 
 beforeAll(async () => {
   nats = await NatsServer.start();
-  child = spawnService("services/api/main.ts", {
-    NATS_URL: nats.url,
-    INGEST_ADDR: "127.0.0.1:0",
+  child = spawnIngest(nats.url, ADMIN_TOKEN, {
     OPS_ADDR: "127.0.0.1:0",
-    ADMIN_TOKEN,
-    LOG_LEVEL: "info",
     GRPC_HANDSHAKE_TIMEOUT: `${HANDSHAKE_MS}ms`,
     GRPC_MAX_CONNECTIONS: String(GRPC_CAP),
     OPS_MAX_CONNECTIONS: String(OPS_CAP),

@@ -4,8 +4,9 @@ import { join } from "node:path";
 import { writeKeyMetadata } from "@hookpost/client";
 import { Code, HookpostError } from "@hookpost/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spawnIngest } from "../helpers/ingest.js";
 import { NatsServer } from "../helpers/nats-server.js";
-import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
+import type { ServiceProcess } from "../helpers/service-process.js";
 import { until } from "../helpers/until.js";
 import { ADMIN_TOKEN, adminClient, ingestClient } from "./harness.js";
 
@@ -46,14 +47,7 @@ function tempDir(): string {
 }
 
 async function startIngest(env: Record<string, string>) {
-  const child = spawnService("services/api/main.ts", {
-    NATS_URL: nats.url,
-    INGEST_ADDR: "127.0.0.1:0",
-    OPS_ADDR: "off",
-    ADMIN_TOKEN,
-    LOG_LEVEL: "info",
-    ...env,
-  });
+  const child = spawnIngest(nats.url, ADMIN_TOKEN, env);
   children.push(child);
   const listening = await child.waitFor("ingest listening", 60_000);
   return { child, address: String(listening.address) };

@@ -1,15 +1,10 @@
-import { type IngestHandle, startIngest } from "@hookpost/api";
-import {
-  DEAD_STREAM,
-  DEFAULT_TOPOLOGY,
-  DELIVERIES_STREAM,
-  destinationConsumer,
-  EVENTS_STREAM,
-} from "@hookpost/core";
+import type { IngestHandle } from "@hookpost/api";
+import { DEAD_STREAM, DELIVERIES_STREAM, destinationConsumer, EVENTS_STREAM } from "@hookpost/core";
 import { defaultDispatcherConfig, type RunningDispatcher, startDispatcher } from "@hookpost/dispatcher";
 import { connect, type NatsConnection } from "nats";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestIngest } from "../helpers/ingest.js";
 import { NatsServer } from "../helpers/nats-server.js";
 import { Receiver } from "../helpers/receiver.js";
 import { adminClient, ingestClient, STACK_ADMIN_TOKEN } from "../helpers/stack.js";
@@ -33,17 +28,7 @@ let second: RunningDispatcher | undefined;
 beforeAll(async () => {
   nats = await NatsServer.start();
   nc = await connect({ servers: nats.url });
-  ingest = await startIngest(
-    {
-      natsUrl: nats.url,
-      address: "127.0.0.1:0",
-      adminToken: STACK_ADMIN_TOKEN,
-      publishTimeoutMs: 5_000,
-      logLevel: "silent",
-      topology: { ...DEFAULT_TOPOLOGY },
-    },
-    { logger: pino({ level: "silent" }) },
-  );
+  ingest = await startTestIngest(nats.url, STACK_ADMIN_TOKEN);
   receiver = await Receiver.http();
   receiver.respond = () => ({ status: 200, delayMs: SLOW_MS });
 });

@@ -5,11 +5,12 @@ import { defaultDispatcherConfig, type RunningDispatcher, startDispatcher } from
 import { connect, type NatsConnection } from "nats";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spawnIngest } from "../helpers/ingest.js";
 import { NatsServer } from "../helpers/nats-server.js";
 import { Receiver } from "../helpers/receiver.js";
 import { adminClient, ingestClient, STACK_ADMIN_TOKEN } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
-import { exitWithin, type ServiceProcess, spawnService } from "./helpers.js";
+import { exitWithin, type ServiceProcess } from "./helpers.js";
 
 // SIGTERM to an ingest process under a steady load of track calls: it exits (code 0) and every
 // call it acknowledged is delivered. Calls refused or cut off by the shutdown (UNAVAILABLE,
@@ -25,14 +26,7 @@ beforeAll(async () => {
   nats = await NatsServer.start();
   nc = await connect({ servers: nats.url });
   receiver = await Receiver.http();
-  ingest = spawnService("services/api/main.ts", {
-    NATS_URL: nats.url,
-    INGEST_ADDR: "127.0.0.1:0",
-    HTTP_ADDR: "off",
-    OPS_ADDR: "off",
-    ADMIN_TOKEN: STACK_ADMIN_TOKEN,
-    LOG_LEVEL: "info",
-  });
+  ingest = spawnIngest(nats.url, STACK_ADMIN_TOKEN);
   dispatcher = await startDispatcher(
     defaultDispatcherConfig(nats.url, {
       allowedCidrs: ["127.0.0.0/8"],

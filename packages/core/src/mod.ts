@@ -195,6 +195,7 @@ export {
   type TopologySettings,
   USER_SOURCES_BUCKET,
 } from "./nats/topology.js";
+export { liveCounter, liveGauge } from "./ops/live-metrics.js";
 export {
   type OpsLimits,
   type OpsServer,
