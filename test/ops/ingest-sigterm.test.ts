@@ -2,33 +2,29 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Code, HookpostError } from "@hookpost/contract";
 import { DELIVERIES_STREAM, destinationConsumer } from "@hookpost/core";
 import { defaultDispatcherConfig, type RunningDispatcher, startDispatcher } from "@hookpost/dispatcher";
-import { connect, type NatsConnection } from "nats";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnIngest } from "../helpers/ingest.js";
-import { NatsServer } from "../helpers/nats-server.js";
 import { Receiver } from "../helpers/receiver.js";
 import { adminClient, ingestClient, STACK_ADMIN_TOKEN } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
+import { useNats } from "../helpers/use-nats.js";
 import { exitWithin, type ServiceProcess } from "./helpers.js";
 
 // SIGTERM to an ingest process under a steady load of track calls: it exits (code 0) and every
 // call it acknowledged is delivered. Calls refused or cut off by the shutdown (UNAVAILABLE,
 // CANCELLED) are fine: the client was told they were not stored.
 
-let nats: NatsServer;
-let nc: NatsConnection;
+const nats = useNats();
 let receiver: Receiver;
 let dispatcher: RunningDispatcher;
 let ingest: ServiceProcess;
 
 beforeAll(async () => {
-  nats = await NatsServer.start();
-  nc = await connect({ servers: nats.url });
   receiver = await Receiver.http();
-  ingest = spawnIngest(nats.url, STACK_ADMIN_TOKEN);
+  ingest = spawnIngest(nats.server.url, STACK_ADMIN_TOKEN);
   dispatcher = await startDispatcher(
-    defaultDispatcherConfig(nats.url, {
+    defaultDispatcherConfig(nats.server.url, {
       allowedCidrs: ["127.0.0.0/8"],
       retryBaseDelayMs: 100,
       pullExpiresMs: 1000,
@@ -42,8 +38,6 @@ afterAll(async () => {
   if (ingest && ingest.proc.exitCode === null && ingest.proc.signalCode === null) ingest.proc.kill("SIGKILL");
   await dispatcher?.close();
   await receiver?.close();
-  await nc?.close();
-  await nats?.stop();
 });
 
 describe("SIGTERM to ingest under load", () => {
@@ -58,7 +52,7 @@ describe("SIGTERM to ingest under load", () => {
       destination: { name: "hook", urls: [receiver.url()], enabled: true, sourceIds: [source!.id] },
     });
     admin.close();
-    const jsm = await nc.jetstreamManager();
+    const jsm = await nats.nc.jetstreamManager();
     await until(
       () => jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(dest.destination!.id)).then(() => true),
       { message: "the destination's consumer" },
