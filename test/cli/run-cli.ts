@@ -1,6 +1,9 @@
 import { spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { expect } from "vitest";
+import { afterAll, beforeAll, expect } from "vitest";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const BIN = fileURLToPath(new URL("../../packages/cli/bin/hookpost.js", import.meta.url));
@@ -74,4 +77,35 @@ export function ok(r: CliResult): CliResult {
   expect(r.stderr, r.stderr).toBe("");
   expect(r.code).toBe(0);
   return r;
+}
+
+/** The CLI as a test file's user: its scratch folder, its environment, and cliRunner. */
+export interface CliUser {
+  /** A folder for the files the tests write (removed after the file's tests). */
+  readonly dir: string;
+  /** HOOKPOST_ENDPOINT and ADMIN_TOKEN. */
+  readonly env: Record<string, string>;
+  readonly run: ReturnType<typeof cliRunner>;
+}
+
+/** A CliUser of the ingest at `endpoint()` (read when used: the ingest starts in a hook). */
+export function useCliUser(endpoint: () => string, token: string): CliUser {
+  let dir: string | undefined;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "hookpost-cli-"));
+  });
+  afterAll(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+  const env = () => ({ HOOKPOST_ENDPOINT: endpoint(), ADMIN_TOKEN: token });
+  return {
+    get dir() {
+      if (!dir) throw new Error("useCliUser: use it inside a test or hook");
+      return dir;
+    },
+    get env() {
+      return env();
+    },
+    run: cliRunner(env, token),
+  };
 }
