@@ -163,7 +163,7 @@ describe("destinations", () => {
           "https://crm-backup.example.com/a",
           "--header",
           "X-Team: growth",
-          "--secret-user.env",
+          "--secret-env",
           "CRM_SECRET",
         ],
         { CRM_SECRET: "s3cret-value" },
@@ -276,10 +276,7 @@ describe("destinations", () => {
       ],
       [[...createX, "--header", "nocolon"], /"Name: value"/],
       [[...createX, "--signing", "md5"], /Allowed choices are segment, standard-webhooks/],
-      [
-        [...createX, "--secret-user.env", "NOT_SET_ANYWHERE"],
-        /environment variable NOT_SET_ANYWHERE is not set/,
-      ],
+      [[...createX, "--secret-env", "NOT_SET_ANYWHERE"], /environment variable NOT_SET_ANYWHERE is not set/],
       [["destinations", "update", "crm"], /nothing to change/],
       [["destinations", "update", "crm", "--enable", "--disable"], /cannot be used with/],
       [["destinations", "update", "crm", "--secret", "x", "--clear-secret"], /cannot be used with/],
@@ -459,7 +456,7 @@ destinations:
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/broken\.json is not valid JSON/);
 
-    r = await user.run(["apply", "-f", await file("user.env.yaml", yaml)]);
+    r = await user.run(["apply", "-f", await file("env.yaml", yaml)]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("  destinations[0].secretEnv: environment variable CRM_SECRET is not set");
 
