@@ -35,6 +35,13 @@ const PUBLIC = [
   "/package\\.json$",
 ];
 
+// A relative import into a package folder (a by-name import resolves as aliased-workspace).
+const RELATIVE_TO_PACKAGE = {
+  path: "^(packages|services)/",
+  dependencyTypes: ["local"],
+  dependencyTypesNot: ["aliased", "aliased-workspace", "undetermined"],
+};
+
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
@@ -50,23 +57,14 @@ module.exports = {
       comment: "Another package is imported by its name (@hookpost/...), never by a relative path.",
       severity: "error",
       from: { path: "^(packages|services)/([^/]+)/" },
-      to: {
-        path: "^(packages|services)/",
-        pathNot: "^$1/$2/",
-        dependencyTypes: ["local"],
-        dependencyTypesNot: ["aliased", "aliased-workspace", "undetermined"],
-      },
+      to: { ...RELATIVE_TO_PACKAGE, pathNot: "^$1/$2/" },
     },
     {
       name: "tests-import-packages-by-name",
       comment: "test/ and bench/ import the packages by name, not by a relative path.",
       severity: "error",
       from: { path: "^(test|bench)/" },
-      to: {
-        path: "^(packages|services)/",
-        dependencyTypes: ["local"],
-        dependencyTypesNot: ["aliased", "aliased-workspace", "undetermined"],
-      },
+      to: RELATIVE_TO_PACKAGE,
     },
     {
       name: "no-package-internals",

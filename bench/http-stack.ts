@@ -1,8 +1,6 @@
-import { startIngest } from "@hookpost/api";
 import { adminMetadata, createClient } from "@hookpost/client";
 import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import { DEFAULT_TOPOLOGY } from "@hookpost/core";
-import pino from "pino";
+import { startTestIngest } from "../test/helpers/ingest.js";
 import { NatsServer } from "../test/helpers/nats-server.js";
 
 const TOKEN = "bench-admin-token";
@@ -18,18 +16,10 @@ export interface HttpBenchStack {
 
 export async function startHttpBenchStack(): Promise<HttpBenchStack> {
   const nats = await NatsServer.start();
-  const ingest = await startIngest(
-    {
-      natsUrl: nats.url,
-      address: "127.0.0.1:0",
-      httpAddress: "127.0.0.1:0",
-      adminToken: TOKEN,
-      publishTimeoutMs: 10_000,
-      logLevel: "silent",
-      topology: { ...DEFAULT_TOPOLOGY },
-    },
-    { logger: pino({ level: "silent" }) },
-  );
+  const ingest = await startTestIngest(nats.url, TOKEN, {
+    httpAddress: "127.0.0.1:0",
+    publishTimeoutMs: 10_000,
+  });
   const stop = async () => {
     await ingest.close();
     await nats.stop();

@@ -1,6 +1,6 @@
 import type { Code } from "@hookpost/contract";
 import { Code as Codes } from "@hookpost/contract";
-import type { GrpcListenerStats } from "@hookpost/core";
+import { type GrpcListenerStats, liveCounter, liveGauge } from "@hookpost/core";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { PublishOutcome } from "./calls/publish.js";
 import type { QuotaLimit } from "./calls/quota.js";
@@ -64,73 +64,57 @@ export class IngestMetrics {
 
   /** Exposes the gRPC port's connection counters (read at each scrape). */
   watchConnections(stats: GrpcListenerStats): void {
-    const registers = [this.registry];
-    new Gauge({
-      name: "hookpost_ingest_grpc_connections",
-      help: "TCP connections open on the gRPC port",
-      registers,
-      collect() {
-        this.set(stats.open);
-      },
-    });
-    new Counter({
-      name: "hookpost_ingest_grpc_connections_closed_total",
-      help: "gRPC connections closed or refused by a limit: handshake_timeout, max_connections, ping_strikes",
-      labelNames: ["reason"],
-      registers,
-      collect() {
-        this.reset();
-        this.inc({ reason: "handshake_timeout" }, stats.handshakeTimeouts);
-        this.inc({ reason: "max_connections" }, stats.refused);
-        this.inc({ reason: "ping_strikes" }, stats.pingStrikeouts);
-      },
-    });
+    liveGauge(
+      this.registry,
+      "hookpost_ingest_grpc_connections",
+      "TCP connections open on the gRPC port",
+      () => stats.open,
+    );
+    liveCounter(
+      this.registry,
+      "hookpost_ingest_grpc_connections_closed_total",
+      "gRPC connections closed or refused by a limit: handshake_timeout, max_connections, ping_strikes",
+      "reason",
+      () => ({
+        handshake_timeout: stats.handshakeTimeouts,
+        max_connections: stats.refused,
+        ping_strikes: stats.pingStrikeouts,
+      }),
+    );
   }
 
   /** Exposes the HTTP port's connection counters (read at each scrape). */
   watchHttpConnections(stats: HttpConnectionStats): void {
-    const registers = [this.registry];
-    new Gauge({
-      name: "hookpost_ingest_http_connections",
-      help: "TCP connections open on the HTTP port",
-      registers,
-      collect() {
-        this.set(stats.open);
-      },
-    });
-    new Counter({
-      name: "hookpost_ingest_http_connections_closed_total",
-      help: "HTTP connections closed or refused by a limit: per_ip, shed (slowest closed at the cap), max_connections, timeout",
-      labelNames: ["reason"],
-      registers,
-      collect() {
-        this.reset();
-        for (const [reason, n] of Object.entries(stats.closed)) this.inc({ reason }, n);
-      },
-    });
+    liveGauge(
+      this.registry,
+      "hookpost_ingest_http_connections",
+      "TCP connections open on the HTTP port",
+      () => stats.open,
+    );
+    liveCounter(
+      this.registry,
+      "hookpost_ingest_http_connections_closed_total",
+      "HTTP connections closed or refused by a limit: per_ip, shed (slowest closed at the cap), max_connections, timeout",
+      "reason",
+      () => stats.closed,
+    );
   }
 
   /** Exposes the running and refused syncs (read at each scrape). */
   watchSyncs(limiter: SyncLimiter): void {
-    const registers = [this.registry];
-    new Gauge({
-      name: "hookpost_ingest_syncs_running",
-      help: "SyncAudience and SyncComputedTrait streams running",
-      registers,
-      collect() {
-        this.set(limiter.running);
-      },
-    });
-    new Counter({
-      name: "hookpost_ingest_syncs_refused_total",
-      help: "Syncs refused with RESOURCE_EXHAUSTED, by limit: process, source, memory",
-      labelNames: ["limit"],
-      registers,
-      collect() {
-        this.reset();
-        for (const [limit, n] of Object.entries(limiter.refused)) this.inc({ limit }, n);
-      },
-    });
+    liveGauge(
+      this.registry,
+      "hookpost_ingest_syncs_running",
+      "SyncAudience and SyncComputedTrait streams running",
+      () => limiter.running,
+    );
+    liveCounter(
+      this.registry,
+      "hookpost_ingest_syncs_refused_total",
+      "Syncs refused with RESOURCE_EXHAUSTED, by limit: process, source, memory",
+      "limit",
+      () => limiter.refused,
+    );
   }
 
   callEnded(transport: Transport, method: string, code: Code, ms: number): void {

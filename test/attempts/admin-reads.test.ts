@@ -19,11 +19,12 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 import { code } from "../helpers/grpc-code.js";
-import { NatsServer } from "../helpers/nats-server.js";
+import { spawnIngest } from "../helpers/ingest.js";
 import { Receiver } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
-import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
+import type { ServiceProcess } from "../helpers/service-process.js";
 import { until } from "../helpers/until.js";
+import { useNats } from "../helpers/use-nats.js";
 import { rawCall } from "../ingest/harness.js";
 
 /**
@@ -44,7 +45,7 @@ const WIDE_DESTINATIONS = 40;
 /** Largest pages asked for at once, to see memory per request. */
 const CONCURRENT_READS = 8;
 
-let nats: NatsServer;
+const nats = useNats();
 let ingest: ServiceProcess;
 let address: string;
 /** Ingest's HTTP listener: AdminService over Connect (what the console uses). */
@@ -59,22 +60,14 @@ const clients: Array<{ close(): void }> = [];
 const adminClient = (a: string) => createClient(AdminService, a, { metadata: adminMetadata(ADMIN_TOKEN) });
 
 beforeAll(async () => {
-  nats = await NatsServer.start();
-  ingest = spawnService("services/api/main.ts", {
-    NATS_URL: nats.url,
-    INGEST_ADDR: "127.0.0.1:0",
-    OPS_ADDR: "off",
-    HTTP_ADDR: "127.0.0.1:0",
-    ADMIN_TOKEN,
-    LOG_LEVEL: "info",
-  });
+  ingest = spawnIngest(nats.server.url, ADMIN_TOKEN, { HTTP_ADDR: "127.0.0.1:0" });
   address = String((await ingest.waitFor("ingest listening", 60_000)).address);
   httpAddress = String(
     (await ingest.waitFor("HTTP listening: Segment-compatible API, console, AdminService over Connect"))
       .address,
   );
   dispatcher = await startDispatcher(
-    defaultDispatcherConfig(nats.url, {
+    defaultDispatcherConfig(nats.server.url, {
       allowedCidrs: ["127.0.0.0/8", "::1/128"],
       retryBaseDelayMs: 100,
       pullExpiresMs: 1000,
@@ -95,7 +88,6 @@ afterAll(async () => {
   if (ingest && ingest.proc.exitCode === null) ingest.proc.kill("SIGTERM");
   await ingest?.exited;
   await Promise.all(receivers.map((r) => r.close()));
-  await nats?.stop();
 });
 
 async function receiver(respond?: Receiver["respond"]): Promise<Receiver> {

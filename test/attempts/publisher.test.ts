@@ -9,27 +9,18 @@ import {
   type RoutedRecord,
   routedSubject,
 } from "@hookpost/core";
-import { connect, type NatsConnection } from "nats";
 import pino from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { NatsServer } from "../helpers/nats-server.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useNats } from "../helpers/use-nats.js";
 
 // The publisher never blocks and never grows without bound: records it cannot write are dropped
 // and counted, and bodies are left out when asked.
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = useNats();
 const quiet = pino({ level: "silent" });
 
 beforeAll(async () => {
-  server = await NatsServer.start();
-  nc = await connect({ servers: server.url });
-  await ensureTopology(await nc.jetstreamManager(), DEFAULT_TOPOLOGY);
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
+  await ensureTopology(await nats.nc.jetstreamManager(), DEFAULT_TOPOLOGY);
 });
 
 let n = 0;
@@ -54,10 +45,10 @@ function record(destinationId: string): AttemptRecord {
 
 describe("AttemptLog", () => {
   it("writes records readable newest first, without bodies when told so", async () => {
-    const log = new AttemptLog(nc, { enabled: true, bodies: false, logger: quiet });
+    const log = new AttemptLog(nats.nc, { enabled: true, bodies: false, logger: quiet });
     for (let i = 0; i < 3; i++) log.attempt(record("pub-a"));
     await log.flush();
-    const page = await new AttemptReader(await nc.jetstreamManager()).list({
+    const page = await new AttemptReader(await nats.nc.jetstreamManager()).list({
       destinationId: "pub-a",
       pageSize: 10,
     });
@@ -68,7 +59,7 @@ describe("AttemptLog", () => {
 
   it("drops and counts what it cannot write instead of waiting", async () => {
     const drops: DropReason[] = [];
-    const away = new AttemptLog(nc, {
+    const away = new AttemptLog(nats.nc, {
       enabled: true,
       bodies: true,
       connected: () => false,
@@ -79,7 +70,7 @@ describe("AttemptLog", () => {
     expect(drops).toEqual(["disconnected"]);
 
     // A tiny budget of unflushed bytes: the first record fits, those right after it do not.
-    const full = new AttemptLog(nc, {
+    const full = new AttemptLog(nats.nc, {
       enabled: true,
       bodies: true,
       maxPendingBytes: 10,
@@ -90,7 +81,7 @@ describe("AttemptLog", () => {
     expect(drops).toEqual(["disconnected", "full", "full", "full", "full"]);
     expect(full.dropped).toBe(4);
 
-    const off = new AttemptLog(nc, {
+    const off = new AttemptLog(nats.nc, {
       enabled: false,
       bodies: true,
       logger: quiet,
@@ -98,7 +89,7 @@ describe("AttemptLog", () => {
     });
     off.attempt(record("pub-b"));
     await full.flush();
-    const page = await new AttemptReader(await nc.jetstreamManager()).list({
+    const page = await new AttemptReader(await nats.nc.jetstreamManager()).list({
       destinationId: "pub-b",
       pageSize: 10,
     });
@@ -106,7 +97,7 @@ describe("AttemptLog", () => {
   });
 
   it("joins each attempt's request body from the routed record of the same source and message id", async () => {
-    const log = new AttemptLog(nc, { enabled: true, bodies: true, logger: quiet });
+    const log = new AttemptLog(nats.nc, { enabled: true, bodies: true, logger: quiet });
     const routed = (messageId: string, sourceId: string, body?: string): RoutedRecord => ({
       kind: "routed",
       messageId,
@@ -122,7 +113,7 @@ describe("AttemptLog", () => {
       return { ...r, messageId, sourceId };
     };
     // Another message's record on the same subject first (what a hash collision looks like).
-    nc.publish(
+    nats.nc.publish(
       routedSubject(messageHash("join-a")),
       JSON.stringify(routed("other", "s-a", '{"other":true}')),
     );
@@ -143,7 +134,7 @@ describe("AttemptLog", () => {
     ] as const)
       log.attempt(attempt(id, source));
     await log.flush();
-    const page = await new AttemptReader(await nc.jetstreamManager()).list({
+    const page = await new AttemptReader(await nats.nc.jetstreamManager()).list({
       destinationId: "pub-c",
       pageSize: 10,
     });

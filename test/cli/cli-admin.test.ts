@@ -1,13 +1,12 @@
 import { execFileSync } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { CONFIG_BUCKET, ConfigStore, EVENTS_STREAM, kvStream } from "@hookpost/core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
-import { type CliResult, hookpost } from "./run-cli.js";
+import { hookpost, ok, useCliUser } from "./run-cli.js";
 
 // The CLI as a real process against the real admin service: an ingest (api) with a dispatcher
 // and a nats-server on loopback. What the server stored is read back from the configuration
@@ -15,20 +14,17 @@ import { type CliResult, hookpost } from "./run-cli.js";
 
 let stack: Stack;
 let store: ConfigStore;
-let dir: string;
-let env: Record<string, string>;
+
+const user = useCliUser(() => stack.ingest.address, STACK_ADMIN_TOKEN);
 
 beforeAll(async () => {
   stack = await Stack.start();
   store = await ConfigStore.open(stack.nc);
-  dir = await mkdtemp(join(tmpdir(), "hookpost-cli-"));
-  env = { HOOKPOST_ENDPOINT: stack.ingest.address, ADMIN_TOKEN: STACK_ADMIN_TOKEN };
 });
 
 afterAll(async () => {
   store?.close();
   await stack?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
 });
 
 // Every test starts from an empty configuration.
@@ -56,19 +52,6 @@ async function eventsStored(): Promise<number> {
   return (await (await stack.nc.jetstreamManager()).streams.info(EVENTS_STREAM)).state.messages;
 }
 
-/** Every invocation: the admin token never appears in anything the CLI prints. */
-async function run(args: string[], extraEnv: Record<string, string | undefined> = {}, stdin?: string) {
-  const r = await hookpost(args, { ...env, ...extraEnv }, stdin);
-  expect(r.stdout + r.stderr).not.toContain(STACK_ADMIN_TOKEN);
-  return r;
-}
-
-function ok(r: CliResult): CliResult {
-  expect(r.stderr, r.stderr).toBe("");
-  expect(r.code).toBe(0);
-  return r;
-}
-
 /** The write key a `sources create` (or apply) printed for source `id` (the only time it is shown). */
 function writeKeyIn(stdout: string, id?: string): string {
   const m = id ? new RegExp(`${id}: (hpk_\\S+)`).exec(stdout) : /(hpk_\S+)/.exec(stdout);
@@ -91,14 +74,14 @@ const sendTrack = (key: string, messageId: string) => [
 ];
 
 async function file(name: string, text: string): Promise<string> {
-  const path = join(dir, name);
+  const path = join(user.dir, name);
   await writeFile(path, text);
   return path;
 }
 
 describe("sources", () => {
   it("create prints the write key once, clearly; list/get show only its prefix", async () => {
-    const created = ok(await run(["sources", "create", "Web app", "--id", "web"]));
+    const created = ok(await user.run(["sources", "create", "Web app", "--id", "web"]));
     const key = writeKeyIn(created.stdout);
     expect(store.sourceByWriteKey(key)?.id ?? (await until(() => store.sourceByWriteKey(key)))?.id).toBe(
       "web",
@@ -107,27 +90,27 @@ describe("sources", () => {
     expect(created.stdout).toMatch(/Write key \(shown once, store it now\):\n\n {4}hpk_\S+\n/);
     expect(created.stdout).toContain(key);
 
-    const list = ok(await run(["sources", "list"]));
+    const list = ok(await user.run(["sources", "list"]));
     expect(list.stdout).toMatch(/^ID\s+NAME\s+KEY PREFIX\s+CREATED$/m);
     expect(list.stdout).toMatch(new RegExp(`^web\\s+Web app\\s+${key.slice(0, 8)}…\\s+\\d{4}-`, "m"));
     expect(list.stdout).not.toContain(key);
 
-    const get = ok(await run(["sources", "get", "web"]));
+    const get = ok(await user.run(["sources", "get", "web"]));
     expect(get.stdout).toMatch(/^id:\s+web$/m);
     expect(get.stdout).toMatch(/^name:\s+Web app$/m);
     expect(get.stdout).not.toContain(key);
   });
 
   it("rotate-key prints the new key; delete removes the source", async () => {
-    const old = writeKeyIn(ok(await run(["sources", "create", "App", "--id", "app"])).stdout);
-    const rotated = ok(await run(["sources", "rotate-key", "app"]));
+    const old = writeKeyIn(ok(await user.run(["sources", "create", "App", "--id", "app"])).stdout);
+    const rotated = ok(await user.run(["sources", "rotate-key", "app"]));
     const fresh = writeKeyIn(rotated.stdout);
     expect(fresh).not.toBe(old);
     // The server took the new key (and only it).
     await until(() => store.sourceByWriteKey(fresh), { message: "the rotated key stored" });
     expect(rotated.stdout).toContain("previous key no longer works");
 
-    const deleted = ok(await run(["sources", "delete", "app"]));
+    const deleted = ok(await user.run(["sources", "delete", "app"]));
     expect(deleted.stdout).toContain("Deleted source app.");
     expect(
       await stack.admin.getSource({ id: "app" }).then(
@@ -135,22 +118,22 @@ describe("sources", () => {
         () => "gone",
       ),
     ).toBe("gone");
-    expect(ok(await run(["sources", "list"])).stdout).toContain("No sources.");
+    expect(ok(await user.run(["sources", "list"])).stdout).toContain("No sources.");
   });
 
   it("--json prints parseable documents", async () => {
-    const created = ok(await run(["--json", "sources", "create", "Web", "--id", "web"]));
+    const created = ok(await user.run(["--json", "sources", "create", "Web", "--id", "web"]));
     const body = JSON.parse(created.stdout) as { source: { id: string }; writeKey: string };
     expect(body.source.id).toBe("web");
     expect(body.writeKey).toMatch(/^hpk_/);
     expect(await until(() => store.sourceByWriteKey(body.writeKey))).toMatchObject({ id: "web" });
     // --json also works after the command name
-    const list = JSON.parse(ok(await run(["sources", "list", "--json"])).stdout) as { id: string }[];
+    const list = JSON.parse(ok(await user.run(["sources", "list", "--json"])).stdout) as { id: string }[];
     expect(list.map((s) => s.id)).toEqual(["web"]);
   });
 
   it("a missing source is a readable error, exit 1", async () => {
-    const r = await run(["sources", "get", "nope"]);
+    const r = await user.run(["sources", "get", "nope"]);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe('error: source "nope" does not exist\n');
     expect(r.stdout).toBe("");
@@ -159,12 +142,12 @@ describe("sources", () => {
 
 describe("destinations", () => {
   beforeEach(async () => {
-    ok(await run(["sources", "create", "Web", "--id", "web"]));
+    ok(await user.run(["sources", "create", "Web", "--id", "web"]));
   });
 
   it("create, get, list, update (only the given fields), delete", async () => {
     const created = ok(
-      await run(
+      await user.run(
         [
           "destinations",
           "create",
@@ -194,19 +177,19 @@ describe("destinations", () => {
     expect(stored.sharedSecret).toBe("s3cret-value");
     expect(stored.enabled).toBe(true);
 
-    const get = ok(await run(["destinations", "get", "crm"]));
+    const get = ok(await user.run(["destinations", "get", "crm"]));
     expect(get.stdout).toMatch(/^shared secret:\s+set$/m);
     expect(get.stdout).toMatch(/^ {2}1\. https:\/\/crm\.example\.com\/a$/m);
     expect(get.stdout).toMatch(/^ {2}X-Team: growth$/m);
 
-    const list = ok(await run(["destinations", "list", "--source", "web"]));
+    const list = ok(await user.run(["destinations", "list", "--source", "web"]));
     expect(list.stdout).toMatch(/^crm\s+CRM\s+yes\s+web\s+https:\/\/crm\.example\.com\/a https/m);
-    expect(ok(await run(["destinations", "list", "--source", "other"])).stdout).toContain(
+    expect(ok(await user.run(["destinations", "list", "--source", "other"])).stdout).toContain(
       "No destinations for source other.",
     );
 
     const updated = ok(
-      await run(["destinations", "update", "crm", "--disable", "--url", "https://new.example.com/h"]),
+      await user.run(["destinations", "update", "crm", "--disable", "--url", "https://new.example.com/h"]),
     );
     expect(updated.stdout).toContain("Updated destination crm: urls changed; now disabled.");
     expect(updated.stdout).not.toContain("(enabled)");
@@ -217,7 +200,7 @@ describe("destinations", () => {
     expect(after.headers).toEqual({ "X-Team": "growth" }); // untouched
     expect(after.sharedSecret).toBe("s3cret-value"); // untouched
 
-    ok(await run(["destinations", "update", "crm", "--clear-secret", "--enable"]));
+    ok(await user.run(["destinations", "update", "crm", "--clear-secret", "--enable"]));
     // (standard-webhooks with no secret is refused by the server: it signs with the secret)
     const cleared = (await storedDestination("crm"))!;
     expect(cleared.sharedSecret ?? "").toBe("");
@@ -225,7 +208,7 @@ describe("destinations", () => {
     expect(cleared.urls).toEqual(["https://new.example.com/h"]); // untouched
     expect(cleared.headers).toEqual({ "X-Team": "growth" }); // untouched
 
-    const json = JSON.parse(ok(await run(["--json", "destinations", "get", "crm"])).stdout) as Record<
+    const json = JSON.parse(ok(await user.run(["--json", "destinations", "get", "crm"])).stdout) as Record<
       string,
       unknown
     >;
@@ -236,13 +219,13 @@ describe("destinations", () => {
       sharedSecretSet: false,
     });
 
-    ok(await run(["destinations", "delete", "crm"]));
+    ok(await user.run(["destinations", "delete", "crm"]));
     expect((await stack.admin.listDestinations({})).destinations).toEqual([]);
   });
 
   it("field violations from the server are listed one per line", async () => {
     const before = await revision();
-    const r = await run([
+    const r = await user.run([
       "destinations",
       "create",
       "--name",
@@ -260,7 +243,7 @@ describe("destinations", () => {
     );
     expect(await revision()).toBe(before);
 
-    const j = await run([
+    const j = await user.run([
       "--json",
       "destinations",
       "create",
@@ -285,63 +268,22 @@ describe("destinations", () => {
 
   it("usage errors exit 2 and send nothing", async () => {
     const before = await revision();
+    const createX = ["destinations", "create", "--name", "X", "--source", "web", "--url", "https://a"];
     const cases: [string[], RegExp][] = [
       [
         ["destinations", "create", "--name", "X", "--url", "https://a.example"],
         /required option '--source <id>'/,
       ],
-      [
-        [
-          "destinations",
-          "create",
-          "--name",
-          "X",
-          "--source",
-          "web",
-          "--url",
-          "https://a",
-          "--header",
-          "nocolon",
-        ],
-        /"Name: value"/,
-      ],
-      [
-        [
-          "destinations",
-          "create",
-          "--name",
-          "X",
-          "--source",
-          "web",
-          "--url",
-          "https://a",
-          "--signing",
-          "md5",
-        ],
-        /Allowed choices are segment, standard-webhooks/,
-      ],
-      [
-        [
-          "destinations",
-          "create",
-          "--name",
-          "X",
-          "--source",
-          "web",
-          "--url",
-          "https://a",
-          "--secret-env",
-          "NOT_SET_ANYWHERE",
-        ],
-        /environment variable NOT_SET_ANYWHERE is not set/,
-      ],
+      [[...createX, "--header", "nocolon"], /"Name: value"/],
+      [[...createX, "--signing", "md5"], /Allowed choices are segment, standard-webhooks/],
+      [[...createX, "--secret-env", "NOT_SET_ANYWHERE"], /environment variable NOT_SET_ANYWHERE is not set/],
       [["destinations", "update", "crm"], /nothing to change/],
       [["destinations", "update", "crm", "--enable", "--disable"], /cannot be used with/],
       [["destinations", "update", "crm", "--secret", "x", "--clear-secret"], /cannot be used with/],
       [["bogus"], /unknown command 'bogus'/],
       [["sources", "list", "--nope"], /unknown option '--nope'/],
     ];
-    const results = await Promise.all(cases.map(([args]) => run(args)));
+    const results = await Promise.all(cases.map(([args]) => user.run(args)));
     cases.forEach(([args, message], i) => {
       expect(results[i]!.code, args.join(" ")).toBe(2);
       expect(results[i]!.stderr, args.join(" ")).toMatch(message);
@@ -375,7 +317,7 @@ destinations:
 
   it("creates what is missing, then a second run changes nothing; edits update only what differs", async () => {
     const path = await file("hookpost.yaml", yaml);
-    const first = ok(await run(["apply", "-f", path], { CRM_SECRET: "crm-secret-1" }));
+    const first = ok(await user.run(["apply", "-f", path], { CRM_SECRET: "crm-secret-1" }));
     expect(first.stdout).toContain("source web: created");
     expect(first.stdout).toContain("destination audit: created");
     expect(first.stdout).toContain("Summary: 4 created, 0 updated, 0 unchanged.");
@@ -388,7 +330,7 @@ destinations:
     expect((await storedDestination("audit"))!.enabled).toBe(false);
 
     const applied = await revision();
-    const second = ok(await run(["apply", "-f", path], { CRM_SECRET: "crm-secret-1" }));
+    const second = ok(await user.run(["apply", "-f", path], { CRM_SECRET: "crm-secret-1" }));
     expect(second.stdout).toContain("Summary: 0 created, 0 updated, 4 unchanged.");
     expect(second.stdout).not.toContain("Write keys");
     expect(second.stdout).not.toContain("hpk_");
@@ -401,7 +343,7 @@ destinations:
       "edited.yaml",
       yaml.replace("X-Team: growth", "X-Team: sales").replace("enabled: false", "enabled: true"),
     );
-    const third = ok(await run(["--json", "apply", "-f", edited], { CRM_SECRET: "crm-secret-1" }));
+    const third = ok(await user.run(["--json", "apply", "-f", edited], { CRM_SECRET: "crm-secret-1" }));
     const report = JSON.parse(third.stdout) as {
       summary: unknown;
       results: { id: string; action: string; changes?: string[] }[];
@@ -421,7 +363,7 @@ destinations:
     expect((await storedDestination("audit"))!.enabled).toBe(true);
 
     const secrets = ok(
-      await run(["--json", "apply", "-f", edited, "--update-secrets"], { CRM_SECRET: "crm-secret-2" }),
+      await user.run(["--json", "apply", "-f", edited, "--update-secrets"], { CRM_SECRET: "crm-secret-2" }),
     );
     const updates = (
       JSON.parse(secrets.stdout) as { results: { id: string; action: string; changes?: string[] }[] }
@@ -443,11 +385,11 @@ destinations:
       }),
     );
     const before = await revision();
-    const dry = ok(await run(["apply", "-f", path, "--dry-run"]));
+    const dry = ok(await user.run(["apply", "-f", path, "--dry-run"]));
     expect(dry.stdout).toContain("destination d1: would be created");
     expect(dry.stdout).toContain("Dry run, nothing was changed");
     expect(await revision()).toBe(before);
-    ok(await run(["apply", "-f", path]));
+    ok(await user.run(["apply", "-f", path]));
     expect((await stack.admin.listSources({})).sources.map((x) => x.id)).toEqual(["web"]);
     expect((await stack.admin.listDestinations({})).destinations.map((x) => x.id)).toEqual(["d1"]);
   });
@@ -474,7 +416,7 @@ destinations:
 `,
     );
     const before = await revision();
-    const r = await run(["apply", "-f", bad]);
+    const r = await user.run(["apply", "-f", bad]);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe("");
     expect(r.stderr).toContain("error: ");
@@ -496,36 +438,36 @@ destinations:
       "destinations:\n  - { id: d, name: D, sources: [ghost], urls: ['https://a.example.com'] }\n",
     );
     const before = await revision();
-    let r = await run(["apply", "-f", unknown]);
+    let r = await user.run(["apply", "-f", unknown]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(
       '  destinations[0].sources[0]: unknown source "ghost" (not in the file and not on the server)',
     );
 
-    r = await run(["apply", "-f", join(dir, "missing.yaml")]);
+    r = await user.run(["apply", "-f", join(user.dir, "missing.yaml")]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^error: cannot read .*missing\.yaml: no such file\n$/);
 
-    r = await run(["apply", "-f", await file("broken.yaml", "sources: [\n  - id: web\n")]);
+    r = await user.run(["apply", "-f", await file("broken.yaml", "sources: [\n  - id: web\n")]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^error: .*broken\.yaml is not valid YAML \(line \d+, column \d+\): /);
 
-    r = await run(["apply", "-f", await file("broken.json", '{"sources": [}')]);
+    r = await user.run(["apply", "-f", await file("broken.json", '{"sources": [}')]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/broken\.json is not valid JSON/);
 
-    r = await run(["apply", "-f", await file("env.yaml", yaml)]);
+    r = await user.run(["apply", "-f", await file("env.yaml", yaml)]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("  destinations[0].secretEnv: environment variable CRM_SECRET is not set");
 
-    r = await run(["apply"]);
+    r = await user.run(["apply"]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("required option '-f, --file <file>'");
     expect(await revision()).toBe(before);
   });
 
   it("reads the file from stdin with -f -", async () => {
-    const r = ok(await run(["apply", "-f", "-"], {}, "sources:\n  - { id: s1, name: S1 }\n"));
+    const r = ok(await user.run(["apply", "-f", "-"], {}, "sources:\n  - { id: s1, name: S1 }\n"));
     expect(r.stdout).toContain("source s1: created");
   });
 });
@@ -533,7 +475,7 @@ destinations:
 describe("send and delete-user", () => {
   let key: string;
   beforeEach(async () => {
-    key = writeKeyIn(ok(await run(["sources", "create", "Web", "--id", "web"])).stdout);
+    key = writeKeyIn(ok(await user.run(["sources", "create", "Web", "--id", "web"])).stdout);
     // What the source gets goes to the stack's receiver.
     await stack.destination({ sourceIds: ["web"], urls: [stack.receiver.url()] });
   });
@@ -550,7 +492,7 @@ describe("send and delete-user", () => {
 
   it("sends each call type with the write key and prints the message id", async () => {
     const track = ok(
-      await run([
+      await user.run([
         "send",
         "track",
         "--write-key",
@@ -577,7 +519,7 @@ describe("send and delete-user", () => {
 
     const json = JSON.parse(
       ok(
-        await run(["--json", "send", "identify", "--user-id", "u1", "--traits", '{"email":"a@b.c"}'], {
+        await user.run(["--json", "send", "identify", "--user-id", "u1", "--traits", '{"email":"a@b.c"}'], {
           HOOKPOST_WRITE_KEY: key,
         }),
       ).stdout,
@@ -592,7 +534,7 @@ describe("send and delete-user", () => {
       ["group", "--user-id", "u1", "--group-id", "g1", "--traits", '{"plan":"pro"}'],
       ["alias", "--user-id", "u2", "--previous-id", "u1"],
     ]) {
-      const sent = ok(await run(["send", ...args, "--write-key", key]));
+      const sent = ok(await user.run(["send", ...args, "--write-key", key]));
       types.push((await delivered(messageIdIn(sent.stdout))).type);
     }
     expect(types).toEqual(["page", "screen", "group", "alias"]);
@@ -613,12 +555,12 @@ describe("send and delete-user", () => {
       [["send", "identify", "--user-id", "u", "--event", "E"], /--event does not apply to identify calls/],
       [["send", "track", "--user-id", "u", "--event", "E", "--timestamp", "yesterday"], /ISO 8601/],
     ];
-    const results = await Promise.all(cases.map(([args]) => run([...args, "--write-key", key])));
+    const results = await Promise.all(cases.map(([args]) => user.run([...args, "--write-key", key])));
     cases.forEach(([args, message], i) => {
       expect(results[i]!.code, args.join(" ")).toBe(2);
       expect(results[i]!.stderr, args.join(" ")).toMatch(message);
     });
-    const noKey = await run(["send", "track", "--user-id", "u", "--event", "E"]);
+    const noKey = await user.run(["send", "track", "--user-id", "u", "--event", "E"]);
     expect(noKey.code).toBe(2);
     expect(noKey.stderr).toContain("no write key");
     expect(await eventsStored()).toBe(before);
@@ -626,13 +568,22 @@ describe("send and delete-user", () => {
 
   it("the contract's validation (checked before sending) and a wrong write key are readable", async () => {
     const before = await eventsStored();
-    const r = await run(["send", "track", "--write-key", key, "--event", "E"]);
+    const r = await user.run(["send", "track", "--write-key", key, "--event", "E"]);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(
       "error: invalid request\n  --user-id: a track call needs a user_id or an anonymous_id\n",
     );
     expect(await eventsStored()).toBe(before);
-    const wrong = await run(["send", "track", "--write-key", "hpk_wrong", "--user-id", "u", "--event", "E"]);
+    const wrong = await user.run([
+      "send",
+      "track",
+      "--write-key",
+      "hpk_wrong",
+      "--user-id",
+      "u",
+      "--event",
+      "E",
+    ]);
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toContain("error: unknown write key");
     expect(wrong.stderr).toContain("hint: check the write key");
@@ -642,21 +593,21 @@ describe("send and delete-user", () => {
   it("message ids a header or a transport would alter are refused before sending (issue 10)", async () => {
     const before = await eventsStored();
     for (const id of ["日本-1", "cli-1 ", " X", "cli-1\u00a0", "\ufeffcli-1"]) {
-      const r = await run(sendTrack(key, id));
+      const r = await user.run(sendTrack(key, id));
       expect(r.code, id).toBe(1);
       expect(r.stderr).toMatch(/^error: invalid request\n {2}--message-id: contains .* printable ASCII/);
     }
     expect(await eventsStored()).toBe(before);
-    ok(await run(sendTrack(key, "cli-1")));
+    ok(await user.run(sendTrack(key, "cli-1")));
   });
 
   it("delete-user prints the request id and the sources", async () => {
-    ok(await run(["send", "identify", "--write-key", key, "--user-id", "gone"]));
-    const r = ok(await run(["delete-user", "gone"]));
+    ok(await user.run(["send", "identify", "--write-key", key, "--user-id", "gone"]));
+    const r = ok(await user.run(["delete-user", "gone"]));
     expect(r.stdout).toMatch(
       /^Deletion request del_\S+ for user gone\.\nDestinations of source web will be notified\.\n$/,
     );
-    const none = JSON.parse(ok(await run(["--json", "delete-user", "never-seen"])).stdout) as {
+    const none = JSON.parse(ok(await user.run(["--json", "delete-user", "never-seen"])).stdout) as {
       sourceIds: string[];
     };
     expect(none.sourceIds).toEqual([]);
@@ -674,9 +625,9 @@ describe("dead letters", () => {
   });
   beforeEach(async () => {
     refusing.respond = () => ({ status: 400 }); // 400 is not retried: dead at once
-    key = writeKeyIn(ok(await run(["sources", "create", "Web", "--id", "web"])).stdout);
+    key = writeKeyIn(ok(await user.run(["sources", "create", "Web", "--id", "web"])).stdout);
     ok(
-      await run([
+      await user.run([
         "destinations",
         "create",
         "--id",
@@ -693,17 +644,17 @@ describe("dead letters", () => {
   });
 
   it("lists them as a table and as JSON, and replays all or some", async () => {
-    expect(ok(await run(["dead-letters", "list", "--destination", "d1"])).stdout).toBe(
+    expect(ok(await user.run(["dead-letters", "list", "--destination", "d1"])).stdout).toBe(
       "No dead letters for destination d1.\n",
     );
     for (const id of ["m-1", "m-2"]) {
-      ok(await run(sendTrack(key, id)));
+      ok(await user.run(sendTrack(key, id)));
     }
     type Dead = { sequence: number; messageId: string; body: string };
     const dead = await until(
       async () => {
         const list = JSON.parse(
-          ok(await run(["--json", "dead-letters", "list", "--destination", "d1"])).stdout,
+          ok(await user.run(["--json", "dead-letters", "list", "--destination", "d1"])).stdout,
         ) as Dead[];
         return list.length >= 2 && list;
       },
@@ -712,7 +663,7 @@ describe("dead letters", () => {
     const s1 = dead.find((d) => d.messageId === "m-1")!.sequence;
     const s2 = dead.find((d) => d.messageId === "m-2")!.sequence;
     const url = refusing.url().replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
-    const table = ok(await run(["dead-letters", "list", "--destination", "d1"])).stdout;
+    const table = ok(await user.run(["dead-letters", "list", "--destination", "d1"])).stdout;
     expect(table).toMatch(/^SEQ\s+MESSAGE ID\s+ATTEMPTS\s+DEAD AT\s+REASON\s+LAST OUTCOMES$/m);
     for (const [seq, id] of [
       [s1, "m-1"],
@@ -724,14 +675,16 @@ describe("dead letters", () => {
     }
 
     const list = JSON.parse(
-      ok(await run(["--json", "dead-letters", "list", "--destination", "d1", "--limit", "1"])).stdout,
+      ok(await user.run(["--json", "dead-letters", "list", "--destination", "d1", "--limit", "1"])).stdout,
     ) as Dead[];
     expect(list).toEqual([expect.objectContaining({ sequence: Math.min(s1, s2) })]);
     expect(JSON.parse(list[0]!.body)).toMatchObject({ type: "track", userId: "u", event: "E" });
 
     // The endpoint is fixed: replaying one delivers just it, replaying the rest the other.
     refusing.respond = () => ({ status: 200 });
-    const some = ok(await run(["dead-letters", "replay", "--destination", "d1", "--sequence", String(s2)]));
+    const some = ok(
+      await user.run(["dead-letters", "replay", "--destination", "d1", "--sequence", String(s2)]),
+    );
     expect(some.stdout).toBe("Replayed 1 dead letter of destination d1.\n");
     const deliveriesOf = (id: string) =>
       refusing.requests.filter((r) => r.headers["idempotency-key"] === id).length;
@@ -739,13 +692,13 @@ describe("dead letters", () => {
       message: "m-2 delivered again",
     });
     const all = JSON.parse(
-      ok(await run(["--json", "dead-letters", "replay", "--destination", "d1"])).stdout,
+      ok(await user.run(["--json", "dead-letters", "replay", "--destination", "d1"])).stdout,
     ) as { replayed: number };
     expect(all.replayed).toBe(1);
     await until(() => deliveriesOf("m-1") === 2, {
       message: "m-1 delivered again",
     });
-    expect(ok(await run(["dead-letters", "list", "--destination", "d1"])).stdout).toBe(
+    expect(ok(await user.run(["dead-letters", "list", "--destination", "d1"])).stdout).toBe(
       "No dead letters for destination d1.\n",
     );
   });
@@ -757,7 +710,7 @@ describe("dead letters", () => {
       ["dead-letters", "replay", "--destination", "d1", "--since", "yesterday"],
       ["dead-letters", "replay", "--destination", "d1", "--sequence", "x"],
     ];
-    const results = await Promise.all(cases.map((args) => run(args)));
+    const results = await Promise.all(cases.map((args) => user.run(args)));
     cases.forEach((args, i) => {
       expect(results[i]!.code, args.join(" ")).toBe(2);
     });
@@ -766,14 +719,14 @@ describe("dead letters", () => {
 
 describe("connection and auth errors", () => {
   it("an unreachable endpoint gets a hint, exit 1", async () => {
-    const r = await run(["sources", "list"], { HOOKPOST_ENDPOINT: "127.0.0.1:1" });
+    const r = await user.run(["sources", "list"], { HOOKPOST_ENDPOINT: "127.0.0.1:1" });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("error: cannot reach 127.0.0.1:1");
     expect(r.stderr).toContain("hint: is the ingest running at 127.0.0.1:1?");
   });
 
   it("a wrong token is UNAUTHENTICATED with a hint about ADMIN_TOKEN, and is never printed", async () => {
-    const r = await hookpost(["sources", "list"], { ...env, ADMIN_TOKEN: "wrong-token-123456" });
+    const r = await hookpost(["sources", "list"], { ...user.env, ADMIN_TOKEN: "wrong-token-123456" });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("error: invalid admin token");
     expect(r.stderr).toContain("hint: check the admin token: set ADMIN_TOKEN");
@@ -792,11 +745,11 @@ describe("connection and auth errors", () => {
   });
 
   it("--help and --version exit 0", async () => {
-    const help = await run(["--help"]);
+    const help = await user.run(["--help"]);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain("Usage: hookpost");
     expect(help.stdout).toContain("dead-letters");
-    const version = await run(["--version"]);
+    const version = await user.run(["--version"]);
     expect(version.code).toBe(0);
     expect(version.stdout).toMatch(/^\d+\.\d+\.\d+\n$/);
   });
@@ -804,8 +757,8 @@ describe("connection and auth errors", () => {
 
 describe("TLS", () => {
   it("connects with --ca-file (or an https:// endpoint) and refuses an untrusted certificate", async () => {
-    const cert = join(dir, "cert.pem");
-    const key = join(dir, "key.pem");
+    const cert = join(user.dir, "cert.pem");
+    const key = join(user.dir, "key.pem");
     execFileSync(
       "openssl",
       ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1"].concat([
@@ -827,7 +780,7 @@ describe("TLS", () => {
           tlsEnv,
         ),
         hookpost(["--tls", "sources", "list"], tlsEnv),
-        hookpost(["--ca-file", join(dir, "no-such.pem"), "sources", "list"], tlsEnv),
+        hookpost(["--ca-file", join(user.dir, "no-such.pem"), "sources", "list"], tlsEnv),
       ]);
       expect(withCa.stdout).toContain("No sources.");
       expect(withCa.code).toBe(0);

@@ -1,14 +1,13 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { type IngestHandle, startIngest } from "@hookpost/api";
+import type { IngestHandle } from "@hookpost/api";
 import type { StoredCall } from "@hookpost/contract";
-import { DEFAULT_TOPOLOGY, EVENTS_STREAM } from "@hookpost/core";
+import { EVENTS_STREAM } from "@hookpost/core";
 import { connect, type NatsConnection } from "nats";
-import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestIngest } from "../helpers/ingest.js";
 import { NatsServer } from "../helpers/nats-server.js";
-import { type CliResult, hookpost } from "./run-cli.js";
+import { hookpost, ok, useCliUser } from "./run-cli.js";
 
 // End to end: the CLI as a real process against the real ingest on a real nats-server.
 // (delete-user and dead-letters: test/cli/cli-admin.test.ts and cli-stack.test.ts.)
@@ -17,45 +16,20 @@ const TOKEN = "cli-e2e-admin-token-7c1d0e";
 let nats: NatsServer;
 let ingest: IngestHandle;
 let nc: NatsConnection;
-let dir: string;
-let env: Record<string, string>;
+
+const user = useCliUser(() => ingest.address, TOKEN);
 
 beforeAll(async () => {
   nats = await NatsServer.start();
-  ingest = await startIngest(
-    {
-      natsUrl: nats.url,
-      address: "127.0.0.1:0",
-      adminToken: TOKEN,
-      publishTimeoutMs: 5_000,
-      logLevel: "silent",
-      topology: { ...DEFAULT_TOPOLOGY },
-    },
-    { logger: pino({ level: "silent" }) },
-  );
+  ingest = await startTestIngest(nats.url, TOKEN);
   nc = await connect({ servers: nats.url });
-  dir = await mkdtemp(join(tmpdir(), "hookpost-cli-e2e-"));
-  env = { HOOKPOST_ENDPOINT: ingest.address, ADMIN_TOKEN: TOKEN };
 });
 
 afterAll(async () => {
   await ingest?.close();
   await nc?.close();
   await nats?.stop();
-  if (dir) await rm(dir, { recursive: true, force: true });
 });
-
-async function run(args: string[], extraEnv: Record<string, string> = {}): Promise<CliResult> {
-  const r = await hookpost(args, { ...env, ...extraEnv });
-  expect(r.stdout + r.stderr).not.toContain(TOKEN);
-  return r;
-}
-
-function ok(r: CliResult): CliResult {
-  expect(r.stderr, r.stderr).toBe("");
-  expect(r.code).toBe(0);
-  return r;
-}
 
 async function stored(): Promise<StoredCall[]> {
   const jsm = await nc.jetstreamManager();
@@ -71,39 +45,39 @@ const writeKeyOf = (stdout: string) => /hpk_\S+/.exec(stdout)?.[0] ?? "";
 
 describe("hookpost against the real ingest", () => {
   it("manages sources: create (key shown once), list, get, rotate-key, delete", async () => {
-    const created = ok(await run(["sources", "create", "Web app", "--id", "web"]));
+    const created = ok(await user.run(["sources", "create", "Web app", "--id", "web"]));
     const key = writeKeyOf(created.stdout);
     expect(created.stdout).toContain("Write key (shown once, store it now):");
     expect(key).not.toBe("");
 
-    const list = JSON.parse(ok(await run(["--json", "sources", "list"])).stdout) as {
+    const list = JSON.parse(ok(await user.run(["--json", "sources", "list"])).stdout) as {
       id: string;
       writeKeyPrefix: string;
     }[];
     expect(list).toContainEqual(expect.objectContaining({ id: "web", writeKeyPrefix: key.slice(0, 8) }));
-    expect(ok(await run(["sources", "get", "web"])).stdout).toMatch(/^name:\s+Web app$/m);
+    expect(ok(await user.run(["sources", "get", "web"])).stdout).toMatch(/^name:\s+Web app$/m);
 
     // the key works; after rotate-key only the new one does
-    ok(await run(["send", "identify", "--write-key", key, "--user-id", "u-rot"]));
-    const fresh = writeKeyOf(ok(await run(["sources", "rotate-key", "web"])).stdout);
+    ok(await user.run(["send", "identify", "--write-key", key, "--user-id", "u-rot"]));
+    const fresh = writeKeyOf(ok(await user.run(["sources", "rotate-key", "web"])).stdout);
     expect(fresh).not.toBe(key);
-    const old = await run(["send", "identify", "--write-key", key, "--user-id", "u-rot"]);
+    const old = await user.run(["send", "identify", "--write-key", key, "--user-id", "u-rot"]);
     expect(old.code).toBe(1);
     expect(old.stderr).toContain("hint: check the write key");
     expect(old.stderr).not.toContain(key);
-    ok(await run(["send", "identify", "--write-key", fresh, "--user-id", "u-rot"]));
+    ok(await user.run(["send", "identify", "--write-key", fresh, "--user-id", "u-rot"]));
 
-    ok(await run(["sources", "create", "Temp", "--id", "temp"]));
-    ok(await run(["sources", "delete", "temp"]));
-    const gone = await run(["sources", "get", "temp"]);
+    ok(await user.run(["sources", "create", "Temp", "--id", "temp"]));
+    ok(await user.run(["sources", "delete", "temp"]));
+    const gone = await user.run(["sources", "get", "temp"]);
     expect(gone.code).toBe(1);
     expect(gone.stderr).toMatch(/^error: .*temp/);
   });
 
   it("manages destinations; the server's field violations are readable", async () => {
-    ok(await run(["sources", "create", "Shop", "--id", "shop"]));
+    ok(await user.run(["sources", "create", "Shop", "--id", "shop"]));
     ok(
-      await run([
+      await user.run([
         "destinations",
         "create",
         "--id",
@@ -120,7 +94,7 @@ describe("hookpost against the real ingest", () => {
         "plain-secret-value",
       ]),
     );
-    const got = JSON.parse(ok(await run(["--json", "destinations", "get", "crm"])).stdout) as Record<
+    const got = JSON.parse(ok(await user.run(["--json", "destinations", "get", "crm"])).stdout) as Record<
       string,
       unknown
     >;
@@ -134,10 +108,10 @@ describe("hookpost against the real ingest", () => {
       enabled: true,
     });
 
-    const updated = ok(await run(["destinations", "update", "crm", "--disable", "--name", "CRM v2"]));
+    const updated = ok(await user.run(["destinations", "update", "crm", "--disable", "--name", "CRM v2"]));
     expect(updated.stdout).toContain("Updated destination crm: name changed; now disabled.");
     expect(updated.stdout).toMatch(/^enabled:\s+no$/m);
-    const after = JSON.parse(ok(await run(["--json", "destinations", "get", "crm"])).stdout) as Record<
+    const after = JSON.parse(ok(await user.run(["--json", "destinations", "get", "crm"])).stdout) as Record<
       string,
       unknown
     >;
@@ -147,11 +121,11 @@ describe("hookpost against the real ingest", () => {
       sharedSecretSet: true,
       headers: { "X-Team": "growth" },
     });
-    expect(ok(await run(["destinations", "list", "--source", "shop"])).stdout).toMatch(
+    expect(ok(await user.run(["destinations", "list", "--source", "shop"])).stdout).toMatch(
       /^crm\s+CRM v2\s+no\s+shop\s/m,
     );
 
-    const bad = await run([
+    const bad = await user.run([
       "destinations",
       "update",
       "crm",
@@ -163,12 +137,12 @@ describe("hookpost against the real ingest", () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/^error: invalid request\n {2}destination\.urls\[0\]: .+\n$/);
 
-    const sw = await run(["destinations", "update", "crm", "--signing", "standard-webhooks"]);
+    const sw = await user.run(["destinations", "update", "crm", "--signing", "standard-webhooks"]);
     expect(sw.code).toBe(1);
     expect(sw.stderr).toContain("destination.shared_secret:");
 
-    ok(await run(["destinations", "delete", "crm"]));
-    expect((await run(["destinations", "get", "crm"])).code).toBe(1);
+    ok(await user.run(["destinations", "delete", "crm"]));
+    expect((await user.run(["destinations", "get", "crm"])).code).toBe(1);
   });
 
   it("apply creates, then a second apply leaves everything unchanged; an edit updates only that field", async () => {
@@ -195,47 +169,46 @@ destinations:
       WAREHOUSE_SECRET: "wh-secret-1",
       AUDIT_SECRET: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
     };
-    const path = join(dir, "hookpost.yaml");
+    const path = join(user.dir, "hookpost.yaml");
     await writeFile(path, yaml);
 
-    const first = ok(await run(["apply", "-f", path], secrets));
+    const first = ok(await user.run(["apply", "-f", path], secrets));
     expect(first.stdout).toContain("Summary: 4 created, 0 updated, 0 unchanged.");
     expect(first.stdout).toMatch(/^ {4}app: hpk_\S+$/m);
     expect(first.stdout).toMatch(/^ {4}site: hpk_\S+$/m);
     expect(first.stdout).not.toContain("wh-secret-1");
 
-    const second = ok(await run(["--json", "apply", "-f", path], secrets));
+    const second = ok(await user.run(["--json", "apply", "-f", path], secrets));
     const report = JSON.parse(second.stdout) as { summary: unknown; writeKeys: unknown };
     expect(report.summary).toEqual({ created: 0, updated: 0, unchanged: 4 });
     expect(report.writeKeys).toEqual({});
 
     await writeFile(path, yaml.replace("X-Env: prod", "X-Env: staging"));
-    const third = ok(await run(["apply", "-f", path], secrets));
+    const third = ok(await user.run(["apply", "-f", path], secrets));
     expect(third.stdout).toContain("destination warehouse: updated (headers)");
     expect(third.stdout).toContain("Summary: 0 created, 1 updated, 3 unchanged.");
-    const wh = JSON.parse(ok(await run(["--json", "destinations", "get", "warehouse"])).stdout) as Record<
-      string,
-      unknown
-    >;
+    const wh = JSON.parse(
+      ok(await user.run(["--json", "destinations", "get", "warehouse"])).stdout,
+    ) as Record<string, unknown>;
     expect(wh).toMatchObject({ headers: { "X-Env": "staging" }, sharedSecretSet: true });
 
     // an invalid file changes nothing
-    const before = ok(await run(["--json", "destinations", "list"])).stdout;
+    const before = ok(await user.run(["--json", "destinations", "list"])).stdout;
     await writeFile(
       path,
       yaml.replace("https://audit.example.com/in", "audit.example.com").replace("id: site", "id: site2"),
     );
-    const bad = await run(["apply", "-f", path], secrets);
+    const bad = await user.run(["apply", "-f", path], secrets);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain("destinations[1].urls[0]:");
-    expect(ok(await run(["--json", "destinations", "list"])).stdout).toBe(before);
-    expect(ok(await run(["sources", "list"])).stdout).not.toContain("site2");
+    expect(ok(await user.run(["--json", "destinations", "list"])).stdout).toBe(before);
+    expect(ok(await user.run(["sources", "list"])).stdout).not.toContain("site2");
   });
 
   it("send stores the call with the source's write key; the server's validation is readable", async () => {
-    const key = writeKeyOf(ok(await run(["sources", "create", "Mobile", "--id", "mobile"])).stdout);
+    const key = writeKeyOf(ok(await user.run(["sources", "create", "Mobile", "--id", "mobile"])).stdout);
     const track = ok(
-      await run(
+      await user.run(
         [
           "--json",
           "send",
@@ -262,13 +235,13 @@ destinations:
       properties: { total: 12.5 },
     });
 
-    const invalid = await run(["send", "track", "--write-key", key, "--user-id", "u-42"]);
+    const invalid = await user.run(["send", "track", "--write-key", key, "--user-id", "u-42"]);
     expect(invalid.code).toBe(1);
     expect(invalid.stderr).toMatch(/^error: invalid request\n {2}--event: a track call needs an event name/);
   });
 
   it("a wrong admin token is refused with a hint, and never printed", async () => {
-    const r = await hookpost(["sources", "list"], { ...env, ADMIN_TOKEN: "not-the-right-token" });
+    const r = await hookpost(["sources", "list"], { ...user.env, ADMIN_TOKEN: "not-the-right-token" });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("hint: check the admin token");
     expect(r.stdout + r.stderr).not.toContain("not-the-right-token");

@@ -1,12 +1,11 @@
 import { createHmac } from "node:crypto";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
-import { type CliResult, hookpost } from "./run-cli.js";
+import { type CliResult, hookpost, useCliUser } from "./run-cli.js";
 
 // The CLI, as a real process, drives the whole real pipeline (ingest, NATS, dispatcher, a
 // webhook receiver): set up with sources create and apply -f, send, list destinations, request a
@@ -14,24 +13,21 @@ import { type CliResult, hookpost } from "./run-cli.js";
 
 let stack: Stack;
 let strict: Receiver;
-let dir: string;
-let env: Record<string, string>;
+
+const user = useCliUser(() => stack.ingest.address, STACK_ADMIN_TOKEN);
 
 beforeAll(async () => {
   stack = await Stack.start();
   strict = await Receiver.http();
-  dir = await mkdtemp(join(tmpdir(), "hookpost-cli-stack-"));
-  env = { HOOKPOST_ENDPOINT: stack.ingest.address, ADMIN_TOKEN: STACK_ADMIN_TOKEN };
 });
 
 afterAll(async () => {
   await stack?.close();
   await strict?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
 });
 
 async function cli(args: string[], extraEnv: Record<string, string> = {}): Promise<CliResult> {
-  const r = await hookpost(args, { ...env, ...extraEnv });
+  const r = await hookpost(args, { ...user.env, ...extraEnv });
   expect(r.stderr, `hookpost ${args.join(" ")}\n${r.stdout}\n${r.stderr}`).toBe("");
   expect(r.code, `hookpost ${args.join(" ")}`).toBe(0);
   expect(r.stdout).not.toContain(STACK_ADMIN_TOKEN);
@@ -51,7 +47,7 @@ describe("the hookpost CLI against a running stack", () => {
     // apply -f: "web" exists (left alone), "app" is created; two destinations, one of them at a
     // receiver that refuses everything with 400 for now.
     strict.respond = () => ({ status: 400, body: "rejected" });
-    const file = join(dir, "hookpost.yaml");
+    const file = join(user.dir, "hookpost.yaml");
     await writeFile(
       file,
       `sources:

@@ -1,5 +1,9 @@
 import { spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, expect } from "vitest";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const BIN = fileURLToPath(new URL("../../packages/cli/bin/hookpost.js", import.meta.url));
@@ -54,4 +58,54 @@ export function cliEnv(env: Record<string, string | undefined>): NodeJS.ProcessE
     if (k === "ADMIN_TOKEN" || k.startsWith("HOOKPOST_")) delete base[k];
   }
   return { ...base, HOOKPOST_CLI_FROM_SOURCE: "1", NO_COLOR: "1", ...env };
+}
+
+/**
+ * `hookpost` with the test file's environment (read at each call: it is set in a hook) and
+ * `extraEnv`, checking that nothing the CLI prints contains `secret` (the admin token).
+ */
+export function cliRunner(env: () => Record<string, string>, secret: string) {
+  return async (args: string[], extraEnv: Record<string, string | undefined> = {}, stdin?: string) => {
+    const r = await hookpost(args, { ...env(), ...extraEnv }, stdin);
+    expect(r.stdout + r.stderr).not.toContain(secret);
+    return r;
+  };
+}
+
+/** A run that succeeded with nothing on stderr. */
+export function ok(r: CliResult): CliResult {
+  expect(r.stderr, r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  return r;
+}
+
+/** The CLI as a test file's user: its scratch folder, its environment, and cliRunner. */
+export interface CliUser {
+  /** A folder for the files the tests write (removed after the file's tests). */
+  readonly dir: string;
+  /** HOOKPOST_ENDPOINT and ADMIN_TOKEN. */
+  readonly env: Record<string, string>;
+  readonly run: ReturnType<typeof cliRunner>;
+}
+
+/** A CliUser of the ingest at `endpoint()` (read when used: the ingest starts in a hook). */
+export function useCliUser(endpoint: () => string, token: string): CliUser {
+  let dir: string | undefined;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "hookpost-cli-"));
+  });
+  afterAll(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+  const env = () => ({ HOOKPOST_ENDPOINT: endpoint(), ADMIN_TOKEN: token });
+  return {
+    get dir() {
+      if (!dir) throw new Error("useCliUser: use it inside a test or hook");
+      return dir;
+    },
+    get env() {
+      return env();
+    },
+    run: cliRunner(env, token),
+  };
 }

@@ -1,21 +1,14 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { Analytics, type AnalyticsError, type AnalyticsOptions, LIBRARY } from "@hookpost/client";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { until } from "../helpers/until.js";
-import { FakeIngest } from "./fake-ingest.js";
+import { FakeIngest, useFakeIngest } from "./fake-ingest.js";
 
-let ingest: FakeIngest;
 const clients: Analytics[] = [];
 const errors: AnalyticsError[] = [];
-
-beforeEach(async () => {
-  ingest = await FakeIngest.start();
-});
-
-afterEach(async () => {
-  await Promise.all(clients.splice(0).map((c) => c.close({ timeoutMs: 2000 })));
-  await ingest.close();
-  expect(errors.splice(0).map((e) => e.message)).toEqual([]);
+const ingest = useFakeIngest({
+  clients,
+  afterClose: () => expect(errors.splice(0).map((e) => e.message)).toEqual([]),
 });
 
 function client(options: AnalyticsOptions = {}): Analytics {

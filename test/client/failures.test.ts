@@ -1,21 +1,12 @@
 import { createServer } from "node:net";
 import { Analytics, AnalyticsError, type AnalyticsOptions } from "@hookpost/client";
 import { Code } from "@hookpost/contract";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { until } from "../helpers/until.js";
-import { FakeIngest } from "./fake-ingest.js";
+import { useFakeIngest } from "./fake-ingest.js";
 
-let ingest: FakeIngest;
 const clients: Analytics[] = [];
-
-beforeEach(async () => {
-  ingest = await FakeIngest.start();
-});
-
-afterEach(async () => {
-  await Promise.all(clients.splice(0).map((c) => c.close({ timeoutMs: 2000 })));
-  await ingest.close();
-});
+const ingest = useFakeIngest({ clients });
 
 /** A client with fast retries that records its error events. */
 function client(options: AnalyticsOptions = {}, writeKey = ingest.writeKey) {

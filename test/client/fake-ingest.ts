@@ -21,6 +21,8 @@ import {
   IngestService,
 } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { addService } from "@hookpost/core";
+import { afterEach, beforeEach } from "vitest";
+import { lateBound } from "../helpers/late-bound.js";
 
 type CallValue = NonNullable<BatchCall["call"]["value"]>;
 
@@ -167,4 +169,26 @@ export class FakeIngest implements IngestHarness {
     this.batches.push({ bytes, messageIds: calls.map((c) => c.messageId) });
     return calls.map((c) => c.messageId);
   }
+}
+
+/**
+ * A FakeIngest for each test of the file: started before it, closed after it, together with
+ * the clients the test opened on it (`clients`, emptied each time); then `afterClose`.
+ */
+export function useFakeIngest(
+  options: {
+    clients?: { close(o: { timeoutMs: number }): Promise<unknown> }[];
+    afterClose?: () => void;
+  } = {},
+): FakeIngest {
+  let ingest: FakeIngest | undefined;
+  beforeEach(async () => {
+    ingest = await FakeIngest.start();
+  });
+  afterEach(async () => {
+    await Promise.all((options.clients ?? []).splice(0).map((c) => c.close({ timeoutMs: 2000 })));
+    await ingest?.close();
+    options.afterClose?.();
+  });
+  return lateBound(() => ingest, "useFakeIngest");
 }

@@ -2,18 +2,10 @@ import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { Analytics, AnalyticsError, debugEnabled } from "@hookpost/client";
 import { Code } from "@hookpost/contract";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { FakeIngest } from "./fake-ingest.js";
+import { describe, expect, it } from "vitest";
+import { useFakeIngest } from "./fake-ingest.js";
 
-let ingest: FakeIngest;
-
-beforeEach(async () => {
-  ingest = await FakeIngest.start();
-});
-
-afterEach(async () => {
-  await ingest.close();
-});
+const ingest = useFakeIngest();
 
 function expectCode(fn: () => unknown, code: string): AnalyticsError {
   try {

@@ -6,19 +6,14 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { writeKeyMetadata } from "@hookpost/client";
 import { Code } from "@hookpost/contract";
 import { BatchRequestSchema, TrackRequestSchema } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { failure, fields, Harness, type IngestClient, rawCall, rawClient } from "../ingest/harness.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { failure, fields, type IngestClient, rawCall, rawClient, useHarness } from "../ingest/harness.js";
 
-let h: Harness;
+const h = useHarness({ config: { maxBatchCalls: 50 } });
 let src: { id: string; writeKey: string; client: IngestClient };
 
 beforeAll(async () => {
-  h = await Harness.start({ config: { maxBatchCalls: 50 } });
   src = await h.source("web");
-});
-
-afterAll(async () => {
-  await h?.close();
 });
 
 /** A Struct holding one string entry, encoded by hand (protobuf-es cannot build a `__proto__` key). */

@@ -66,6 +66,18 @@ function reset(): void {
 }
 
 /** The one notice a receiver got: its exact body, checked byte for byte against `userId`. */
+/** Deletes `userId`: the sources that saw it are `sourceIds`, and `rx` gets exactly one notice. */
+async function deleteNotifiesOnly(userId: string, sourceIds: string[], rx: Receiver) {
+  const before = Date.now();
+  const r = await admin.delete({ userId });
+  const after = Date.now();
+  expect(r.sourceIds).toEqual(sourceIds);
+  await rx.waitFor(1);
+  expect(await settledCount(rx)).toBe(1);
+  expectNotice(rx, userId, before, after);
+  return r;
+}
+
 function expectNotice(r: Receiver, userId: string, before: number, after: number): string {
   expect(r.requests).toHaveLength(1);
   const req = r.requests[0]!;
@@ -96,15 +108,8 @@ describe("deletion requests end to end", () => {
   });
 
   it("a user seen only via A: only A's enabled destination gets the exact notice", async () => {
-    const before = Date.now();
-    const r = await admin.delete({ userId: "u1" });
-    const after = Date.now();
-    expect(r.sourceIds).toEqual([a.id]);
+    const r = await deleteNotifiesOnly("u1", [a.id], d1);
     expect(r.requestId).not.toBe("");
-
-    await d1.waitFor(1);
-    expect(await settledCount(d1)).toBe(1);
-    expectNotice(d1, "u1", before, after);
     expect(d2.requests).toHaveLength(0); // disabled
     expect(d3.requests).toHaveLength(0); // B never saw u1
     reset();
@@ -145,13 +150,7 @@ describe("deletion requests end to end", () => {
     expect(JSON.parse(d1.requests[0]!.body.toString())).toMatchObject({ userId: "marker" });
     reset();
 
-    const before = Date.now();
-    const r = await admin.delete({ userId: "u3" });
-    const after = Date.now();
-    expect(r.sourceIds).toEqual([a.id]);
-    await d1.waitFor(1);
-    expect(await settledCount(d1)).toBe(1);
-    expectNotice(d1, "u3", before, after);
+    await deleteNotifiesOnly("u3", [a.id], d1);
     expect(d2.requests).toHaveLength(0);
     expect(d3.requests).toHaveLength(0);
     reset();
@@ -166,13 +165,7 @@ describe("deletion requests end to end", () => {
       await d4.waitFor(1);
       d4.requests.splice(0);
 
-      const before = Date.now();
-      const r = await admin.delete({ userId: "synced-only" });
-      const after = Date.now();
-      expect(r.sourceIds).toEqual([c.id]);
-      await d4.waitFor(1);
-      expect(await settledCount(d4)).toBe(1);
-      expectNotice(d4, "synced-only", before, after);
+      await deleteNotifiesOnly("synced-only", [c.id], d4);
       for (const rx of [d1, d2, d3]) expect(rx.requests).toHaveLength(0);
     } finally {
       await d4.close();

@@ -1,8 +1,7 @@
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { type IngestHandle, startIngest } from "@hookpost/api";
-import { DEFAULT_TOPOLOGY } from "@hookpost/core";
-import pino from "pino";
+import type { IngestHandle } from "@hookpost/api";
+import { startTestIngest } from "../helpers/ingest.js";
 import type { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN } from "../helpers/stack.js";
 
@@ -25,17 +24,7 @@ export async function freePort(): Promise<number> {
 
 /** An extra in-process ingest on a given address, on the stack's NATS (same admin token). */
 export function ingestOn(natsUrl: string, address: string): Promise<IngestHandle> {
-  return startIngest(
-    {
-      natsUrl,
-      address,
-      adminToken: STACK_ADMIN_TOKEN,
-      publishTimeoutMs: 5_000,
-      logLevel: "silent",
-      topology: { ...DEFAULT_TOPOLOGY },
-    },
-    { logger: pino({ level: "silent" }) },
-  );
+  return startTestIngest(natsUrl, STACK_ADMIN_TOKEN, { address });
 }
 
 /** Parsed JSON bodies of what a receiver got. */

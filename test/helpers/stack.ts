@@ -1,6 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { IngestConfig } from "@hookpost/api";
-import { type IngestHandle, startIngest } from "@hookpost/api";
+import type { IngestConfig, IngestHandle } from "@hookpost/api";
 import { adminMetadata, createClient, writeKeyMetadata } from "@hookpost/client";
 import {
   AdminService,
@@ -8,7 +7,7 @@ import {
   type DestinationSchema,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
-import { CONFIG_BUCKET, DEFAULT_TOPOLOGY, kvStream } from "@hookpost/core";
+import { CONFIG_BUCKET, kvStream } from "@hookpost/core";
 import {
   type DispatcherConfig,
   defaultDispatcherConfig,
@@ -17,6 +16,7 @@ import {
 } from "@hookpost/dispatcher";
 import { connect, type NatsConnection } from "nats";
 import pino from "pino";
+import { startTestIngest } from "./ingest.js";
 import { NatsServer } from "./nats-server.js";
 import { Receiver } from "./receiver.js";
 import { waitForRevision } from "./revisions.js";
@@ -70,18 +70,7 @@ export class Stack {
 
   static async start(options: StackOptions = {}): Promise<Stack> {
     const nats = await NatsServer.start();
-    const ingest = await startIngest(
-      {
-        natsUrl: nats.url,
-        address: "127.0.0.1:0",
-        adminToken: STACK_ADMIN_TOKEN,
-        publishTimeoutMs: 5_000,
-        logLevel: "silent",
-        topology: { ...DEFAULT_TOPOLOGY },
-        ...options.ingest,
-      },
-      { logger: pino({ level: "silent" }) },
-    );
+    const ingest = await startTestIngest(nats.url, STACK_ADMIN_TOKEN, options.ingest);
     const receiver = await Receiver.http();
     const nc = await connect({ servers: nats.url });
     const stack = new Stack(nats, ingest, receiver, nc, options);

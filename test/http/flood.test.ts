@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { counterValue } from "../e2e/helpers.js";
 import {
   type FloodTarget,
@@ -6,22 +6,17 @@ import {
   floodTarget,
   type RealAnswer,
 } from "../helpers/http-flood.js";
-import { Harness } from "../ingest/harness.js";
+import { useHarness } from "../ingest/harness.js";
 
 // Issue 22 finding 8: ~1 100 connections trickling bytes held every slot of the HTTP port,
 // and 0-1 of 36 real requests got through. Default limits throughout: the test is about them.
 
-let h: Harness;
+const h = useHarness({ config: { httpAddress: "127.0.0.1:0" } });
 let target: FloodTarget;
 
 beforeAll(async () => {
-  h = await Harness.start({ config: { httpAddress: "127.0.0.1:0" } });
   const { writeKey } = await h.source("flooded");
   target = floodTarget(h.ingest.httpAddress!, writeKey);
-});
-
-afterAll(async () => {
-  await h?.close();
 });
 
 const underFlood = async (sources: readonly string[], body = false) =>

@@ -2,32 +2,27 @@ import { request } from "node:http";
 import { gzipSync } from "node:zlib";
 import { MAX_BATCH_BYTES } from "@hookpost/contract";
 import { EVENTS_STREAM } from "@hookpost/core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { counterValue } from "../e2e/helpers.js";
 import { HOSTILE_MESSAGE_IDS } from "../helpers/hostile-ids.js";
-import { Harness, type IngestClient } from "../ingest/harness.js";
+import { type IngestClient, useHarness } from "../ingest/harness.js";
 import { basic, post, rawExchange } from "./helpers.js";
 
-let h: Harness;
+const h = useHarness({
+  config: {
+    httpAddress: "127.0.0.1:0",
+    // Short, so the slow-client tests finish quickly; far above what a loaded machine needs.
+    http: { headersTimeoutMs: 3_000, requestTimeoutMs: 4_000 },
+  },
+});
 let src: { id: string; writeKey: string; client: IngestClient };
 let base: string;
 let httpAddress: string;
 
 beforeAll(async () => {
-  h = await Harness.start({
-    config: {
-      httpAddress: "127.0.0.1:0",
-      // Short, so the slow-client tests finish quickly; far above what a loaded machine needs.
-      http: { headersTimeoutMs: 3_000, requestTimeoutMs: 4_000 },
-    },
-  });
   src = await h.source("web");
   httpAddress = h.ingest.httpAddress!;
   base = `http://${httpAddress}`;
-});
-
-afterAll(async () => {
-  await h?.close();
 });
 
 const ok = { status: 200, body: { success: true } };

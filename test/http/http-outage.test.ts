@@ -1,25 +1,20 @@
 import { EVENTS_STREAM } from "@hookpost/core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Harness, NO_SOURCE_QUOTA } from "../ingest/harness.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { NO_SOURCE_QUOTA, useHarness } from "../ingest/harness.js";
 import { type Answer, post } from "./helpers.js";
 
-let h: Harness;
+const h = useHarness({
+  topology: { eventsMaxBytes: 64 * 1024 },
+  // The stream itself fills up here, not a source's quota.
+  config: { httpAddress: "127.0.0.1:0", quota: NO_SOURCE_QUOTA },
+});
 let writeKey: string;
 let base: string;
 
 beforeAll(async () => {
   // A small EVENTS stream, so that filling it takes a few dozen calls.
-  h = await Harness.start({
-    topology: { eventsMaxBytes: 64 * 1024 },
-    // The stream itself fills up here, not a source's quota.
-    config: { httpAddress: "127.0.0.1:0", quota: NO_SOURCE_QUOTA },
-  });
   writeKey = (await h.source("web")).writeKey;
   base = `http://${h.ingest.httpAddress}`;
-});
-
-afterAll(async () => {
-  await h?.close();
 });
 
 const properties = { blob: "x".repeat(4 * 1024) };

@@ -4,6 +4,7 @@
  */
 import { createHmac } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { CALL_TYPES, type CallType } from "@hookpost/contract";
 import RudderAnalytics from "@rudderstack/rudder-sdk-node";
 import { Analytics as SegmentAnalytics } from "@segment/analytics-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -145,19 +146,19 @@ async function expectDelivered(rx: Receiver, prefix: string, bodies: Record<stri
   }
 }
 
+/** One call of each type through an SDK (both SDKs name their methods after the call types). */
+function sendEveryType(sdk: object, prefix: string) {
+  const c = calls(prefix);
+  for (const type of CALL_TYPES) (sdk as Record<CallType, (call: unknown) => unknown>)[type](c[type]);
+}
+
 describe("SDKs of the Segment HTTP API, with only the host changed", () => {
   it("@segment/analytics-node delivers every call type once, byte-exact, signed", async () => {
     const { writeKey, rx } = await lane("segment-node");
     const errors: unknown[] = [];
     const a = new SegmentAnalytics({ writeKey, host: base, flushInterval: 200 });
     a.on("error", (err) => errors.push(err));
-    const c = calls("seg");
-    a.identify(c.identify);
-    a.track(c.track);
-    a.page(c.page);
-    a.screen(c.screen);
-    a.group(c.group);
-    a.alias(c.alias);
+    sendEveryType(a, "seg");
     await a.closeAndFlush({ timeout: 20_000 });
     expect(errors).toEqual([]);
     const library = { name: "@segment/analytics-node", version: version("@segment/analytics-node") };
@@ -180,13 +181,7 @@ describe("SDKs of the Segment HTTP API, with only the host changed", () => {
       logLevel: "error",
       errorHandler: (err: unknown) => errors.push(err),
     } as ConstructorParameters<typeof RudderAnalytics>[1]);
-    const c = calls("rudder");
-    a.identify(c.identify);
-    a.track(c.track);
-    a.page(c.page);
-    a.screen(c.screen);
-    a.group(c.group);
-    a.alias(c.alias);
+    sendEveryType(a, "rudder");
     await a.flush();
     expect(errors).toEqual([]);
     const library = { name: "analytics-node", version: version("@rudderstack/rudder-sdk-node") };

@@ -12,17 +12,16 @@ import {
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { until } from "../helpers/until.js";
-import { ADMIN_TOKEN, failure, fields, Harness, rawCall, rawClient } from "./harness.js";
+import { ADMIN_TOKEN, failure, fields, rawCall, rawClient, useHarness } from "./harness.js";
 
 type DestInit = MessageInitShape<typeof DestinationSchema>;
 
-let h: Harness;
+const h = useHarness();
 let raw: Client;
 let s1: string;
 let s2: string;
 
 beforeAll(async () => {
-  h = await Harness.start();
   raw = rawClient(h.address);
   s1 = (await h.admin.createSource({ name: "one", id: "s1" })).source!.id;
   s2 = (await h.admin.createSource({ name: "two", id: "s2" })).source!.id;
@@ -30,7 +29,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   raw?.close();
-  await h?.close();
 });
 
 const whsec = (bytes: number) => `whsec_${randomBytes(bytes).toString("base64")}`;

@@ -9,19 +9,17 @@ import {
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { hashWriteKey } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ADMIN_TOKEN, failure, fields, Harness, rawCall, rawClient } from "./harness.js";
+import { ADMIN_TOKEN, failure, fields, rawCall, rawClient, useHarness } from "./harness.js";
 
-let h: Harness;
+const h = useHarness();
 let raw: Client;
 
 beforeAll(async () => {
-  h = await Harness.start();
   raw = rawClient(h.address);
 });
 
 afterAll(async () => {
   raw?.close();
-  await h?.close();
 });
 
 describe("CreateSource", () => {

@@ -4,27 +4,19 @@ import { adminMetadata, createClient, writeKeyMetadata } from "@hookpost/client"
 import { Code } from "@hookpost/contract";
 import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { pino } from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { until } from "../helpers/until.js";
 import {
   ADMIN_TOKEN,
   adminClient,
   failure,
-  Harness,
   ingestClient,
   silentLogger,
   testConfig,
+  useHarness,
 } from "./harness.js";
 
-let h: Harness;
-
-beforeAll(async () => {
-  h = await Harness.start();
-});
-
-afterAll(async () => {
-  await h?.close();
-});
+const h = useHarness();
 
 const track = { userId: "u1", event: "Signed Up" };
 

@@ -1,20 +1,15 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code } from "@hookpost/contract";
 import { EVENTS_STREAM, eventSubject } from "@hookpost/core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { HOSTILE_MESSAGE_IDS } from "../helpers/hostile-ids.js";
-import { failure, fields, Harness, type IngestClient } from "./harness.js";
+import { failure, fields, type IngestClient, useHarness } from "./harness.js";
 
-let h: Harness;
+const h = useHarness();
 let src: { id: string; writeKey: string; client: IngestClient };
 
 beforeAll(async () => {
-  h = await Harness.start();
   src = await h.source("website");
-});
-
-afterAll(async () => {
-  await h?.close();
 });
 
 const TS = new Date("2026-11-21T09:30:00.123Z");

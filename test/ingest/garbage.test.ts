@@ -7,21 +7,19 @@ import { Code } from "@hookpost/contract";
 import { AdminService, CreateDestinationRequestSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { BatchRequestSchema, IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ADMIN_TOKEN, Harness, type IngestClient, rawCall, rawClient } from "./harness.js";
+import { ADMIN_TOKEN, type IngestClient, rawCall, rawClient, useHarness } from "./harness.js";
 
-let h: Harness;
+const h = useHarness();
 let raw: Client;
 let src: { id: string; writeKey: string; client: IngestClient };
 
 beforeAll(async () => {
-  h = await Harness.start();
   raw = rawClient(h.address);
   src = await h.source("fuzz");
 });
 
 afterAll(async () => {
   raw?.close();
-  await h?.close();
 });
 
 const paths = [

@@ -9,6 +9,9 @@ import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { DEFAULT_TOPOLOGY, EVENTS_STREAM, type TopologySettings } from "@hookpost/core";
 import { connect, type JetStreamManager, type NatsConnection } from "nats";
 import { type Logger, pino } from "pino";
+import { afterAll, beforeAll } from "vitest";
+import { testIngestConfig } from "../helpers/ingest.js";
+import { lateBound } from "../helpers/late-bound.js";
 import { NatsServer } from "../helpers/nats-server.js";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
@@ -29,15 +32,7 @@ export function silentLogger(): Logger {
 }
 
 export function testConfig(natsUrl: string, overrides: Partial<IngestConfig> = {}): IngestConfig {
-  return {
-    natsUrl,
-    address: "127.0.0.1:0",
-    adminToken: ADMIN_TOKEN,
-    publishTimeoutMs: 5_000,
-    logLevel: "silent",
-    topology: { ...DEFAULT_TOPOLOGY },
-    ...overrides,
-  };
+  return testIngestConfig(natsUrl, ADMIN_TOKEN, overrides);
 }
 
 /** Per-source quotas that never act: for tests of what happens when a stream itself fills up. */
@@ -178,4 +173,19 @@ export class Harness {
     await this.nc?.close();
     await this.nats?.stop();
   }
+}
+
+/**
+ * A Harness for the enclosing file or describe block: started in its beforeAll (before hooks
+ * registered after this call), closed in its afterAll. Use it inside tests and hooks.
+ */
+export function useHarness(options?: Parameters<typeof Harness.start>[0]): Harness {
+  let h: Harness | undefined;
+  beforeAll(async () => {
+    h = await Harness.start(options);
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+  return lateBound(() => h, "useHarness");
 }

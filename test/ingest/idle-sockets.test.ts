@@ -3,8 +3,9 @@ import { connect, type Socket } from "node:net";
 import { type Client, connectivityState } from "@grpc/grpc-js";
 import { Code } from "@hookpost/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { NatsServer } from "../helpers/nats-server.js";
-import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
+import { spawnIngest } from "../helpers/ingest.js";
+import type { ServiceProcess } from "../helpers/service-process.js";
+import { useNats } from "../helpers/use-nats.js";
 import { ADMIN_TOKEN, adminClient, rawCall, rawClient } from "./harness.js";
 
 const HEALTH = "/grpc.health.v1.Health/Check";
@@ -21,20 +22,15 @@ const OPS_IDLE_MS = 1_000;
 const GRPC_CAP = 200;
 const OPS_CAP = 10;
 
-let nats: NatsServer;
+const nats = useNats();
 let child: ServiceProcess;
 let grpcAddress: string;
 let opsAddress: string;
 const held: Socket[] = [];
 
 beforeAll(async () => {
-  nats = await NatsServer.start();
-  child = spawnService("services/api/main.ts", {
-    NATS_URL: nats.url,
-    INGEST_ADDR: "127.0.0.1:0",
+  child = spawnIngest(nats.server.url, ADMIN_TOKEN, {
     OPS_ADDR: "127.0.0.1:0",
-    ADMIN_TOKEN,
-    LOG_LEVEL: "info",
     GRPC_HANDSHAKE_TIMEOUT: `${HANDSHAKE_MS}ms`,
     GRPC_MAX_CONNECTIONS: String(GRPC_CAP),
     OPS_MAX_CONNECTIONS: String(OPS_CAP),
@@ -49,7 +45,6 @@ afterAll(async () => {
   for (const s of held) s.destroy();
   if (child?.proc.exitCode === null) child.proc.kill("SIGKILL");
   await child?.exited;
-  await nats?.stop();
 });
 
 interface Opened {

@@ -2,32 +2,27 @@ import { startIngest } from "@hookpost/api";
 import { writeKeyMetadata } from "@hookpost/client";
 import { Code, HookpostError } from "@hookpost/contract";
 import { DEFAULT_TOPOLOGY, EVENTS_STREAM } from "@hookpost/core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { GiveUp, until } from "../helpers/until.js";
 import {
   adminClient,
   failure,
-  Harness,
   type IngestClient,
   ingestClient,
   NO_SOURCE_QUOTA,
   silentLogger,
   testConfig,
+  useHarness,
 } from "./harness.js";
 
 const SMALL = 64 * 1024;
-let h: Harness;
+// A small EVENTS stream, so that filling it takes a few dozen calls.
+// The stream itself fills up here, not a source's quota.
+const h = useHarness({ topology: { eventsMaxBytes: SMALL }, config: { quota: NO_SOURCE_QUOTA } });
 let src: { id: string; writeKey: string; client: IngestClient };
 
 beforeAll(async () => {
-  // A small EVENTS stream, so that filling it takes a few dozen calls.
-  // The stream itself fills up here, not a source's quota.
-  h = await Harness.start({ topology: { eventsMaxBytes: SMALL }, config: { quota: NO_SOURCE_QUOTA } });
   src = await h.source("web");
-});
-
-afterAll(async () => {
-  await h?.close();
 });
 
 const call = { userId: "u1", event: "Order Completed" };

@@ -8,7 +8,7 @@ import {
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { SyncComputedTraitRequestSchema } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ADMIN_TOKEN, Harness, rawCall, rawClient } from "./harness.js";
+import { ADMIN_TOKEN, rawCall, rawClient, useHarness } from "./harness.js";
 
 /**
  * A `__proto__` map key is lost by the JavaScript decoder (it sets the object's prototype), so
@@ -26,19 +26,17 @@ function withProtoKey<D extends DescMessage>(schema: D, init: MessageInitShape<D
   return bytes;
 }
 
-let h: Harness;
+const h = useHarness();
 let raw: Client;
 let source: { id: string; writeKey: string };
 
 beforeAll(async () => {
-  h = await Harness.start();
   raw = rawClient(h.address);
   source = await h.source("web");
 });
 
 afterAll(async () => {
   raw?.close();
-  await h?.close();
 });
 
 describe("__proto__ as a map key", () => {

@@ -1,22 +1,17 @@
 import { DEFAULT_TOPOLOGY, EVENTS_STREAM, ensureTopology } from "@hookpost/core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Harness, type IngestClient } from "./harness.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { type IngestClient, useHarness } from "./harness.js";
 
 // A publish that JetStream does not confirm in time (here: the EVENTS stream is gone while a
 // listener swallows the first attempt, as a stream leader lost in an election would) is sent
 // again with the same message id until the publish deadline: the call succeeds once the stream
 // is back, and is stored exactly once.
 
-let h: Harness;
+const h = useHarness({ config: { publishTimeoutMs: 15_000 } });
 let src: { id: string; writeKey: string; client: IngestClient };
 
 beforeAll(async () => {
-  h = await Harness.start({ config: { publishTimeoutMs: 15_000 } });
   src = await h.source("web");
-});
-
-afterAll(async () => {
-  await h?.close();
 });
 
 describe("publish retries", () => {

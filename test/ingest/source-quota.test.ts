@@ -7,7 +7,7 @@ import { BLOB, eventsOf, expectOnlyARefusedUntilDrained, sendUntilRefused } from
 import { Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
 import { post } from "../http/helpers.js";
-import { failure, Harness, silentLogger, testConfig } from "./harness.js";
+import { failure, Harness, silentLogger, testConfig, useHarness } from "./harness.js";
 
 const KIB = 1024;
 const quota = (o: Partial<SourceQuotaSettings>): SourceQuotaSettings => ({
@@ -19,20 +19,15 @@ const quota = (o: Partial<SourceQuotaSettings>): SourceQuotaSettings => ({
 });
 
 describe("pending bytes per source (no router: calls stay on EVENTS)", () => {
-  let h: Harness;
+  // EVENTS holds 1 MiB; a source may have 64 KiB pending: A at its quota leaves room for B.
+  const h = useHarness({
+    topology: { eventsMaxBytes: 1024 * KIB },
+    config: { httpAddress: "127.0.0.1:0", quota: quota({ maxPendingBytes: 64 * KIB }) },
+  });
   let base: string;
 
   beforeAll(async () => {
-    // EVENTS holds 1 MiB; a source may have 64 KiB pending: A at its quota leaves room for B.
-    h = await Harness.start({
-      topology: { eventsMaxBytes: 1024 * KIB },
-      config: { httpAddress: "127.0.0.1:0", quota: quota({ maxPendingBytes: 64 * KIB }) },
-    });
     base = `http://${h.ingest.httpAddress}`;
-  });
-
-  afterAll(async () => {
-    await h?.close();
   });
 
   it("source A at its quota gets 429 + Retry-After (HTTP) and RESOURCE_EXHAUSTED + RetryInfo (gRPC); B gets 10 of 10", async () => {
@@ -173,18 +168,13 @@ describe("pending bytes on DELIVERIES (failing destination)", () => {
 });
 
 describe("rate per source", () => {
-  let h: Harness;
+  const h = useHarness({
+    config: { httpAddress: "127.0.0.1:0", quota: quota({ maxRate: 1, burst: 5 }) },
+  });
   let base: string;
 
   beforeAll(async () => {
-    h = await Harness.start({
-      config: { httpAddress: "127.0.0.1:0", quota: quota({ maxRate: 1, burst: 5 }) },
-    });
     base = `http://${h.ingest.httpAddress}`;
-  });
-
-  afterAll(async () => {
-    await h?.close();
   });
 
   it("over its rate, A gets 429 + Retry-After and RESOURCE_EXHAUSTED + RetryInfo; B is accepted", async () => {

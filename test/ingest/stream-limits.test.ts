@@ -14,26 +14,18 @@ import {
   streamLimits,
 } from "@hookpost/core";
 import { DiscardPolicy } from "nats";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
-import { Harness, NO_SOURCE_QUOTA } from "./harness.js";
+import { NO_SOURCE_QUOTA, useHarness } from "./harness.js";
 
 const KIB = 1024;
 const DEAD_MAX = 16 * KIB;
 const CONFIG_MAX = 64 * KIB;
 
-let h: Harness;
-
-beforeAll(async () => {
-  h = await Harness.start({
-    topology: { deadLetterMaxBytes: DEAD_MAX, configMaxBytes: CONFIG_MAX },
-    config: { streamCheckMs: 200 },
-  });
-});
-
-afterAll(async () => {
-  await h?.close();
+const h = useHarness({
+  topology: { deadLetterMaxBytes: DEAD_MAX, configMaxBytes: CONFIG_MAX },
+  config: { streamCheckMs: 200 },
 });
 
 /** The value of hookpost_stream_full_total for a stream and policy on the ingest's /metrics. */

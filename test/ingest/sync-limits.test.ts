@@ -3,10 +3,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { writeKeyMetadata } from "@hookpost/client";
 import { Code, HookpostError } from "@hookpost/contract";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { NatsServer } from "../helpers/nats-server.js";
-import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
+import { afterAll, describe, expect, it } from "vitest";
+import { spawnIngest } from "../helpers/ingest.js";
+import type { ServiceProcess } from "../helpers/service-process.js";
 import { until } from "../helpers/until.js";
+import { useNats } from "../helpers/use-nats.js";
 import { ADMIN_TOKEN, adminClient, ingestClient } from "./harness.js";
 
 /**
@@ -23,19 +24,14 @@ const STREAMS = 30;
 const CHUNKS = 6;
 const IDS_PER_CHUNK = 25_000;
 
-let nats: NatsServer;
+const nats = useNats();
 const children: ServiceProcess[] = [];
 const dirs: string[] = [];
-
-beforeAll(async () => {
-  nats = await NatsServer.start();
-});
 
 afterAll(async () => {
   for (const c of children)
     if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill("SIGKILL");
   await Promise.all(children.map((c) => c.exited));
-  await nats?.stop();
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
@@ -46,14 +42,7 @@ function tempDir(): string {
 }
 
 async function startIngest(env: Record<string, string>) {
-  const child = spawnService("services/api/main.ts", {
-    NATS_URL: nats.url,
-    INGEST_ADDR: "127.0.0.1:0",
-    OPS_ADDR: "off",
-    ADMIN_TOKEN,
-    LOG_LEVEL: "info",
-    ...env,
-  });
+  const child = spawnIngest(nats.server.url, ADMIN_TOKEN, env);
   children.push(child);
   const listening = await child.waitFor("ingest listening", 60_000);
   return { child, address: String(listening.address) };

@@ -1,33 +1,27 @@
 import type { DestinationRecord, SourceRecord } from "@hookpost/core";
 import { CONFIG_BUCKET, ConfigStore } from "@hookpost/core";
-import { connect, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { destination } from "../dispatcher/helpers.js";
-import { NatsServer } from "../helpers/nats-server.js";
+import { useNats } from "../helpers/use-nats.js";
 
 // Read-modify-write of configuration is compare-and-set on the KV revision: a write made by
 // someone else between the read and the write is never overwritten (real nats-server).
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = useNats();
 let mine: ConfigStore;
 
 beforeAll(async () => {
-  server = await NatsServer.start();
-  nc = await connect({ servers: server.url });
-  mine = await ConfigStore.open(nc);
+  mine = await ConfigStore.open(nats.nc);
 });
 
 afterAll(async () => {
   mine?.close();
-  await nc?.close();
-  await server?.stop();
 });
 
 describe("ConfigStore.changeDestination", () => {
   it("a write that got in between the read and the write is kept: the change runs again on the newer record", async () => {
     await mine.putDestination(destination({ id: "cas-1", urls: ["https://a.example.com"] }));
-    const kv = await nc.jetstream().views.kv(CONFIG_BUCKET);
+    const kv = await nats.nc.jetstream().views.kv(CONFIG_BUCKET);
     let calls = 0;
     const revision = await mine.changeDestination("cas-1", (current) => {
       calls++;
@@ -55,7 +49,7 @@ describe("ConfigStore.changeDestination", () => {
       writeKeyPrefix: "p0",
       createdAt: new Date().toISOString(),
     });
-    const kv = await nc.jetstream().views.kv(CONFIG_BUCKET);
+    const kv = await nats.nc.jetstream().views.kv(CONFIG_BUCKET);
     let calls = 0;
     await mine.changeSource("src-cas", (current) => {
       calls++;

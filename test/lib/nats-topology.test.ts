@@ -6,26 +6,15 @@ import {
   EVENTS_STREAM,
   ensureTopology,
 } from "@hookpost/core";
-import { connect, DiscardPolicy, type NatsConnection } from "nats";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { NatsServer } from "../helpers/nats-server.js";
+import { DiscardPolicy } from "nats";
+import { describe, expect, it } from "vitest";
+import { useNats } from "../helpers/use-nats.js";
 
-let server: NatsServer;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  server = await NatsServer.start();
-  nc = await connect({ servers: server.url });
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
+const nats = useNats();
 
 describe("topology", () => {
   it("creates the streams idempotently and applies changed limits", async () => {
-    const jsm = await nc.jetstreamManager();
+    const jsm = await nats.nc.jetstreamManager();
     await Promise.all([ensureTopology(jsm, DEFAULT_TOPOLOGY), ensureTopology(jsm, DEFAULT_TOPOLOGY)]);
     await ensureTopology(jsm, { ...DEFAULT_TOPOLOGY, eventsMaxBytes: 1024 * 1024 });
     expect((await jsm.streams.info(EVENTS_STREAM)).config.max_bytes).toBe(1024 * 1024);
@@ -33,7 +22,7 @@ describe("topology", () => {
   });
 
   it("gives an existing DEAD stream without a byte limit one, dropping the oldest when full", async () => {
-    const jsm = await nc.jetstreamManager();
+    const jsm = await nats.nc.jetstreamManager();
     await jsm.streams.delete(DEAD_STREAM);
     // As created before byte limits: no max_bytes.
     await jsm.streams.add({ name: DEAD_STREAM, subjects: ["hookpost.dead.>"], discard: DiscardPolicy.Old });
@@ -46,8 +35,8 @@ describe("topology", () => {
 
 describe("config store", () => {
   it("sees a change made by another replica within 2 s", async () => {
-    const a = await ConfigStore.open(nc);
-    const b = await ConfigStore.open(nc);
+    const a = await ConfigStore.open(nats.nc);
+    const b = await ConfigStore.open(nats.nc);
     const seen = new Promise<void>((resolve) =>
       b.on("change", (c) => {
         if (c.kind === "source" && c.id === "s1" && c.record) resolve();

@@ -1,21 +1,14 @@
 import { isStreamFull, PipelinedPublisher, PublishError } from "@hookpost/core";
-import { connect, DiscardPolicy, headers, type NatsConnection, RetentionPolicy } from "nats";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { NatsServer } from "../helpers/nats-server.js";
+import { DiscardPolicy, headers, RetentionPolicy } from "nats";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useNats } from "../helpers/use-nats.js";
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = useNats();
 
 beforeAll(async () => {
-  server = await NatsServer.start();
-  nc = await connect({ servers: server.url });
-  const jsm = await nc.jetstreamManager();
+  const jsm = await nats.nc.jetstreamManager();
   await jsm.streams.add({ name: "PP", subjects: ["pp.>"], retention: RetentionPolicy.Limits });
   await jsm.streams.add({ name: "TINY", subjects: ["tiny.>"], max_msgs: 1, discard: DiscardPolicy.New });
-});
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
 });
 
 const withId = (id: string) => {
@@ -26,7 +19,7 @@ const withId = (id: string) => {
 
 describe("PipelinedPublisher", () => {
   it("stores many messages in flight at once, each confirmed by its own PubAck, and deduplicates ids", async () => {
-    const pipe = new PipelinedPublisher(nc, 10_000);
+    const pipe = new PipelinedPublisher(nats.nc, 10_000);
     const acks = await Promise.all(
       Array.from({ length: 2_000 }, (_, i) => pipe.publish(`pp.${i % 7}`, `m${i}`, withId(`id-${i}`))),
     );
@@ -35,13 +28,13 @@ describe("PipelinedPublisher", () => {
     expect(pipe.inFlight).toBe(0);
     const again = await pipe.publish("pp.0", "m0", withId("id-0"));
     expect(again.duplicate).toBe(true);
-    const info = await (await nc.jetstreamManager()).streams.info("PP");
+    const info = await (await nats.nc.jetstreamManager()).streams.info("PP");
     expect(info.state.messages).toBe(2_000);
     pipe.close();
   });
 
   it("rejects with the JetStream API error, shaped so the classifiers see a full stream", async () => {
-    const pipe = new PipelinedPublisher(nc, 10_000);
+    const pipe = new PipelinedPublisher(nats.nc, 10_000);
     await pipe.publish("tiny.a", "first", headers());
     const err = await pipe.publish("tiny.a", "second", headers()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PublishError);
@@ -50,21 +43,21 @@ describe("PipelinedPublisher", () => {
   });
 
   it("answers no responders (503) when no stream takes the subject", async () => {
-    const pipe = new PipelinedPublisher(nc, 10_000);
+    const pipe = new PipelinedPublisher(nats.nc, 10_000);
     const err = (await pipe.publish("nobody.here", "x", headers()).catch((e: unknown) => e)) as PublishError;
     expect(err.code).toBe("503");
     pipe.close();
   });
 
   it("times out when nobody answers, and fails what is in flight on failAll and close", async () => {
-    const silent = nc.subscribe("silent.>"); // a responder that never answers: no 503, no PubAck
-    const pipe = new PipelinedPublisher(nc, 300);
+    const silent = nats.nc.subscribe("silent.>"); // a responder that never answers: no 503, no PubAck
+    const pipe = new PipelinedPublisher(nats.nc, 300);
     const timedOut = (await pipe
       .publish("silent.a", "x", headers())
       .catch((e: unknown) => e)) as PublishError;
     expect(timedOut.code).toBe("TIMEOUT");
 
-    const slow = new PipelinedPublisher(nc, 60_000);
+    const slow = new PipelinedPublisher(nats.nc, 60_000);
     const pending = slow.publish("silent.b", "x", headers()).catch((e: unknown) => e);
     slow.failAll(new PublishError("DISCONNECT", "lost"));
     expect(((await pending) as PublishError).code).toBe("DISCONNECT");
@@ -77,8 +70,8 @@ describe("PipelinedPublisher", () => {
   });
 
   it("keeps answering in order of arrival while an old message waits for its deadline", async () => {
-    const silent = nc.subscribe("stalled.>");
-    const pipe = new PipelinedPublisher(nc, 1_500);
+    const silent = nats.nc.subscribe("stalled.>");
+    const pipe = new PipelinedPublisher(nats.nc, 1_500);
     // The oldest pending message never gets an answer: the ones behind it (more than the
     // initial ring holds, in several rounds so the ring wraps) must settle all the same.
     const stalled = pipe.publish("stalled.a", "x", headers()).catch((e: unknown) => e);

@@ -1,44 +1,35 @@
 import { StreamFeed } from "@hookpost/core";
-import { connect, type NatsConnection } from "nats";
 import pino from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-
-import { NatsServer } from "../helpers/nats-server.js";
+import { beforeAll, describe, expect, it } from "vitest";
 import { until } from "../helpers/until.js";
+import { useNats } from "../helpers/use-nats.js";
 
 // The feed the health fold reads the attempt log with: every message of the stream once, in
 // order, from a start time, and still exactly once across a nats-server restart.
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = useNats({ maxReconnectAttempts: -1, reconnectTimeWait: 100 });
 
 beforeAll(async () => {
-  server = await NatsServer.start();
-  nc = await connect({ servers: server.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
-  const jsm = await nc.jetstreamManager();
+  const jsm = await nats.nc.jetstreamManager();
   await jsm.streams.add({ name: "FEED", subjects: ["feed.a.>", "feed.b.>"] });
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
 });
 
 const decoder = new TextDecoder();
 
 describe("StreamFeed", () => {
   it("delivers every message of every subject once, in order, and goes on after a server restart", async () => {
-    const js = nc.jetstream();
+    const js = nats.nc.jetstream();
     // Before the feed starts, and older than its start time: left out.
     const old = await js.publish("feed.a.old", "old");
-    const oldTime = (await (await nc.jetstreamManager()).streams.getMessage("FEED", { seq: old.seq })).time;
+    const oldTime = (await (await nats.nc.jetstreamManager()).streams.getMessage("FEED", { seq: old.seq }))
+      .time;
     await until(() => Date.now() > oldTime.getTime(), { message: "the clock past the old message" });
     const startedAt = new Date();
     for (let i = 0; i < 50; i++) await js.publish(i % 2 ? "feed.a.x" : "feed.b.y", String(i));
 
     const seen: Array<{ text: string; seq: number }> = [];
     const feed = new StreamFeed({
-      nc,
+      nc: nats.nc,
       stream: "FEED",
       startTime: () => startedAt,
       onMessage: (data, seq) => seen.push({ text: decoder.decode(data), seq }),
@@ -52,7 +43,7 @@ describe("StreamFeed", () => {
       expect(feed.lastSequence).toBe(51);
 
       // The server goes away and comes back (its ephemeral consumer is gone with it).
-      await server.restart();
+      await nats.server.restart();
       for (let i = 50; i < 100; i++) {
         await until(() => js.publish("feed.a.z", String(i)), {
           interval: 100,

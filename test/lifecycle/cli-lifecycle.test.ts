@@ -36,6 +36,17 @@ async function cli(args: string[], extraEnv: Record<string, string> = {}): Promi
   return r;
 }
 
+/** Publishes one call of source `src` and returns the request the receiver got for it. */
+async function deliveredRequest(src: string) {
+  const call = track({ sourceId: src });
+  await publishCall(stack.nc.jetstream(), call);
+  await until(() => stack.receiver.messageIds().has(call.messageId), {
+    timeout: 20_000,
+    message: "delivery",
+  });
+  return stack.receiver.requests.find((r) => r.headers["idempotency-key"] === call.messageId)!;
+}
+
 describe("hookpost destinations (lifecycle)", () => {
   it("apply -f switching to standard-webhooks during an overlap with a secret that is no whsec_ key sends the file's secret along: the overlap ends, no secret that cannot sign is left", async () => {
     const src = (await stack.source()).id;
@@ -70,13 +81,7 @@ describe("hookpost destinations (lifecycle)", () => {
       // Every dispatcher signs with the applied record: wait for its revision in the bucket.
       const kv = await stack.nc.jetstream().views.kv(CONFIG_BUCKET);
       await waitForRevision((await kv.get(`destination.${d.id}`))!.revision, stack.dispatchers);
-      const call = track({ sourceId: src });
-      await publishCall(stack.nc.jetstream(), call);
-      await until(() => stack.receiver.messageIds().has(call.messageId), {
-        timeout: 20_000,
-        message: "delivery",
-      });
-      const req = stack.receiver.requests.find((r) => r.headers["idempotency-key"] === call.messageId)!;
+      const req = await deliveredRequest(src);
       expect(verifyStandardWebhook(req.body, req.headers, fresh)).toBeDefined();
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -102,13 +107,7 @@ describe("hookpost destinations (lifecycle)", () => {
     expect(rotated.secret).toBeNull();
     await waitForRevision(rotated.revision, stack.dispatchers);
     // The generated secret (now the previous one) and the given one both verify.
-    const call = track({ sourceId: src });
-    await publishCall(stack.nc.jetstream(), call);
-    await until(() => stack.receiver.messageIds().has(call.messageId), {
-      timeout: 20_000,
-      message: "delivery",
-    });
-    const req = stack.receiver.requests.find((r) => r.headers["idempotency-key"] === call.messageId)!;
+    const req = await deliveredRequest(src);
     expect(verifySegmentRequest(req.body, req.headers, secret!)).toBe(true);
     expect(verifySegmentRequest(req.body, req.headers, "given-secret")).toBe(true);
     expect(verifySegmentRequest(req.body, req.headers, "old-secret")).toBe(false);

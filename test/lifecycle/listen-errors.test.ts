@@ -1,19 +1,18 @@
 import { createServer, type Server } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { NatsServer } from "../helpers/nats-server.js";
 import { exitWithin, type ServiceProcess, spawnService } from "../helpers/service-process.js";
+import { useNats } from "../helpers/use-nats.js";
 import { ADMIN_TOKEN } from "../ingest/harness.js";
 
 // Issue 22 finding 10: a service that cannot open one of its ports says which variable and
 // address in one line and exits non-zero; no stack trace.
 
-let nats: NatsServer;
+const nats = useNats();
 let taken: Server;
 let takenAddress: string;
 const children: ServiceProcess[] = [];
 
 beforeAll(async () => {
-  nats = await NatsServer.start();
   taken = createServer();
   await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
   const bound = taken.address();
@@ -23,12 +22,11 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const c of children) if (c.proc.exitCode === null) c.proc.kill("SIGKILL");
   await new Promise((resolve) => taken?.close(resolve));
-  await nats?.stop();
 });
 
 async function failsToStart(service: "ingest" | "dispatcher", env: Record<string, string>) {
   const child = spawnService(`services/${service === "ingest" ? "api" : service}/main.ts`, {
-    NATS_URL: nats.url,
+    NATS_URL: nats.server.url,
     ADMIN_TOKEN,
     INGEST_ADDR: "127.0.0.1:0",
     OPS_ADDR: "off",

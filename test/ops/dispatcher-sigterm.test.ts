@@ -1,13 +1,13 @@
-import { type IngestHandle, startIngest } from "@hookpost/api";
-import { DEAD_STREAM, DEFAULT_TOPOLOGY, DELIVERIES_STREAM, EVENTS_STREAM } from "@hookpost/core";
+import type { IngestHandle } from "@hookpost/api";
+import { DEAD_STREAM, DELIVERIES_STREAM, EVENTS_STREAM } from "@hookpost/core";
 import { defaultDispatcherConfig, type RunningDispatcher, startDispatcher } from "@hookpost/dispatcher";
-import { connect, type NatsConnection } from "nats";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { NatsServer } from "../helpers/nats-server.js";
+import { startTestIngest } from "../helpers/ingest.js";
 import { Receiver } from "../helpers/receiver.js";
 import { adminClient, ingestClient, STACK_ADMIN_TOKEN } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
+import { useNats } from "../helpers/use-nats.js";
 import { exitWithin, type ServiceProcess, spawnService } from "./helpers.js";
 
 // SIGTERM to a dispatcher process in the middle of a backlog of slow deliveries: it exits within
@@ -17,27 +17,14 @@ import { exitWithin, type ServiceProcess, spawnService } from "./helpers.js";
 const N = 80;
 const SLOW_MS = 300;
 
-let nats: NatsServer;
-let nc: NatsConnection;
+const nats = useNats();
 let ingest: IngestHandle;
 let receiver: Receiver;
 let child: ServiceProcess | undefined;
 let second: RunningDispatcher | undefined;
 
 beforeAll(async () => {
-  nats = await NatsServer.start();
-  nc = await connect({ servers: nats.url });
-  ingest = await startIngest(
-    {
-      natsUrl: nats.url,
-      address: "127.0.0.1:0",
-      adminToken: STACK_ADMIN_TOKEN,
-      publishTimeoutMs: 5_000,
-      logLevel: "silent",
-      topology: { ...DEFAULT_TOPOLOGY },
-    },
-    { logger: pino({ level: "silent" }) },
-  );
+  ingest = await startTestIngest(nats.server.url, STACK_ADMIN_TOKEN);
   receiver = await Receiver.http();
   receiver.respond = () => ({ status: 200, delayMs: SLOW_MS });
 });
@@ -47,8 +34,6 @@ afterAll(async () => {
   await second?.close();
   await ingest?.close();
   await receiver?.close();
-  await nc?.close();
-  await nats?.stop();
 });
 
 describe("SIGTERM to a dispatcher mid-delivery", () => {
@@ -68,7 +53,7 @@ describe("SIGTERM to a dispatcher mid-delivery", () => {
     client.close();
 
     child = spawnService("services/dispatcher/main.ts", {
-      NATS_URL: nats.url,
+      NATS_URL: nats.server.url,
       WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",
       OPS_ADDR: "off",
       // Shorter than one delivery (the receiver takes SLOW_MS): in-flight work is handed back.
@@ -94,7 +79,7 @@ describe("SIGTERM to a dispatcher mid-delivery", () => {
     // A second dispatcher takes over. The first handed back what it held, so this does not wait
     // for the consumer's ack wait (30 s) to expire.
     second = await startDispatcher(
-      defaultDispatcherConfig(nats.url, { allowedCidrs: ["127.0.0.0/8"], pullExpiresMs: 1000 }),
+      defaultDispatcherConfig(nats.server.url, { allowedCidrs: ["127.0.0.0/8"], pullExpiresMs: 1000 }),
       { logger: pino({ level: "silent" }) },
     );
     await until(
@@ -104,7 +89,7 @@ describe("SIGTERM to a dispatcher mid-delivery", () => {
       },
       { timeout: 20_000, message: "all N calls at the receiver" },
     );
-    const jsm = await nc.jetstreamManager();
+    const jsm = await nats.nc.jetstreamManager();
     // Everything acknowledged: nothing pending, in flight or waiting for a retry.
     await until(
       async () => {

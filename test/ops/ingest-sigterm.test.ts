@@ -1,40 +1,30 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, HookpostError } from "@hookpost/contract";
 import { defaultDispatcherConfig, type RunningDispatcher, startDispatcher } from "@hookpost/dispatcher";
-import { connect, type NatsConnection } from "nats";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { NatsServer } from "../helpers/nats-server.js";
+import { spawnIngest } from "../helpers/ingest.js";
 import { Receiver } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import { adminClient, ingestClient, STACK_ADMIN_TOKEN } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
-import { exitWithin, type ServiceProcess, spawnService } from "./helpers.js";
+import { useNats } from "../helpers/use-nats.js";
+import { exitWithin, type ServiceProcess } from "./helpers.js";
 
 // SIGTERM to an ingest process under a steady load of track calls: it exits (code 0) and every
 // call it acknowledged is delivered. Calls refused or cut off by the shutdown (UNAVAILABLE,
 // CANCELLED) are fine: the client was told they were not stored.
 
-let nats: NatsServer;
-let nc: NatsConnection;
+const nats = useNats();
 let receiver: Receiver;
 let dispatcher: RunningDispatcher;
 let ingest: ServiceProcess;
 
 beforeAll(async () => {
-  nats = await NatsServer.start();
-  nc = await connect({ servers: nats.url });
   receiver = await Receiver.http();
-  ingest = spawnService("services/api/main.ts", {
-    NATS_URL: nats.url,
-    INGEST_ADDR: "127.0.0.1:0",
-    HTTP_ADDR: "off",
-    OPS_ADDR: "off",
-    ADMIN_TOKEN: STACK_ADMIN_TOKEN,
-    LOG_LEVEL: "info",
-  });
+  ingest = spawnIngest(nats.server.url, STACK_ADMIN_TOKEN);
   dispatcher = await startDispatcher(
-    defaultDispatcherConfig(nats.url, {
+    defaultDispatcherConfig(nats.server.url, {
       allowedCidrs: ["127.0.0.0/8"],
       retryBaseDelayMs: 100,
       pullExpiresMs: 1000,
@@ -48,8 +38,6 @@ afterAll(async () => {
   if (ingest && ingest.proc.exitCode === null && ingest.proc.signalCode === null) ingest.proc.kill("SIGKILL");
   await dispatcher?.close();
   await receiver?.close();
-  await nc?.close();
-  await nats?.stop();
 });
 
 describe("SIGTERM to ingest under load", () => {

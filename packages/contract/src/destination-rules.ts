@@ -80,44 +80,55 @@ export function sourceIdsViolations(
   field: string,
   store: SourceLookup,
 ): FieldViolation[] {
-  const { out, bad } = collector();
-  if (ids.length === 0) {
-    bad(field, "connect at least one source");
-    return out;
-  }
-  if (ids.length > MAX_SOURCES) {
-    bad(field, `at most ${MAX_SOURCES} sources, got ${ids.length}`);
-    return out;
-  }
-  const seen = new Set<string>();
-  ids.forEach((id, i) => {
-    const f = `${field}[${i}]`;
-    if (id === "") bad(f, "is empty");
-    else if (seen.has(id)) bad(f, `source "${clip(id)}" is listed twice`);
-    else if (!store.source(id)) bad(f, `source "${clip(id)}" does not exist`);
-    seen.add(id);
+  return listViolations(ids, field, {
+    empty: "connect at least one source",
+    max: MAX_SOURCES,
+    noun: "sources",
+    item: (id) => (id === "" ? "is empty" : undefined),
+    twice: (id) => `source "${clip(id)}" is listed twice`,
+    known: (id) => (store.source(id) ? undefined : `source "${clip(id)}" does not exist`),
   });
-  return out;
 }
 
 /** 1..5 absolute http/https URLs without credentials or fragment. */
 export function urlsViolations(urls: readonly string[], field: string): FieldViolation[] {
-  const { out, bad } = collector();
-  if (urls.length === 0) {
-    bad(field, "at least one webhook URL is required");
-    return out;
-  }
-  if (urls.length > MAX_URLS) {
-    bad(field, `at most ${MAX_URLS} URLs, got ${urls.length}`);
-    return out;
-  }
-  const seen = new Set<string>();
-  urls.forEach((raw, i) => {
-    const problem = urlProblem(raw);
-    if (problem) bad(`${field}[${i}]`, problem);
-    else if (seen.has(raw)) bad(`${field}[${i}]`, "is listed twice");
-    seen.add(raw);
+  return listViolations(urls, field, {
+    empty: "at least one webhook URL is required",
+    max: MAX_URLS,
+    noun: "URLs",
+    item: urlProblem,
+    twice: () => "is listed twice",
   });
+}
+
+/**
+ * A list field's rules: not empty, at most `max` items; then each item's own problem (`item`),
+ * else a repeat (`twice`), else `known`; reported at `field[i]`.
+ */
+function listViolations(
+  items: readonly string[],
+  field: string,
+  rules: {
+    empty: string;
+    max: number;
+    noun: string;
+    item: (value: string) => string | undefined;
+    twice: (value: string) => string;
+    /** Checked last, on an item listed once. */
+    known?: (value: string) => string | undefined;
+  },
+): FieldViolation[] {
+  const { out, bad } = collector();
+  if (items.length === 0) bad(field, rules.empty);
+  else if (items.length > rules.max) bad(field, `at most ${rules.max} ${rules.noun}, got ${items.length}`);
+  else {
+    const seen = new Set<string>();
+    items.forEach((value, i) => {
+      const problem = rules.item(value) ?? (seen.has(value) ? rules.twice(value) : rules.known?.(value));
+      if (problem) bad(`${field}[${i}]`, problem);
+      seen.add(value);
+    });
+  }
   return out;
 }
 

@@ -123,7 +123,7 @@ export { PublishWindow } from "./membership/publish-window.js";
 export { type DestinationRecord, type Signing, signingSecrets } from "./model/destination.js";
 export { generateWriteKey, hashWriteKey, type SourceRecord, writeKeyPrefix } from "./model/source.js";
 export { type ConfirmingMsg, confirmingAck } from "./nats/confirmed-ack.js";
-export { connectNats } from "./nats/connect.js";
+export { connectNats, drainNats } from "./nats/connect.js";
 export { ConnectionState } from "./nats/connection-state.js";
 export {
   isAlreadyExists,
@@ -196,6 +196,7 @@ export {
   type TopologySettings,
   USER_SOURCES_BUCKET,
 } from "./nats/topology.js";
+export { liveCounter, liveGauge } from "./ops/live-metrics.js";
 export {
   type OpsLimits,
   type OpsServer,
@@ -204,6 +205,7 @@ export {
   splitHostPort,
   startOpsServer,
 } from "./ops/ops-server.js";
+export { stopOnSignals } from "./ops/signals.js";
 export {
   extractTraceContext,
   grpcTraceContext,

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { connect, type NatsConnection } from "nats";
 import type { Logger } from "../log/logger.js";
 
@@ -32,4 +33,19 @@ export async function connectNats(url: string, name: string, log: Logger): Promi
     }
   })();
   return nc;
+}
+
+/**
+ * Drains the connection (flushes what is pending), then closes it; bounded by `timeoutMs`, as a
+ * drain cannot finish while NATS is away.
+ */
+export async function drainNats(nc: NatsConnection, timeoutMs: number): Promise<void> {
+  const drained = await Promise.race([
+    nc.drain().then(
+      () => true,
+      () => false,
+    ),
+    sleep(timeoutMs, false, { ref: false }),
+  ]);
+  if (!drained) await nc.close().catch(() => {});
 }

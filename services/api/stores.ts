@@ -1,0 +1,98 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import {
+  ConfigStore,
+  DeadLetters,
+  ensureBucketLimits,
+  ensureTopology,
+  type Logger,
+  MembershipStore,
+  StreamWatch,
+  type TopologySettings,
+  UserSourceIndex,
+} from "@hookpost/core";
+import type { JetStreamManager, NatsConnection } from "nats";
+import { DEFAULT_STREAM_CHECK_MS } from "./config.js";
+import type { IngestMetrics } from "./metrics.js";
+
+/** What the API keeps in JetStream: the streams, the configuration and the other buckets. */
+export interface Stores {
+  readonly jsm: JetStreamManager;
+  /** Sources and destinations, watched into memory. */
+  readonly config: ConfigStore;
+  readonly index: UserSourceIndex;
+  readonly memberships: MembershipStore;
+  readonly deadLetters: DeadLetters;
+  close(): void;
+}
+
+/**
+ * Creates the streams and buckets (idempotently) and opens the stores, retrying while NATS or
+ * JetStream is still starting; then watches the streams' bytes and limits (metrics, bucket limits).
+ */
+export async function openStores(
+  nc: NatsConnection,
+  settings: { topology: TopologySettings; streamCheckMs?: number },
+  deps: { metrics: IngestMetrics; log: Logger },
+): Promise<Stores> {
+  const { topology } = settings;
+  const replicas = { replicas: topology.replicas };
+  const [config, index, memberships, deadLetters] = await untilReady(
+    deps.log,
+    "create streams and load configuration",
+    async () => {
+      await ensureTopology(await nc.jetstreamManager(), topology);
+      const opened = await Promise.all([
+        ConfigStore.open(nc, replicas),
+        UserSourceIndex.open(nc, replicas),
+        MembershipStore.open(nc, replicas),
+        DeadLetters.open(nc),
+      ]);
+      // The stores create their buckets without a byte limit.
+      await ensureBucketLimits(await nc.jetstreamManager(), topology);
+      return opened;
+    },
+  );
+  const jsm = await nc.jetstreamManager();
+  const watch = new StreamWatch(jsm, topology, deps.log, settings.streamCheckMs ?? DEFAULT_STREAM_CHECK_MS);
+  watch.register(deps.metrics.registry);
+  watch.start();
+  return {
+    jsm,
+    config,
+    index,
+    memberships,
+    deadLetters,
+    close: () => {
+      watch.close();
+      config.close();
+    },
+  };
+}
+
+/**
+ * A NATS server that came back without its store (no volume) has lost the streams: recreates
+ * them, as at start. Idempotent when they are there.
+ */
+export async function recreateTopology(
+  nc: NatsConnection,
+  topology: TopologySettings,
+  log: Logger,
+): Promise<void> {
+  try {
+    await ensureTopology(await nc.jetstreamManager(), topology);
+  } catch (err) {
+    log.warn({ err: (err as Error).message }, "could not check the streams after reconnecting");
+  }
+}
+
+/** Retries a start-up step until it succeeds (NATS or JetStream may still be starting). */
+async function untilReady<T>(log: Logger, what: string, step: () => Promise<T>): Promise<T> {
+  for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
+    try {
+      return await step();
+    } catch (err) {
+      log.warn({ err: (err as Error).message, retryInMs: delay }, `cannot ${what} yet; retrying`);
+      await sleep(delay);
+    }
+  }
+}
