@@ -1,7 +1,18 @@
 /** The public entry point of @hookpost/core: what other packages may import. */
 
-export { HealthAggregate, type HealthFigures } from "./attempts/health.js";
-export { type DestinationDelta, type HealthSummary, HealthTally } from "./attempts/health-tally.js";
+export {
+  BREAKER_STALE_MS,
+  type BreakerFigures,
+  HealthAggregate,
+  type HealthFigures,
+} from "./attempts/health.js";
+export {
+  type BreakerReport,
+  type BreakerState,
+  type DestinationDelta,
+  type HealthSummary,
+  HealthTally,
+} from "./attempts/health-tally.js";
 export { AttemptLog, type AttemptLogOptions, type DropReason } from "./attempts/publisher.js";
 export {
   type AttemptPage,
@@ -184,6 +195,7 @@ export {
   orderedDestinationFilter,
   orderedPartitionFilter,
   orderedSubject,
+  orderedSubjectsOf,
   partitionConsumer,
   partitionFilter,
   partitionOf,

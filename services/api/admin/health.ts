@@ -1,13 +1,20 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ADMIN_PAGES, answerBytes, Code, HookpostError } from "@hookpost/contract";
-import { type DestinationHealthSchema, DestinationState } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import type { ConfigStore, DestinationRecord, HealthAggregate } from "@hookpost/core";
+import {
+  BreakerState,
+  type DestinationHealthSchema,
+  DestinationState,
+} from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import type { BreakerFigures, ConfigStore, DestinationRecord, HealthAggregate } from "@hookpost/core";
 import {
   DELIVERIES_STREAM,
-  deliverySubject,
-  destinationConsumer,
+  deliverySubjects,
   isNotFound,
+  laneSubject,
+  legacyDeliverySubject,
+  ORDERED_STREAM,
+  orderedSubjectsOf,
   type ServiceImpl,
 } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
@@ -22,17 +29,24 @@ export interface HealthDeps {
   health: HealthAggregate;
 }
 
-/** Consumer lookups of one page in flight at once. */
+/** Destinations of one page looked up at once (each a few stream lookups). */
 const LOOKUPS_IN_FLIGHT = 32;
 /** The encoded 60 minute counts (about 20 bytes each), when sizing a page. */
 const MINUTES_BYTES = 60 * 20;
 
 const ts = (ms: number | undefined) => (ms === undefined ? {} : timestampFromDate(new Date(ms)));
 
+const BREAKER_STATES: Record<BreakerFigures["state"], BreakerState> = {
+  closed: BreakerState.CLOSED,
+  open: BreakerState.OPEN,
+  half_open: BreakerState.HALF_OPEN,
+};
+
 /**
- * ListDestinationHealth: delivery figures from the in-memory aggregate of the attempt log, and
- * the backlog from the destination's consumer (waiting + unacknowledged, which includes calls
- * waiting for a retry and everything held while the destination is paused).
+ * ListDestinationHealth: delivery figures and the breaker from the in-memory aggregate of the
+ * attempt log's health summaries, and the backlog from what is stored for the destination
+ * (work-queue streams keep a call until it is delivered or dead-lettered, so the count includes
+ * calls in flight, waiting for a retry, and held while paused or while the breaker is open).
  */
 export function healthHandlers(deps: HealthDeps): Pick<ServiceImpl<AdminMethods>, "listDestinationHealth"> {
   return {
@@ -57,7 +71,7 @@ export function healthHandlers(deps: HealthDeps): Pick<ServiceImpl<AdminMethods>
         if (!d) throw new HookpostError(Code.NOT_FOUND, `destination "${req.destinationId}" does not exist`);
         list = [d];
       }
-      // A few consumer lookups at a time, not one per destination at once.
+      // A few destinations' lookups at a time, not every one at once.
       const destinations: MessageInitShape<typeof DestinationHealthSchema>[] = [];
       for (let i = 0; i < list.length; i += LOOKUPS_IN_FLIGHT) {
         destinations.push(
@@ -74,7 +88,7 @@ async function health(
   d: DestinationRecord,
 ): Promise<MessageInitShape<typeof DestinationHealthSchema>> {
   const f = deps.health.figures(d.id);
-  const [backlog, oldest] = await Promise.all([backlogOf(deps.jsm, d.id), oldestWaiting(deps.jsm, d.id)]);
+  const { backlog, oldest } = await pendingOf(deps.jsm, d.id);
   // Set by auto-disable (another part of Hookpost) when it paused the destination itself.
   const disabledReason = (d as { disabledReason?: string }).disabledReason ?? "";
   const state = d.enabled
@@ -108,26 +122,54 @@ async function health(
       delivered: m.delivered,
       failed: m.failed,
     })),
+    breakerState: BREAKER_STATES[f.breaker.state],
+    ...(f.breaker.untilMs === undefined ? {} : { breakerOpenUntil: ts(f.breaker.untilMs) }),
+    breakerReplicas: f.breaker.replicas,
   };
 }
 
-async function backlogOf(jsm: JetStreamManager, id: string): Promise<number> {
+/**
+ * Where a destination's calls are stored: every partition of the shared lane, its own lane, the
+ * subject of before issue 24 (until a start moved it), and its users' ordered subjects.
+ */
+const pendingFilters = (id: string): [string, string][] => [
+  [DELIVERIES_STREAM, deliverySubjects(id)],
+  [DELIVERIES_STREAM, laneSubject(id)],
+  [DELIVERIES_STREAM, legacyDeliverySubject(id)],
+  [ORDERED_STREAM, orderedSubjectsOf(id)],
+];
+
+/** Calls stored for the destination, and when the oldest of them was stored. */
+async function pendingOf(jsm: JetStreamManager, id: string): Promise<{ backlog: number; oldest?: Date }> {
+  const parts = await Promise.all(
+    pendingFilters(id).map(async ([stream, filter]) => {
+      const count = await countOf(jsm, stream, filter);
+      // Only where something waits: a lookup on an empty filter may walk the stream for nothing.
+      return { count, oldest: count === 0 ? undefined : await firstStored(jsm, stream, filter) };
+    }),
+  );
+  let oldest: Date | undefined;
+  for (const p of parts) if (p.oldest && (!oldest || p.oldest < oldest)) oldest = p.oldest;
+  return { backlog: parts.reduce((n, p) => n + p.count, 0), ...(oldest ? { oldest } : {}) };
+}
+
+/** Messages on the subjects matching `filter` (the server's per-subject counts). */
+async function countOf(jsm: JetStreamManager, stream: string, filter: string): Promise<number> {
   try {
-    const info = await jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(id));
-    return info.num_pending + info.num_ack_pending;
+    const info = await jsm.streams.info(stream, { subjects_filter: filter });
+    return Object.values(info.state.subjects ?? {}).reduce((n, c) => n + c, 0);
   } catch (err) {
-    // No dispatcher created it yet: whatever the router stored for it is waiting.
-    if (!isNotFound(err)) throw err;
-    const info = await jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: deliverySubject(id) });
-    return info.state.subjects?.[deliverySubject(id)] ?? 0;
+    // ORDERED comes with the dispatcher of issue 24: an older one never created it.
+    if (isNotFound(err)) return 0;
+    throw err;
   }
 }
 
-/** DELIVERIES is a work queue: the first message left on the subject is the oldest waiting. */
-async function oldestWaiting(jsm: JetStreamManager, id: string): Promise<Date | undefined> {
+/** Both streams keep a call until it is finished: the first stored on the filter is the oldest waiting. */
+async function firstStored(jsm: JetStreamManager, stream: string, filter: string): Promise<Date | undefined> {
   try {
-    const query = { seq: 1, next_by_subj: deliverySubject(id) } as unknown as { seq: number };
-    return (await jsm.streams.getMessage(DELIVERIES_STREAM, query)).time;
+    const query = { seq: 1, next_by_subj: filter } as unknown as { seq: number };
+    return (await jsm.streams.getMessage(stream, query)).time;
   } catch (err) {
     if (isNotFound(err)) return undefined;
     throw err;
