@@ -193,6 +193,7 @@ export {
   ORDERED_SUBJECT_PREFIX,
   objectStream,
   orderedDestinationFilter,
+  orderedDestinationOf,
   orderedPartitionFilter,
   orderedSubject,
   orderedSubjectsOf,
