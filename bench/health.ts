@@ -10,6 +10,7 @@
 import { ConfigStore, laneSubject, orderedSubject, partitionSubject } from "@hookpost/core";
 import { Stack } from "../test/helpers/stack.js";
 import { until } from "../test/helpers/until.js";
+import { medianMs, putDestinations } from "./fill.js";
 import { type Figure, printIfMain } from "./table.js";
 
 const DESTINATIONS = 2_000;
@@ -26,24 +27,7 @@ export async function benchHealth(): Promise<Figure[]> {
   const stack = await Stack.start({ dispatchers: 0 });
   try {
     const store = await ConfigStore.open(stack.nc);
-    const now = new Date().toISOString();
-    for (let i = 0; i < DESTINATIONS; i += 500) {
-      await Promise.all(
-        Array.from({ length: 500 }, (_, j) =>
-          store.putDestination({
-            id: `d${i + j}`,
-            name: "bench",
-            sourceIds: ["s"],
-            urls: ["https://example.com/hook"],
-            headers: {},
-            signing: "segment",
-            enabled: false,
-            createdAt: now,
-            updatedAt: now,
-          }),
-        ),
-      );
-    }
+    await putDestinations(store, DESTINATIONS, { sourceOf: () => "s", enabled: false });
     store.close();
     await until(
       async () =>
@@ -110,16 +94,6 @@ async function allHealth(stack: Stack): Promise<number> {
 
 async function one(stack: Stack, id: string): Promise<void> {
   await stack.admin.listDestinationHealth({ destinationId: id });
-}
-
-async function medianMs(runs: number, fn: () => Promise<unknown>): Promise<number> {
-  const times: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const t = performance.now();
-    await fn();
-    times.push(performance.now() - t);
-  }
-  return times.sort((a, b) => a - b)[Math.floor(times.length / 2)]!;
 }
 
 await printIfMain(import.meta.url, benchHealth, true);
