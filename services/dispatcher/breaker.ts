@@ -2,6 +2,14 @@
 const FIRST_COOL_DOWN_MS = 5_000;
 const MAX_COOL_DOWN_MS = 5 * 60_000;
 
+export interface BreakerSettings {
+  /** Consecutive failures that open a breaker (BREAKER_FAILURES). */
+  threshold: number;
+  /** Longest cool-down; never more than the longest retry delay (RETRY_MAX_DELAY). */
+  maxCoolDownMs?: number;
+  now?: () => number;
+}
+
 export type BreakerState = "closed" | "open" | "half_open";
 
 /** What a destination's breaker says now (GetDestinationHealth, the console, the CLI). */
@@ -19,6 +27,8 @@ interface Entry {
   openUntil: number;
   coolDownMs: number;
   probing: boolean;
+  /** What the last failure was ("500 is retried"). */
+  last: string;
 }
 
 /**
@@ -33,12 +43,16 @@ export class Breakers {
   readonly #threshold: number;
   readonly #entries = new Map<string, Entry>();
   readonly #now: () => number;
+  readonly #maxCoolDownMs: number;
+  readonly #firstCoolDownMs: number;
   /** Told when a breaker opens or closes (lanes stop or start pulling). */
   onChange: ((id: string, state: BreakerState) => void) | undefined;
 
-  constructor(threshold: number, now: () => number = Date.now) {
-    this.#threshold = threshold;
-    this.#now = now;
+  constructor(s: BreakerSettings) {
+    this.#threshold = s.threshold;
+    this.#now = s.now ?? Date.now;
+    this.#maxCoolDownMs = Math.min(MAX_COOL_DOWN_MS, s.maxCoolDownMs ?? MAX_COOL_DOWN_MS);
+    this.#firstCoolDownMs = Math.min(FIRST_COOL_DOWN_MS, this.#maxCoolDownMs);
   }
 
   /** May an attempt go to this destination now? Half-open: true once, for the probe. */
@@ -69,17 +83,18 @@ export class Breakers {
     if (e.openUntil !== 0) this.onChange?.(id, "closed");
   }
 
-  /** A timeout or retryable failure (not one cut short by shutdown). */
-  failed(id: string): void {
+  /** A timeout or retryable failure (not one cut short by shutdown); `reason` as a person reads it. */
+  failed(id: string, reason: string): void {
     let e = this.#entries.get(id);
     if (!e) {
-      e = { failures: 0, openUntil: 0, coolDownMs: FIRST_COOL_DOWN_MS, probing: false };
+      e = { failures: 0, openUntil: 0, coolDownMs: this.#firstCoolDownMs, probing: false, last: "" };
       this.#entries.set(id, e);
     }
     e.failures++;
+    e.last = reason;
     if (e.openUntil !== 0) {
       // The probe (or a call that was already out) failed: open again, for longer.
-      if (e.probing) e.coolDownMs = Math.min(MAX_COOL_DOWN_MS, e.coolDownMs * 2);
+      if (e.probing) e.coolDownMs = Math.min(this.#maxCoolDownMs, e.coolDownMs * 2);
       e.probing = false;
       e.openUntil = this.#now() + e.coolDownMs;
       return;
@@ -99,6 +114,11 @@ export class Breakers {
   /** The destination is gone. */
   forget(id: string): void {
     this.#entries.delete(id);
+  }
+
+  /** What the destination's last failure was, while its breaker has an entry. */
+  lastFailure(id: string): string | undefined {
+    return this.#entries.get(id)?.last;
   }
 
   view(id: string): BreakerView {

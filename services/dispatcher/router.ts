@@ -6,11 +6,11 @@ import {
   countIfFull,
   DELIVERIES_STREAM,
   deliveryMsgId,
-  deliverySubject,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   orderedSubject,
   partitionOf,
+  partitionSubject,
   SOURCE_ID_HEADER,
   startRouteSpan,
 } from "@hookpost/core";
@@ -29,6 +29,11 @@ export interface RouterDeps {
   attemptLog?: AttemptLog;
   /** ORDERED_PARTITIONS: PER_USER destinations' calls go to ORDERED under `partitionOf(dest, this)`. */
   orderedPartitions: number;
+  /**
+   * DELIVERY_PARTITIONS: the others go to partition `partitionOf("<dest>/<messageId>", this)` of
+   * DELIVERIES: a call's fan-out and a destination's calls both spread over every partition.
+   */
+  deliveryPartitions: number;
 }
 
 /** Wait before a call is routed again when DELIVERIES refused it (full, or NATS trouble). */
@@ -107,7 +112,7 @@ export class Router {
           const subject =
             dest.ordering === "PER_USER"
               ? orderedSubject(partitionOf(dest.id, d.orderedPartitions), dest.id, userHash(call))
-              : deliverySubject(dest.id);
+              : partitionSubject(partitionOf(`${dest.id}/${call.messageId}`, d.deliveryPartitions), dest.id);
           return d.publisher.publish(subject, body, h);
         }),
       );
