@@ -67,6 +67,7 @@ export {
 } from "./dead-letters/dead-letters.js";
 export {
   deliveryMsgId,
+  FIRST_TIME_HEADER,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,

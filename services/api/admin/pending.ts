@@ -2,6 +2,7 @@ import {
   DELIVERIES_STREAM,
   deliverySubjects,
   destinationOfSubject,
+  FIRST_TIME_HEADER,
   isNotFound,
   laneSubject,
   legacyDeliverySubject,
@@ -144,11 +145,16 @@ async function orderedSubjects(jsm: JetStreamManager): Promise<Record<string, nu
   return subjectsIn(jsm, ORDERED_STREAM);
 }
 
-/** The first message stored on `filter`: in these streams, the oldest call still waiting there. */
+/**
+ * When the first call stored on `filter` was first stored: a parked call carries the time it was
+ * first stored on DELIVERIES (its lane message is newer), others were stored once.
+ */
 async function firstStored(jsm: JetStreamManager, stream: string, filter: string): Promise<Date | undefined> {
   try {
     const query = { seq: 1, next_by_subj: filter } as unknown as { seq: number };
-    return (await jsm.streams.getMessage(stream, query)).time;
+    const m = await jsm.streams.getMessage(stream, query);
+    const first = Number(m.header?.get(FIRST_TIME_HEADER));
+    return Number.isFinite(first) && first > 0 && first < m.time.getTime() ? new Date(first) : m.time;
   } catch (err) {
     if (isNotFound(err)) return undefined;
     throw err;
