@@ -1,5 +1,15 @@
-import { DELIVERIES_STREAM, LANE_SUBJECT_PREFIX, laneConsumer } from "@hookpost/core";
+import {
+  DELIVERIES_STREAM,
+  LANE_SUBJECT_PREFIX,
+  laneConsumer,
+  legacyDeliverySubject,
+  legacyDestinationConsumer,
+  MESSAGE_ID_HEADER,
+  SOURCE_ID_HEADER,
+} from "@hookpost/core";
 import type { RunningDispatcher } from "@hookpost/dispatcher";
+import { renderBody } from "@hookpost/dispatcher";
+import { AckPolicy, headers } from "nats";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Receiver } from "../helpers/receiver.js";
 import { until } from "../helpers/until.js";
@@ -182,5 +192,29 @@ describe("delivery at scale (CI size)", () => {
       { timeout: 20_000, message: "every call delivered after recovery" },
     );
     expect((await p.deadLetters.list("breaks")).length).toBe(0);
+  });
+
+  it("delivers what the per-destination layout of an older version still holds, and removes its consumer", async () => {
+    const r = await receiver();
+    await p.store.putDestination(destination({ id: "old", sourceIds: ["old"], urls: [r.url()] }));
+    await p.jsm.consumers.add(DELIVERIES_STREAM, {
+      durable_name: legacyDestinationConsumer("old"),
+      filter_subject: legacyDeliverySubject("old"),
+      ack_policy: AckPolicy.Explicit,
+    });
+    const sent: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const call = track({ sourceId: "old" });
+      const h = headers();
+      h.set("Nats-Msg-Id", `${call.messageId}:old`);
+      h.set(MESSAGE_ID_HEADER, call.messageId);
+      h.set(SOURCE_ID_HEADER, call.sourceId);
+      await p.js.publish(legacyDeliverySubject("old"), renderBody(call), { headers: h });
+      sent.push(call.messageId);
+    }
+    d = await p.dispatcher({ laneSweepMs: 200 });
+    await r.waitFor(3, 20_000);
+    expect(r.requests.map((q) => String(q.headers["idempotency-key"])).sort()).toEqual(sent.sort());
+    expect((await consumerNames()).some((n) => n.startsWith("dest_"))).toBe(false);
   });
 });
