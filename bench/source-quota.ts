@@ -11,6 +11,7 @@ import { ConfigStore, DEFAULT_TOPOLOGY, deliverySubject, ensureTopology, eventSu
 import { connect, headers } from "nats";
 import pino from "pino";
 import { NatsServer } from "../test/helpers/nats-server.js";
+import { medianMs, putDestinations } from "./fill.js";
 import { type Figure, printTable } from "./table.js";
 
 const SOURCES = 1_000;
@@ -25,30 +26,13 @@ export async function benchSourceQuota(): Promise<Figure[]> {
     const jsm = await nc.jetstreamManager();
     await ensureTopology(jsm, DEFAULT_TOPOLOGY);
     const store = await ConfigStore.open(nc);
-    const now = new Date().toISOString();
-    for (let i = 0; i < DESTINATIONS; i += 500) {
-      await Promise.all(
-        Array.from({ length: 500 }, (_, j) =>
-          store.putDestination({
-            id: `d${i + j}`,
-            name: "bench",
-            sourceIds: [`s${(i + j) % SOURCES}`],
-            urls: ["https://example.com/hook"],
-            headers: {},
-            signing: "segment",
-            enabled: true,
-            createdAt: now,
-            updatedAt: now,
-          }),
-        ),
-      );
-    }
+    await putDestinations(store, DESTINATIONS, { sourceOf: (i) => `s${i % SOURCES}`, enabled: true });
     const quota = new SourceQuota(defaultSourceQuota(DEFAULT_TOPOLOGY), {
       jsm,
       store,
       log: pino({ level: "silent" }),
     });
-    const idle = await medianMs(() => quota.refresh());
+    const idle = await medianMs(REFRESHES, () => quota.refresh());
     // One pending message per destination and per source: the most subjects a refresh reads.
     const js = nc.jetstream();
     const body = "x".repeat(512);
@@ -63,7 +47,7 @@ export async function benchSourceQuota(): Promise<Figure[]> {
       Array.from({ length: SOURCES }, (_, i) => js.publish(eventSubject(`s${i}`, "track"), body)),
     );
 
-    const busy = await medianMs(() => quota.refresh());
+    const busy = await medianMs(REFRESHES, () => quota.refresh());
     const pending = quota.pendingBytes("s1");
 
     const ids = Array.from({ length: SOURCES }, (_, i) => `s${i}`);
@@ -90,16 +74,6 @@ export async function benchSourceQuota(): Promise<Figure[]> {
     await nc.close();
     await server.stop();
   }
-}
-
-async function medianMs(fn: () => Promise<void>): Promise<number> {
-  const times: number[] = [];
-  for (let i = 0; i < REFRESHES; i++) {
-    const t = performance.now();
-    await fn();
-    times.push(performance.now() - t);
-  }
-  return times.sort((a, b) => a - b)[Math.floor(times.length / 2)]!;
 }
 
 if (process.argv[1]?.endsWith("source-quota.ts")) printTable(await benchSourceQuota());

@@ -1,4 +1,5 @@
 import type {
+  AttemptLog,
   ConfigChange,
   ConfigStore,
   ConnectionState,
@@ -52,6 +53,8 @@ export interface DeliveriesDeps {
   concurrency: number;
   capacity: Capacity;
   breakers: Breakers;
+  /** Where breaker changes are reported for destination health. */
+  attemptLog?: AttemptLog;
   lanes: { sweepMs: number; idleMs: number };
   /** RETRY_WINDOW: a delivery held back by an open breaker past it is dead-lettered. */
   retryWindowMs: number;
@@ -97,7 +100,11 @@ export class Deliveries {
       heldUntil: (id) => deps.breakers.openUntil(id),
       handle: (id, msg) => this.#handleLane(id, msg),
     });
-    deps.breakers.onChange = (id) => this.lanes.refresh(id);
+    // Lanes stop or start pulling; health (GetDestinationHealth, the CLI, the console) shows it.
+    deps.breakers.onChange = (id) => {
+      this.lanes.refresh(id);
+      deps.attemptLog?.breaker(id, deps.breakers.view(id));
+    };
   }
 
   /** Creates the partition consumers (idempotent) and starts pulling them and the lanes. */

@@ -171,6 +171,7 @@ export async function startDispatcher(
     concurrency: config.deliveryConcurrency,
     capacity,
     breakers,
+    attemptLog,
     lanes: { sweepMs: config.laneSweepMs, idleMs: config.laneIdleMs },
     retryWindowMs: config.topology.retryWindowMs,
   });
@@ -265,7 +266,8 @@ export async function startDispatcher(
     await Promise.all([routerPuller.drain(), deliveries.drain()]);
     await registry.close();
     store.close();
-    await attemptLog.flush();
+    // Says this replica leaves: its breakers stop showing in health at once.
+    await attemptLog.close();
     await ops?.close();
     // Writes queued in this turn (the last acks and naks) go out before the drain.
     await new Promise((resolve) => setImmediate(resolve));

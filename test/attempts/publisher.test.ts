@@ -5,12 +5,15 @@ import {
   DEFAULT_TOPOLOGY,
   type DropReason,
   ensureTopology,
+  type HealthSummary,
+  healthSubject,
   messageHash,
   type RoutedRecord,
   routedSubject,
 } from "@hookpost/core";
 import pino from "pino";
 import { beforeAll, describe, expect, it } from "vitest";
+import { until } from "../helpers/until.js";
 import { useNats } from "../helpers/use-nats.js";
 
 // The publisher never blocks and never grows without bound: records it cannot write are dropped
@@ -145,5 +148,45 @@ describe("AttemptLog", () => {
       ["join-a", "s-b", '{"b":2}'],
       ["join-late", "s-a", '{"late":1}'],
     ]);
+  });
+
+  it("reports breaker changes without an attempt record, again while not closed, and leaving at close", async () => {
+    const replica = "pub-breakers";
+    const seen: HealthSummary[] = [];
+    const sub = nats.nc.subscribe(healthSubject(replica), {
+      callback: (_err, m) => seen.push(m.json<HealthSummary>()),
+    });
+    await nats.nc.flush();
+    const log = new AttemptLog(nats.nc, {
+      enabled: true,
+      bodies: false,
+      logger: quiet,
+      health: { replica, everyMs: 20, breakerRefreshMs: 100 },
+    });
+    const until5s = Date.now() + 5_000;
+    log.breaker("brk-a", { state: "open", until: until5s, failures: 5 });
+    await until(() => seen.length >= 1, { message: "a summary with the breaker" });
+    expect(seen[0]!.destinations).toEqual({
+      "brk-a": { breaker: { state: "open", until: until5s, failures: 5 } },
+    });
+    // Nothing else happens: the open breaker is reported again, as it is.
+    await until(() => seen.length >= 3, { message: "the open breaker reported again" });
+    expect(seen.slice(1).every((x) => x.destinations["brk-a"]?.breaker?.state === "open")).toBe(true);
+
+    log.breaker("brk-a", { state: "closed", failures: 0 });
+    await until(() => seen.at(-1)!.destinations["brk-a"]?.breaker?.state === "closed", {
+      message: "the breaker closed",
+    });
+    // Closed: not reported again (a summary written meanwhile would be one more, and say open).
+    const after = seen.length;
+    log.breaker("brk-b", { state: "half_open", until: Date.now(), failures: 6 });
+    await until(() => seen.filter((x) => x.destinations["brk-b"]).length >= 3, {
+      message: "brk-b reported again",
+    });
+    expect(seen.slice(after).some((x) => x.destinations["brk-a"])).toBe(false);
+
+    await log.close();
+    await until(() => seen.at(-1)!.leaving, { message: "the leaving summary" });
+    sub.unsubscribe();
   });
 });

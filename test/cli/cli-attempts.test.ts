@@ -69,8 +69,10 @@ describe("seeing deliveries from the CLI", () => {
     expect(health).toMatch(/^Last failure:\s+\d{4}-.*: 500 is retried$/m);
     expect(health).toMatch(/^Consecutive failures:\s+1$/m);
     expect(health).toMatch(/^Next retry:\s+\d{4}-/m);
+    // One failure: far from opening the breaker.
+    expect(health).toMatch(/^Breaker:\s+closed$/m);
     const all = (await cli(["destinations", "health"])).stdout;
-    expect(all).toMatch(/^crm\s+failing\s+1\s+0\/1\s+0\/1\s+0%\s+1\s+500 is retried\s+\d{4}-/m);
+    expect(all).toMatch(/^crm\s+failing\s+1\s+0\/1\s+0\/1\s+0%\s+1\s+closed\s+500 is retried\s+\d{4}-/m);
   }, 180_000);
 
   it("dead letters across destinations, replay by time range, clear errors for unknown ids", async () => {

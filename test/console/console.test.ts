@@ -1,3 +1,5 @@
+import { AttemptLog } from "@hookpost/core";
+import pino from "pino";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
@@ -175,7 +177,25 @@ describe("web console", () => {
       await page.locator('tr[data-destination="hook"] [data-col="last-failure"]').textContent(),
     ).toContain("422");
     await page.locator("[data-testid=deliveries-chart] canvas").waitFor();
+    // 422 is not retried: the breaker stays closed.
+    expect(await page.locator('tr[data-destination="hook"] [data-col="breaker"]').textContent()).toBe(
+      "closed",
+    );
     await expectNoSidewaysScroll("overview-failing");
+
+    // A dispatcher replica reports the breaker open (as a dispatcher's attempt log does).
+    const replica = new AttemptLog(stack.nc, {
+      enabled: true,
+      bodies: false,
+      logger: pino({ level: "silent" }),
+      health: { replica: "console-replica", everyMs: 50 },
+    });
+    replica.breaker("hook", { state: "open", until: Date.now() + 10 * 60_000, failures: 5 });
+    await reloadUntil('tr[data-destination="hook"] [data-col="breaker"] .badge-bad');
+    expect(await page.locator('tr[data-destination="hook"] [data-col="breaker"]').textContent()).toMatch(
+      /^openuntil in (9|10) min$/,
+    );
+    await replica.close();
 
     await go("destinations/hook");
     // The attempt log has the failure (a reload clears the filter, so wait before filtering).

@@ -1,6 +1,7 @@
 import {
   type Attempt,
   AttemptOutcome,
+  BreakerState,
   DeliveryState,
   type DestinationHealth,
   DestinationState,
@@ -57,6 +58,19 @@ const DESTINATION_STATE_NAMES: Record<DestinationState, string> = {
   [DestinationState.PAUSED]: "paused",
   [DestinationState.AUTO_DISABLED]: "auto-disabled",
 };
+
+const BREAKER_NAMES: Record<BreakerState, string> = {
+  [BreakerState.UNSPECIFIED]: "unknown",
+  [BreakerState.CLOSED]: "closed",
+  [BreakerState.OPEN]: "open",
+  [BreakerState.HALF_OPEN]: "half-open",
+};
+
+/** "closed", "open until <time>" or "half-open": the breaker in one phrase. */
+export function breakerText(h: { breaker: string; breakerOpenUntil: string | null }): string {
+  if (h.breaker === "open" && h.breakerOpenUntil) return `open until ${h.breakerOpenUntil}`;
+  return h.breaker;
+}
 
 export function attemptView(a: Attempt): AttemptView {
   return {
@@ -132,5 +146,8 @@ export function healthView(h: DestinationHealth) {
       delivered: m.delivered,
       failed: m.failed,
     })),
+    breaker: BREAKER_NAMES[h.breakerState] ?? "unknown",
+    breakerOpenUntil: iso(h.breakerOpenUntil),
+    breakerReplicas: h.breakerReplicas,
   };
 }

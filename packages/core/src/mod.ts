@@ -1,7 +1,18 @@
 /** The public entry point of @hookpost/core: what other packages may import. */
 
-export { HealthAggregate, type HealthFigures } from "./attempts/health.js";
-export { type DestinationDelta, type HealthSummary, HealthTally } from "./attempts/health-tally.js";
+export {
+  BREAKER_STALE_MS,
+  type BreakerFigures,
+  HealthAggregate,
+  type HealthFigures,
+} from "./attempts/health.js";
+export {
+  type BreakerReport,
+  type BreakerState,
+  type DestinationDelta,
+  type HealthSummary,
+  HealthTally,
+} from "./attempts/health-tally.js";
 export { AttemptLog, type AttemptLogOptions, type DropReason } from "./attempts/publisher.js";
 export {
   type AttemptPage,
@@ -56,6 +67,7 @@ export {
 } from "./dead-letters/dead-letters.js";
 export {
   deliveryMsgId,
+  FIRST_TIME_HEADER,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
@@ -183,8 +195,10 @@ export {
   ORDERED_SUBJECT_PREFIX,
   objectStream,
   orderedDestinationFilter,
+  orderedDestinationOf,
   orderedPartitionFilter,
   orderedSubject,
+  orderedSubjectsOf,
   partitionConsumer,
   partitionFilter,
   partitionOf,

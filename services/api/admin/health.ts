@@ -1,19 +1,23 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ADMIN_PAGES, answerBytes, Code, HookpostError } from "@hookpost/contract";
-import { type DestinationHealthSchema, DestinationState } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import type { ConfigStore, DestinationRecord, HealthAggregate } from "@hookpost/core";
 import {
-  DELIVERIES_STREAM,
-  deliverySubject,
-  destinationConsumer,
-  isNotFound,
-  type ServiceImpl,
+  BreakerState,
+  type DestinationHealthSchema,
+  DestinationState,
+} from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import type {
+  BreakerFigures,
+  ConfigStore,
+  DestinationRecord,
+  HealthAggregate,
+  ServiceImpl,
 } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import { throwIfInvalid } from "../invalid.js";
 import { requiredIdViolations } from "./ids.js";
 import { pageOf } from "./paging.js";
+import { type Pending, pendingOf } from "./pending.js";
 import type { AdminMethods } from "./sources.js";
 
 export interface HealthDeps {
@@ -22,17 +26,21 @@ export interface HealthDeps {
   health: HealthAggregate;
 }
 
-/** Consumer lookups of one page in flight at once. */
-const LOOKUPS_IN_FLIGHT = 32;
 /** The encoded 60 minute counts (about 20 bytes each), when sizing a page. */
 const MINUTES_BYTES = 60 * 20;
 
 const ts = (ms: number | undefined) => (ms === undefined ? {} : timestampFromDate(new Date(ms)));
 
+const BREAKER_STATES: Record<BreakerFigures["state"], BreakerState> = {
+  closed: BreakerState.CLOSED,
+  open: BreakerState.OPEN,
+  half_open: BreakerState.HALF_OPEN,
+};
+
 /**
- * ListDestinationHealth: delivery figures from the in-memory aggregate of the attempt log, and
- * the backlog from the destination's consumer (waiting + unacknowledged, which includes calls
- * waiting for a retry and everything held while the destination is paused).
+ * ListDestinationHealth: delivery figures and the breaker from the in-memory aggregate of the
+ * attempt log's health summaries, and the backlog from what is stored for each destination
+ * (pending.ts).
  */
 export function healthHandlers(deps: HealthDeps): Pick<ServiceImpl<AdminMethods>, "listDestinationHealth"> {
   return {
@@ -57,24 +65,22 @@ export function healthHandlers(deps: HealthDeps): Pick<ServiceImpl<AdminMethods>
         if (!d) throw new HookpostError(Code.NOT_FOUND, `destination "${req.destinationId}" does not exist`);
         list = [d];
       }
-      // A few consumer lookups at a time, not one per destination at once.
-      const destinations: MessageInitShape<typeof DestinationHealthSchema>[] = [];
-      for (let i = 0; i < list.length; i += LOOKUPS_IN_FLIGHT) {
-        destinations.push(
-          ...(await Promise.all(list.slice(i, i + LOOKUPS_IN_FLIGHT).map((d) => health(deps, d)))),
-        );
-      }
+      const pending = await pendingOf(
+        deps.jsm,
+        list.map((d) => d.id),
+      );
+      const destinations = list.map((d) => health(deps, d, pending.get(d.id) ?? { backlog: 0 }));
       return { destinations, nextPageToken };
     },
   };
 }
 
-async function health(
+function health(
   deps: HealthDeps,
   d: DestinationRecord,
-): Promise<MessageInitShape<typeof DestinationHealthSchema>> {
+  { backlog, oldest }: Pending,
+): MessageInitShape<typeof DestinationHealthSchema> {
   const f = deps.health.figures(d.id);
-  const [backlog, oldest] = await Promise.all([backlogOf(deps.jsm, d.id), oldestWaiting(deps.jsm, d.id)]);
   // Set by auto-disable (another part of Hookpost) when it paused the destination itself.
   const disabledReason = (d as { disabledReason?: string }).disabledReason ?? "";
   const state = d.enabled
@@ -108,28 +114,8 @@ async function health(
       delivered: m.delivered,
       failed: m.failed,
     })),
+    breakerState: BREAKER_STATES[f.breaker.state],
+    ...(f.breaker.untilMs === undefined ? {} : { breakerOpenUntil: ts(f.breaker.untilMs) }),
+    breakerReplicas: f.breaker.replicas,
   };
-}
-
-async function backlogOf(jsm: JetStreamManager, id: string): Promise<number> {
-  try {
-    const info = await jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(id));
-    return info.num_pending + info.num_ack_pending;
-  } catch (err) {
-    // No dispatcher created it yet: whatever the router stored for it is waiting.
-    if (!isNotFound(err)) throw err;
-    const info = await jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: deliverySubject(id) });
-    return info.state.subjects?.[deliverySubject(id)] ?? 0;
-  }
-}
-
-/** DELIVERIES is a work queue: the first message left on the subject is the oldest waiting. */
-async function oldestWaiting(jsm: JetStreamManager, id: string): Promise<Date | undefined> {
-  try {
-    const query = { seq: 1, next_by_subj: deliverySubject(id) } as unknown as { seq: number };
-    return (await jsm.streams.getMessage(DELIVERIES_STREAM, query)).time;
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
 }

@@ -2,7 +2,7 @@ import { Code, HookpostError } from "@hookpost/contract";
 import type { ConfigStore, Logger } from "@hookpost/core";
 import {
   DELIVERIES_STREAM,
-  DELIVERY_SUBJECT_PREFIX,
+  destinationOfSubject,
   EVENT_SUBJECT_PREFIX,
   EVENTS_STREAM,
   type TopologySettings,
@@ -183,7 +183,8 @@ export class SourceQuota {
     try {
       const [events, deliveries] = await Promise.all([
         this.#jsm.streams.info(EVENTS_STREAM, { subjects_filter: `${EVENT_SUBJECT_PREFIX}>` }),
-        this.#jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: `${DELIVERY_SUBJECT_PREFIX}>` }),
+        // Every subject: partitions, lanes and legacy subjects all name their destination.
+        this.#jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: ">" }),
       ]);
       const next = new Map<string, number>();
       const add = (id: string, bytes: number) => next.set(id, (next.get(id) ?? 0) + bytes);
@@ -201,7 +202,8 @@ export class SourceQuota {
       }
       const avgDelivery = average(deliveries.state);
       for (const [subject, count] of Object.entries(deliveries.state.subjects ?? {})) {
-        const destination = this.#store.destination(subject.slice(DELIVERY_SUBJECT_PREFIX.length));
+        const id = destinationOfSubject(subject);
+        const destination = id === undefined ? undefined : this.#store.destination(id);
         // A shared destination's backlog counts against each of its sources: never under-counted.
         for (const sourceId of destination?.sourceIds ?? [])
           add(sourceId, count * size(sourceId, avgDelivery));

@@ -1,6 +1,6 @@
 import { allPages } from "@hookpost/contract";
 import { Command } from "commander";
-import { healthView } from "../attempt-views.js";
+import { breakerText, healthView } from "../attempt-views.js";
 import type { Session } from "../context.js";
 
 const pct = (rate: number, attempts: number) => (attempts === 0 ? "-" : `${Math.round(rate * 1000) / 10}%`);
@@ -9,7 +9,7 @@ const perSecond = (n: number) => (Math.round(n * 100) / 100).toString();
 /** `hookpost destinations health [id]`: is each destination keeping up, and if not, why. */
 export function destinationHealthCommand(session: Session): Command {
   return new Command("health")
-    .description("backlog, deliveries and failures, last failure and next retry, per destination")
+    .description("backlog, deliveries and failures, last failure, next retry and breaker, per destination")
     .argument("[id]", "one destination (default: all)")
     .action(async (id: string | undefined, _opts: object, command: Command) => {
       const ctx = session.context(command);
@@ -41,6 +41,12 @@ export function destinationHealthCommand(session: Session): Command {
           ["Last failure", h.lastFailureTime ? `${h.lastFailureTime}: ${h.lastFailureReason}` : "-"],
           ["Consecutive failures", String(h.consecutiveFailures)],
           ["Next retry", h.nextRetryTime ?? "-"],
+          [
+            "Breaker",
+            h.breakerReplicas > 0
+              ? `${breakerText(h)} (${h.breakerReplicas} ${h.breakerReplicas === 1 ? "replica" : "replicas"})`
+              : breakerText(h),
+          ],
         ]);
         return;
       }
@@ -53,6 +59,7 @@ export function destinationHealthCommand(session: Session): Command {
           "1H OK/FAIL",
           "SUCCESS",
           "FAILS IN A ROW",
+          "BREAKER",
           "LAST FAILURE",
           "NEXT RETRY",
         ],
@@ -64,6 +71,7 @@ export function destinationHealthCommand(session: Session): Command {
           `${h.deliveries1h}/${h.failures1h}`,
           pct(h.successRate1h, h.deliveries1h + h.failures1h),
           String(h.consecutiveFailures),
+          breakerText(h),
           h.lastFailureReason,
           h.nextRetryTime ?? "",
         ]),

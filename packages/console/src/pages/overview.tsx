@@ -1,6 +1,6 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Destination, DestinationHealth } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import { DestinationState } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { BreakerState, DestinationState } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { useLayoutEffect, useMemo, useRef } from "preact/hooks";
 import { type ApiError, allDestinationHealth, allDestinations, call } from "../api.js";
 import { percent } from "../format.js";
@@ -41,6 +41,27 @@ export function stateBadge(d: Destination, h: DestinationHealth | undefined) {
       return <Badge kind="warn">paused by Hookpost</Badge>;
     default:
       return <Badge kind="ok">delivering</Badge>;
+  }
+}
+
+/** The circuit breaker over the dispatcher replicas: open holds the destination's calls back. */
+export function breakerCell(h: DestinationHealth | undefined) {
+  switch (h?.breakerState) {
+    case BreakerState.OPEN:
+      return (
+        <>
+          <Badge kind="bad">open</Badge>
+          <div class="small-text">
+            until <Time ts={h.breakerOpenUntil} />
+          </div>
+        </>
+      );
+    case BreakerState.HALF_OPEN:
+      return <Badge kind="warn">half-open</Badge>;
+    case BreakerState.CLOSED:
+      return <span class="muted">closed</span>;
+    default:
+      return <span class="muted">—</span>;
   }
 }
 
@@ -109,6 +130,7 @@ export function Overview() {
                   <th>Success (1 h)</th>
                   <th>Deliveries (1 h)</th>
                   <th>Backlog</th>
+                  <th>Breaker</th>
                   <th>Last failure</th>
                 </tr>
               </thead>
@@ -126,6 +148,7 @@ export function Overview() {
                       <td>{h ? percent(h.successRate1h, attempts) : "—"}</td>
                       <td>{h ? `${h.deliveries1h} ok, ${h.failures1h} failed` : "—"}</td>
                       <td>{h ? String(h.backlog) : "—"}</td>
+                      <td data-col="breaker">{breakerCell(h)}</td>
                       <td data-col="last-failure">
                         {h?.lastFailureTime ? (
                           <>

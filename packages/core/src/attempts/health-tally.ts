@@ -24,6 +24,22 @@ export interface DestinationDelta {
   reset?: true;
   /** Message id -> next attempt (ms); 0 when it no longer waits (delivered, dead, or not retried). */
   retrying?: Record<string, number>;
+  /** The replica's circuit breaker for the destination, as of its latest change in the window. */
+  breaker?: BreakerReport;
+}
+
+export type BreakerState = "closed" | "open" | "half_open";
+
+/**
+ * One replica's circuit breaker of one destination (the dispatcher's breaker view): open holds
+ * the destination's calls back until `until` (ms), then one probe may go (half-open).
+ */
+export interface BreakerReport {
+  state: BreakerState;
+  /** Open: when the next probe may go (ms since the epoch). */
+  until?: number;
+  /** Consecutive failed attempts the replica saw. */
+  failures: number;
 }
 
 /** One replica's window of health, stored on the attempt log (`hookpost.health.<replica>`). */
@@ -33,6 +49,8 @@ export interface HealthSummary {
   /** End of the window, ISO 8601. */
   time: string;
   destinations: Record<string, DestinationDelta>;
+  /** The replica is shutting down: its breaker reports no longer hold anything back. */
+  leaving?: true;
 }
 
 /**
@@ -90,13 +108,19 @@ export class HealthTally {
     }
   }
 
+  /** A breaker change (or a re-report of one still open): the latest of the window is kept. */
+  breaker(destinationId: string, report: BreakerReport): void {
+    this.#get(destinationId).breaker = report;
+  }
+
   /** The window's summary (undefined when nothing happened), and a fresh window. */
-  take(replica: string, nowMs = Date.now()): HealthSummary | undefined {
-    if (this.#deltas.size === 0) return undefined;
+  take(replica: string, nowMs = Date.now(), leaving = false): HealthSummary | undefined {
+    if (this.#deltas.size === 0 && !leaving) return undefined;
     const destinations = Object.fromEntries(this.#deltas);
     this.#deltas = new Map();
     this.#retryEntries = new Map();
-    return { kind: "health", replica, time: new Date(nowMs).toISOString(), destinations };
+    const time = new Date(nowMs).toISOString();
+    return { kind: "health", replica, time, destinations, ...(leaving ? { leaving: true as const } : {}) };
   }
 
   #retry(d: DestinationDelta, messageId: string, nextMs: number): void {

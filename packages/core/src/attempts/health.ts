@@ -1,7 +1,7 @@
 import type { NatsConnection } from "nats";
 import type { Logger } from "../log/logger.js";
 import { StreamFeed } from "../nats/stream-feed.js";
-import type { HealthSummary } from "./health-tally.js";
+import type { BreakerReport, BreakerState, HealthSummary } from "./health-tally.js";
 import { ATTEMPTS_STREAM, healthSubject } from "./record.js";
 
 const MINUTE = 60_000;
@@ -10,6 +10,11 @@ const HOUR = 60 * MINUTE;
 const MAX_RETRYING = 10_000;
 /** A retry this far past due is forgotten rather than shown as the next one. */
 const OVERDUE_MS = MINUTE;
+/**
+ * A breaker report not refreshed for this long (publisher.ts refreshes every minute) whose cool-down
+ * is over comes from a replica that died without saying so: it is dropped.
+ */
+export const BREAKER_STALE_MS = 3 * MINUTE;
 const decoder = new TextDecoder();
 
 interface Counts {
@@ -32,6 +37,16 @@ class DestinationStats {
   readonly retrying = new Map<string, number>();
 }
 
+/** A destination's breaker over every replica: open when any replica holds its calls back. */
+export interface BreakerFigures {
+  /** open: some replica's cool-down runs; half_open: a replica's is over and its next call probes. */
+  state: BreakerState;
+  /** Open: the latest end of a cool-down over the replicas (ms). */
+  untilMs?: number;
+  /** Replicas whose breaker is not closed. */
+  replicas: number;
+}
+
 export interface HealthFigures {
   deliveries5m: number;
   failures5m: number;
@@ -47,6 +62,7 @@ export interface HealthFigures {
   deliveredPerSecond: number;
   /** The last 60 minutes, oldest first. */
   minutes: { startMs: number; delivered: number; failed: number }[];
+  breaker: BreakerFigures;
 }
 
 /**
@@ -59,6 +75,8 @@ export interface HealthFigures {
  */
 export class HealthAggregate {
   readonly #stats = new Map<string, DestinationStats>();
+  /** Destination -> replica -> its latest breaker report that is not closed, and when (summary time, ms). */
+  readonly #breakers = new Map<string, Map<string, { report: BreakerReport; atMs: number }>>();
   readonly #feed: StreamFeed;
 
   constructor(nc: NatsConnection, logger: Logger) {
@@ -91,6 +109,7 @@ export class HealthAggregate {
   merge(summary: HealthSummary): void {
     const now = Date.parse(summary.time);
     for (const [id, d] of Object.entries(summary.destinations)) {
+      if (d.breaker) this.#breaker(id, summary.replica, d.breaker, now);
       const s = this.#get(id);
       for (const [minute, [delivered, failed]] of Object.entries(d.minutes ?? {})) {
         const counts = s.minutes.get(Number(minute)) ?? { delivered: 0, failed: 0 };
@@ -115,6 +134,46 @@ export class HealthAggregate {
         prune(s, now);
       }
     }
+    // After the window's own reports: they were made before the replica left.
+    if (summary.leaving) {
+      for (const [id, byReplica] of this.#breakers) {
+        byReplica.delete(summary.replica);
+        if (byReplica.size === 0) this.#breakers.delete(id);
+      }
+    }
+  }
+
+  #breaker(id: string, replica: string, report: BreakerReport, atMs: number): void {
+    let byReplica = this.#breakers.get(id);
+    if (report.state === "closed") {
+      byReplica?.delete(replica);
+      if (byReplica?.size === 0) this.#breakers.delete(id);
+      return;
+    }
+    if (!byReplica) {
+      byReplica = new Map();
+      this.#breakers.set(id, byReplica);
+    }
+    byReplica.set(replica, { report, atMs });
+  }
+
+  /** The destination's breaker over the replicas whose reports still count at `nowMs`. */
+  #breakerFigures(id: string, nowMs: number): BreakerFigures {
+    const byReplica = this.#breakers.get(id);
+    let untilMs: number | undefined;
+    let replicas = 0;
+    for (const [replica, { report, atMs }] of byReplica ?? []) {
+      const over = report.until === undefined || report.until <= nowMs;
+      if (over && nowMs - atMs > BREAKER_STALE_MS) {
+        byReplica!.delete(replica);
+        continue;
+      }
+      replicas++;
+      if (report.state === "open" && !over) untilMs = Math.max(untilMs ?? 0, report.until!);
+    }
+    if (byReplica?.size === 0) this.#breakers.delete(id);
+    if (untilMs !== undefined) return { state: "open", untilMs, replicas };
+    return { state: replicas > 0 ? "half_open" : "closed", replicas };
   }
 
   figures(destinationId: string, nowMs = Date.now()): HealthFigures {
@@ -162,12 +221,14 @@ export class HealthAggregate {
       incomingPerSecond: lastMinute(s.incoming),
       deliveredPerSecond: lastMinute(s.deliveredBySecond),
       minutes,
+      breaker: this.#breakerFigures(destinationId, nowMs),
     };
   }
 
   /** A deleted destination's figures go with it. */
   forget(destinationId: string): void {
     this.#stats.delete(destinationId);
+    this.#breakers.delete(destinationId);
   }
 
   #get(id: string): DestinationStats {

@@ -1,6 +1,6 @@
 import type { NatsConnection } from "nats";
 import type { Logger } from "../log/logger.js";
-import { HealthTally } from "./health-tally.js";
+import { type BreakerReport, HealthTally } from "./health-tally.js";
 import {
   type AttemptRecord,
   attemptSubject,
@@ -33,7 +33,12 @@ export interface AttemptLogOptions {
    * Also fold every record into a health summary, written once per `everyMs` (default 1 s) on
    * `hookpost.health.<replica>`: what ingest reads for destination health (packages/core/src/attempts/health.ts).
    */
-  health?: { replica: string; everyMs?: number };
+  health?: {
+    replica: string;
+    everyMs?: number;
+    /** How often breakers that are not closed are reported again (default 60 s). */
+    breakerRefreshMs?: number;
+  };
 }
 
 export type DropReason = "disconnected" | "full";
@@ -43,6 +48,13 @@ const DEFAULT_MAX_PENDING_BYTES = 8 * 1024 * 1024;
 const FLUSH_EVERY_MS = 100;
 const DROP_LOG_EVERY_MS = 10_000;
 const HEALTH_EVERY_MS = 1000;
+/**
+ * Breakers that are not closed are reported again this often: ingest tells a live replica's open
+ * breaker (refreshed) from one of a replica that died without saying so (health.ts BREAKER_STALE_MS).
+ */
+const BREAKER_REFRESH_MS = 60_000;
+/** Breakers one summary reports again at most; the rest go in the next windows. */
+const MAX_BREAKERS_PER_SUMMARY = 2000;
 const encoder = new TextEncoder();
 
 /**
@@ -64,6 +76,13 @@ export class AttemptLog {
   readonly #tally = new HealthTally();
   readonly #healthEveryMs: number;
   #healthTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Destination -> latest report of its breaker, while not closed. */
+  readonly #breakers = new Map<string, BreakerReport>();
+  /** Breakers still to be reported again in this refresh round. */
+  #refreshIds: string[] = [];
+  #refreshTimer: ReturnType<typeof setInterval> | undefined;
+  /** A breaker was reported: leaving must be said at close. */
+  #breakerReported = false;
 
   constructor(nc: NatsConnection, o: AttemptLogOptions) {
     this.#nc = nc;
@@ -97,10 +116,58 @@ export class AttemptLog {
     this.#fold(r);
   }
 
+  /**
+   * A destination's breaker changed on this replica (the dispatcher's `breakers.view(id)`). It
+   * goes in the next health summary (within a window), and while not closed it is reported again
+   * every refresh, so that ingest shows it for as long as it holds calls back.
+   */
+  breaker(destinationId: string, view: BreakerReport): void {
+    if (!this.#o.enabled || !this.#o.health) return;
+    // Copied: the caller's object is not kept.
+    const report: BreakerReport = {
+      state: view.state,
+      failures: view.failures,
+      ...(view.until === undefined ? {} : { until: view.until }),
+    };
+    this.#breakerReported = true;
+    if (report.state === "closed") this.#breakers.delete(destinationId);
+    else this.#breakers.set(destinationId, report);
+    this.#tally.breaker(destinationId, report);
+    this.#healthTimer ??= setTimeout(this.#writeHealth, this.#healthEveryMs).unref();
+    if (this.#breakers.size === 0) {
+      clearInterval(this.#refreshTimer);
+      this.#refreshTimer = undefined;
+    } else {
+      const every = this.#o.health.breakerRefreshMs ?? BREAKER_REFRESH_MS;
+      this.#refreshTimer ??= setInterval(this.#refreshBreakers, every).unref();
+    }
+  }
+
   /** Writes the health summary so far, then resolves when the server has everything written (or after `ms`). */
   async flush(ms = 5000): Promise<void> {
     clearTimeout(this.#healthTimer);
     this.#writeHealth();
+    await this.#serverFlush(ms);
+  }
+
+  /**
+   * At shutdown, instead of flush(): writes the summary so far saying that this replica leaves,
+   * so that its breakers stop showing at once, then waits for the server as flush() does.
+   */
+  async close(ms = 5000): Promise<void> {
+    clearInterval(this.#refreshTimer);
+    clearTimeout(this.#healthTimer);
+    this.#refreshTimer = undefined;
+    this.#healthTimer = undefined;
+    this.#breakers.clear();
+    this.#refreshIds = [];
+    const health = this.#o.health;
+    const summary = health && this.#tally.take(health.replica, Date.now(), this.#breakerReported);
+    if (health && summary) this.#publish(healthSubject(health.replica), summary);
+    await this.#serverFlush(ms);
+  }
+
+  async #serverFlush(ms: number): Promise<void> {
     await Promise.race([
       this.#nc.flush().catch(() => {}),
       new Promise((resolve) => setTimeout(resolve, ms).unref()),
@@ -144,17 +211,30 @@ export class AttemptLog {
     this.#healthTimer ??= setTimeout(this.#writeHealth, this.#healthEveryMs).unref();
   }
 
+  /** A refresh round: every breaker not closed goes in the next summaries again. */
+  readonly #refreshBreakers = (): void => {
+    this.#refreshIds = [...this.#breakers.keys()];
+    if (this.#refreshIds.length > 0)
+      this.#healthTimer ??= setTimeout(this.#writeHealth, this.#healthEveryMs).unref();
+  };
+
   readonly #writeHealth = (): void => {
     this.#healthTimer = undefined;
     const health = this.#o.health;
-    if (!health || this.#tally.empty) return;
+    if (!health || (this.#tally.empty && this.#refreshIds.length === 0)) return;
     // Not now: the window stays open and is written with the next one.
     const away = this.#o.connected && !this.#o.connected();
     if (away || this.#pendingBytes >= this.#maxPending) {
       this.#healthTimer = setTimeout(this.#writeHealth, this.#healthEveryMs).unref();
       return;
     }
-    this.#publish(healthSubject(health.replica), this.#tally.take(health.replica)!);
+    for (const id of this.#refreshIds.splice(0, MAX_BREAKERS_PER_SUMMARY)) {
+      const report = this.#breakers.get(id);
+      if (report) this.#tally.breaker(id, report);
+    }
+    if (!this.#tally.empty) this.#publish(healthSubject(health.replica), this.#tally.take(health.replica)!);
+    if (this.#refreshIds.length > 0)
+      this.#healthTimer = setTimeout(this.#writeHealth, this.#healthEveryMs).unref();
   };
 
   #drop(why: DropReason): void {

@@ -10,6 +10,11 @@ export const SOURCE_ID_HEADER = "Hookpost-Source-Id";
  * the retry window like any failure before sending, and dead-letters it at the window.
  */
 export const NOT_RENDERED_HEADER = "Hookpost-Not-Rendered";
+/**
+ * On a parked delivery (its destination's lane): when the delivery was first stored, in ms since
+ * the epoch; the retry window runs from there, and health's oldest waiting call is read from it.
+ */
+export const FIRST_TIME_HEADER = "Hookpost-First-Time";
 
 /**
  * Nats-Msg-Id of the delivery of one call to one destination. A redelivered router message

@@ -128,6 +128,11 @@ export const orderedSubject = (q: number, destinationId: string, userHash: strin
 export const orderedPartitionFilter = (q: number) => `${ORDERED_SUBJECT_PREFIX}${q}.>`;
 export const orderedDestinationFilter = (q: number, destinationId: string) =>
   `${ORDERED_SUBJECT_PREFIX}${q}.${destinationId}.*`;
+/** Every ordered call of one destination, whatever its partition (counts without knowing Q). */
+export const orderedSubjectsOf = (destinationId: string) => `${ORDERED_SUBJECT_PREFIX}*.${destinationId}.*`;
+/** The destination id of an ORDERED subject. */
+export const orderedDestinationOf = (subject: string) =>
+  subject.slice(ORDERED_SUBJECT_PREFIX.length).split(".")[1];
 
 /** FNV-1a: a cheap, stable spread of ids over partitions (the same on every replica and version). */
 export function partitionOf(key: string, partitions: number): number {
