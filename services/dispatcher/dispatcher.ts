@@ -27,6 +27,7 @@ import { DeliveryHandler } from "./delivery.js";
 import { createWebhookAgent } from "./http-agent.js";
 import { Janitor } from "./janitor.js";
 import { DispatcherMetrics } from "./metrics.js";
+import { OrderedDelivery } from "./ordered/ordered-delivery.js";
 import { Puller } from "./puller.js";
 import { ReplicaRegistry } from "./replica-registry.js";
 import { Router } from "./router.js";
@@ -160,6 +161,29 @@ export async function startDispatcher(
     attemptLog,
     orderedPartitions: config.orderedPartitions,
   });
+  // Ordered delivery (PER_USER destinations, issue 24): a worker of its own beside the unordered core.
+  const ordered = new OrderedDelivery({
+    nc,
+    jsm,
+    store,
+    registry,
+    connection,
+    partitions: config.orderedPartitions,
+    concurrency: config.deliveryConcurrency,
+    sender,
+    deadLetters,
+    attemptLog,
+    metrics,
+    logger,
+    policy: {
+      baseDelayMs: config.retryBaseDelayMs,
+      maxDelayMs: config.topology.retryMaxDelayMs,
+      windowMs: config.topology.retryWindowMs,
+    },
+    autoDisable: new AutoDisabler({ store, afterMs: config.autoDisableAfterMs, metrics, logger }),
+  });
+  ordered.start();
+
   const routerPuller = new Puller({
     js,
     stream: EVENTS_STREAM,
@@ -217,6 +241,7 @@ export async function startDispatcher(
     routerPuller.pause();
     supervisor.stopPulling();
     await janitor.stop();
+    await ordered.close(config.shutdownGraceMs);
     const grace = config.shutdownGraceMs;
     const settled = await Promise.all([routerPuller.settle(grace), supervisor.settle(grace)]);
     if (!settled.every(Boolean)) {
