@@ -151,7 +151,20 @@ describe("PER_USER ordering", () => {
               return accepted.every((c) => (c.dead ? dead.has(c.messageId) : seen.has(c.messageId)));
             },
             { timeout: 30_000, message: `every call of run ${run} delivered or dead-lettered` },
-          );
+          ).catch(async (err: Error) => {
+            const seen = new Set(
+              mine()
+                .filter((r) => answered(r))
+                .map(keyOf),
+            );
+            const missing = accepted.filter((c) => !(c.dead ? dead.has(c.messageId) : seen.has(c.messageId)));
+            const info = await p.jsm.streams.info("HOOKPOST_ORDERED", { subjects_filter: ">" });
+            throw new Error(
+              `${err.message}; missing ${JSON.stringify(missing)}; tried ${JSON.stringify(
+                mine().map((r) => [keyOf(r), answered(r)]),
+              )}; stored ${JSON.stringify(info.state.subjects)}`,
+            );
+          });
 
           // Per user: a call's first request comes after the earlier call's final answer.
           const requests = mine();

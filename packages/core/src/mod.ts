@@ -126,6 +126,7 @@ export { type ConfirmingMsg, confirmingAck } from "./nats/confirmed-ack.js";
 export { connectNats } from "./nats/connect.js";
 export { ConnectionState } from "./nats/connection-state.js";
 export {
+  isAlreadyDeleted,
   isAlreadyExists,
   isNoResponders,
   isNotFound,

@@ -1,4 +1,5 @@
 import {
+  isAlreadyDeleted,
   isNotFound,
   ORDERED_STREAM,
   ORDERED_SUBJECT_PREFIX,
@@ -54,7 +55,7 @@ export class HeadStore {
       // No erase: overwriting the bytes costs a write per call for nothing we need.
       await this.#jsm.streams.deleteMessage(ORDERED_STREAM, seq, false);
     } catch (err) {
-      if (!isNotFound(err)) throw err;
+      if (!isAlreadyDeleted(err)) throw err;
     }
   }
 
