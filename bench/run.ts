@@ -28,6 +28,7 @@ const suites: Record<string, () => Promise<Figure[]>> = {
   "source-quota": async () => (await import("./source-quota.js")).benchSourceQuota(),
   "json-text": async () => (await import("./json-text.js")).benchJsonText(),
   outage: async () => (await import("./outage.js")).benchOutage(),
+  ordered: async () => (await import("./ordered.js")).benchOrdered(),
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");
