@@ -59,9 +59,9 @@ export class HeadStore {
     }
   }
 
-  /** Subjects of partition `q` that hold messages, with their counts. */
-  async subjects(q: number): Promise<Record<string, number>> {
-    return this.#subjects(orderedPartitionFilter(q));
+  /** Subjects of partition `q` (every partition: undefined) that hold messages, with their counts. */
+  async subjects(q?: number): Promise<Record<string, number>> {
+    return this.#subjects(q === undefined ? `${ORDERED_SUBJECT_PREFIX}>` : orderedPartitionFilter(q));
   }
 
   /** Calls waiting for one destination. */

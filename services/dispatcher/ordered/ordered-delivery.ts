@@ -174,22 +174,22 @@ export class OrderedDelivery {
   /** Lists the users with stored calls in these partitions and makes sure each has a worker. */
   async #rescan(partitions: number[], periodic = false): Promise<void> {
     const d = this.#d;
+    if (partitions.length === 0) return;
     const unknown = new Set<string>();
-    for (const q of partitions) {
-      if (!this.#owned.has(q)) continue;
-      let subjects: Record<string, number>;
-      try {
-        subjects = await this.#heads.subjects(q);
-      } catch (err) {
-        d.logger.warn({ q, err: (err as Error).message }, "listing ordered calls failed");
-        continue;
-      }
-      for (const subject of Object.keys(subjects)) {
-        const key = parseOrderedSubject(subject);
-        if (!key) continue;
-        if (d.store.destination(key.destinationId)) this.#kick(subject, false);
-        else unknown.add(key.destinationId);
-      }
+    let subjects: string[];
+    try {
+      // One listing of the whole stream when several partitions are asked (start, a reconnect).
+      subjects = Object.keys(await this.#heads.subjects(partitions.length === 1 ? partitions[0] : undefined));
+    } catch (err) {
+      d.logger.warn({ err: (err as Error).message }, "listing ordered calls failed");
+      return;
+    }
+    const asked = new Set(partitions);
+    for (const subject of subjects) {
+      const key = parseOrderedSubject(subject);
+      if (!key || !asked.has(key.q) || !this.#owned.has(key.q)) continue;
+      if (d.store.destination(key.destinationId)) this.#kick(subject, false);
+      else unknown.add(key.destinationId);
     }
     if (!periodic) return;
     // Unknown on two periodic scans in a row: deleted while no owner watched (not one created a
