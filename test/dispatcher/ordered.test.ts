@@ -189,6 +189,73 @@ describe("PER_USER ordering", () => {
       await Promise.all(replicas.map((r) => r.close()));
     }
   });
+  // Last in this file: it shortens the retry window (and with it the streams' max age).
+  it("a paused destination's calls wait unsent and are dead-lettered at the window; switching to UNORDERED still delivers what waits in order; a delete purges", async () => {
+    const dispatcher = await p.dispatcher({
+      topology: { retryWindowMs: 1500, retryMaxDelayMs: 500 } as never,
+    });
+    try {
+      const stored = async (id: string) => {
+        const info = await p.jsm.streams.info("HOOKPOST_ORDERED", {
+          subjects_filter: `hookpost.ordered.*.${id}.*`,
+        });
+        return Object.values(info.state.subjects ?? {}).reduce((a, b) => a + b, 0);
+      };
+      const hits = (id: string) => receiver.requests.filter((r) => r.url === `/${id}`);
+
+      // Paused: nothing is sent; at the window's end each call becomes a dead letter, oldest first.
+      const paused = await orderedDestination();
+      const rec = p.store.destination(paused.id)!;
+      await p.putDestination({ ...rec, enabled: false });
+      const waiting = [track({ sourceId: paused.sourceId }), track({ sourceId: paused.sourceId })];
+      for (const c of waiting) await accept(c);
+      const letters = await until(
+        async () => {
+          const l = await p.deadLetters.list(paused.id);
+          return l.length === waiting.length && l;
+        },
+        { message: "the paused destination's calls dead-lettered" },
+      );
+      expect(letters.map((l) => l.messageId)).toEqual(waiting.map((c) => c.messageId));
+      expect(letters[0]!.reason).toMatch(/disabled for the whole retry window/);
+      expect(hits(paused.id)).toHaveLength(0);
+      expect(await stored(paused.id)).toBe(0);
+
+      // PER_USER -> UNORDERED while calls wait in ORDERED: they are still delivered, in order.
+      const switched = await orderedDestination();
+      const sw = p.store.destination(switched.id)!;
+      await p.putDestination({ ...sw, enabled: false });
+      const before = [track({ sourceId: switched.sourceId }), track({ sourceId: switched.sourceId })];
+      for (const c of before) await accept(c);
+      await until(async () => (await stored(switched.id)) === before.length, { message: "calls in ORDERED" });
+      const { ordering: _o, ...unordered } = sw;
+      await p.putDestination({ ...unordered, enabled: true });
+      const after = track({ sourceId: switched.sourceId });
+      await accept(after);
+      await until(
+        () => [...before, after].every((c) => hits(switched.id).some((r) => keyOf(r) === c.messageId)),
+        {
+          message: "the switched destination's calls delivered",
+        },
+      );
+      const order = hits(switched.id).map(keyOf);
+      expect(order.indexOf(before[0]!.messageId)).toBeLessThan(order.indexOf(before[1]!.messageId));
+
+      // Deleted with calls waiting: they are purged from ORDERED.
+      const gone = await orderedDestination();
+      const g = p.store.destination(gone.id)!;
+      await p.putDestination({ ...g, enabled: false });
+      await accept(track({ sourceId: gone.sourceId, userId: "x" }));
+      await until(async () => (await stored(gone.id)) === 1, { message: "the call in ORDERED" });
+      await p.applied(await p.store.deleteDestination(gone.id));
+      await until(async () => (await stored(gone.id)) === 0, {
+        message: "the deleted destination's calls purged",
+      });
+      expect(hits(gone.id)).toHaveLength(0);
+    } finally {
+      await dispatcher.close();
+    }
+  });
 });
 
 /** The receiver's answers to one call, in order of its attempts. */
