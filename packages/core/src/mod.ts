@@ -56,6 +56,7 @@ export {
 } from "./dead-letters/dead-letters.js";
 export {
   deliveryMsgId,
+  EVENT_SEQ_HEADER,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,

@@ -11,6 +11,7 @@ import type { StoredMsg } from "nats";
 import { attemptRecords, readableReason } from "../attempt-records.js";
 import type { AutoDisabler } from "../auto-disable.js";
 import type { DispatcherMetrics } from "../metrics.js";
+import { logUrl } from "../redact-url.js";
 import { type DeadCause, decide, type RetryPolicy } from "../retry.js";
 import { type AttemptOutcome, type DeliveryResult, notSentOutcome, type WebhookSender } from "../sender.js";
 
@@ -123,7 +124,14 @@ export async function attemptHead(
     d.metrics.retries.inc();
     span.end("retry", true);
     d.logger.info(
-      { destinationId: dest.id, messageId: f.messageId, attempt, delayMs: decision.delayMs, ordered: true },
+      {
+        destinationId: dest.id,
+        messageId: f.messageId,
+        attempt,
+        delayMs: decision.delayMs,
+        ordered: true,
+        ...lastOutcome(result.outcomes),
+      },
       "delivery retry scheduled",
     );
     return { kind: "retry", delayMs: decision.delayMs };
@@ -173,9 +181,20 @@ export async function deadLetterHead(
   d.attemptLog.dead(deadRecordOf(letter, deadSequence));
   d.metrics.deliveries.inc({ outcome: "dead_letter", destination: destinationId });
   if (cause !== "disabled") d.metrics.deadLetters.inc({ cause });
+  // The janitor's words for a paused destination's expired call; npm start prints both.
+  const msg =
+    cause === "disabled" ? "delivery of a disabled destination dead-lettered" : "delivery dead-lettered";
   d.logger.warn(
-    { destinationId, messageId: f.messageId, attempts, reason, ordered: true },
-    "delivery dead-lettered",
+    { destinationId, messageId: f.messageId, attempts, reason, ordered: true, ...lastOutcome(outcomes) },
+    msg,
   );
   return true;
+}
+
+/** Log fields of the last URL tried, as `npm start` prints them (its line per failed attempt). */
+function lastOutcome(outcomes: readonly AttemptOutcome[]): Record<string, unknown> {
+  const o = outcomes.at(-1);
+  if (!o) return {};
+  const response = o.responseExcerpt ? o.responseExcerpt.slice(0, 200) : undefined;
+  return { url: logUrl(o.url), status: o.status, error: o.error, detail: o.detail, response };
 }

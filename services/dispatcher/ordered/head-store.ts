@@ -35,13 +35,21 @@ export class HeadStore {
   }
 
   /**
-   * The first message stored on `subject` (the head), undefined when none. `next_by_subj` with
-   * seq 0 is answered by the stream leader from its own store, so it never lags a delete.
+   * The first message stored on `subject` at or after sequence `from` (undefined: none).
+   * `next_by_subj` is answered by the stream leader from its own store, so it never lags a delete.
    */
-  async head(subject: string): Promise<StoredMsg | undefined> {
+  async next(subject: string, from: number): Promise<StoredMsg | undefined> {
+    // nats.js types the query as {seq} | {last_by_subj}; the server also takes next_by_subj.
+    return this.#get({ seq: from, next_by_subj: subject } as unknown as { seq: number });
+  }
+
+  /** The message stored at `seq` (undefined: deleted meanwhile). */
+  async get(seq: number): Promise<StoredMsg | undefined> {
+    return this.#get({ seq });
+  }
+
+  async #get(query: { seq: number }): Promise<StoredMsg | undefined> {
     try {
-      // nats.js types the query as {seq} | {last_by_subj}; the server also takes next_by_subj.
-      const query = { seq: 0, next_by_subj: subject } as unknown as { seq: number };
       return await this.#jsm.streams.getMessage(ORDERED_STREAM, query);
     } catch (err) {
       if (isNotFound(err)) return undefined;

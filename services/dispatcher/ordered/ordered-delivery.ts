@@ -7,7 +7,9 @@ import type { ReplicaRegistry } from "../replica-registry.js";
 import { type AttemptDeps, attemptHead, deadLetterHead } from "./attempt.js";
 import { HeadStore, type OrderedKey, parseOrderedSubject } from "./head-store.js";
 import { ownedPartitions } from "./ownership.js";
+import { RouterFloor } from "./router-floor.js";
 import { DestinationSlots } from "./slots.js";
+import { SubjectView } from "./subject-view.js";
 
 export interface OrderedDeps extends AttemptDeps {
   nc: NatsConnection;
@@ -66,6 +68,7 @@ export class OrderedDelivery {
   readonly #d: OrderedDeps;
   readonly #heads: HeadStore;
   readonly #slots: DestinationSlots;
+  readonly #floor: RouterFloor;
   #owned = new Set<number>();
   readonly #subs = new Map<number, Subscription>();
   readonly #workers = new Map<string, Worker>();
@@ -91,6 +94,7 @@ export class OrderedDelivery {
     this.#d = deps;
     this.#heads = new HeadStore(deps.jsm);
     this.#slots = new DestinationSlots(deps.concurrency);
+    this.#floor = new RouterFloor(deps.jsm);
     // Every waiting worker listens to these: bounded by the users with work, not a leak.
     setMaxListeners(0, this.#stop.signal);
     setMaxListeners(0, this.#abort.signal);
@@ -246,11 +250,13 @@ export class OrderedDelivery {
     const stop = this.#stop.signal;
     /** Attempts made here per stored message (after a takeover it starts again; the window does not). */
     const attempts = new Map<number, number>();
+    const view = new SubjectView(this.#heads, subject);
     let rechecks = 0;
+    let laters = 0;
     while (!stop.aborted && this.#owned.has(key.q)) {
-      let head: StoredMsg | undefined;
+      let head: StoredMsg | undefined | "later";
       try {
-        head = await this.#heads.head(subject);
+        head = await this.#pick(view);
       } catch (err) {
         d.logger.warn(
           { destinationId: key.destinationId, err: (err as Error).message },
@@ -259,6 +265,12 @@ export class OrderedDelivery {
         await this.#pause(ERROR_PAUSE_MS);
         continue;
       }
+      if (head === "later") {
+        // Usually answered by the next look; a router that is stuck (backpressure) is polled less.
+        if (++laters > 2) await this.#pause(Math.min(1000, 10 * 2 ** (laters - 3)));
+        continue;
+      }
+      laters = 0;
       if (!head) {
         if (w.kicks === 0 || rechecks >= RECHECK_MS.length) return;
         await this.#pause(RECHECK_MS[rechecks++]!);
@@ -273,7 +285,7 @@ export class OrderedDelivery {
         continue;
       }
       if (!dest.enabled) {
-        await this.#whilePaused(key.destinationId, head);
+        if (await this.#whilePaused(key.destinationId, head)) view.drop(head.seq);
         continue;
       }
       const release = await this.#slots.take(dest, () => d.store.destination(key.destinationId), stop);
@@ -293,6 +305,7 @@ export class OrderedDelivery {
         case "dead":
           attempts.delete(head.seq);
           if (!(await this.#remove(head.seq))) return;
+          view.drop(head.seq);
           break;
         case "aborted":
           return;
@@ -316,17 +329,37 @@ export class OrderedDelivery {
    * A paused destination's head waits (unsent) until the destination is enabled again, and is
    * dead-lettered once it has waited the whole retry window, like the janitor does with DELIVERIES.
    */
-  async #whilePaused(destinationId: string, head: StoredMsg): Promise<void> {
+  async #whilePaused(destinationId: string, head: StoredMsg): Promise<boolean> {
     const d = this.#d;
     const expiresAt = head.time.getTime() + d.policy.windowMs;
     const left = expiresAt - Date.now();
     if (left > 0) {
       await this.#configChange(destinationId, left);
-      return;
+      return false;
     }
     const reason = "destination disabled for the whole retry window";
-    if (await deadLetterHead(d, destinationId, head, 0, [], reason, "disabled")) await this.#remove(head.seq);
-    else await this.#pause(DEAD_WRITE_PAUSE_MS);
+    if (await deadLetterHead(d, destinationId, head, 0, [], reason, "disabled"))
+      return this.#remove(head.seq);
+    await this.#pause(DEAD_WRITE_PAUSE_MS);
+    return false;
+  }
+
+  /**
+   * The call to send next on a user's subject: the stored one accepted first, once every call
+   * accepted before it has been routed (so none of them can still appear behind it). "later":
+   * not yet known, look again (the router's floor is re-read at most every 20 ms).
+   */
+  async #pick(view: SubjectView): Promise<StoredMsg | undefined | "later"> {
+    const since = performance.now();
+    await view.refresh();
+    const first = view.first();
+    if (!first) return undefined;
+    if (first.eventSeq > 0 && !(await this.#floor.reached(first.eventSeq, since))) return "later";
+    const head = await this.#heads.get(first.seq);
+    if (head) return head;
+    // Deleted meanwhile (another owner during a hand-over, a purge, max age).
+    view.drop(first.seq);
+    return "later";
   }
 
   /**

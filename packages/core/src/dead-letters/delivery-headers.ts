@@ -10,6 +10,12 @@ export const SOURCE_ID_HEADER = "Hookpost-Source-Id";
  * the retry window like any failure before sending, and dead-letters it at the window.
  */
 export const NOT_RENDERED_HEADER = "Hookpost-Not-Rendered";
+/**
+ * On HOOKPOST_ORDERED only: the call's sequence on EVENTS (the order it was accepted in). Routers
+ * may store a user's calls out of that order (two replicas, a retried publish); the ordered worker
+ * sends by it (services/dispatcher/ordered/).
+ */
+export const EVENT_SEQ_HEADER = "Hookpost-Event-Seq";
 
 /**
  * Nats-Msg-Id of the delivery of one call to one destination. A redelivered router message
