@@ -186,13 +186,13 @@ describe("PER_USER ordering", () => {
             }
           }
         }),
-        { numRuns: 4, endOnFailure: true },
+        { numRuns: 3, endOnFailure: true },
       );
       expect(natsRestarts).toBeGreaterThanOrEqual(1);
     } finally {
       await Promise.all(replicas.map((r) => r.close()));
     }
-  });
+  }, 120_000);
   // Last in this file: it shortens the retry window (and with it the streams' max age).
   it("a paused destination's calls wait unsent and are dead-lettered at the window; switching to UNORDERED still delivers what waits in order; a delete purges", async () => {
     const dispatcher = await p.dispatcher({

@@ -35,6 +35,8 @@ const DEAD_WRITE_PAUSE_MS = 5000;
  * leader has written it. A worker woken by one that finds nothing looks again after these waits.
  */
 const RECHECK_MS = [5, 25, 100, 500];
+/** A call waiting this long for the router's floor has the unrouted events before it looked through. */
+const STUCK_FLOOR_MS = 500;
 /** A destination unknown here may be one created a moment ago on another replica. */
 const UNKNOWN_DESTINATION_WAIT_MS = 5000;
 /** After auto-disable decided to pause: wait for the pause to reach this replica's store. */
@@ -354,7 +356,23 @@ export class OrderedDelivery {
     await view.refresh();
     const first = view.first();
     if (!first) return undefined;
-    if (first.eventSeq > 0 && !(await this.#floor.reached(first.eventSeq, since))) return "later";
+    if (
+      first.eventSeq > 0 &&
+      !view.proven(first.eventSeq, since) &&
+      !(await this.#floor.reached(first.eventSeq, since))
+    ) {
+      // The floor can stay low for long (an event whose ack was lost is redelivered after the
+      // router's ack wait, 30 s): after a while, look at what is still unrouted before this call.
+      const now = performance.now();
+      view.waitingSince ??= now;
+      if (now - view.waitingSince > STUCK_FLOOR_MS) {
+        const hash = view.subject.slice(view.subject.lastIndexOf(".") + 1);
+        if (await this.#floor.noneOfUser(hash, first.eventSeq, view.seenEvents))
+          view.prove(first.eventSeq, performance.now());
+      }
+      return "later";
+    }
+    view.waitingSince = undefined;
     const head = await this.#heads.get(first.seq);
     if (head) return head;
     // Deleted meanwhile (another owner during a hand-over, a purge, max age).

@@ -1,8 +1,11 @@
-import { EVENTS_STREAM, ROUTER_CONSUMER } from "@hookpost/core";
+import { EVENTS_STREAM, isNotFound, ROUTER_CONSUMER } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
+import { parseStoredCall, userHash } from "../router.js";
 
 /** How often the floor may be read again while someone waits for it to rise. */
 const REFRESH_MS = 20;
+/** Unrouted events looked through at most, for one call stuck behind the floor. */
+const MAX_GAP = 2000;
 
 /**
  * The router's ack floor on EVENTS: every event up to this sequence has been routed (the router
@@ -45,5 +48,30 @@ export class RouterFloor {
     const info = await this.#jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER);
     this.#floor = Math.max(this.#floor, info.ack_floor.stream_seq);
     this.#readAt = performance.now();
+  }
+
+  /**
+   * True when none of the events still stored on EVENTS before `eventSeq` (not routed yet, or
+   * being routed) is a call of the user `hash`: then every earlier call of that user is routed,
+   * whatever holds the floor back (an event whose ack was lost waits out the router's ack wait).
+   * `stored`: EVENTS sequences whose ORDERED copy was seen stored (routed, whatever EVENTS says).
+   * False when one is, or when too many are unrouted to look through.
+   */
+  async noneOfUser(hash: string, eventSeq: number, stored: ReadonlySet<number>): Promise<boolean> {
+    if (eventSeq - 1 - this.#floor > MAX_GAP) return false;
+    for (let seq = this.#floor + 1; seq < eventSeq; seq++) {
+      // Its copy is in ORDERED already (the router's ack was lost, say): routed.
+      if (stored.has(seq)) continue;
+      let data: Uint8Array;
+      try {
+        data = (await this.#jsm.streams.getMessage(EVENTS_STREAM, { seq })).data;
+      } catch (err) {
+        if (isNotFound(err)) continue; // routed and acked: gone from the work queue
+        throw err;
+      }
+      const call = parseStoredCall(data);
+      if (typeof call !== "string" && userHash(call) === hash) return false;
+    }
+    return true;
   }
 }

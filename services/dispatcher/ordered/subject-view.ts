@@ -17,22 +17,31 @@ interface Entry {
  */
 export class SubjectView {
   readonly #heads: HeadStore;
-  readonly #subject: string;
+  readonly subject: string;
   #entries: Entry[] = [];
   #seenTo = 0;
+  /** Every call of this user accepted before `provenSeq` was routed, known at `provenAt`. */
+  #provenSeq = 0;
+  #provenAt = 0;
+  /** EVENTS sequences of every call seen stored here (delivered ones too): those are routed. */
+  readonly seenEvents = new Set<number>();
+  /** performance.now() since the first call has waited for the router's floor. */
+  waitingSince: number | undefined;
 
   constructor(heads: HeadStore, subject: string) {
     this.#heads = heads;
-    this.#subject = subject;
+    this.subject = subject;
   }
 
   /** Reads the calls stored since the last refresh. */
   async refresh(): Promise<void> {
     for (;;) {
-      const m = await this.#heads.next(this.#subject, this.#seenTo + 1);
+      const m = await this.#heads.next(this.subject, this.#seenTo + 1);
       if (!m) return;
       this.#seenTo = m.seq;
-      this.#entries.push({ seq: m.seq, eventSeq: Number(m.header?.get(EVENT_SEQ_HEADER)) || 0 });
+      const eventSeq = Number(m.header?.get(EVENT_SEQ_HEADER)) || 0;
+      this.#entries.push({ seq: m.seq, eventSeq });
+      this.seenEvents.add(eventSeq);
     }
   }
 
@@ -41,6 +50,17 @@ export class SubjectView {
     let best: Entry | undefined;
     for (const e of this.#entries) if (!best || e.eventSeq < best.eventSeq) best = e;
     return best;
+  }
+
+  /** Records that every call of this user accepted before `eventSeq` is routed (as of `at`). */
+  prove(eventSeq: number, at: number): void {
+    this.#provenSeq = eventSeq;
+    this.#provenAt = at;
+  }
+
+  /** Whether that was known before a listing that began at `since` (so the listing saw them all). */
+  proven(eventSeq: number, since: number): boolean {
+    return this.#provenSeq >= eventSeq && this.#provenAt <= since;
   }
 
   /** A call that was delivered, dead-lettered or found gone. */
