@@ -29,6 +29,7 @@ const suites: Record<string, () => Promise<Figure[]>> = {
   "json-text": async () => (await import("./json-text.js")).benchJsonText(),
   outage: async () => (await import("./outage.js")).benchOutage(),
   health: async () => (await import("./health.js")).benchHealth(),
+  ordered: async () => (await import("./ordered.js")).benchOrdered(),
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");

@@ -33,6 +33,7 @@ import { createWebhookAgent } from "./http-agent.js";
 import { Janitor } from "./janitor.js";
 import { migrateLegacyConsumers } from "./legacy.js";
 import { DispatcherMetrics } from "./metrics.js";
+import { OrderedDelivery } from "./ordered/ordered-delivery.js";
 import { Parking } from "./parking.js";
 import { Puller } from "./puller.js";
 import { ReplicaRegistry } from "./replica-registry.js";
@@ -118,6 +119,13 @@ export async function startDispatcher(
   const shutdown = new AbortController();
   // Every in-flight request listens to it: that is bounded by the concurrency, not a leak.
   setMaxListeners(0, shutdown.signal);
+  // One per replica: its failure clock is shared by the unordered core and the ordered worker.
+  const autoDisable = new AutoDisabler({ store, afterMs: config.autoDisableAfterMs, metrics, logger });
+  const retryPolicy = {
+    baseDelayMs: config.retryBaseDelayMs,
+    maxDelayMs: config.topology.retryMaxDelayMs,
+    windowMs: config.topology.retryWindowMs,
+  };
   const capacity = new Capacity(config.maxConnections);
   const breakers = new Breakers({
     threshold: config.breakerFailures,
@@ -140,17 +148,13 @@ export async function startDispatcher(
     store,
     sender,
     deadLetters,
-    policy: {
-      baseDelayMs: config.retryBaseDelayMs,
-      maxDelayMs: config.topology.retryMaxDelayMs,
-      windowMs: config.topology.retryWindowMs,
-    },
+    policy: retryPolicy,
     ackWaitMs: config.ackWaitMs,
     metrics,
     logger,
     attemptLog,
     shutdown: shutdown.signal,
-    autoDisable: new AutoDisabler({ store, afterMs: config.autoDisableAfterMs, metrics, logger }),
+    autoDisable,
     parking,
     health: observer,
   });
@@ -196,6 +200,25 @@ export async function startDispatcher(
     orderedPartitions: config.orderedPartitions,
     deliveryPartitions: config.deliveryPartitions,
   });
+  // Ordered delivery (PER_USER destinations, issue 24): a worker of its own beside the unordered core.
+  const ordered = new OrderedDelivery({
+    nc,
+    jsm,
+    store,
+    registry,
+    connection,
+    partitions: config.orderedPartitions,
+    concurrency: config.deliveryConcurrency,
+    sender,
+    deadLetters,
+    attemptLog,
+    metrics,
+    logger,
+    policy: retryPolicy,
+    autoDisable,
+  });
+  ordered.start();
+
   const routerPuller = new Puller({
     js,
     stream: EVENTS_STREAM,
@@ -256,6 +279,7 @@ export async function startDispatcher(
     routerPuller.pause();
     deliveries.stopPulling();
     await janitor.stop();
+    await ordered.close(config.shutdownGraceMs);
     const grace = config.shutdownGraceMs;
     const settled = await Promise.all([routerPuller.settle(grace), deliveries.settle(grace)]);
     if (!settled.every(Boolean)) {

@@ -6,6 +6,7 @@ import {
   countIfFull,
   DELIVERIES_STREAM,
   deliveryMsgId,
+  EVENT_SEQ_HEADER,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   orderedSubject,
@@ -109,10 +110,12 @@ export class Router {
           h.set(SOURCE_ID_HEADER, call.sourceId);
           if (notRendered !== undefined) h.set(NOT_RENDERED_HEADER, notRendered);
           span.inject(h); // tracing hook: the trace goes on to DELIVERIES
-          const subject =
-            dest.ordering === "PER_USER"
-              ? orderedSubject(partitionOf(dest.id, d.orderedPartitions), dest.id, userHash(call))
-              : partitionSubject(partitionOf(`${dest.id}/${call.messageId}`, d.deliveryPartitions), dest.id);
+          const ordered = dest.ordering === "PER_USER";
+          // The accepted order, which the ordered worker follows even if routers store out of it.
+          if (ordered) h.set(EVENT_SEQ_HEADER, String(msg.info.streamSequence));
+          const subject = ordered
+            ? orderedSubject(partitionOf(dest.id, d.orderedPartitions), dest.id, userHash(call))
+            : partitionSubject(partitionOf(`${dest.id}/${call.messageId}`, d.deliveryPartitions), dest.id);
           return d.publisher.publish(subject, body, h);
         }),
       );

@@ -39,9 +39,28 @@ destinations:
         headers: { "X-Version": "2" },
         secret: "abc",
         signing: "segment",
+        ordering: "unordered",
         enabled: true,
         path: "destinations[0]",
       },
+    ]);
+  });
+
+  it("reads ordering: per-user or unordered, anything else is a problem at its line", () => {
+    const file = (ordering: string) => `
+sources: [{ id: web, name: Web }]
+destinations:
+  - id: d1
+    name: D1
+    sources: [web]
+    urls: [https://a.example.com/h]
+    ordering: ${ordering}
+`;
+    expect(parseApplyFile(file("per-user"), "f.yaml", {}).destinations[0]!.ordering).toBe("per-user");
+    expect(parseApplyFile(file("unordered"), "f.yaml", {}).destinations[0]!.ordering).toBe("unordered");
+    expect(problems(file("PER_USER"))).toEqual([
+      "f.yaml has 1 problem; nothing was changed",
+      "destinations[0].ordering: must be one of unordered, per-user (line 8)",
     ]);
   });
 
@@ -137,6 +156,7 @@ describe("apply diff", () => {
     headers: { "x-team": "growth" },
     sharedSecretSet: true,
     signing: "segment",
+    ordering: "unordered",
     enabled: true,
     createTime: null,
     updateTime: null,
@@ -149,6 +169,7 @@ describe("apply diff", () => {
     headers: { "X-Team": "growth" },
     secret: "s",
     signing: "segment" as const,
+    ordering: "unordered" as const,
     enabled: true,
     path: "destinations[0]",
   };
@@ -172,10 +193,11 @@ describe("apply diff", () => {
           urls: ["https://b.example.com"],
           headers: {},
           signing: "standard-webhooks",
+          ordering: "per-user",
           enabled: false,
         },
         false,
       ),
-    ).toEqual(["name", "source_ids", "urls", "headers", "shared_secret", "signing", "enabled"]);
+    ).toEqual(["name", "source_ids", "urls", "headers", "shared_secret", "signing", "ordering", "enabled"]);
   });
 });

@@ -8,8 +8,10 @@ import {
   type DestinationSchema,
   GetDestinationRequestSchema,
   ListDestinationsRequestSchema,
+  Ordering,
   Signing,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { ConfigStore } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { until } from "../helpers/until.js";
 import { ADMIN_TOKEN, failure, fields, rawCall, rawClient, useHarness } from "./harness.js";
@@ -411,5 +413,54 @@ describe("UpdateDestination", () => {
     const { enabled: _unset, ...rest } = valid({ name: "renamed" });
     const r = await h.admin.updateDestination({ destination: { ...rest, id: d.id } });
     expect(r.destination).toMatchObject({ name: "renamed", enabled: false });
+  });
+});
+
+describe("ordering", () => {
+  it("PER_USER is set, stored, read back, kept by an unmasked update, cleared by a masked UNORDERED; a bad value names the field", async () => {
+    const store = await ConfigStore.open(h.nc);
+    try {
+      const stored = async (id: string) => {
+        await until(() => store.destination(id), { message: `destination ${id} in the store` });
+        return store.destination(id)!.ordering;
+      };
+      const plain = (await h.admin.createDestination({ destination: valid() })).destination!;
+      expect(plain.ordering).toBe(Ordering.UNORDERED);
+      expect(await stored(plain.id)).toBeUndefined();
+
+      const d = (await h.admin.createDestination({ destination: valid({ ordering: Ordering.PER_USER }) }))
+        .destination!;
+      expect(d.ordering).toBe(Ordering.PER_USER);
+      expect((await h.admin.getDestination({ id: d.id })).destination!.ordering).toBe(Ordering.PER_USER);
+      expect(await stored(d.id)).toBe("PER_USER");
+
+      // An update without a mask and without ordering keeps it.
+      const kept = await h.admin.updateDestination({
+        destination: { id: d.id, name: "Renamed", sourceIds: [s1], urls: ["https://hooks.example.com/in"] },
+      });
+      expect(kept.destination!.ordering).toBe(Ordering.PER_USER);
+      // Named in the mask: UNORDERED (or unset) switches back; stored as absent.
+      const back = await h.admin.updateDestination({
+        destination: { id: d.id },
+        updateMask: { paths: ["ordering"] },
+      });
+      expect(back.destination!.ordering).toBe(Ordering.UNORDERED);
+      await until(async () => (await stored(d.id)) === undefined, {
+        message: "ordering removed in the store",
+      });
+
+      await refused(valid({ ordering: 7 as Ordering }), ["destination.ordering"]);
+      const err = await failure(
+        h.admin.updateDestination({
+          destination: { id: d.id, ordering: 9 as Ordering },
+          updateMask: { paths: ["ordering"] },
+        }),
+      );
+      expect(err.code).toBe(Code.INVALID_ARGUMENT);
+      expect(fields(err)).toEqual(["destination.ordering"]);
+      expect((await h.admin.getDestination({ id: d.id })).destination!.ordering).toBe(Ordering.UNORDERED);
+    } finally {
+      store.close();
+    }
   });
 });

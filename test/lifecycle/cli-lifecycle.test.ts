@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
-import { Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { Ordering, Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { CONFIG_BUCKET } from "@hookpost/core";
 import {
   generateStandardWebhookSecret,
@@ -148,4 +148,32 @@ describe("hookpost destinations (lifecycle)", () => {
     const enabled = JSON.parse((await cli(["--json", "destinations", "get", d.id])).stdout);
     expect(enabled).toMatchObject({ enabled: true, disabledReason: "", rateLimitPerSecond: null });
   }, 120_000);
+  it("create/update --ordering: the detail view shows it, --json carries it, the server stores it; a bad value is a usage error", async () => {
+    const src = (await stack.source()).id;
+    const created = await cli([
+      "destinations",
+      "create",
+      "--name",
+      "Ordered",
+      "--source",
+      src,
+      "--url",
+      stack.receiver.url("/ordered-cli"),
+      "--ordering",
+      "per-user",
+      "--json",
+    ]);
+    const d = JSON.parse(created.stdout) as { id: string; ordering: string };
+    expect(d.ordering).toBe("per-user");
+    expect((await stack.admin.getDestination({ id: d.id })).destination!.ordering).toBe(Ordering.PER_USER);
+
+    const updated = await cli(["destinations", "update", d.id, "--ordering", "unordered"]);
+    expect(updated.stdout).toMatch(/ordering changed/);
+    expect(updated.stdout).toMatch(/ordering:\s+unordered/);
+    expect((await stack.admin.getDestination({ id: d.id })).destination!.ordering).toBe(Ordering.UNORDERED);
+
+    const bad = await hookpost(["destinations", "update", d.id, "--ordering", "sorted"], env);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--ordering.*sorted/);
+  });
 });

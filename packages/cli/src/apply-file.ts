@@ -6,7 +6,7 @@ import type { FieldViolation } from "@hookpost/contract";
 import { headersViolations, sharedSecretViolations, urlsViolations, userVariables } from "@hookpost/contract";
 import { LineCounter, type Node, parseDocument } from "yaml";
 import { InputError, type InputProblem } from "./errors.js";
-import { SIGNING_NAMES, type SigningName } from "./views.js";
+import { ORDERING_NAMES, type OrderingName, SIGNING_NAMES, type SigningName } from "./views.js";
 
 /**
  * The declarative file of `hookpost apply -f`: the sources and destinations that should exist.
@@ -21,6 +21,7 @@ import { SIGNING_NAMES, type SigningName } from "./views.js";
  *       headers: { X-Team: growth }
  *       secretEnv: CRM_SECRET        # or secret: …
  *       signing: segment             # or standard-webhooks
+ *       ordering: unordered          # or per-user
  *       enabled: true
  *
  * Ids are required so that a second apply finds what the first one created. The whole file is
@@ -47,6 +48,8 @@ export interface DesiredDestination {
   /** Absent: the destination has no shared secret. */
   secret?: string;
   signing: SigningName;
+  /** Absent from the file: unordered. */
+  ordering: OrderingName;
   enabled: boolean;
   path: string;
 }
@@ -65,6 +68,7 @@ const DESTINATION_KEYS = [
   "secret",
   "secretEnv",
   "signing",
+  "ordering",
   "enabled",
 ];
 
@@ -209,6 +213,15 @@ class Checker {
         signing = undefined;
       }
     }
+    let ordering: OrderingName = "unordered";
+    if (value.ordering !== undefined) {
+      if (
+        typeof value.ordering === "string" &&
+        (ORDERING_NAMES as readonly string[]).includes(value.ordering)
+      )
+        ordering = value.ordering as OrderingName;
+      else this.problem([...path, "ordering"], `must be one of ${ORDERING_NAMES.join(", ")}`);
+    }
     let enabled = true;
     if (value.enabled !== undefined) {
       if (typeof value.enabled === "boolean") enabled = value.enabled;
@@ -228,6 +241,7 @@ class Checker {
       headers: headers!,
       ...(secret.value !== undefined ? { secret: secret.value } : {}),
       signing,
+      ordering,
       enabled,
       path: pathText(path),
     };

@@ -2,6 +2,7 @@ import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
 import {
   type DeadLetter,
   type Destination,
+  Ordering,
   Signing,
   type Source,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
@@ -16,6 +17,18 @@ export function signingName(s: Signing): SigningName {
 
 export function signingValue(name: SigningName): Signing {
   return name === "standard-webhooks" ? Signing.STANDARD_WEBHOOKS : Signing.SEGMENT;
+}
+
+/** The CLI's words for delivery order (flags, apply files, output). */
+export type OrderingName = "unordered" | "per-user";
+export const ORDERING_NAMES: readonly OrderingName[] = ["unordered", "per-user"];
+
+export function orderingName(o: Ordering): OrderingName {
+  return o === Ordering.PER_USER ? "per-user" : "unordered";
+}
+
+export function orderingValue(name: OrderingName): Ordering {
+  return name === "per-user" ? Ordering.PER_USER : Ordering.UNORDERED;
 }
 
 /** Plain objects for `--json` and tables: the CLI's vocabulary, not the wire's. */
@@ -35,6 +48,8 @@ export interface DestinationView {
   sharedSecretSet: boolean;
   signing: SigningName;
   enabled: boolean;
+  /** Delivery order: per-user keeps each user's calls in the order accepted. */
+  ordering: OrderingName;
   createTime: string | null;
   updateTime: string | null;
   /** Lifecycle (README "Destination lifecycle"). */
@@ -76,6 +91,7 @@ export function destinationView(d: Destination): DestinationView {
     sharedSecretSet: d.sharedSecretSet,
     signing: signingName(d.signing),
     enabled: d.enabled ?? false,
+    ordering: orderingName(d.ordering),
     createTime: iso(d.createTime),
     updateTime: iso(d.updateTime),
     rateLimitPerSecond: d.rateLimitPerSecond ?? null,
@@ -115,6 +131,7 @@ const FIELD_WORDS: Record<string, string> = {
   headers: "headers",
   shared_secret: "shared secret",
   signing: "signing",
+  ordering: "ordering",
 };
 
 /**

@@ -3,6 +3,7 @@ interface SourceLookup {
   source(id: string): unknown;
 }
 
+import { Ordering } from "./gen/hookpost/v1/admin_pb.js";
 import type { FieldViolation } from "./grpc/hookpost-error.js";
 /** How a destination's webhooks are signed. */
 export type Signing = "segment" | "standard-webhooks";
@@ -60,6 +61,18 @@ function boundViolations(value: number | undefined, field: string, max: number, 
   const { out, bad } = collector();
   if (value !== undefined && (value < 1 || value > max))
     bad(field, `must be 1 to ${max}, got ${value}; ${unset}`);
+  return out;
+}
+
+/**
+ * Delivery order of a destination (hookpost.v1.Ordering): UNSPECIFIED reads as UNORDERED on a
+ * create and keeps the current value on an update without a mask. Anything else (a newer client's
+ * value, or garbage) is refused rather than silently delivered unordered.
+ */
+export function orderingViolations(value: number, field: string): FieldViolation[] {
+  const { out, bad } = collector();
+  if (value !== Ordering.UNSPECIFIED && value !== Ordering.UNORDERED && value !== Ordering.PER_USER)
+    bad(field, `unknown ordering ${value}: use ORDERING_UNORDERED or ORDERING_PER_USER`);
   return out;
 }
 

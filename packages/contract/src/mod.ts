@@ -31,6 +31,7 @@ export {
   MAX_URL_CHARS,
   MAX_URLS,
   maxInFlightViolations,
+  orderingViolations,
   previousSecretViolations,
   rateLimitViolations,
   sharedSecretViolations,

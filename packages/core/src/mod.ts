@@ -67,6 +67,7 @@ export {
 } from "./dead-letters/dead-letters.js";
 export {
   deliveryMsgId,
+  EVENT_SEQ_HEADER,
   FIRST_TIME_HEADER,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
@@ -138,6 +139,7 @@ export { type ConfirmingMsg, confirmingAck } from "./nats/confirmed-ack.js";
 export { connectNats, drainNats } from "./nats/connect.js";
 export { ConnectionState } from "./nats/connection-state.js";
 export {
+  isAlreadyDeleted,
   isAlreadyExists,
   isNoResponders,
   isNotFound,

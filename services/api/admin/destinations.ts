@@ -6,13 +6,14 @@ import {
   HookpostError,
   headersViolations,
   maxInFlightViolations,
+  orderingViolations,
   previousSecretViolations,
   rateLimitViolations,
   sharedSecretViolations,
   sourceIdsViolations,
   urlsViolations,
 } from "@hookpost/contract";
-import type { Destination } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { type Destination, Ordering } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import {
   AlreadyExistsError,
   type DestinationRecord,
@@ -37,6 +38,7 @@ const UPDATABLE = [
   "enabled",
   "rate_limit_per_second",
   "max_in_flight",
+  "ordering",
 ] as const;
 type Updatable = (typeof UPDATABLE)[number];
 const OUTPUT_ONLY = new Set([
@@ -62,8 +64,8 @@ function notFound(id: string): HookpostError {
  *
  * UpdateDestination follows the update_mask documented in admin.proto:
  * - empty mask: name, source_ids, urls, headers and signing are all replaced by the
- *   request's values (and validated like a create); enabled, rate_limit_per_second and
- *   max_in_flight are replaced when set and kept when not; shared_secret is replaced when the request has one and kept when it is empty.
+ *   request's values (and validated like a create); enabled, rate_limit_per_second,
+ *   max_in_flight and ordering are replaced when set and kept when not; shared_secret is replaced when the request has one and kept when it is empty.
  * - with paths: only those fields change; `shared_secret` with an empty value clears the
  *   secret. Unknown or output-only paths are refused.
  * Either way the result must be consistent: standard-webhooks signing needs a valid
@@ -91,6 +93,7 @@ export function destinationHandlers(
       violations.push(...rateLimitViolations(d.rateLimitPerSecond, `${P}rate_limit_per_second`));
     if (fields.has("max_in_flight"))
       violations.push(...maxInFlightViolations(d.maxInFlight, `${P}max_in_flight`));
+    if (fields.has("ordering")) violations.push(...orderingViolations(d.ordering, `${P}ordering`));
     if (fields.has("signing")) {
       signing = signingFromProto(d.signing);
       if (signing === undefined) {
@@ -130,6 +133,7 @@ export function destinationHandlers(
       };
       if (secret !== undefined) record.sharedSecret = secret;
       setLimits(record, d, false);
+      setOrdering(record, d.ordering, false);
       let revision: number;
       try {
         revision = await store.createDestination(record);
@@ -198,6 +202,7 @@ export function destinationHandlers(
           delete next.disabledAt;
         }
         setLimits(next, d, !replaceAll, fields);
+        if (fields.has("ordering")) setOrdering(next, d.ordering, !replaceAll);
         if (signing) next.signing = signing;
         // Empty mask: an empty secret keeps the current one. Mask naming it: empty clears it.
         const secretChanges = replaceAll ? d.sharedSecret !== "" : fields.has("shared_secret");
@@ -252,6 +257,16 @@ function setLimits(
     if (d.maxInFlight !== undefined) record.maxInFlight = d.maxInFlight;
     else if (masked) delete record.maxInFlight;
   }
+}
+
+/**
+ * Stored as `ordering: "PER_USER"` or absent. `masked`: named in an update mask, so UNSPECIFIED
+ * means UNORDERED; otherwise UNSPECIFIED keeps what `record` has. Calls already stored keep the
+ * order they were routed with: PER_USER ones are still delivered in order after a switch back.
+ */
+function setOrdering(record: DestinationRecord, ordering: Ordering, masked: boolean): void {
+  if (ordering === Ordering.PER_USER) record.ordering = "PER_USER";
+  else if (ordering === Ordering.UNORDERED || masked) delete record.ordering;
 }
 
 function missingDestination(): HookpostError {

@@ -2,6 +2,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   type DestinationSchema,
+  Ordering,
   Signing,
   type SourceSchema,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
@@ -31,6 +32,7 @@ export function destinationToProto(d: DestinationRecord): MessageInitShape<typeo
     createTime: timestampFromDate(new Date(d.createdAt)),
     updateTime: timestampFromDate(new Date(d.updatedAt)),
     disabledReason: d.disabledReason ?? "",
+    ordering: d.ordering === "PER_USER" ? Ordering.PER_USER : Ordering.UNORDERED,
     ...(d.rateLimitPerSecond === undefined ? {} : { rateLimitPerSecond: d.rateLimitPerSecond }),
     ...(d.maxInFlight === undefined ? {} : { maxInFlight: d.maxInFlight }),
     ...(d.disabledAt === undefined ? {} : { disabledTime: timestampFromDate(new Date(d.disabledAt)) }),

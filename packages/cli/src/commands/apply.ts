@@ -5,7 +5,7 @@ import { Command } from "commander";
 import { type ApplyFile, type DesiredDestination, loadApplyFile } from "../apply-file.js";
 import type { Context, Session } from "../context.js";
 import { InputError, type InputProblem } from "../errors.js";
-import { type DestinationView, destinationView, signingValue, sourceView } from "../views.js";
+import { type DestinationView, destinationView, orderingValue, signingValue, sourceView } from "../views.js";
 
 type Action = "create" | "update" | "unchanged";
 
@@ -46,6 +46,7 @@ The file (YAML or JSON):
       headers: { X-Team: growth }    # at most 5
       secretEnv: CRM_SECRET          # or secret: …; omit for none
       signing: segment               # or standard-webhooks (secret: whsec_…)
+      ordering: unordered            # or per-user (each user's calls in the order accepted)
       enabled: true
 
 Nothing is deleted: sources and destinations missing from the file are left alone.
@@ -180,6 +181,7 @@ function toInit(d: DesiredDestination): MessageInitShape<typeof DestinationSchem
     headers: d.headers,
     sharedSecret: d.secret ?? "",
     signing: signingValue(d.signing),
+    ordering: orderingValue(d.ordering),
     enabled: d.enabled,
   };
 }
@@ -199,6 +201,7 @@ export function diff(current: DestinationView, want: DesiredDestination, updateS
       : !current.sharedSecretSet || updateSecrets || signingChanges;
   if (secretChanges) changes.push("shared_secret");
   if (signingChanges) changes.push("signing");
+  if (current.ordering !== want.ordering) changes.push("ordering");
   if (current.enabled !== want.enabled) changes.push("enabled");
   return changes;
 }

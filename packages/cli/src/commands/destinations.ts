@@ -16,6 +16,9 @@ import {
   type DestinationView,
   destinationView,
   iso,
+  ORDERING_NAMES,
+  type OrderingName,
+  orderingValue,
   SIGNING_NAMES,
   type SigningName,
   signingValue,
@@ -36,6 +39,7 @@ interface DestinationFlags {
   signing?: SigningName;
   rateLimit?: number | "off";
   maxInFlight?: number | "off";
+  ordering?: OrderingName;
 }
 
 function addDestinationFlags(cmd: Command, verb: "create" | "update"): Command {
@@ -64,6 +68,12 @@ function addDestinationFlags(cmd: Command, verb: "create" | "update"): Command {
       "read the shared secret from this environment variable (keeps it out of ps)",
     )
     .addOption(new Option("--signing <mode>", "signature headers to send").choices(SIGNING_NAMES))
+    .addOption(
+      new Option(
+        "--ordering <order>",
+        "per-user: each user's calls arrive in the order accepted, one at a time per user (default: unordered)",
+      ).choices(ORDERING_NAMES),
+    )
     .option(
       "--rate-limit <n>",
       "at most n deliveries per second, across all dispatchers (off: no limit)",
@@ -81,7 +91,7 @@ function limitOrOff(max: number) {
   return (value: string): number | "off" => (value.trim() === "off" ? "off" : n(value));
 }
 
-/** Sets the lifecycle limits given as flags; returns the update-mask paths they touch. */
+/** Sets the lifecycle limits and the ordering given as flags; returns the update-mask paths they touch. */
 function setLimitFlags(destination: DestinationInit, opts: DestinationFlags): string[] {
   const paths: string[] = [];
   if (opts.rateLimit !== undefined) {
@@ -91,6 +101,10 @@ function setLimitFlags(destination: DestinationInit, opts: DestinationFlags): st
   if (opts.maxInFlight !== undefined) {
     if (opts.maxInFlight !== "off") destination.maxInFlight = opts.maxInFlight;
     paths.push("max_in_flight");
+  }
+  if (opts.ordering !== undefined) {
+    destination.ordering = orderingValue(opts.ordering);
+    paths.push("ordering");
   }
   return paths;
 }
@@ -309,6 +323,7 @@ export function printDestination(ctx: Context, d: DestinationView): void {
     ["enabled", d.enabled ? "yes" : "no"],
     ["sources", d.sourceIds.join(", ") || "(none)"],
     ["signing", d.signing],
+    ["ordering", d.ordering],
     ["shared secret", d.sharedSecretSet ? "set" : "not set"],
     ...(d.previousSecretExpireTime
       ? [["previous secret signs until", d.previousSecretExpireTime] as [string, string]]

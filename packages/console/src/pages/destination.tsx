@@ -1,4 +1,4 @@
-import type { Attempt, Destination } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { type Attempt, type Destination, Ordering } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { useEffect, useState } from "preact/hooks";
 import { type ApiError, admin, allSources, call } from "../api.js";
 import { absolute } from "../format.js";
@@ -150,6 +150,9 @@ export function DestinationPage({ id }: { id: string }) {
         {enabled
           ? "Delivering."
           : `Paused${dest.disabledReason ? `: ${dest.disabledReason}` : ""}; calls wait until resumed.`}
+        {dest.ordering === Ordering.PER_USER
+          ? " Ordered per user: each user's calls arrive in the order accepted."
+          : ""}
         {dest.previousSecretExpireTime
           ? ` The previous secret signs too until ${absolute(dest.previousSecretExpireTime)}.`
           : ""}

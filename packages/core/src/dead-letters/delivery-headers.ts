@@ -17,6 +17,13 @@ export const NOT_RENDERED_HEADER = "Hookpost-Not-Rendered";
 export const FIRST_TIME_HEADER = "Hookpost-First-Time";
 
 /**
+ * On HOOKPOST_ORDERED only: the call's sequence on EVENTS (the order it was accepted in). Routers
+ * may store a user's calls out of that order (two replicas, a retried publish); the ordered worker
+ * sends by it (services/dispatcher/ordered/).
+ */
+export const EVENT_SEQ_HEADER = "Hookpost-Event-Seq";
+
+/**
  * Nats-Msg-Id of the delivery of one call to one destination. A redelivered router message
  * publishes the same id again, and JetStream stores it once.
  */

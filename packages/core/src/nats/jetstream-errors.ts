@@ -25,6 +25,8 @@ export const JetStreamErrorCode = {
   NoMessageFound: 10037,
   /** JSStorageResourcesExceededErr: insufficient storage resources available. */
   InsufficientStorage: 10047,
+  /** JSStreamMsgDeleteFailedF: a delete by sequence failed ("no message found" when already deleted). */
+  MessageDeleteFailed: 10057,
   /** JSStreamNameExistErr: stream name already in use with a different configuration. */
   StreamNameInUse: 10058,
   /** JSStreamNotFoundErr. */
@@ -68,6 +70,17 @@ export function isNotFound(err: unknown): boolean {
   if (hasCode(err, StreamNotFound, ConsumerNotFound, NoMessageFound)) return true;
   const e = err as NatsLikeError;
   return e?.api_error === undefined && e?.code === "404";
+}
+
+/**
+ * True when a delete by sequence found the message already gone (deleted by someone else, or
+ * beyond the stream's last sequence): what the delete was for has happened.
+ */
+export function isAlreadyDeleted(err: unknown): boolean {
+  if (isNotFound(err)) return true;
+  if (!hasCode(err, JetStreamErrorCode.MessageDeleteFailed)) return false;
+  const text = (err as NatsLikeError).api_error?.description ?? "";
+  return /no message found|stream store eof/i.test(text);
 }
 
 /** True when a create found the stream or consumer already there (another replica made it). */
