@@ -1,6 +1,7 @@
 import { type ChildProcess, fork, spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
+import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { ROOT, type ServiceProcess, spawnNode } from "../../test/helpers/service-process.js";
 
@@ -205,5 +206,28 @@ export class HungEndpoints {
     const exited = new Promise<void>((resolve) => this.proc.once("exit", () => resolve()));
     this.proc.disconnect();
     await exited;
+  }
+}
+
+/**
+ * Polls the dispatcher's /readyz until it is ready with `revision` applied. Undefined when it
+ * was; otherwise what /readyz said last (the bench goes on and the figure says so).
+ */
+export async function waitReady(
+  opsAddress: string,
+  revision: number,
+  timeoutMs: number,
+): Promise<string | undefined> {
+  const started = Date.now();
+  for (;;) {
+    const r = await fetch(`http://${opsAddress}/readyz`).catch(() => undefined);
+    const body = r ? ((await r.json().catch(() => ({}))) as { configRevision?: number }) : {};
+    if (r?.status === 200 && (body.configRevision ?? 0) >= revision) return undefined;
+    if (Date.now() - started > timeoutMs) {
+      const said = JSON.stringify(body);
+      console.error(`dispatcher not ready after ${timeoutMs / 1000} s (${said}); going on`);
+      return said;
+    }
+    await sleep(250);
   }
 }
