@@ -342,7 +342,7 @@ async function hungEndpoints(): Promise<Figure[]> {
         name: `${label}: where the hung calls are after ${elapsed} s`,
         value: `${queued} queued`,
         unit: "",
-        note: `of ${total} deliveries: ${queued} messages still in HOOKPOST_DELIVERIES, ${dead} dead-lettered, ${unrouted} calls not yet routed (EVENTS); none delivered (the endpoints never answer); not waiting for the retry window`,
+        note: `of ${total} deliveries: ${queued} messages in HOOKPOST_DELIVERIES (healthy ones not yet delivered included), ${dead} dead-lettered, ${unrouted} calls not yet routed (EVENTS); none delivered (the endpoints never answer); not waiting for the retry window`,
       },
     ];
   } finally {
