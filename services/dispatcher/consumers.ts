@@ -1,9 +1,13 @@
 import {
   DELIVERIES_STREAM,
-  deliverySubject,
-  destinationConsumer,
+  destinationSubjects,
   isAlreadyExists,
   isNotFound,
+  laneConsumer,
+  laneSubject,
+  legacyDestinationConsumer,
+  partitionConsumer,
+  partitionFilter,
 } from "@hookpost/core";
 import {
   AckPolicy,
@@ -16,32 +20,50 @@ import {
 
 export interface ConsumerSettings {
   ackWaitMs: number;
+  /** A lane's unacked deliveries (in flight, or waiting for their due time). */
   maxAckPending: number;
 }
 
-/**
- * One durable consumer per destination on DELIVERIES. Delayed naks (retries waiting for their
- * time) count toward max_ack_pending, so a dead endpoint fills only its own consumer's quota and
- * never stalls another destination.
- */
-export function destinationConsumerConfig(id: string, s: ConsumerSettings): Partial<ConsumerConfig> {
+/** Partitions never hold a retry, only work in flight: this bounds nothing that matters. */
+const PARTITION_MAX_ACK_PENDING = 10_000;
+
+function base(s: ConsumerSettings): Partial<ConsumerConfig> {
   return {
-    durable_name: destinationConsumer(id),
-    filter_subject: deliverySubject(id),
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.All,
     replay_policy: ReplayPolicy.Instant,
-    // Retries are ours (nak with delay) and end with a dead letter, never by a delivery cap.
+    // Retries are ours and end with a dead letter, never by a delivery cap.
     max_deliver: -1,
     ack_wait: nanos(s.ackWaitMs),
-    max_ack_pending: s.maxAckPending,
     max_waiting: 512,
   };
 }
 
-/** Creates or updates the consumer; every replica calls this, so it must be idempotent. */
-export async function ensureDestinationConsumer(jsm: JetStreamManager, id: string, s: ConsumerSettings) {
-  const cfg = destinationConsumerConfig(id, s);
+/** Shared-lane partition p: every destination's fresh deliveries whose id hashes to p. */
+export function partitionConsumerConfig(p: number, s: ConsumerSettings): Partial<ConsumerConfig> {
+  return {
+    ...base(s),
+    durable_name: partitionConsumer(p),
+    filter_subject: partitionFilter(p),
+    max_ack_pending: PARTITION_MAX_ACK_PENDING,
+  };
+}
+
+/**
+ * A destination's lane. Deliveries waiting for their due time are naked with the delay and count
+ * toward its own max_ack_pending: a dead endpoint fills only its own lane.
+ */
+export function laneConsumerConfig(id: string, s: ConsumerSettings): Partial<ConsumerConfig> {
+  return {
+    ...base(s),
+    durable_name: laneConsumer(id),
+    filter_subject: laneSubject(id),
+    max_ack_pending: s.maxAckPending,
+  };
+}
+
+/** Creates or updates a consumer; every replica calls this, so it must be idempotent. */
+export async function ensureConsumer(jsm: JetStreamManager, cfg: Partial<ConsumerConfig>): Promise<void> {
   try {
     await jsm.consumers.add(DELIVERIES_STREAM, cfg);
   } catch (err) {
@@ -54,12 +76,18 @@ export async function ensureDestinationConsumer(jsm: JetStreamManager, id: strin
   }
 }
 
-/** Deletes a destination's consumer and purges its pending deliveries. Idempotent. */
-export async function removeDestinationConsumer(jsm: JetStreamManager, id: string): Promise<void> {
+/** Deletes a consumer; one already gone is fine. */
+export async function deleteConsumer(jsm: JetStreamManager, name: string): Promise<void> {
   try {
-    await jsm.consumers.delete(DELIVERIES_STREAM, destinationConsumer(id));
+    await jsm.consumers.delete(DELIVERIES_STREAM, name);
   } catch (err) {
     if (!isNotFound(err)) throw err;
   }
-  await jsm.streams.purge(DELIVERIES_STREAM, { filter: deliverySubject(id) });
+}
+
+/** Deletes a destination's lane (and a legacy consumer) and purges every pending delivery. Idempotent. */
+export async function removeDestinationDeliveries(jsm: JetStreamManager, id: string): Promise<void> {
+  await deleteConsumer(jsm, laneConsumer(id));
+  await deleteConsumer(jsm, legacyDestinationConsumer(id));
+  for (const filter of destinationSubjects(id)) await jsm.streams.purge(DELIVERIES_STREAM, { filter });
 }

@@ -1,3 +1,4 @@
+import { formatDuration } from "@hookpost/contract";
 import type { AttemptLog, ConfigStore, DeadLetters, Logger } from "@hookpost/core";
 import {
   deadRecordOf,
@@ -11,6 +12,7 @@ import type { JsMsg } from "nats";
 import { attemptRecords, readableReason } from "./attempt-records.js";
 import type { AutoDisabler } from "./auto-disable.js";
 import type { DispatcherMetrics } from "./metrics.js";
+import { type DeliveryState, deliveryState, type Parking } from "./parking.js";
 import { logUrl } from "./redact-url.js";
 import { type DeadCause, decide, type RetryPolicy } from "./retry.js";
 import { type AttemptOutcome, notSentOutcome, type WebhookSender } from "./sender.js";
@@ -29,14 +31,31 @@ export interface DeliveryDeps {
   shutdown: AbortSignal;
   /** Pauses destinations that are gone or failing too long (auto-disable.ts). */
   autoDisable?: AutoDisabler;
+  /** Moves a delivery to its destination's lane (retries, pauses). */
+  parking: Parking;
+  /** Told whether each attempt was answered, timed out, or failed (breaker.ts, capacity.ts). */
+  health: AttemptObserver;
+}
+
+/** Who learns how an attempt went: the breakers and slow start. */
+export interface AttemptObserver {
+  /** The endpoint answered (2xx, or a status it chose that is not retried). */
+  answered(destinationId: string): void;
+  /** A timeout or retryable failure; `stalled`: a timeout or a failed connection; `reason` as read. */
+  failed(destinationId: string, stalled: boolean, reason: string): void;
+  /** Cut short (shutdown) or not sent: says nothing about the endpoint. */
+  released(destinationId: string): void;
 }
 
 const decoder = new TextDecoder();
+/** A park that failed (DELIVERIES full, NATS away) is tried again after this. */
+const PARK_FAILED_DELAY_MS = 2000;
 
 /**
- * Handles one message of a destination consumer: one attempt over the destination's URLs, then
- * ack (delivered), nak with a delay (retry later) or dead-letter. Retries are JetStream
- * redeliveries, so any replica may make the next attempt.
+ * Makes one attempt of a delivery (a message of a partition or of a lane) over the destination's
+ * URLs, then acks it (delivered), parks it on its lane with the attempt counted and a due time
+ * (retry later), or dead-letters it. The attempt count and first-stored time travel in the
+ * message's headers (parking.ts), so any replica may make the next attempt.
  */
 export class DeliveryHandler {
   readonly #d: DeliveryDeps;
@@ -45,7 +64,47 @@ export class DeliveryHandler {
     this.#d = deps;
   }
 
-  async handle(destinationId: string, msg: JsMsg): Promise<void> {
+  /** Parks the delivery unchanged (a paused destination, no slot, an open breaker); false when not stored. */
+  async park(destinationId: string, msg: JsMsg, state = deliveryState(msg), dueMs = 0): Promise<boolean> {
+    try {
+      await this.#d.parking.park(destinationId, msg, state.attempts, dueMs, state);
+    } catch (err) {
+      // Left where it is: JetStream brings it back after a short delay.
+      this.#d.logger.warn(
+        { destinationId, err: (err as Error).message },
+        "parking a delivery failed; retrying",
+      );
+      msg.nak(PARK_FAILED_DELAY_MS);
+      return false;
+    }
+    msg.ack();
+    return true;
+  }
+
+  /**
+   * The retry window ended while the delivery waited without an attempt (its destination's
+   * breaker open): dead-lettered now, with the last failure the replica saw.
+   */
+  async expire(
+    destinationId: string,
+    msg: JsMsg,
+    state: DeliveryState,
+    last: string | undefined,
+  ): Promise<void> {
+    const headers = msg.headers;
+    const notRendered = headers?.get(NOT_RENDERED_HEADER);
+    const window = formatDuration(this.#d.policy.windowMs);
+    await this.#deadLetter(destinationId, msg, state, {
+      messageId: headers?.get(MESSAGE_ID_HEADER) || `seq-${msg.seq}`,
+      sourceId: headers?.get(SOURCE_ID_HEADER) ?? "",
+      outcomes: [],
+      reason: `retry window of ${window} exhausted while the circuit breaker was open${last ? `; last: ${last}` : ""}`,
+      cause: "window_exhausted",
+      ...(notRendered ? { notRendered } : {}),
+    });
+  }
+
+  async handle(destinationId: string, msg: JsMsg, state: DeliveryState = deliveryState(msg)): Promise<void> {
     const d = this.#d;
     // Read at every attempt, so URL, header, secret and enabled changes apply to retries too.
     const dest = d.store.destination(destinationId);
@@ -55,18 +114,18 @@ export class DeliveryHandler {
       return;
     }
     if (!dest.enabled) {
-      // Disabled after this was pulled: hand it back; it waits with the rest of the backlog.
-      msg.nak();
+      // Disabled after this was pulled: it waits on its lane with the rest of the backlog.
+      await this.park(destinationId, msg, state);
       d.metrics.deliveries.inc({ outcome: "handed_back", destination: destinationId });
       return;
     }
-    // Read once: nats.js decodes headers and delivery info on access.
+    const attemptNumber = state.attempts + 1;
+    // Read once: nats.js decodes headers on access.
     const headers = msg.headers;
-    const info = msg.info;
     const messageId = headers?.get(MESSAGE_ID_HEADER) || `seq-${msg.seq}`;
     const sourceId = headers?.get(SOURCE_ID_HEADER) ?? "";
     // Tracing hook: one span per attempt, under the trace the DELIVERIES headers carry.
-    const span = startDeliverySpan(headers, destinationId, messageId, info.deliveryCount);
+    const span = startDeliverySpan(headers, destinationId, messageId, attemptNumber);
     // A long attempt (5 URLs x timeout) may outlast ack-wait: keep telling JetStream we're on it.
     const keepAlive = setInterval(() => msg.working(), Math.max(250, Math.floor(d.ackWaitMs / 3)));
     let result: Awaited<ReturnType<WebhookSender["deliver"]>>;
@@ -94,7 +153,8 @@ export class DeliveryHandler {
       const labels = { destination: destinationId, result: statusClass(o.status, o.error) };
       d.metrics.attemptSeconds.observe(labels, o.durationMs / 1000);
     }
-    const facts = { messageId, destinationId, sourceId, attemptNumber: info.deliveryCount };
+    const facts = { messageId, destinationId, sourceId, attemptNumber };
+    this.#observe(destinationId, result.outcomes);
     const record = (nextAttemptMs?: number) => {
       if (!d.attemptLog.enabled) return;
       const f = nextAttemptMs === undefined ? facts : { ...facts, nextAttemptMs };
@@ -110,7 +170,7 @@ export class DeliveryHandler {
       return;
     }
     if (d.shutdown.aborted || result.outcomes.some((o) => o.aborted)) {
-      // Not the endpoint's fault: another replica takes it over at once.
+      // Not the endpoint's fault: another replica takes it over at once, the attempt uncounted.
       msg.nak();
       record();
       d.metrics.deliveries.inc({ outcome: "handed_back", destination: destinationId });
@@ -120,7 +180,7 @@ export class DeliveryHandler {
 
     // Gone, or failing too long: the destination is paused and this call waits with its backlog.
     if (await d.autoDisable?.failed(dest, result)) {
-      msg.nak();
+      await this.park(destinationId, msg, { ...state, attempts: attemptNumber });
       record();
       d.metrics.deliveries.inc({ outcome: "handed_back", destination: destinationId });
       span.end("handed_back");
@@ -129,16 +189,20 @@ export class DeliveryHandler {
 
     const retryAfters = result.outcomes.map((o) => o.retryAfterMs).filter((v) => v !== undefined);
     const decision = decide({
-      attempt: info.deliveryCount,
+      attempt: attemptNumber,
       retryable: result.outcomes.some((o) => o.retryable),
       retryAfterMs: retryAfters.length > 0 ? Math.max(...retryAfters) : undefined,
-      firstTimeMs: info.timestampNanos / 1e6,
+      firstTimeMs: state.firstTimeMs,
       nowMs: Date.now(),
       policy: d.policy,
     });
     if (decision.action === "retry") {
-      msg.nak(decision.delayMs);
-      record(Date.now() + decision.delayMs);
+      const due = Date.now() + decision.delayMs;
+      if (!(await this.park(destinationId, msg, { ...state, attempts: attemptNumber }, due))) {
+        span.end("retry", true);
+        return;
+      }
+      record(due);
       d.metrics.deliveries.inc({ outcome: "retry", destination: destinationId });
       d.metrics.retries.inc();
       span.end("retry", true);
@@ -147,7 +211,7 @@ export class DeliveryHandler {
         {
           destinationId,
           messageId,
-          attempt: info.deliveryCount,
+          attempt: attemptNumber,
           delayMs: decision.delayMs,
           ...lastOutcome(result.outcomes),
         },
@@ -162,37 +226,56 @@ export class DeliveryHandler {
     await this.#deadLetter(
       destinationId,
       msg,
-      messageId,
-      sourceId,
-      result.outcomes,
-      reason,
-      decision.cause,
-      notRendered,
+      { ...state, attempts: attemptNumber },
+      {
+        messageId,
+        sourceId,
+        outcomes: result.outcomes,
+        reason,
+        cause: decision.cause,
+        ...(notRendered === undefined ? {} : { notRendered }),
+      },
     );
     span.end("dead_letter", true);
+  }
+
+  /** Tells the breakers and slow start how the attempt went. */
+  #observe(destinationId: string, outcomes: AttemptOutcome[]): void {
+    const h = this.#d.health;
+    const last = outcomes.at(-1);
+    if (!last || last.aborted || last.error === "not_sent") h.released(destinationId);
+    else if (last.ok || !last.retryable) h.answered(destinationId);
+    else {
+      const stalled = outcomes.some((o) => o.error === "timeout" || o.error === "connection");
+      h.failed(destinationId, stalled, readableReason(last));
+    }
   }
 
   async #deadLetter(
     destinationId: string,
     msg: JsMsg,
-    messageId: string,
-    sourceId: string,
-    outcomes: AttemptOutcome[],
-    reason: string,
-    cause: DeadCause,
-    notRendered?: string,
+    state: DeliveryState,
+    why: {
+      messageId: string;
+      sourceId: string;
+      outcomes: AttemptOutcome[];
+      reason: string;
+      cause: DeadCause;
+      notRendered?: string;
+    },
   ): Promise<void> {
     const d = this.#d;
+    const { messageId, sourceId, outcomes, reason, cause, notRendered } = why;
     const letter = {
       messageId,
       destinationId,
       sourceId,
       body: decoder.decode(msg.data),
       ...(notRendered ? { notRendered } : {}),
-      attempts: msg.info.deliveryCount,
+      attempts: state.attempts,
       outcomes: outcomes.map(({ url, status, error, detail }) => ({ url, status, error, detail })),
       reason,
-      firstAttemptTime: new Date(msg.info.timestampNanos / 1e6).toISOString(),
+      firstAttemptTime: new Date(state.firstTimeMs).toISOString(),
       deadTime: new Date().toISOString(),
     };
     let deadSequence: number;
@@ -209,7 +292,7 @@ export class DeliveryHandler {
     d.metrics.deliveries.inc({ outcome: "dead_letter", destination: destinationId });
     d.metrics.deadLetters.inc({ cause });
     d.logger.warn(
-      { destinationId, messageId, attempts: msg.info.deliveryCount, reason, ...lastOutcome(outcomes) },
+      { destinationId, messageId, attempts: state.attempts, reason, ...lastOutcome(outcomes) },
       "delivery dead-lettered",
     );
   }

@@ -7,10 +7,12 @@ import {
   connectNats,
   createLogger,
   DELIVERIES_STREAM,
+  DELIVERY_SUBJECT_PREFIX,
   DeadLetters,
-  destinationConsumer,
+  destinationOfSubject,
   EVENTS_STREAM,
   ensureTopology,
+  LANE_SUBJECT_PREFIX,
   type Logger,
   type OpsServer,
   PipelinedPublisher,
@@ -22,17 +24,21 @@ import {
 } from "@hookpost/core";
 import type { JetStreamManager, NatsConnection } from "nats";
 import { AutoDisabler } from "./auto-disable.js";
+import { Breakers } from "./breaker.js";
+import { Capacity } from "./capacity.js";
 import type { DispatcherConfig } from "./config.js";
-import { DeliveryHandler } from "./delivery.js";
+import { Deliveries } from "./deliveries.js";
+import { type AttemptObserver, DeliveryHandler } from "./delivery.js";
 import { createWebhookAgent } from "./http-agent.js";
 import { Janitor } from "./janitor.js";
+import { migrateLegacyConsumers } from "./legacy.js";
 import { DispatcherMetrics } from "./metrics.js";
+import { Parking } from "./parking.js";
 import { Puller } from "./puller.js";
 import { ReplicaRegistry } from "./replica-registry.js";
 import { Router } from "./router.js";
 import { WebhookSender } from "./sender.js";
 import { AddressPolicy } from "./ssrf.js";
-import { DestinationSupervisor } from "./supervisor.js";
 
 export interface RunningDispatcher {
   /** Graceful: stop pulling, let in-flight deliveries finish (or hand them back), drain NATS. */
@@ -75,14 +81,16 @@ export async function startDispatcher(
     const out = new Map<string, number>();
     // While NATS is away the lookups could only time out: report nothing rather than stall scrapes.
     if (!connection.connected) return out;
-    await Promise.all(
-      store.destinations().map(async (dest) => {
-        const info = await jsm.consumers
-          .info(DELIVERIES_STREAM, destinationConsumer(dest.id))
-          .catch(() => undefined);
-        if (info) out.set(dest.id, info.num_pending + info.num_ack_pending);
-      }),
-    );
+    // Two stream infos, whatever the number of destinations: subjects holding messages, with counts.
+    for (const filter of [`${DELIVERY_SUBJECT_PREFIX}>`, `${LANE_SUBJECT_PREFIX}>`]) {
+      const info = await jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: filter });
+      for (const [subject, n] of Object.entries(info.state.subjects ?? {})) {
+        const id = destinationOfSubject(subject);
+        if (id !== undefined && store.destination(id)) out.set(id, (out.get(id) ?? 0) + n);
+      }
+    }
+    // Every destination has a series, 0 when nothing waits (only subjects holding messages are listed).
+    for (const dest of store.destinations()) if (!out.has(dest.id)) out.set(dest.id, 0);
     return out;
   });
   const agent = createWebhookAgent({
@@ -110,6 +118,24 @@ export async function startDispatcher(
   const shutdown = new AbortController();
   // Every in-flight request listens to it: that is bounded by the concurrency, not a leak.
   setMaxListeners(0, shutdown.signal);
+  const capacity = new Capacity(config.maxConnections);
+  const breakers = new Breakers({
+    threshold: config.breakerFailures,
+    maxCoolDownMs: config.topology.retryMaxDelayMs,
+  });
+  const observer: AttemptObserver = {
+    answered: (id) => {
+      capacity.answered(id);
+      breakers.succeeded(id);
+    },
+    failed: (id, stalled, reason) => {
+      if (stalled) capacity.stall(id);
+      else capacity.answered(id);
+      breakers.failed(id, reason);
+    },
+    released: (id) => breakers.released(id),
+  };
+  const parking = new Parking(pipe);
   const handler = new DeliveryHandler({
     store,
     sender,
@@ -125,29 +151,37 @@ export async function startDispatcher(
     attemptLog,
     shutdown: shutdown.signal,
     autoDisable: new AutoDisabler({ store, afterMs: config.autoDisableAfterMs, metrics, logger }),
+    parking,
+    health: observer,
   });
-  const supervisor = new DestinationSupervisor({
+  const consumer = { ackWaitMs: config.ackWaitMs, maxAckPending: config.maxAckPending };
+  const deliveries = new Deliveries({
     js,
+    jsm,
     acks,
     connection,
-    jsm,
     store,
     handler,
-    consumer: { ackWaitMs: config.ackWaitMs, maxAckPending: config.maxAckPending },
-    concurrency: config.deliveryConcurrency,
-    pullExpiresMs: config.pullExpiresMs,
     logger,
     registry,
     shutdown: shutdown.signal,
-    ackWaitMs: config.ackWaitMs,
+    consumer,
+    pullExpiresMs: config.pullExpiresMs,
+    partitions: config.deliveryPartitions,
+    concurrency: config.deliveryConcurrency,
+    capacity,
+    breakers,
+    lanes: { sweepMs: config.laneSweepMs, idleMs: config.laneIdleMs },
+    retryWindowMs: config.topology.retryWindowMs,
   });
-  await supervisor.start();
-  // A change counts as applied once the supervisor acted on it (consumers, pullers, limits). The
-  // store's revision grows in the same tick as the supervisor queues the change, so when the
-  // supervisor is idle everything up to store.revision is in effect.
+  parking.onParked = (id) => void deliveries.lanes.ensure(id);
+  await migrateLegacyConsumers({ jsm, parking, logger });
+  await deliveries.start();
+  // Configuration is read at every attempt, so a change is in effect once the store has it,
+  // except a removal, which counts once its deliveries are purged.
   let appliedRevision = 0;
   const configRevision = () => {
-    if (supervisor.idle) appliedRevision = store.revision;
+    if (deliveries.idle) appliedRevision = store.revision;
     return appliedRevision;
   };
   registerConfigRevision(metrics.registry, configRevision);
@@ -159,6 +193,7 @@ export async function startDispatcher(
     logger,
     attemptLog,
     orderedPartitions: config.orderedPartitions,
+    deliveryPartitions: config.deliveryPartitions,
   });
   const routerPuller = new Puller({
     js,
@@ -186,6 +221,7 @@ export async function startDispatcher(
     retryWindowMs: config.topology.retryWindowMs,
     intervalMs: janitorIntervalMs,
     logger,
+    parking,
   });
   janitor.start(Math.min(5000, janitorIntervalMs));
 
@@ -198,7 +234,7 @@ export async function startDispatcher(
           ...(config.opsLimits && { limits: config.opsLimits }),
           registry: metrics.registry,
           readiness: () =>
-            readiness({ store, supervisor, connection, registry, closing: !!closing, configRevision }),
+            readiness({ store, deliveries, connection, registry, closing: !!closing, configRevision }),
         });
 
   logger.info(
@@ -206,6 +242,8 @@ export async function startDispatcher(
       destinations: store.destinations().length,
       ...(ops ? { ops: ops.address } : {}),
       concurrency: config.deliveryConcurrency,
+      partitions: config.deliveryPartitions,
+      maxConnections: config.maxConnections,
       timeoutMs: config.webhookTimeoutMs,
       retryWindowMs: config.topology.retryWindowMs,
     },
@@ -215,16 +253,16 @@ export async function startDispatcher(
   const close = async () => {
     logger.info("dispatcher stopping");
     routerPuller.pause();
-    supervisor.stopPulling();
+    deliveries.stopPulling();
     await janitor.stop();
     const grace = config.shutdownGraceMs;
-    const settled = await Promise.all([routerPuller.settle(grace), supervisor.settle(grace)]);
+    const settled = await Promise.all([routerPuller.settle(grace), deliveries.settle(grace)]);
     if (!settled.every(Boolean)) {
       logger.warn("grace period over: handing in-flight deliveries back");
       shutdown.abort();
     }
     // Open pulls end within PULL_EXPIRES; messages they still bring are handed back.
-    await Promise.all([routerPuller.drain(), supervisor.drain()]);
+    await Promise.all([routerPuller.drain(), deliveries.drain()]);
     await registry.close();
     store.close();
     await attemptLog.flush();
@@ -272,19 +310,26 @@ async function openStores(
   }
 }
 
-/** Ready: NATS is up and every enabled destination has its consumer pulled here. */
+/** Ready: NATS is up and every delivery partition is pulled here. */
 function readiness(parts: {
   store: ConfigStore;
-  supervisor: DestinationSupervisor;
+  deliveries: Deliveries;
   connection: ConnectionState;
   registry: ReplicaRegistry;
   closing: boolean;
   configRevision: () => number;
 }) {
-  const { store, supervisor, connection, registry, closing } = parts;
-  const enabled = store.destinations().filter((d) => d.enabled).length;
-  const pulling = supervisor.active().length;
-  const ready = !closing && connection.connected && pulling >= enabled;
-  const detail = { nats: connection.connected, enabled, pulling, closing, replicas: registry.live.length };
+  const { store, deliveries, connection, registry, closing } = parts;
+  const pulling = deliveries.pulling;
+  const ready = !closing && connection.connected && pulling;
+  const detail = {
+    nats: connection.connected,
+    pulling,
+    // Destinations this replica knows as enabled (configuration applied).
+    enabled: store.destinations().filter((d) => d.enabled).length,
+    lanes: deliveries.lanes.size,
+    closing,
+    replicas: registry.live.length,
+  };
   return { ready, detail: { ...detail, configRevision: parts.configRevision() } };
 }

@@ -3,13 +3,20 @@ import {
   DELIVERIES_STREAM,
   DELIVERY_SUBJECT_PREFIX,
   deadRecordOf,
-  deliverySubject,
+  destinationOfSubject,
   isNotFound,
+  LANE_CONSUMER_PREFIX,
+  LANE_SUBJECT_PREFIX,
+  LEGACY_CONSUMER_PREFIX,
+  laneSubject,
   MESSAGE_ID_HEADER,
+  nextMessage,
   SOURCE_ID_HEADER,
 } from "@hookpost/core";
-import type { JetStreamManager, StoredMsg } from "nats";
-import { removeDestinationConsumer } from "./consumers.js";
+import type { JetStreamManager } from "nats";
+import { removeDestinationDeliveries } from "./consumers.js";
+import { migrateLegacyConsumers } from "./legacy.js";
+import { type Parking, stateOf } from "./parking.js";
 
 export interface JanitorDeps {
   jsm: JetStreamManager;
@@ -19,18 +26,20 @@ export interface JanitorDeps {
   retryWindowMs: number;
   intervalMs: number;
   logger: Logger;
+  /** Deliveries an older replica still routes to the per-destination layout move to lanes. */
+  parking: Parking;
 }
 
-const CONSUMER_PREFIX = "dest_";
 const decoder = new TextDecoder();
 
 /**
  * Periodic housekeeping on DELIVERIES, so nothing lingers or vanishes without a record:
- * - consumers and pending deliveries of destinations deleted while no dispatcher ran (or that
+ * - lanes and pending deliveries of destinations deleted while no dispatcher ran (or that
  *   the router fanned out to just as they were deleted) are removed. An id must look orphaned
  *   on two runs in a row, so a destination created a moment ago on another replica is safe;
- * - a disabled destination's backlog is kept, but what is older than the retry window is
- *   dead-lettered before stream max-age would drop it silently.
+ * - a disabled destination's backlog (its lane) is kept, but what is older than the retry window
+ *   is dead-lettered before stream max-age would drop it silently;
+ * - what is left in the per-destination layout moves to lanes (legacy.ts).
  * Every replica runs it; all steps are idempotent (dead letters are deduplicated per delivery).
  */
 export class Janitor {
@@ -62,6 +71,7 @@ export class Janitor {
   }
 
   async run(): Promise<void> {
+    await migrateLegacyConsumers({ jsm: this.#d.jsm, parking: this.#d.parking, logger: this.#d.logger });
     await this.#removeOrphans();
     for (const dest of this.#d.store.destinations()) {
       if (!dest.enabled) await this.#expireBacklog(dest.id);
@@ -73,13 +83,16 @@ export class Janitor {
     const ids = new Set<string>();
     for await (const c of d.jsm.consumers.list(DELIVERIES_STREAM)) {
       // The server lists a consumer that is being deleted at that moment as null.
-      if (c?.name.startsWith(CONSUMER_PREFIX)) ids.add(c.name.slice(CONSUMER_PREFIX.length));
+      for (const prefix of [LANE_CONSUMER_PREFIX, LEGACY_CONSUMER_PREFIX])
+        if (c?.name.startsWith(prefix)) ids.add(c.name.slice(prefix.length));
     }
-    const info = await d.jsm.streams.info(DELIVERIES_STREAM, {
-      subjects_filter: `${DELIVERY_SUBJECT_PREFIX}>`,
-    });
-    for (const subject of Object.keys(info.state.subjects ?? {}))
-      ids.add(subject.slice(DELIVERY_SUBJECT_PREFIX.length));
+    for (const filter of [`${DELIVERY_SUBJECT_PREFIX}>`, `${LANE_SUBJECT_PREFIX}>`]) {
+      const info = await d.jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: filter });
+      for (const subject of Object.keys(info.state.subjects ?? {})) {
+        const id = destinationOfSubject(subject);
+        if (id !== undefined) ids.add(id);
+      }
+    }
 
     const orphans = [...ids].filter((id) => !d.store.destination(id));
     for (const id of [...this.#suspects]) if (!orphans.includes(id)) this.#suspects.delete(id);
@@ -89,19 +102,24 @@ export class Janitor {
         continue;
       }
       this.#suspects.delete(id);
-      await removeDestinationConsumer(d.jsm, id);
+      await removeDestinationDeliveries(d.jsm, id);
       d.logger.info({ destinationId: id }, "removed deliveries of a deleted destination");
     }
   }
 
-  /** Deliveries are stored in time order: stop at the first one still inside the window. */
+  /**
+   * A paused destination's deliveries wait on its lane. Parked in about the order they were
+   * first stored: stop at the first one still inside the window.
+   */
   async #expireBacklog(destinationId: string): Promise<void> {
     const d = this.#d;
     const cutoff = Date.now() - d.retryWindowMs;
     let seq = 1;
     for (;;) {
-      const m = await this.#next(destinationId, seq);
-      if (!m || m.time.getTime() > cutoff) return;
+      const m = await nextMessage(d.jsm, DELIVERIES_STREAM, laneSubject(destinationId), seq);
+      if (!m) return;
+      const state = stateOf(m.header, m.time.getTime());
+      if (state.firstTimeMs > cutoff) return;
       const messageId = m.header?.get(MESSAGE_ID_HEADER) || `seq-${m.seq}`;
       const sourceId = m.header?.get(SOURCE_ID_HEADER) ?? "";
       const letter = {
@@ -109,10 +127,10 @@ export class Janitor {
         destinationId,
         sourceId,
         body: decoder.decode(m.data),
-        attempts: 0,
+        attempts: state.attempts,
         outcomes: [],
         reason: "destination disabled for the whole retry window",
-        firstAttemptTime: m.time.toISOString(),
+        firstAttemptTime: new Date(state.firstTimeMs).toISOString(),
         deadTime: new Date().toISOString(),
       };
       const deadSequence = await d.deadLetters.record(letter, `${destinationId}:${m.seq}`);
@@ -124,16 +142,6 @@ export class Janitor {
       }
       d.logger.warn({ destinationId, seq: m.seq }, "delivery of a disabled destination dead-lettered");
       seq = m.seq + 1;
-    }
-  }
-
-  async #next(destinationId: string, seq: number): Promise<StoredMsg | undefined> {
-    try {
-      const query = { seq, next_by_subj: deliverySubject(destinationId) } as unknown as { seq: number };
-      return await this.#d.jsm.streams.getMessage(DELIVERIES_STREAM, query);
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
     }
   }
 }

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ConnectionState, Logger, PipelinedPublisher } from "@hookpost/core";
-import { confirmingAck } from "@hookpost/core";
+import { confirmingAck, isNotFound } from "@hookpost/core";
 import { consumerOpts, type JetStreamClient, type JetStreamPullSubscription, type JsMsg } from "nats";
 
 export interface PullerOptions {
@@ -17,6 +17,11 @@ export interface PullerOptions {
   /** No pulls while the connection is down; open pull requests are forgotten when it comes back. */
   connection: ConnectionState;
   logger: Logger;
+  /**
+   * The consumer was deleted (an idle lane removed by another replica): called once, instead of
+   * pulling again; the puller has paused. Absent: keep trying (the consumer should exist).
+   */
+  onGone?: () => void;
 }
 
 /** A loaded server may answer a pull a little after its expiry: messages are still taken then. */
@@ -180,6 +185,11 @@ export class Puller {
       } catch (err) {
         if (!this.#running) break;
         this.#closeSub();
+        if (o.onGone && isNotFound(err)) {
+          this.#running = false;
+          o.onGone();
+          break;
+        }
         o.logger.warn({ consumer: o.consumer, err: (err as Error).message }, "pull failed; retrying");
         await sleep(1000, undefined, { signal: this.#wake.signal }).catch(() => {});
       }

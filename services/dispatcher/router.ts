@@ -6,11 +6,11 @@ import {
   countIfFull,
   DELIVERIES_STREAM,
   deliveryMsgId,
-  deliverySubject,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   orderedSubject,
   partitionOf,
+  partitionSubject,
   SOURCE_ID_HEADER,
   startRouteSpan,
 } from "@hookpost/core";
@@ -29,6 +29,8 @@ export interface RouterDeps {
   attemptLog?: AttemptLog;
   /** ORDERED_PARTITIONS: PER_USER destinations' calls go to ORDERED under `partitionOf(dest, this)`. */
   orderedPartitions: number;
+  /** DELIVERY_PARTITIONS: the others go to partition `partitionOf(messageId, this)` of DELIVERIES. */
+  deliveryPartitions: number;
 }
 
 /** Wait before a call is routed again when DELIVERIES refused it (full, or NATS trouble). */
@@ -95,6 +97,7 @@ export class Router {
         "webhook body not rendered",
       );
     }
+    const partition = partitionOf(call.messageId, d.deliveryPartitions);
     try {
       await Promise.all(
         targets.map((dest) => {
@@ -107,7 +110,7 @@ export class Router {
           const subject =
             dest.ordering === "PER_USER"
               ? orderedSubject(partitionOf(dest.id, d.orderedPartitions), dest.id, userHash(call))
-              : deliverySubject(dest.id);
+              : partitionSubject(partition, dest.id);
           return d.publisher.publish(subject, body, h);
         }),
       );

@@ -689,7 +689,7 @@ describe("dead letters", () => {
         refusing.url(),
       ]),
     );
-    await stack.waitForConsumer("d1");
+    await stack.waitForDestination("d1");
   });
 
   it("lists them as a table and as JSON, and replays all or some", async () => {

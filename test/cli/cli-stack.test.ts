@@ -77,8 +77,8 @@ destinations:
     // A second apply changes nothing.
     const again = await cli(["--json", "apply", "-f", file], { HOOK_SECRET: "hook-secret" });
     expect(JSON.parse(again.stdout)).toMatchObject({ summary: { created: 0, updated: 0, unchanged: 4 } });
-    await stack.waitForConsumer("hook");
-    await stack.waitForConsumer("strict");
+    await stack.waitForDestination("hook");
+    await stack.waitForDestination("strict");
 
     // send: delivered, signed with the destination's secret.
     const sent = await cli([

@@ -4,13 +4,14 @@ import { Code, HookpostError } from "@hookpost/contract";
 import {
   CONFIG_BUCKET,
   DELIVERIES_STREAM,
-  destinationConsumer,
   EVENTS_STREAM,
+  partitionConsumer,
   ROUTER_CONSUMER,
 } from "@hookpost/core";
 import type { JetStreamManager, NatsConnection } from "nats";
 import { NatsCluster } from "../helpers/nats-cluster.js";
 import { Receiver } from "../helpers/receiver.js";
+import { waitForRevision } from "../helpers/revisions.js";
 import { type ServiceProcess, spawnService } from "../helpers/service-process.js";
 import {
   type AdminClient,
@@ -130,12 +131,9 @@ export class ClusterStack {
       },
     });
     const nc = await cluster.connect();
-    const jsm = await nc.jetstreamManager();
     const destinationId = dest.destination!.id;
-    await until(
-      () => jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(destinationId)).then(() => true),
-      { timeout: 30_000, message: "the destination's consumer" },
-    );
+    // Every router knows the destination before any call is sent.
+    await waitForRevision(dest.revision, dispatcherOps, 30_000);
     return new ClusterStack({
       cluster,
       receiver,
@@ -155,7 +153,8 @@ export class ClusterStack {
   }
 
   leaderOfDeliveries(): Promise<string> {
-    return this.cluster.consumerLeader(DELIVERIES_STREAM, destinationConsumer(this.destinationId));
+    // Deliveries are spread over the partitions: partition 0's leader is one of them.
+    return this.cluster.consumerLeader(DELIVERIES_STREAM, partitionConsumer(0));
   }
 
   leaderOfConfig(): Promise<string> {
@@ -182,8 +181,9 @@ export class ClusterStack {
     await until(
       async () => {
         const router = await jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER);
-        const dest = await jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(this.destinationId));
-        return router.num_pending + router.num_ack_pending + dest.num_pending + dest.num_ack_pending === 0;
+        // A work queue: every delivery acknowledged has left the stream.
+        const deliveries = await jsm.streams.info(DELIVERIES_STREAM);
+        return router.num_pending + router.num_ack_pending + deliveries.state.messages === 0;
       },
       { timeout: timeoutMs, message: "no pending or unacknowledged message", interval: 250 },
     );
@@ -210,7 +210,9 @@ export class ClusterStack {
     return [
       `${missing.length} missing, e.g. ${missing.slice(0, 5).join(", ")}`,
       await consumer(EVENTS_STREAM, ROUTER_CONSUMER),
-      await consumer(DELIVERIES_STREAM, destinationConsumer(this.destinationId)),
+      ...(await Promise.all(
+        (await jsm.consumers.list(DELIVERIES_STREAM).next()).map((c) => consumer(DELIVERIES_STREAM, c.name)),
+      )),
       ...warnings,
     ].join("\n");
   }

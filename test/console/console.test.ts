@@ -136,7 +136,7 @@ describe("web console", () => {
     await page.getByRole("heading", { name: /Customer hook/ }).waitFor();
     expect(await page.locator("[data-testid=delivery-state]").textContent()).toContain("Delivering");
 
-    await stack.waitForConsumer("hook");
+    await stack.waitForDestination("hook");
     for (const event of ["Signed Up", "Order Completed", "Logged In"]) await track(event);
     const received = await stack.receiver.waitFor(3, 30_000);
     expect(received.every((r) => r.headers["x-tenant"] === "acme")).toBe(true);

@@ -4,9 +4,9 @@ import type { DestinationRecord } from "@hookpost/core";
 import {
   ConfigStore,
   DEFAULT_TOPOLOGY,
-  deliverySubject,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
+  partitionSubject,
   SOURCE_ID_HEADER,
   type TopologySettings,
 } from "@hookpost/core";
@@ -98,7 +98,7 @@ async function sendToStored(id: string, extra: Partial<DestinationRecord>) {
     destination({ id, sourceIds: [src.id], urls: [stack.receiver.url()], ...extra }),
   );
   await waitForRevision(revision, stack.dispatchers);
-  await stack.waitForConsumer(id);
+  await stack.waitForDestination(id);
   const { messageId } = await src.client.track({ userId: "u-1", event: "Signed Up" });
   const letters = await deadLettersOf(id);
   const attempts = await attemptsOf(id, (l) => l.length >= 2, `two attempts of ${id}`);
@@ -159,7 +159,7 @@ describe("a failure before the request is sent", () => {
     h.set(NOT_RENDERED_HEADER, "unknown call type: teleport");
     await stack.nc
       .jetstream()
-      .publish(deliverySubject("unrenderable"), '{"type":"teleport"}', { headers: h });
+      .publish(partitionSubject(0, "unrenderable"), '{"type":"teleport"}', { headers: h });
 
     const letters = await deadLettersOf("unrenderable");
     const attempts = await attemptsOf("unrenderable", (l) => l.length >= 2, "two attempts");

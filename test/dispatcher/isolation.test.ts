@@ -76,7 +76,9 @@ describe("isolation", () => {
         `${p50b}/${p99b} ms (the dead endpoint saw ${busy} attempts meanwhile)`;
       console.log(line);
       rounds.push(line);
-      expect(busy).toBeGreaterThan(16); // it really was busy timing out and retrying
+      // It really was tried and timed out; slow start (one request at a time) and its breaker
+      // keep a dead endpoint to a few attempts, which is the point.
+      expect(busy).toBeGreaterThanOrEqual(2);
       held = p99b <= Math.max(2 * p99a, p99a + 50) && p50b <= 2 * p50a + 5;
     }
     expect(held, rounds.join("\n")).toBe(true);

@@ -1,6 +1,12 @@
 import { createHmac } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ConfigStore, DELIVERIES_STREAM, destinationConsumer, isNotFound } from "@hookpost/core";
+import {
+  ConfigStore,
+  DELIVERIES_STREAM,
+  destinationSubjects,
+  isNotFound,
+  laneConsumer,
+} from "@hookpost/core";
 import type { RunningDispatcher } from "@hookpost/dispatcher";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { counterValue } from "../e2e/helpers.js";
@@ -157,12 +163,12 @@ describe("live configuration", () => {
     await admin.deleteDestination("gone");
     await until(
       async () => {
-        const info = await p.jsm.streams.info(DELIVERIES_STREAM, {
-          subjects_filter: "hookpost.deliveries.gone",
-        });
-        if ((info.state.subjects?.["hookpost.deliveries.gone"] ?? 0) > 0) return false;
+        for (const filter of destinationSubjects("gone")) {
+          const info = await p.jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: filter });
+          if (Object.keys(info.state.subjects ?? {}).length > 0) return false;
+        }
         try {
-          await p.jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer("gone"));
+          await p.jsm.consumers.info(DELIVERIES_STREAM, laneConsumer("gone"));
           return false;
         } catch (err) {
           return isNotFound(err);

@@ -3,11 +3,12 @@ import {
   ConfigStore,
   DEFAULT_TOPOLOGY,
   DELIVERIES_STREAM,
-  deliverySubject,
-  destinationConsumer,
   ensureTopology,
   MESSAGE_ID_HEADER,
   PipelinedPublisher,
+  partitionConsumer,
+  partitionOf,
+  partitionSubject,
   SOURCE_ID_HEADER,
 } from "@hookpost/core";
 import { renderBody } from "@hookpost/dispatcher";
@@ -35,6 +36,8 @@ const ENDPOINT_MS = 50;
 const OUTAGE_MS = 15_000;
 const RECOVER_MS = 30_000;
 const DEST = "slow";
+/** DELIVERY_PARTITIONS (its default). */
+const PARTITIONS = 8;
 
 let server: NatsServer;
 let nc: NatsConnection;
@@ -57,7 +60,10 @@ function deliver(): Promise<unknown> {
   h.set(SOURCE_ID_HEADER, call.sourceId);
   sent++;
   // While nats-server is down the publish fails: a call that was never accepted.
-  return pipe.publish(deliverySubject(DEST), renderBody(call), h).catch(() => undefined);
+  // Spread over the partitions as the router does.
+  return pipe
+    .publish(partitionSubject(partitionOf(call.messageId, PARTITIONS), DEST), renderBody(call), h)
+    .catch(() => undefined);
 }
 
 /** A steady 100 calls/s: pull requests are waiting at the server when it is killed. */
@@ -119,7 +125,7 @@ beforeAll(async () => {
   store.close();
   pipe = new PipelinedPublisher(nc, 2000);
   procs = [dispatcher(), dispatcher()];
-  await Promise.all(procs.map((p) => p.waitFor("delivering to destination", 50_000)));
+  await Promise.all(procs.map((p) => p.waitFor("delivering: every partition pulled", 50_000)));
   load = steadyLoad();
 });
 
@@ -142,7 +148,7 @@ describe("delivery capacity after a NATS outage", () => {
       // Steady load only: pull requests wait at the server when it dies.
       await until(
         async () =>
-          (await (await nc.jetstreamManager()).consumers.info(DELIVERIES_STREAM, destinationConsumer(DEST)))
+          (await (await nc.jetstreamManager()).consumers.info(DELIVERIES_STREAM, partitionConsumer(0)))
             .num_waiting >= procs.length,
         { timeout: 30_000, message: "a pull request of every replica waiting at the server" },
       );
@@ -164,7 +170,7 @@ describe("delivery capacity after a NATS outage", () => {
     killed.proc.kill("SIGKILL");
     await killed.exited;
     procs[0] = dispatcher();
-    await procs[0].waitFor("delivering to destination", 50_000);
+    await procs[0].waitFor("delivering: every partition pulled", 50_000);
     const after = await saturate(RECOVER_MS);
     expect(
       after.ok,

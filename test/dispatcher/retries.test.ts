@@ -1,7 +1,14 @@
 import { rmSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { DeadLetter } from "@hookpost/core";
-import { DELIVERIES_STREAM, deliverySubject, destinationConsumer } from "@hookpost/core";
+import {
+  DELIVERIES_STREAM,
+  destinationSubjects,
+  laneSubject,
+  legacyDeliverySubject,
+  legacyDestinationConsumer,
+  partitionSubject,
+} from "@hookpost/core";
 import type { RunningDispatcher } from "@hookpost/dispatcher";
 import { renderBody } from "@hookpost/dispatcher";
 import { AckPolicy } from "nats";
@@ -66,6 +73,9 @@ beforeAll(async () => {
     retryBaseDelayMs: 200,
     caFile: certs.caCert,
     topology: { retryWindowMs: 3000, retryMaxDelayMs: 1000 } as never,
+    // These tests count every retry of a failing endpoint: no breaker holds them back
+    // (test/dispatcher/breaker.test.ts tests the breaker).
+    breakerFailures: 1000,
   });
 });
 
@@ -316,28 +326,34 @@ describe("janitor", () => {
     });
     // Paused: nothing was attempted after the destination was disabled.
     expect(r.requests.length).toBe(seen);
-    expect((await p.jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(d.id))).num_pending).toBe(0);
+    // Dead-lettered, so no longer stored anywhere on DELIVERIES.
+    for (const filter of destinationSubjects(d.id)) {
+      const info = await p.jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: filter });
+      expect(info.state.subjects ?? {}).toEqual({});
+    }
   });
 
-  it("removes the consumer and deliveries of a destination that no longer exists", async () => {
+  it("removes the consumers and deliveries of a destination that no longer exists, in the old layout too", async () => {
+    // The per-destination layout before issue 24: moved to lanes, then removed as orphans.
     await p.jsm.consumers.add(DELIVERIES_STREAM, {
-      durable_name: destinationConsumer("ghost"),
-      filter_subject: deliverySubject("ghost"),
+      durable_name: legacyDestinationConsumer("ghost"),
+      filter_subject: legacyDeliverySubject("ghost"),
       ack_policy: AckPolicy.Explicit,
     });
-    await p.js.publish(deliverySubject("ghost"), "{}");
-    await p.js.publish(deliverySubject("ghost2"), "{}");
+    await p.js.publish(legacyDeliverySubject("ghost"), "{}");
+    await p.js.publish(legacyDeliverySubject("ghost2"), "{}");
+    await p.js.publish(partitionSubject(3, "ghost3"), "{}");
+    await p.js.publish(laneSubject("ghost4"), "{}");
     await until(
       async () => {
-        const info = await p.jsm.streams.info(DELIVERIES_STREAM, {
-          subjects_filter: "hookpost.deliveries.>",
-        });
-        const subjects = Object.keys(info.state.subjects ?? {});
+        const subjects: string[] = [];
+        for (const filter of ["hookpost.deliveries.>", "hookpost.lanes.>"]) {
+          const info = await p.jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: filter });
+          subjects.push(...Object.keys(info.state.subjects ?? {}));
+        }
         // A consumer being deleted at that moment is listed as null by the server.
-        const consumers = (await p.jsm.consumers.list(DELIVERIES_STREAM).next()).map((c) => c?.name);
-        return (
-          !subjects.some((s) => s.includes("ghost")) && !consumers.includes(destinationConsumer("ghost"))
-        );
+        const consumers = (await p.jsm.consumers.list(DELIVERIES_STREAM).next()).map((c) => c?.name ?? "");
+        return !subjects.some((s) => s.includes("ghost")) && !consumers.some((c) => c.includes("ghost"));
       },
       { timeout: 8000, message: "ghost cleanup" },
     );

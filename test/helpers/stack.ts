@@ -8,13 +8,7 @@ import {
   type DestinationSchema,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
-import {
-  CONFIG_BUCKET,
-  DEFAULT_TOPOLOGY,
-  DELIVERIES_STREAM,
-  destinationConsumer,
-  kvStream,
-} from "@hookpost/core";
+import { CONFIG_BUCKET, DEFAULT_TOPOLOGY, kvStream } from "@hookpost/core";
 import {
   type DispatcherConfig,
   defaultDispatcherConfig,
@@ -26,7 +20,6 @@ import pino from "pino";
 import { NatsServer } from "./nats-server.js";
 import { Receiver } from "./receiver.js";
 import { waitForRevision } from "./revisions.js";
-import { until } from "./until.js";
 
 export const STACK_ADMIN_TOKEN = "stack-admin-token-0123456789abcdef";
 
@@ -135,13 +128,12 @@ export class Stack {
     return r.destination!;
   }
 
-  async waitForConsumer(destinationId: string): Promise<void> {
+  /**
+   * Every replica applied the configuration as it is now, so a destination created before this
+   * call is known to every router (`_destinationId` names what the caller waits for).
+   */
+  async waitForDestination(_destinationId: string): Promise<void> {
     const jsm = await this.nc.jetstreamManager();
-    await until(() => jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(destinationId)), {
-      message: `the consumer of destination ${destinationId}`,
-    });
-    // Every router reads the configuration that made the consumer: every replica applied the
-    // bucket's latest revision.
     const latest = (await jsm.streams.info(kvStream(CONFIG_BUCKET))).state.last_seq;
     await waitForRevision(latest, this.dispatchers);
   }

@@ -1,11 +1,5 @@
 import { type IngestHandle, startIngest } from "@hookpost/api";
-import {
-  DEAD_STREAM,
-  DEFAULT_TOPOLOGY,
-  DELIVERIES_STREAM,
-  destinationConsumer,
-  EVENTS_STREAM,
-} from "@hookpost/core";
+import { DEAD_STREAM, DEFAULT_TOPOLOGY, DELIVERIES_STREAM, EVENTS_STREAM } from "@hookpost/core";
 import { defaultDispatcherConfig, type RunningDispatcher, startDispatcher } from "@hookpost/dispatcher";
 import { connect, type NatsConnection } from "nats";
 import pino from "pino";
@@ -61,11 +55,10 @@ describe("SIGTERM to a dispatcher mid-delivery", () => {
   it("exits within a bound, and a second dispatcher delivers all N calls", async () => {
     const admin = adminClient(ingest.address);
     const { writeKey, source } = await admin.createSource({ name: "backlog" });
-    const { destination } = await admin.createDestination({
+    await admin.createDestination({
       destination: { name: "slow", urls: [receiver.url()], enabled: true, sourceIds: [source!.id] },
     });
     admin.close();
-    const destId = destination!.id;
 
     // The backlog: N acknowledged calls, waiting on EVENTS (no dispatcher runs yet).
     const client = ingestClient(ingest.address, writeKey);
@@ -115,9 +108,10 @@ describe("SIGTERM to a dispatcher mid-delivery", () => {
     // Everything acknowledged: nothing pending, in flight or waiting for a retry.
     await until(
       async () => {
-        const info = await jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(destId));
+        // Work queues: a message leaves its stream once acknowledged.
+        const deliveries = await jsm.streams.info(DELIVERIES_STREAM);
         const events = await jsm.streams.info(EVENTS_STREAM);
-        return info.num_pending + info.num_ack_pending === 0 && events.state.messages === 0;
+        return deliveries.state.messages === 0 && events.state.messages === 0;
       },
       { message: "an empty backlog" },
     );

@@ -1,12 +1,12 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, HookpostError } from "@hookpost/contract";
-import { DELIVERIES_STREAM, destinationConsumer } from "@hookpost/core";
 import { defaultDispatcherConfig, type RunningDispatcher, startDispatcher } from "@hookpost/dispatcher";
 import { connect, type NatsConnection } from "nats";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsServer } from "../helpers/nats-server.js";
 import { Receiver } from "../helpers/receiver.js";
+import { waitForRevision } from "../helpers/revisions.js";
 import { adminClient, ingestClient, STACK_ADMIN_TOKEN } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
 import { exitWithin, type ServiceProcess, spawnService } from "./helpers.js";
@@ -64,11 +64,8 @@ describe("SIGTERM to ingest under load", () => {
       destination: { name: "hook", urls: [receiver.url()], enabled: true, sourceIds: [source!.id] },
     });
     admin.close();
-    const jsm = await nc.jetstreamManager();
-    await until(
-      () => jsm.consumers.info(DELIVERIES_STREAM, destinationConsumer(dest.destination!.id)).then(() => true),
-      { message: "the destination's consumer" },
-    );
+    // The router knows the destination before any call is sent.
+    await waitForRevision(dest.revision, [dispatcher]);
 
     const client = ingestClient(address, writeKey);
     const acked: string[] = [];

@@ -132,7 +132,7 @@ describe("packed libraries", () => {
       sourceIds: [source.id],
       sharedSecret: SECRET,
     });
-    await stack.waitForConsumer(destination.id);
+    await stack.waitForDestination(destination.id);
     await writeFile(
       join(app, "send.mjs"),
       [

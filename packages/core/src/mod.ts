@@ -138,6 +138,7 @@ export {
   natsFailure,
   STREAM_FULL_RETRY_AFTER_MS,
 } from "./nats/jetstream-errors.js";
+export { nextMessage } from "./nats/next-message.js";
 export {
   EncodedHeaders,
   msgIdHeaders,

@@ -7,7 +7,7 @@ import {
   type StoredMsg,
 } from "nats";
 import { isNotFound } from "../nats/jetstream-errors.js";
-import { DEAD_STREAM, deadSubject, deliverySubject } from "../nats/topology.js";
+import { DEAD_STREAM, deadSubject, partitionSubject } from "../nats/topology.js";
 import {
   deliveryMsgId,
   MESSAGE_ID_HEADER,
@@ -173,7 +173,8 @@ export class DeadLetters {
     // A fresh id (the original is still in the dedup window), yet the same for a repeated
     // replay of the same record, so retrying a replay request does not deliver twice.
     const msgID = `${deliveryMsgId(letter.sourceId, letter.messageId, letter.destinationId)}:replay:${letter.sequence}`;
-    await this.#js.publish(deliverySubject(letter.destinationId), letter.body, { msgID, headers: h });
+    // Partition 0 exists whatever DELIVERY_PARTITIONS is; any partition reaches every destination.
+    await this.#js.publish(partitionSubject(0, letter.destinationId), letter.body, { msgID, headers: h });
     try {
       return await this.#jsm.streams.deleteMessage(DEAD_STREAM, letter.sequence, false);
     } catch (err) {

@@ -1,0 +1,317 @@
+import type {
+  ConfigChange,
+  ConfigStore,
+  ConnectionState,
+  DestinationRecord,
+  Logger,
+  PipelinedPublisher,
+} from "@hookpost/core";
+import { DELIVERIES_STREAM, destinationOfSubject, partitionConsumer } from "@hookpost/core";
+import type { JetStreamClient, JetStreamManager, JsMsg } from "nats";
+import type { Breakers } from "./breaker.js";
+import type { Capacity, Slot } from "./capacity.js";
+import {
+  type ConsumerSettings,
+  ensureConsumer,
+  partitionConsumerConfig,
+  removeDestinationDeliveries,
+} from "./consumers.js";
+import type { DeliveryHandler } from "./delivery.js";
+import { Lanes } from "./lanes.js";
+import { deliveryState } from "./parking.js";
+import { Puller } from "./puller.js";
+import { RateGate } from "./rate-gate.js";
+import type { ReplicaRegistry } from "./replica-registry.js";
+
+/** How long a fresh delivery may wait for a slot or its rate limit before it is parked instead. */
+const FRESH_WAIT_MS = 50;
+/** A delivery pulled before its due time is handed back for what is left, at least this long. */
+const MIN_NOT_DUE_MS = 20;
+const RETRY_REMOVE_MS = 2000;
+
+export interface DeliveriesDeps {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  /** Acks and naks of every puller go out through it (batched writes). */
+  acks: PipelinedPublisher;
+  connection: ConnectionState;
+  store: ConfigStore;
+  handler: DeliveryHandler;
+  logger: Logger;
+  /** Live replicas, to split max_in_flight and rate_limit_per_second; absent: this replica is alone. */
+  registry?: ReplicaRegistry;
+  /** Aborted when shutdown's grace period is over. */
+  shutdown: AbortSignal;
+  consumer: ConsumerSettings;
+  pullExpiresMs: number;
+  /** DELIVERY_PARTITIONS. */
+  partitions: number;
+  /** DELIVERY_CONCURRENCY: a destination's in-flight limit on this replica without max_in_flight. */
+  concurrency: number;
+  capacity: Capacity;
+  breakers: Breakers;
+  lanes: { sweepMs: number; idleMs: number };
+  /** RETRY_WINDOW: a delivery held back by an open breaker past it is dead-lettered. */
+  retryWindowMs: number;
+}
+
+/**
+ * The delivery core of one replica (docs/design/delivery-at-scale.md): P partition consumers
+ * shared by every destination, and a lane per destination only while it has parked work.
+ * A fresh delivery goes out at once when its destination may take it (enabled, breaker closed,
+ * a free slot and rate within 50 ms); anything else is parked on its lane, so a partition never
+ * holds a delivery longer than one request, and a failing destination waits in storage.
+ */
+export class Deliveries {
+  readonly #d: DeliveriesDeps;
+  readonly #partitions: Puller[] = [];
+  /** Per partition: deliveries in flight to destinations not known to answer. */
+  readonly #risky: number[];
+  readonly #riskyMax: number;
+  readonly #gates = new Map<string, RateGate>();
+  readonly lanes: Lanes;
+  #removals = 0;
+  #closed = false;
+
+  readonly #onChange = (c: ConfigChange) => {
+    if (c.kind !== "destination") return;
+    if (c.record) this.lanes.refresh(c.id);
+    else this.#remove(c.id);
+  };
+  readonly #onReplicas = () => this.lanes.refreshAll();
+
+  constructor(deps: DeliveriesDeps) {
+    this.#d = deps;
+    const perPartition = this.#partitionConcurrency();
+    this.#risky = new Array(deps.partitions).fill(0);
+    this.#riskyMax = Math.max(1, Math.floor(perPartition / 2));
+    this.lanes = new Lanes({
+      ...deps,
+      sweepMs: deps.lanes.sweepMs,
+      idleMs: deps.lanes.idleMs,
+      concurrency: (id) => this.#laneConcurrency(id),
+      heldUntil: (id) => deps.breakers.openUntil(id),
+      handle: (id, msg) => this.#handleLane(id, msg),
+    });
+    deps.breakers.onChange = (id) => this.lanes.refresh(id);
+  }
+
+  /** Creates the partition consumers (idempotent) and starts pulling them and the lanes. */
+  async start(): Promise<void> {
+    const d = this.#d;
+    for (let p = 0; p < d.partitions; p++)
+      await ensureConsumer(d.jsm, partitionConsumerConfig(p, d.consumer));
+    d.store.on("change", this.#onChange);
+    d.registry?.on("change", this.#onReplicas);
+    const concurrency = this.#partitionConcurrency();
+    for (let p = 0; p < d.partitions; p++) {
+      const puller = new Puller({
+        js: d.js,
+        stream: DELIVERIES_STREAM,
+        consumer: partitionConsumer(p),
+        concurrency,
+        expiresMs: d.pullExpiresMs,
+        handle: (msg) => this.#handleFresh(p, msg),
+        acks: d.acks,
+        connection: d.connection,
+        logger: d.logger,
+      });
+      this.#partitions.push(puller);
+      puller.resume();
+    }
+    this.lanes.start();
+    d.logger.info({ partitions: d.partitions, concurrency }, "delivering: every partition pulled");
+  }
+
+  /** Every partition is pulled here. */
+  get pulling(): boolean {
+    return this.#partitions.length === this.#d.partitions && this.#partitions.every((p) => p.running);
+  }
+
+  /** No destination removal is being applied: every change seen so far is in effect here. */
+  get idle(): boolean {
+    return this.#removals === 0;
+  }
+
+  stopPulling(): void {
+    this.#closed = true;
+    this.#d.store.off("change", this.#onChange);
+    this.#d.registry?.off("change", this.#onReplicas);
+    for (const p of this.#partitions) p.pause();
+    this.lanes.stopPulling();
+  }
+
+  async settle(ms: number): Promise<boolean> {
+    const all = await Promise.all([...this.#partitions.map((p) => p.settle(ms)), this.lanes.settle(ms)]);
+    return all.every(Boolean);
+  }
+
+  async drain(): Promise<void> {
+    await Promise.all([...this.#partitions.map((p) => p.drain()), this.lanes.drain()]);
+  }
+
+  /** Each partition takes an equal part of the connection cap; at least 16. */
+  #partitionConcurrency(): number {
+    return Math.max(16, Math.ceil(this.#d.capacity.max / this.#d.partitions));
+  }
+
+  /** This replica's in-flight limit for a destination (0 while its rate share is 0). */
+  #limit(r: DestinationRecord): number {
+    const share = (total: number) => this.#d.registry?.share(total) ?? total;
+    if (r.rateLimitPerSecond !== undefined && share(r.rateLimitPerSecond) === 0) return 0;
+    return r.maxInFlight === undefined ? this.#d.concurrency : share(r.maxInFlight);
+  }
+
+  #rate(id: string): number | undefined {
+    const r = this.#d.store.destination(id)?.rateLimitPerSecond;
+    return r === undefined ? undefined : (this.#d.registry?.share(r) ?? r);
+  }
+
+  #laneConcurrency(id: string): number {
+    const r = this.#d.store.destination(id);
+    if (!r?.enabled) return 0;
+    // Half-open: one probe at a time.
+    if (this.#d.breakers.isOpen(id)) return 1;
+    return this.#d.capacity.window(id, this.#limit(r));
+  }
+
+  #gate(id: string): RateGate {
+    let g = this.#gates.get(id);
+    if (!g) {
+      g = new RateGate();
+      this.#gates.set(id, g);
+    }
+    return g;
+  }
+
+  /** A fresh delivery from partition `p`: now, or parked on its lane. */
+  async #handleFresh(p: number, msg: JsMsg): Promise<void> {
+    const d = this.#d;
+    const id = destinationOfSubject(msg.subject) ?? "";
+    const dest = d.store.destination(id);
+    if (!dest) {
+      // Deleted: what is left of it is being purged.
+      msg.term();
+      return;
+    }
+    const state = deliveryState(msg);
+    if (!dest.enabled || d.breakers.isOpen(id) || this.#limit(dest) === 0) {
+      await d.handler.park(id, msg, state);
+      return;
+    }
+    if (dest.rateLimitPerSecond !== undefined) {
+      const wait = AbortSignal.any([d.shutdown, AbortSignal.timeout(FRESH_WAIT_MS)]);
+      if (!(await this.#gate(id).take(() => this.#rate(id), wait))) {
+        await d.handler.park(id, msg, state);
+        return;
+      }
+    }
+    const risky = !d.capacity.answering(id);
+    let slot: Slot | undefined;
+    if (risky && this.#risky[p]! >= this.#riskyMax) slot = undefined;
+    else if (d.capacity.stalled(id)) slot = d.capacity.tryAcquire(id, this.#limit(dest));
+    else slot = await d.capacity.acquire(id, () => this.#limit(dest), d.shutdown, FRESH_WAIT_MS);
+    if (!slot) {
+      await d.handler.park(id, msg, state);
+      return;
+    }
+    if (risky) this.#risky[p]!++;
+    try {
+      await d.handler.handle(id, msg, state);
+    } finally {
+      if (risky) this.#risky[p]!--;
+      slot.release();
+    }
+  }
+
+  /** A parked delivery from its lane: waits for its due time, rate and slot, then goes. */
+  async #handleLane(id: string, msg: JsMsg): Promise<void> {
+    const d = this.#d;
+    const dest = d.store.destination(id);
+    if (!dest) {
+      msg.term();
+      return;
+    }
+    const state = deliveryState(msg);
+    const notYet = state.dueMs - Date.now();
+    if (notYet > 0) {
+      msg.nak(Math.max(MIN_NOT_DUE_MS, notYet));
+      return;
+    }
+    if (dest.enabled && d.breakers.isOpen(id) && Date.now() >= state.firstTimeMs + d.retryWindowMs) {
+      // Its window ended while the breaker held it back: it will never get an attempt.
+      await d.handler.expire(id, msg, state, d.breakers.lastFailure(id));
+      return;
+    }
+    if (!dest.enabled || !d.breakers.allow(id)) {
+      // Paused, or the breaker's probe is already out: it waits on its lane.
+      msg.nak(Math.max(MIN_NOT_DUE_MS, (d.breakers.openUntil(id) ?? Date.now() + 1000) - Date.now()));
+      this.lanes.refresh(id);
+      return;
+    }
+    const stop = keepAlive(msg, d.consumer.ackWaitMs);
+    let slot: Slot | undefined;
+    try {
+      if (
+        dest.rateLimitPerSecond !== undefined &&
+        !(await this.#gate(id).take(() => this.#rate(id), d.shutdown))
+      ) {
+        d.breakers.released(id);
+        msg.nak();
+        return;
+      }
+      slot = await d.capacity.acquire(
+        id,
+        () => {
+          const r = d.store.destination(id);
+          return r ? this.#limit(r) : 0;
+        },
+        d.shutdown,
+        Number.POSITIVE_INFINITY,
+      );
+    } finally {
+      stop();
+    }
+    if (!slot) {
+      d.breakers.released(id);
+      msg.nak();
+      return;
+    }
+    try {
+      await d.handler.handle(id, msg, state);
+    } finally {
+      slot.release();
+      // A probe that ended without telling anything (handed back, paused): another may go.
+      d.breakers.released(id);
+      this.lanes.refresh(id);
+    }
+  }
+
+  /** A deleted destination: its lane, its partitions' deliveries and its in-memory state go. */
+  #remove(id: string): void {
+    const d = this.#d;
+    this.lanes.forget(id);
+    this.#gates.delete(id);
+    d.breakers.forget(id);
+    d.capacity.forget(id);
+    this.#removals++;
+    removeDestinationDeliveries(d.jsm, id)
+      .then(() => d.logger.info({ destinationId: id }, "destination removed: pending deliveries purged"))
+      .catch((err) => {
+        d.logger.error(
+          { destinationId: id, err: (err as Error).message },
+          "purging a removed destination failed; retrying",
+        );
+        setTimeout(() => {
+          if (!this.#closed && !d.store.destination(id)) this.#remove(id);
+        }, RETRY_REMOVE_MS).unref();
+      })
+      .finally(() => this.#removals--);
+  }
+}
+
+/** Tells JetStream a held delivery is still being worked on, until stopped. */
+export function keepAlive(msg: JsMsg, ackWaitMs: number): () => void {
+  const t = setInterval(() => msg.working(), Math.max(250, Math.floor(ackWaitMs / 3)));
+  return () => clearInterval(t);
+}

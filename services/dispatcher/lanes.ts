@@ -1,0 +1,234 @@
+import type { ConfigStore, ConnectionState, Logger, PipelinedPublisher } from "@hookpost/core";
+import {
+  DELIVERIES_STREAM,
+  destinationOfSubject,
+  isNotFound,
+  LANE_SUBJECT_PREFIX,
+  laneConsumer,
+} from "@hookpost/core";
+import type { JetStreamClient, JetStreamManager, JsMsg } from "nats";
+import { type ConsumerSettings, deleteConsumer, ensureConsumer, laneConsumerConfig } from "./consumers.js";
+import { Puller } from "./puller.js";
+
+export interface LanesDeps {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  acks: PipelinedPublisher;
+  connection: ConnectionState;
+  store: ConfigStore;
+  logger: Logger;
+  consumer: ConsumerSettings;
+  pullExpiresMs: number;
+  /** How often lanes holding messages are checked for a consumer, and empty ones for idleness. */
+  sweepMs: number;
+  /** An empty lane's consumer is deleted after this. */
+  idleMs: number;
+  /** How many of a lane's deliveries this replica may work on now (0: none: paused, breaker open). */
+  concurrency: (id: string) => number;
+  /** When a lane held back by its breaker may pull again (its probe), if it is held back. */
+  heldUntil: (id: string) => number | undefined;
+  handle: (id: string, msg: JsMsg) => Promise<void>;
+}
+
+interface Lane {
+  puller: Puller | undefined;
+  /** First sweep that found it empty (nothing stored, nothing in flight). */
+  emptySince: number | undefined;
+  /** Wakes a lane held back by its breaker when its probe may go. */
+  timer: NodeJS.Timeout | undefined;
+}
+
+/**
+ * Per-destination lanes (docs/design/delivery-at-scale.md §2): a consumer `lane_<id>` exists only
+ * while `hookpost.lanes.<id>` holds parked deliveries. It is created by the replica that parks
+ * first (and by the sweep, which also closes the race with a removal), and deleted once it was
+ * empty for `idleMs`. A destination without parked work has no lane, no consumer, no puller and
+ * no timer on any replica.
+ */
+export class Lanes {
+  readonly #d: LanesDeps;
+  readonly #lanes = new Map<string, Lane>();
+  readonly #creating = new Map<string, Promise<void>>();
+  readonly #retired = new Set<Puller>();
+  #timer: NodeJS.Timeout | undefined;
+  #sweeping: Promise<void> | undefined;
+  #closed = false;
+
+  constructor(deps: LanesDeps) {
+    this.#d = deps;
+  }
+
+  /** Destinations with a lane on this replica. */
+  get size(): number {
+    return this.#lanes.size;
+  }
+
+  start(): void {
+    const tick = () => {
+      this.#sweeping = this.sweep()
+        .catch((err) => this.#d.logger.warn({ err: (err as Error).message }, "lane sweep failed"))
+        .finally(() => {
+          this.#sweeping = undefined;
+          if (!this.#closed) this.#timer = setTimeout(tick, this.#d.sweepMs).unref();
+        });
+    };
+    tick();
+  }
+
+  /** The lane exists (its consumer is created once per replica) and pulls as much as it may. */
+  ensure(id: string): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    if (this.#lanes.has(id)) {
+      this.refresh(id);
+      return Promise.resolve();
+    }
+    let p = this.#creating.get(id);
+    if (!p) {
+      p = ensureConsumer(this.#d.jsm, laneConsumerConfig(id, this.#d.consumer))
+        .then(() => {
+          if (this.#closed || this.#lanes.has(id)) return;
+          this.#lanes.set(id, { puller: undefined, emptySince: undefined, timer: undefined });
+          this.refresh(id);
+        })
+        .catch((err) => {
+          // The sweep tries again: parked deliveries are stored whether a consumer exists or not.
+          this.#d.logger.warn({ destinationId: id, err: (err as Error).message }, "creating a lane failed");
+        })
+        .finally(() => this.#creating.delete(id));
+      this.#creating.set(id, p);
+    }
+    return p;
+  }
+
+  /** Applies the lane's concurrency now: after a breaker change, a pause, a config change. */
+  refresh(id: string): void {
+    const lane = this.#lanes.get(id);
+    if (!lane || this.#closed) return;
+    clearTimeout(lane.timer);
+    lane.timer = undefined;
+    const held = this.#d.heldUntil(id);
+    const now = Date.now();
+    if (held !== undefined && held > now) {
+      lane.puller?.pause();
+      lane.timer = setTimeout(() => this.refresh(id), held - now + 10).unref();
+      return;
+    }
+    const n = this.#d.concurrency(id);
+    if (n <= 0) {
+      lane.puller?.pause();
+      return;
+    }
+    lane.puller ??= this.#puller(id);
+    lane.puller.setConcurrency(n);
+    lane.puller.resume();
+  }
+
+  /** Every lane's concurrency again (replicas joined or left). */
+  refreshAll(): void {
+    for (const id of this.#lanes.keys()) this.refresh(id);
+  }
+
+  /** The destination was deleted: its lane goes (the consumer is deleted by the caller). */
+  forget(id: string): void {
+    this.#drop(id);
+  }
+
+  /**
+   * Lanes that hold messages get a consumer; lanes empty for `idleMs` lose theirs. One stream
+   * info with a subjects filter lists exactly the lanes holding messages.
+   */
+  async sweep(): Promise<void> {
+    const d = this.#d;
+    if (!d.connection.connected) return;
+    const info = await d.jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: `${LANE_SUBJECT_PREFIX}>` });
+    const busy = new Set<string>();
+    for (const subject of Object.keys(info.state.subjects ?? {})) {
+      const id = destinationOfSubject(subject);
+      if (id !== undefined && d.store.destination(id)) busy.add(id);
+    }
+    await Promise.all([...busy].map((id) => this.ensure(id)));
+    const now = Date.now();
+    for (const [id, lane] of this.#lanes) {
+      if (busy.has(id)) {
+        lane.emptySince = undefined;
+        continue;
+      }
+      if (lane.puller && lane.puller.inFlight > 0) {
+        lane.emptySince = undefined;
+        continue;
+      }
+      lane.emptySince ??= now;
+      if (now - lane.emptySince < d.idleMs) continue;
+      let info: Awaited<ReturnType<JetStreamManager["consumers"]["info"]>> | undefined;
+      try {
+        info = await d.jsm.consumers.info(DELIVERIES_STREAM, laneConsumer(id));
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+      }
+      if (info && (info.num_pending > 0 || info.num_ack_pending > 0)) {
+        lane.emptySince = undefined;
+        continue;
+      }
+      // A delivery parked right now stays stored without a consumer; the next sweep brings it back.
+      this.#drop(id);
+      await deleteConsumer(d.jsm, laneConsumer(id));
+      d.logger.debug({ destinationId: id }, "idle lane removed");
+    }
+  }
+
+  stopPulling(): void {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    for (const lane of this.#lanes.values()) {
+      clearTimeout(lane.timer);
+      lane.puller?.pause();
+    }
+  }
+
+  async settle(ms: number): Promise<boolean> {
+    const all = await Promise.all(this.#pullers().map((p) => p.settle(ms)));
+    return all.every(Boolean);
+  }
+
+  async drain(): Promise<void> {
+    await this.#sweeping;
+    await Promise.allSettled([...this.#creating.values()]);
+    await Promise.all(this.#pullers().map((p) => p.drain()));
+  }
+
+  #pullers(): Puller[] {
+    const out = [...this.#retired];
+    for (const lane of this.#lanes.values()) if (lane.puller) out.push(lane.puller);
+    return out;
+  }
+
+  #puller(id: string): Puller {
+    const d = this.#d;
+    return new Puller({
+      js: d.js,
+      stream: DELIVERIES_STREAM,
+      consumer: laneConsumer(id),
+      concurrency: 1,
+      expiresMs: d.pullExpiresMs,
+      handle: (msg) => d.handle(id, msg),
+      acks: d.acks,
+      connection: d.connection,
+      logger: d.logger,
+      // Another replica removed the idle lane: forget it here too; the sweep brings it back if needed.
+      onGone: () => this.#drop(id),
+    });
+  }
+
+  #drop(id: string): void {
+    const lane = this.#lanes.get(id);
+    if (!lane) return;
+    this.#lanes.delete(id);
+    clearTimeout(lane.timer);
+    const p = lane.puller;
+    if (p) {
+      p.abortPull();
+      this.#retired.add(p);
+      void p.drain().finally(() => this.#retired.delete(p));
+    }
+  }
+}
