@@ -67,6 +67,7 @@ export class Deliveries {
   readonly #partitions: Puller[] = [];
   /** Per partition: deliveries in flight to destinations not known to answer. */
   readonly #risky: number[];
+  readonly #riskyWaiters: (() => void)[][];
   readonly #riskyMax: number;
   readonly #gates = new Map<string, RateGate>();
   readonly lanes: Lanes;
@@ -84,6 +85,7 @@ export class Deliveries {
     this.#d = deps;
     const perPartition = this.#partitionConcurrency();
     this.#risky = new Array(deps.partitions).fill(0);
+    this.#riskyWaiters = Array.from({ length: deps.partitions }, () => []);
     this.#riskyMax = Math.max(1, Math.floor(perPartition / 2));
     this.lanes = new Lanes({
       ...deps,
@@ -206,22 +208,53 @@ export class Deliveries {
         return;
       }
     }
+    // Half of a partition's slots at most go to destinations not known to answer: hung
+    // endpoints can never hold a whole partition, whatever they are sent.
     const risky = !d.capacity.answering(id);
-    let slot: Slot | undefined;
-    if (risky && this.#risky[p]! >= this.#riskyMax) slot = undefined;
-    else if (d.capacity.stalled(id)) slot = d.capacity.tryAcquire(id, this.#limit(dest));
-    else slot = await d.capacity.acquire(id, () => this.#limit(dest), d.shutdown, FRESH_WAIT_MS);
-    if (!slot) {
+    if (risky && !(await this.#takeRisky(p, d.capacity.stalled(id) ? 0 : FRESH_WAIT_MS))) {
       await d.handler.park(id, msg, state);
       return;
     }
-    if (risky) this.#risky[p]!++;
+    let slot: Slot | undefined;
     try {
+      if (d.capacity.stalled(id)) slot = d.capacity.tryAcquire(id, this.#limit(dest));
+      else slot = await d.capacity.acquire(id, () => this.#limit(dest), d.shutdown, FRESH_WAIT_MS);
+      if (!slot) {
+        await d.handler.park(id, msg, state);
+        return;
+      }
       await d.handler.handle(id, msg, state);
     } finally {
-      if (risky) this.#risky[p]!--;
-      slot.release();
+      slot?.release();
+      if (risky) this.#giveRisky(p);
     }
+  }
+
+  /** One of partition p's slots for destinations not known to answer, waiting at most `maxWaitMs`. */
+  async #takeRisky(p: number, maxWaitMs: number): Promise<boolean> {
+    const deadline = performance.now() + maxWaitMs;
+    while (this.#risky[p]! >= this.#riskyMax) {
+      const left = deadline - performance.now();
+      if (left <= 0 || this.#d.shutdown.aborted) return false;
+      const waiters = this.#riskyWaiters[p]!;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          const i = waiters.indexOf(done);
+          if (i >= 0) waiters.splice(i, 1);
+          resolve();
+        };
+        const timer = setTimeout(done, left);
+        waiters.push(done);
+      });
+    }
+    this.#risky[p]!++;
+    return true;
+  }
+
+  #giveRisky(p: number): void {
+    this.#risky[p]!--;
+    this.#riskyWaiters[p]!.shift()?.();
   }
 
   /** A parked delivery from its lane: waits for its due time, rate and slot, then goes. */

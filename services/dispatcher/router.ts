@@ -29,7 +29,10 @@ export interface RouterDeps {
   attemptLog?: AttemptLog;
   /** ORDERED_PARTITIONS: PER_USER destinations' calls go to ORDERED under `partitionOf(dest, this)`. */
   orderedPartitions: number;
-  /** DELIVERY_PARTITIONS: the others go to partition `partitionOf(messageId, this)` of DELIVERIES. */
+  /**
+   * DELIVERY_PARTITIONS: the others go to partition `partitionOf("<dest>/<messageId>", this)` of
+   * DELIVERIES: a call's fan-out and a destination's calls both spread over every partition.
+   */
   deliveryPartitions: number;
 }
 
@@ -97,7 +100,6 @@ export class Router {
         "webhook body not rendered",
       );
     }
-    const partition = partitionOf(call.messageId, d.deliveryPartitions);
     try {
       await Promise.all(
         targets.map((dest) => {
@@ -110,7 +112,7 @@ export class Router {
           const subject =
             dest.ordering === "PER_USER"
               ? orderedSubject(partitionOf(dest.id, d.orderedPartitions), dest.id, userHash(call))
-              : partitionSubject(partition, dest.id);
+              : partitionSubject(partitionOf(`${dest.id}/${call.messageId}`, d.deliveryPartitions), dest.id);
           return d.publisher.publish(subject, body, h);
         }),
       );

@@ -61,6 +61,11 @@ export class Receiver {
     return r;
   }
 
+  /** TCP connections open now. */
+  get openSockets(): number {
+    return this.#sockets.size;
+  }
+
   get port(): number {
     return (this.#server.address() as AddressInfo).port;
   }

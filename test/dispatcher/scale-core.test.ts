@@ -1,0 +1,220 @@
+import {
+  DELIVERIES_STREAM,
+  LANE_SUBJECT_PREFIX,
+  laneConsumer,
+  legacyDeliverySubject,
+  legacyDestinationConsumer,
+  MESSAGE_ID_HEADER,
+  SOURCE_ID_HEADER,
+} from "@hookpost/core";
+import type { RunningDispatcher } from "@hookpost/dispatcher";
+import { renderBody } from "@hookpost/dispatcher";
+import { AckPolicy, headers } from "nats";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { Receiver } from "../helpers/receiver.js";
+import { until } from "../helpers/until.js";
+import { destination, type Pipeline, pipeline, publishCall, track } from "./helpers.js";
+
+/**
+ * The delivery core whose cost follows pending work (docs/design/delivery-at-scale.md), at a
+ * CI size: consumers do not follow destinations, lanes exist only while work is parked, hung
+ * endpoints stay under the connection cap and cannot slow a healthy destination, and a breaker
+ * holds a failing destination's calls in storage until it recovers. The 1 000 / 10 000
+ * destination figures are in `npm run bench -- scale` and `-- isolation`.
+ */
+
+let p: Pipeline;
+const receivers: Receiver[] = [];
+/** Each test's dispatcher, closed after it whatever the outcome. */
+let d: RunningDispatcher | undefined;
+
+async function receiver(): Promise<Receiver> {
+  const r = await Receiver.http();
+  receivers.push(r);
+  return r;
+}
+
+async function consumerNames(): Promise<string[]> {
+  const out: string[] = [];
+  for await (const c of p.jsm.consumers.list(DELIVERIES_STREAM)) if (c) out.push(c.name);
+  return out.sort();
+}
+
+async function laneExists(id: string): Promise<boolean> {
+  return p.jsm.consumers.info(DELIVERIES_STREAM, laneConsumer(id)).then(
+    () => true,
+    () => false,
+  );
+}
+
+beforeAll(async () => {
+  p = await pipeline();
+});
+
+afterEach(async () => {
+  await d?.close();
+  d = undefined;
+});
+
+afterAll(async () => {
+  await p?.close();
+  await Promise.all(receivers.map((r) => r.close()));
+});
+
+describe("delivery at scale (CI size)", () => {
+  it("200 destinations get one call each through 8 partition consumers, and no consumer of their own", async () => {
+    d = await p.dispatcher({ laneSweepMs: 200 });
+    const r = await receiver();
+    for (let i = 0; i < 200; i++)
+      await p.store.putDestination(
+        destination({ id: `many-${i}`, sourceIds: ["many"], urls: [r.url(`/d/${i}`)] }),
+      );
+    await p.applied(p.store.revision);
+    const call = track({ sourceId: "many" });
+    await publishCall(p.js, call);
+    await r.waitFor(200, 30_000);
+    const paths = new Set(r.requests.map((q) => q.url));
+    expect(paths.size).toBe(200);
+    expect(await consumerNames()).toEqual(Array.from({ length: 8 }, (_, i) => `part_${i}`).sort());
+  });
+
+  it("a lane exists only while its destination has parked work", async () => {
+    d = await p.dispatcher({ laneSweepMs: 200, laneIdleMs: 1000 });
+    const r = await receiver();
+    let first = true;
+    r.respond = () => {
+      const reply = first ? { status: 503 } : { status: 200 };
+      first = false;
+      return reply;
+    };
+    await p.putDestination(destination({ id: "flaky", sourceIds: ["flaky"], urls: [r.url()] }));
+    await publishCall(p.js, track({ sourceId: "flaky" }));
+    // The 503 parks the retry on the lane: its consumer appears.
+    await until(() => laneExists("flaky"), { message: "the lane of a destination with a retry" });
+    await r.waitFor(2);
+    // Delivered, and idle for LANE_IDLE: the consumer goes again.
+    await until(async () => !(await laneExists("flaky")), {
+      timeout: 10_000,
+      message: "the idle lane removed",
+    });
+    expect(r.requests).toHaveLength(2);
+  });
+
+  it("40 hung endpoints stay under DELIVERY_MAX_CONNECTIONS and do not hold up a healthy destination", async () => {
+    const cap = 16;
+    d = await p.dispatcher({
+      maxConnections: cap,
+      webhookTimeoutMs: 1500,
+      breakerFailures: 3,
+      laneSweepMs: 200,
+      topology: { retryMaxDelayMs: 2000 } as never,
+    });
+    const hung = await receiver();
+    hung.respond = () => ({ hang: true });
+    const healthy = await receiver();
+    let peak = 0;
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, hung.openSockets);
+    }, 10); // not a wait: samples the hung server's open sockets
+    try {
+      for (let i = 0; i < 40; i++)
+        await p.store.putDestination(
+          destination({ id: `hung-${i}`, sourceIds: ["hung"], urls: [hung.url(`/h/${i}`)] }),
+        );
+      await p.putDestination(destination({ id: "fine", sourceIds: ["fine"], urls: [healthy.url()] }));
+      for (let i = 0; i < 5; i++) await publishCall(p.js, track({ sourceId: "hung" }));
+      // The hung endpoints are busy: requests at the cap or their calls parked.
+      await until(() => hung.requests.length >= cap, { message: "the hung endpoints tried" });
+      const sent: string[] = [];
+      for (let i = 0; i < 50; i++) {
+        const call = track({ sourceId: "fine" });
+        sent.push(call.messageId);
+        await publishCall(p.js, call);
+      }
+      await healthy.waitFor(50, 20_000);
+      // Exactly once each.
+      expect(healthy.requests.map((q) => String(q.headers["idempotency-key"])).sort()).toEqual(sent.sort());
+      // The hung destinations' calls wait on their lanes, in storage.
+      await until(
+        async () => {
+          const info = await p.jsm.streams.info(DELIVERIES_STREAM, {
+            subjects_filter: `${LANE_SUBJECT_PREFIX}>`,
+          });
+          return Object.keys(info.state.subjects ?? {}).filter((s) => s.includes("hung-")).length >= 20;
+        },
+        { message: "hung destinations' calls parked on their lanes" },
+      );
+      expect(peak, `peak open sockets at the hung server: ${peak}`).toBeLessThanOrEqual(cap);
+      expect(peak).toBeGreaterThan(0);
+    } finally {
+      clearInterval(sampler);
+    }
+  });
+
+  it("an open breaker holds a failing destination's calls in storage, probes, and delivers everything once it recovers", async () => {
+    d = await p.dispatcher({
+      breakerFailures: 3,
+      retryBaseDelayMs: 50,
+      laneSweepMs: 200,
+      topology: { retryMaxDelayMs: 1000, retryWindowMs: 120_000 } as never,
+    });
+    const r = await receiver();
+    let failing = true;
+    r.respond = () => ({ status: failing ? 500 : 200 });
+    await p.putDestination(destination({ id: "breaks", sourceIds: ["breaks"], urls: [r.url()] }));
+    const sent: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const call = track({ sourceId: "breaks" });
+      sent.push(call.messageId);
+      await publishCall(p.js, call);
+    }
+    // Ten calls, retried every 50-1000 ms for two minutes, would make well over a hundred
+    // attempts in 5 s; with the breaker open, one probe per cool-down (1 s here) goes out.
+    await until(() => r.requests.length >= 3, { message: "three failures" });
+    const at = r.requests.length;
+    await until(() => r.requests.length >= at + 3, { timeout: 10_000, message: "three probes" });
+    const probesStarted = Date.now();
+    const before = r.requests.length;
+    await until(() => Date.now() - probesStarted >= 3000, {
+      interval: 100,
+      message: "3 s of an open breaker",
+    });
+    const during = r.requests.length - before;
+    expect(during, `${during} attempts in 3 s of an open breaker`).toBeLessThanOrEqual(6);
+    failing = false;
+    await until(
+      () => {
+        const ok = new Set(
+          r.requests.filter((q) => q.n > before).map((q) => String(q.headers["idempotency-key"])),
+        );
+        return sent.every((id) => ok.has(id));
+      },
+      { timeout: 20_000, message: "every call delivered after recovery" },
+    );
+    expect((await p.deadLetters.list("breaks")).length).toBe(0);
+  });
+
+  it("delivers what the per-destination layout of an older version still holds, and removes its consumer", async () => {
+    const r = await receiver();
+    await p.store.putDestination(destination({ id: "old", sourceIds: ["old"], urls: [r.url()] }));
+    await p.jsm.consumers.add(DELIVERIES_STREAM, {
+      durable_name: legacyDestinationConsumer("old"),
+      filter_subject: legacyDeliverySubject("old"),
+      ack_policy: AckPolicy.Explicit,
+    });
+    const sent: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const call = track({ sourceId: "old" });
+      const h = headers();
+      h.set("Nats-Msg-Id", `${call.messageId}:old`);
+      h.set(MESSAGE_ID_HEADER, call.messageId);
+      h.set(SOURCE_ID_HEADER, call.sourceId);
+      await p.js.publish(legacyDeliverySubject("old"), renderBody(call), { headers: h });
+      sent.push(call.messageId);
+    }
+    d = await p.dispatcher({ laneSweepMs: 200 });
+    await r.waitFor(3, 20_000);
+    expect(r.requests.map((q) => String(q.headers["idempotency-key"])).sort()).toEqual(sent.sort());
+    expect((await consumerNames()).some((n) => n.startsWith("dest_"))).toBe(false);
+  });
+});
