@@ -20,7 +20,11 @@
  * where the hung calls are at the end: still queued, dead-lettered (the bench does not wait for
  * the retry window).
  *
+ * The hung calls are published at once before the healthy ones (a burst of 20 000 deliveries);
+ * BENCH_HUNG_SPREAD=1 publishes them one by one over the healthy run instead.
+ *
  *   BENCH_HUNG_DESTINATIONS=100 npm run bench -- isolation
+ *   BENCH_HUNG_SPREAD=1 npm run bench -- isolation
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer, type Server } from "node:http";
@@ -57,6 +61,8 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const HUNG_DESTINATIONS = Number(process.env.BENCH_HUNG_DESTINATIONS ?? 1_000);
 const HUNG_CALLS = 20;
 const HEALTHY_RATE = 50;
+/** BENCH_HUNG_SPREAD=1: the hung calls come one by one during the healthy run, not in one burst. */
+const HUNG_SPREAD = process.env.BENCH_HUNG_SPREAD === "1";
 const HEALTHY_SECONDS = 30;
 /** DELIVERY_MAX_CONNECTIONS' default: the cap the hung run compares its sockets with. */
 const MAX_CONNECTIONS = 512;
@@ -282,7 +288,16 @@ async function hungEndpoints(): Promise<Figure[]> {
       peakFds = Math.max(peakFds, openFds(dispatcher?.pid));
     }, 100);
     const hungFrom = Date.now();
-    await Promise.all(Array.from({ length: HUNG_CALLS }, () => publish(js, call("src_hung"))));
+    // Burst: all at once before the healthy calls; spread: one every HEALTHY_SECONDS / HUNG_CALLS.
+    const hungCalls = HUNG_SPREAD
+      ? (async () => {
+          for (let i = 0; i < HUNG_CALLS; i++) {
+            await publish(js, call("src_hung"));
+            await sleep((HEALTHY_SECONDS * 1000) / HUNG_CALLS);
+          }
+        })()
+      : Promise.all(Array.from({ length: HUNG_CALLS }, () => publish(js, call("src_hung"))));
+    if (!HUNG_SPREAD) await hungCalls;
     const { values, missing } = await steadyCalls(
       js,
       healthy,
@@ -291,6 +306,7 @@ async function hungEndpoints(): Promise<Figure[]> {
       HEALTHY_RATE,
       HEALTHY_SECONDS,
     );
+    await hungCalls;
     clearInterval(sampler);
     sampler = undefined;
     const elapsed = round((Date.now() - hungFrom) / 1000, 0);
@@ -301,7 +317,7 @@ async function hungEndpoints(): Promise<Figure[]> {
       streamMessages(nc, DEAD_STREAM),
     ]);
     const total = HUNG_DESTINATIONS * HUNG_CALLS;
-    const label = `hung: ${HUNG_DESTINATIONS.toLocaleString("en-US")} hung destinations x ${HUNG_CALLS} calls`;
+    const label = `hung: ${HUNG_DESTINATIONS.toLocaleString("en-US")} hung destinations x ${HUNG_CALLS} calls (${HUNG_SPREAD ? `spread over ${HEALTHY_SECONDS} s` : "burst"})`;
     return [
       {
         name: `${label}: healthy p50`,
