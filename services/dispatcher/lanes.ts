@@ -30,6 +30,9 @@ export interface LanesDeps {
   handle: (id: string, msg: JsMsg) => Promise<void>;
 }
 
+/** Lane consumers the sweep creates at once. */
+const CREATE_BATCH = 32;
+
 interface Lane {
   puller: Puller | undefined;
   /** First sweep that found it empty (nothing stored, nothing in flight). */
@@ -146,7 +149,12 @@ export class Lanes {
       const id = destinationOfSubject(subject);
       if (id !== undefined && d.store.destination(id)) busy.add(id);
     }
-    await Promise.all([...busy].map((id) => this.ensure(id)));
+    // A few creates at a time: after a restart with thousands of parked lanes, one burst of
+    // consumer creates would stall the JetStream API for everyone.
+    const missing = [...busy].filter((id) => !this.#lanes.has(id));
+    for (let i = 0; i < missing.length; i += CREATE_BATCH) {
+      await Promise.all(missing.slice(i, i + CREATE_BATCH).map((id) => this.ensure(id)));
+    }
     const now = Date.now();
     for (const [id, lane] of this.#lanes) {
       if (busy.has(id)) {
