@@ -28,6 +28,8 @@ const FRESH_WAIT_MS = 50;
 /** A delivery pulled before its due time is handed back for what is left, at least this long. */
 const MIN_NOT_DUE_MS = 20;
 const RETRY_REMOVE_MS = 2000;
+/** How long a lane's delivery waits in memory for a slot before it is handed back to its lane. */
+const LANE_SLOT_WAIT_MS = 1000;
 
 export interface DeliveriesDeps {
   js: JetStreamClient;
@@ -197,7 +199,9 @@ export class Deliveries {
       return;
     }
     const state = deliveryState(msg);
-    if (!dest.enabled || d.breakers.isOpen(id) || this.#limit(dest) === 0) {
+    // Redelivered: an earlier try may have parked it already (its ack lost to a leader change or
+    // a crash). Parking again is stored once; delivering it here could double its parked copy.
+    if (msg.info.deliveryCount > 1 || !dest.enabled || d.breakers.isOpen(id) || this.#limit(dest) === 0) {
       await d.handler.park(id, msg, state);
       return;
     }
@@ -300,14 +304,16 @@ export class Deliveries {
           return r ? this.#limit(r) : 0;
         },
         d.shutdown,
-        Number.POSITIVE_INFINITY,
+        LANE_SLOT_WAIT_MS,
       );
     } finally {
       stop();
     }
     if (!slot) {
+      // Held no longer than this: a message held while a consumer leader is elected can outlive
+      // its ack wait and come a second time; one handed back just comes again shortly.
       d.breakers.released(id);
-      msg.nak();
+      msg.nak(MIN_NOT_DUE_MS);
       return;
     }
     try {

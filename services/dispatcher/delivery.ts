@@ -1,7 +1,9 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { formatDuration } from "@hookpost/contract";
 import type { AttemptLog, ConfigStore, DeadLetters, Logger } from "@hookpost/core";
 import {
   deadRecordOf,
+  isStreamFull,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
@@ -50,6 +52,8 @@ export interface AttemptObserver {
 const decoder = new TextDecoder();
 /** A park that failed (DELIVERIES full, NATS away) is tried again after this. */
 const PARK_FAILED_DELAY_MS = 2000;
+/** Publishes of one park before the message is handed back (about a minute of backoff). */
+const PARK_ATTEMPTS = 40;
 
 /**
  * Makes one attempt of a delivery (a message of a partition or of a lane) over the destination's
@@ -66,16 +70,31 @@ export class DeliveryHandler {
 
   /** Parks the delivery unchanged (a paused destination, no slot, an open breaker); false when not stored. */
   async park(destinationId: string, msg: JsMsg, state = deliveryState(msg), dueMs = 0): Promise<boolean> {
+    const d = this.#d;
+    // A publish that timed out may still have been stored: trying again with the same
+    // Nats-Msg-Id is stored once, whereas handing the message back could let it be delivered
+    // beside its parked copy (a duplicate). So: try again until stored, holding the message.
+    const stop = setInterval(() => msg.working(), Math.max(250, Math.floor(d.ackWaitMs / 3)));
     try {
-      await this.#d.parking.park(destinationId, msg, state.attempts, dueMs, state);
-    } catch (err) {
-      // Left where it is: JetStream brings it back after a short delay.
-      this.#d.logger.warn(
-        { destinationId, err: (err as Error).message },
-        "parking a delivery failed; retrying",
-      );
-      msg.nak(PARK_FAILED_DELAY_MS);
-      return false;
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await d.parking.park(destinationId, msg, state.attempts, dueMs, state);
+          break;
+        } catch (err) {
+          // Full (refused, so not stored), or shutting down: hand it back; it comes again later.
+          if (isStreamFull(err) || d.shutdown.aborted || attempt >= PARK_ATTEMPTS) {
+            d.logger.warn(
+              { destinationId, err: (err as Error).message },
+              "parking a delivery failed; handed back",
+            );
+            msg.nak(PARK_FAILED_DELAY_MS);
+            return false;
+          }
+          await sleep(Math.min(2000, 100 * attempt), undefined, { ref: false });
+        }
+      }
+    } finally {
+      clearInterval(stop);
     }
     msg.ack();
     return true;

@@ -186,7 +186,12 @@ export class ClusterStack {
         return router.num_pending + router.num_ack_pending + deliveries.state.messages === 0;
       },
       { timeout: timeoutMs, message: "no pending or unacknowledged message", interval: 250 },
-    );
+    ).catch(async (err: Error) => {
+      const held = await jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: ">" }).catch(() => undefined);
+      throw new Error(
+        `${err.message}\nDELIVERIES holds ${JSON.stringify(held?.state.subjects ?? {})}\n${await this.#diagnosis(jsm, acked)}`,
+      );
+    });
   }
 
   /** What a failed wait leaves to read: the calls missing, both consumers, the services' warnings. */
