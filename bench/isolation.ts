@@ -8,6 +8,23 @@
  * Starts a private nats-server; replicas run as child processes (`services/dispatcher/main.ts`),
  * as in production, so two replicas really are two event loops. Calls are published to EVENTS the
  * way ingest does. The receiver (node:http, answers 200 at once) runs in this process.
+ *
+ * Then the hung-endpoints run (issue 24), on a fresh nats-server and one dispatcher with the
+ * production defaults (WEBHOOK_TIMEOUT 5 s, DELIVERY_MAX_CONNECTIONS 512): HUNG_DESTINATIONS
+ * destinations of one source, each its own origin that accepts connections and never answers
+ * (procs/hung-child.ts), get HUNG_CALLS calls each; meanwhile one healthy destination (receiver
+ * in its own process) gets HEALTHY_RATE calls/s for HEALTHY_SECONDS. Figures: the healthy one's
+ * p50/p99 (publish -> receipt), the most connections the hung endpoints held open at once
+ * (server side, exact) and the dispatcher's open file descriptors above its idle count (sampled
+ * every 100 ms) beside DELIVERY_MAX_CONNECTIONS, duplicates of the healthy destination, and
+ * where the hung calls are at the end: still queued, dead-lettered (the bench does not wait for
+ * the retry window).
+ *
+ * The hung calls are published at once before the healthy ones (a burst of 20 000 deliveries);
+ * BENCH_HUNG_SPREAD=1 publishes them one by one over the healthy run instead.
+ *
+ *   BENCH_HUNG_DESTINATIONS=100 npm run bench -- isolation
+ *   BENCH_HUNG_SPREAD=1 npm run bench -- isolation
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer, type Server } from "node:http";
@@ -16,14 +33,42 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import type { StoredCall } from "@hookpost/contract";
 import type { DestinationRecord } from "@hookpost/core";
-import { ConfigStore, DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "@hookpost/core";
-import { connect, type JetStreamClient } from "nats";
+import {
+  ConfigStore,
+  DEAD_STREAM,
+  DEFAULT_TOPOLOGY,
+  DELIVERIES_STREAM,
+  EVENTS_STREAM,
+  ensureTopology,
+  eventSubject,
+} from "@hookpost/core";
+import { connect, type JetStreamClient, type NatsConnection } from "nats";
 import { NatsServer } from "../test/helpers/nats-server.js";
+import { percentile, pipelined, round } from "./payloads.js";
+import {
+  HungEndpoints,
+  openFds,
+  ReceiverProcess,
+  startService,
+  stopProcess,
+  waitReady,
+} from "./procs/processes.js";
 import { type Figure, printIfMain } from "./table.js";
 
 const STEADY_RATE = 200; // calls/s for the latency figures
 const STEADY_SECONDS = 3;
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const HUNG_DESTINATIONS = Number(process.env.BENCH_HUNG_DESTINATIONS ?? 1_000);
+const HUNG_CALLS = 20;
+const HEALTHY_RATE = 50;
+/** BENCH_HUNG_SPREAD=1: the hung calls come one by one during the healthy run, not in one burst. */
+const HUNG_SPREAD = process.env.BENCH_HUNG_SPREAD === "1";
+const HEALTHY_SECONDS = 30;
+/** DELIVERY_MAX_CONNECTIONS' default: the cap the hung run compares its sockets with. */
+const MAX_CONNECTIONS = 512;
+const HEALTHY_P99_TARGET_MS = 2_000;
+/** How long the healthy calls may still arrive after the last one was published. */
+const STEADY_WAIT_MS = 60_000;
 
 /** Counts requests by Idempotency-Key and when they arrived. */
 class Sink {
@@ -133,13 +178,6 @@ function destination(id: string, sourceId: string, url: string): DestinationReco
   };
 }
 
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return (
-    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN
-  );
-}
-
 /** Publishes at a steady rate; returns latencies (ms) from publish to receipt. */
 async function latencies(js: JetStreamClient, sink: Sink, sourceId: string, rate: number, seconds: number) {
   const sent = new Map<string, number>();
@@ -204,7 +242,167 @@ export async function benchIsolation(): Promise<Figure[]> {
     await nc.close();
     await server.stop();
   }
+  figures.push(...(await hungEndpoints()));
   return figures;
+}
+
+/** Messages a stream holds now. */
+async function streamMessages(nc: NatsConnection, stream: string): Promise<number> {
+  const jsm = await nc.jetstreamManager();
+  return (await jsm.streams.info(stream)).state.messages;
+}
+
+/** The hung-endpoints run (see the top of this file). */
+async function hungEndpoints(): Promise<Figure[]> {
+  const server = await NatsServer.start();
+  const nc = await connect({ servers: server.url, noAsyncTraces: true });
+  const hung = await HungEndpoints.start(HUNG_DESTINATIONS);
+  const healthy = await ReceiverProcess.start();
+  let dispatcher: ChildProcess | undefined;
+  let sampler: NodeJS.Timeout | undefined;
+  try {
+    await ensureTopology(await nc.jetstreamManager(), DEFAULT_TOPOLOGY);
+    const js = nc.jetstream();
+    const store = await ConfigStore.open(nc);
+    let revision = await store.putDestination(destination("healthy", "src_healthy", healthy.url));
+    await pipelined(HUNG_DESTINATIONS, 500, async (i) => {
+      const r = await store.putDestination(destination(`hung_${i}`, "src_hung", hung.urls[i]!));
+      revision = Math.max(revision, r);
+    });
+    store.close();
+    const d = startService("dispatcher", {
+      NATS_URL: server.url,
+      WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",
+      OPS_ADDR: "127.0.0.1:0",
+      WEBHOOK_TIMEOUT: "5s",
+    });
+    dispatcher = d.proc;
+    const started = await d.waitFor("dispatcher started", 300_000);
+    const notReady = await waitReady(String(started.ops), revision, 300_000);
+    // Warm-up of the healthy path, then the hung endpoints' calls, then the measured healthy calls.
+    await steadyCalls(js, healthy, "src_healthy", "hwarm", 200, 1);
+    const idleFds = openFds(dispatcher.pid);
+    let peakFds = idleFds;
+    // not a wait: samples the dispatcher's sockets while the run goes on
+    sampler = setInterval(() => {
+      peakFds = Math.max(peakFds, openFds(dispatcher?.pid));
+    }, 100);
+    const hungFrom = Date.now();
+    // Burst: all at once before the healthy calls; spread: one every HEALTHY_SECONDS / HUNG_CALLS.
+    const hungCalls = HUNG_SPREAD
+      ? (async () => {
+          for (let i = 0; i < HUNG_CALLS; i++) {
+            await publish(js, call("src_hung"));
+            await sleep((HEALTHY_SECONDS * 1000) / HUNG_CALLS);
+          }
+        })()
+      : Promise.all(Array.from({ length: HUNG_CALLS }, () => publish(js, call("src_hung"))));
+    if (!HUNG_SPREAD) await hungCalls;
+    const { values, missing } = await steadyCalls(
+      js,
+      healthy,
+      "src_healthy",
+      "healthy",
+      HEALTHY_RATE,
+      HEALTHY_SECONDS,
+    );
+    await hungCalls;
+    clearInterval(sampler);
+    sampler = undefined;
+    const elapsed = round((Date.now() - hungFrom) / 1000, 0);
+    const duplicates = healthy.requests - healthy.arrivals.size;
+    const [queued, unrouted, dead] = await Promise.all([
+      streamMessages(nc, DELIVERIES_STREAM),
+      streamMessages(nc, EVENTS_STREAM),
+      streamMessages(nc, DEAD_STREAM),
+    ]);
+    const total = HUNG_DESTINATIONS * HUNG_CALLS;
+    const label = `hung: ${HUNG_DESTINATIONS.toLocaleString("en-US")} hung destinations x ${HUNG_CALLS} calls (${HUNG_SPREAD ? `spread over ${HEALTHY_SECONDS} s` : "burst"})`;
+    return [
+      {
+        name: `${label}: healthy p50`,
+        value: round(percentile(values, 50), 0),
+        unit: "ms",
+        note: `${HEALTHY_RATE} calls/s for ${HEALTHY_SECONDS} s to one healthy destination, publish -> receipt; WEBHOOK_TIMEOUT 5 s${notReady ? `; dispatcher NOT READY at the start: ${notReady}` : ""}`,
+      },
+      {
+        name: `${label}: healthy p99`,
+        value: round(percentile(values, 99), 0),
+        unit: "ms",
+        limit: { name: "target", value: HEALTHY_P99_TARGET_MS },
+        note: missing
+          ? `${missing} of ${values.length} NOT DELIVERED ${STEADY_WAIT_MS / 1000} s after the last publish (counted with their wait so far: a lower bound)`
+          : `max ${round(percentile(values, 100), 0)} ms`,
+      },
+      {
+        name: `${label}: peak open connections at the hung endpoints`,
+        value: hung.peak,
+        unit: "sockets",
+        limit: { name: "DELIVERY_MAX_CONNECTIONS default", value: MAX_CONNECTIONS },
+        note: `server side, exact; ${hung.accepted} connections accepted (about one per attempt), ${hung.open} still open after ${elapsed} s`,
+      },
+      {
+        name: `${label}: peak dispatcher open files above idle`,
+        value: peakFds - idleFds,
+        unit: "fds",
+        limit: { name: "DELIVERY_MAX_CONNECTIONS default", value: MAX_CONNECTIONS },
+        note: `/proc/<pid>/fd sampled every 100 ms (${idleFds} at idle)`,
+      },
+      {
+        name: `${label}: healthy duplicates`,
+        value: duplicates,
+        unit: "deliveries",
+        note: "same Idempotency-Key received twice; target 0",
+      },
+      {
+        name: `${label}: where the hung calls are after ${elapsed} s`,
+        value: `${queued} queued`,
+        unit: "",
+        note: `of ${total} deliveries: ${queued} messages in HOOKPOST_DELIVERIES (healthy ones not yet delivered included), ${dead} dead-lettered, ${unrouted} calls not yet routed (EVENTS); none delivered (the endpoints never answer); not waiting for the retry window`,
+      },
+    ];
+  } finally {
+    if (sampler) clearInterval(sampler);
+    if (dispatcher) await stopProcess(dispatcher);
+    await healthy.stop();
+    await hung.stop();
+    await nc.close();
+    await server.stop();
+  }
+}
+
+/**
+ * Publishes `rate` calls/s for `seconds` to `sourceId` (message ids `<tag>-<i>`); latencies (ms)
+ * from publish to the receiver's receipt, and how many had not arrived STEADY_WAIT_MS after the
+ * last publish.
+ */
+async function steadyCalls(
+  js: JetStreamClient,
+  receiver: ReceiverProcess,
+  sourceId: string,
+  tag: string,
+  rate: number,
+  seconds: number,
+): Promise<{ values: number[]; missing: number }> {
+  const total = rate * seconds;
+  const sent: number[] = new Array(total);
+  const start = performance.now();
+  const publishes: Promise<void>[] = [];
+  for (let i = 0; i < total; i++) {
+    const wait = start + (i * 1000) / rate - performance.now();
+    if (wait > 1) await sleep(wait);
+    const c = { ...call(sourceId), messageId: `${tag}-${i}` };
+    sent[i] = performance.timeOrigin + performance.now();
+    publishes.push(publish(js, c));
+  }
+  await Promise.all(publishes);
+  const missing = await receiver.waitForTagCount(tag, total, STEADY_WAIT_MS).then(
+    () => 0,
+    () => total - sent.filter((_, i) => receiver.arrivals.has(`${tag}-${i}`)).length,
+  );
+  // A call still missing counts with the time it waited so far: its latency is at least that.
+  const end = performance.timeOrigin + performance.now();
+  return { values: sent.map((at, i) => (receiver.arrivals.get(`${tag}-${i}`) ?? end) - at), missing };
 }
 
 await printIfMain(import.meta.url, benchIsolation, true);

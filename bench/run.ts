@@ -4,6 +4,8 @@
  *
  * Each suite runs in a fresh process (this file with `--suite <name>`), so one suite's heap,
  * garbage and timers cannot disturb the next one's latency or memory figures.
+ *
+ * Numbers after a suite's name are its parameters: `npm run bench -- scale 100000`.
  */
 import { fileURLToPath } from "node:url";
 import { benchAudience } from "./audience.js";
@@ -15,7 +17,7 @@ import { runJsonChild } from "./json-child.js";
 import { type Figure, printTable } from "./table.js";
 
 /** One line per suite (merges stay trivial); they run in this order. */
-const suites: Record<string, () => Promise<Figure[]>> = {
+const suites: Record<string, (params: string[]) => Promise<Figure[]>> = {
   ingest: benchIngest,
   dispatcher: benchDispatcher,
   audience: benchAudience,
@@ -30,17 +32,25 @@ const suites: Record<string, () => Promise<Figure[]>> = {
   outage: async () => (await import("./outage.js")).benchOutage(),
   health: async () => (await import("./health.js")).benchHealth(),
   ordered: async () => (await import("./ordered.js")).benchOrdered(),
+  scale: async (params) => (await import("./scale.js")).benchScale(params),
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");
 const suiteArg = args.indexOf("--suite");
 if (suiteArg !== -1) {
-  const figures = await suites[args[suiteArg + 1]!]!();
+  const figures = await suites[args[suiteArg + 1]!]!(args.slice(suiteArg + 2));
   process.stdout.write(`\n${JSON.stringify(figures)}\n`);
   process.exit(0);
 }
 
-const names = args.length > 0 ? args : Object.keys(suites);
+/** Each suite named, with the numbers that follow it (its parameters). */
+const runs: Array<{ name: string; params: string[] }> = [];
+for (const a of args) {
+  if (/^\d+$/.test(a) && runs.length > 0) runs.at(-1)!.params.push(a);
+  else runs.push({ name: a, params: [] });
+}
+if (runs.length === 0) for (const name of Object.keys(suites)) runs.push({ name, params: [] });
+const names = runs.map((r) => r.name);
 const unknown = names.filter((n) => !(n in suites));
 if (unknown.length > 0) {
   console.error(`unknown benchmark "${unknown[0]}"; choose from: ${Object.keys(suites).join(", ")}`);
@@ -48,9 +58,9 @@ if (unknown.length > 0) {
 }
 const file = fileURLToPath(import.meta.url);
 const all: Figure[] = [];
-for (const name of names) {
+for (const { name, params } of runs) {
   console.error(`running ${name} benchmark…`);
-  const figures = await runJsonChild<Figure[]>(`${name} benchmark`, file, ["--suite", name], {
+  const figures = await runJsonChild<Figure[]>(`${name} benchmark`, file, ["--suite", name, ...params], {
     showStderr: true,
   });
   for (const f of figures) all.push({ ...f, name: `${name}: ${f.name}` });

@@ -1,6 +1,7 @@
 import { type ChildProcess, fork, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
+import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { ROOT, type ServiceProcess, spawnNode } from "../../test/helpers/service-process.js";
 
@@ -17,7 +18,8 @@ function profileFlags(): string[] {
 
 /** A Hookpost service (`ingest` or `dispatcher`) as its own process, as in production. */
 export function startService(name: "ingest" | "dispatcher", env: Record<string, string>): ServiceProcess {
-  const entry = `${ROOT}/services/${name}/main.ts`;
+  // Ingest is served by services/api since the workspace layout (issue 23).
+  const entry = `${ROOT}/services/${name === "ingest" ? "api" : name}/main.ts`;
   return spawnNode([...profileFlags(), "--conditions=@hookpost/source", "--import", "tsx", entry], {
     OPS_ADDR: "off",
     LOG_LEVEL: "info",
@@ -141,5 +143,91 @@ export function cpuMs(pid: number | undefined): number {
     return (Number(fields[11]) + Number(fields[12])) * 10;
   } catch {
     return Number.NaN;
+  }
+}
+
+/** A memory figure of a process from /proc/<pid>/status in MiB: VmRSS now, VmHWM the peak so far. */
+export function memoryMiB(pid: number | undefined, field: "VmRSS" | "VmHWM" = "VmRSS"): number {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    const kib = new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1];
+    return kib === undefined ? Number.NaN : Number(kib) / 1024;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** Open file descriptors of a process (sockets included), from /proc; NaN elsewhere. */
+export function openFds(pid: number | undefined): number {
+  try {
+    return readdirSync(`/proc/${pid}/fd`).length;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
+ * Endpoints that accept a connection and never answer (procs/hung-child.ts), in their own
+ * process, one listener (origin) each; counts the connections held open at the server side.
+ */
+export class HungEndpoints {
+  open = 0;
+  peak = 0;
+  accepted = 0;
+
+  private constructor(
+    readonly proc: ChildProcess,
+    readonly urls: string[],
+  ) {
+    proc.on("message", (m: { open?: number; peak?: number; accepted?: number }) => {
+      if (m.open === undefined) return;
+      this.open = m.open;
+      this.peak = m.peak!;
+      this.accepted = m.accepted!;
+    });
+  }
+
+  static async start(count: number): Promise<HungEndpoints> {
+    const proc = fork(`${HERE}hung-child.ts`, [String(count)], {
+      execArgv: ["--conditions=@hookpost/source", "--import", "tsx"],
+      stdio: "inherit",
+    });
+    const ports = await new Promise<number[]>((resolve, reject) => {
+      proc.once("message", (m: { ports: number[] }) => resolve(m.ports));
+      proc.once("exit", (code) => reject(new Error(`hung endpoints exited (${code})`)));
+    });
+    return new HungEndpoints(
+      proc,
+      ports.map((p) => `http://127.0.0.1:${p}/hook`),
+    );
+  }
+
+  async stop(): Promise<void> {
+    const exited = new Promise<void>((resolve) => this.proc.once("exit", () => resolve()));
+    this.proc.disconnect();
+    await exited;
+  }
+}
+
+/**
+ * Polls the dispatcher's /readyz until it is ready with `revision` applied. Undefined when it
+ * was; otherwise what /readyz said last (the bench goes on and the figure says so).
+ */
+export async function waitReady(
+  opsAddress: string,
+  revision: number,
+  timeoutMs: number,
+): Promise<string | undefined> {
+  const started = Date.now();
+  for (;;) {
+    const r = await fetch(`http://${opsAddress}/readyz`).catch(() => undefined);
+    const body = r ? ((await r.json().catch(() => ({}))) as { configRevision?: number }) : {};
+    if (r?.status === 200 && (body.configRevision ?? 0) >= revision) return undefined;
+    if (Date.now() - started > timeoutMs) {
+      const said = JSON.stringify(body);
+      console.error(`dispatcher not ready after ${timeoutMs / 1000} s (${said}); going on`);
+      return said;
+    }
+    await sleep(250);
   }
 }
