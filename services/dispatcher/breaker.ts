@@ -97,6 +97,8 @@ export class Breakers {
       if (e.probing) e.coolDownMs = Math.min(this.#maxCoolDownMs, e.coolDownMs * 2);
       e.probing = false;
       e.openUntil = this.#now() + e.coolDownMs;
+      // Open again, until later: the lane waits longer, health shows the new time.
+      this.onChange?.(id, "open");
       return;
     }
     if (e.failures >= this.#threshold) {

@@ -1,5 +1,5 @@
 import type { PipelinedPublisher } from "@hookpost/core";
-import { laneSubject } from "@hookpost/core";
+import { FIRST_TIME_HEADER, laneSubject } from "@hookpost/core";
 import { type JsMsg, type MsgHdrs, headers as natsHeaders } from "nats";
 
 /**
@@ -9,8 +9,6 @@ import { type JsMsg, type MsgHdrs, headers as natsHeaders } from "nats";
  * A crash in between leaves it where it was; parked again, it is stored once (same Nats-Msg-Id).
  */
 export const ATTEMPTS_HEADER = "Hookpost-Attempts";
-/** When the delivery was first stored (ms since the epoch): the retry window runs from here. */
-export const FIRST_TIME_HEADER = "Hookpost-First-Time";
 /** Not to be attempted before this (ms since the epoch). */
 export const DUE_HEADER = "Hookpost-Due";
 /** The delivery's own id, without the park count (the base of each park's Nats-Msg-Id). */

@@ -113,9 +113,10 @@ describe("delivery at scale (CI size)", () => {
     hung.respond = () => ({ hang: true });
     const healthy = await receiver();
     let peak = 0;
+    // not a wait: samples the hung server's open sockets
     const sampler = setInterval(() => {
       peak = Math.max(peak, hung.openSockets);
-    }, 10); // not a wait: samples the hung server's open sockets
+    }, 10);
     try {
       for (let i = 0; i < 40; i++)
         await p.store.putDestination(

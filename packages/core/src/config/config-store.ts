@@ -49,8 +49,10 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   readonly #kv: KV;
   readonly #sources = new Map<string, SourceRecord>();
   readonly #destinations = new Map<string, DestinationRecord>();
-  /** destinationsForSource() answers, built on demand and dropped at every destination change. */
-  #bySource = new Map<string, DestinationRecord[]>();
+  /** destinationsForSource() answers, built on demand and dropped for the sources a change touches. */
+  readonly #bySource = new Map<string, DestinationRecord[]>();
+  /** Source id -> ids of the destinations connected to it. */
+  readonly #destinationIdsBySource = new Map<string, Set<string>>();
   readonly #byKeyHash = new Map<string, string>();
   /** KV revision of each destination's current entry, for revision-checked updates. */
   readonly #destinationRevisions = new Map<string, number>();
@@ -171,9 +173,26 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   }
 
   #setDestination(id: string, record: DestinationRecord | undefined, revision: number): void {
-    if (record) this.#destinations.set(id, record);
-    else this.#destinations.delete(id);
-    this.#bySource = new Map();
+    // Only the sources this destination leaves or joins get their list built again: with
+    // thousands of destinations, dropping every list at each change made routing O(destinations).
+    for (const s of this.#destinations.get(id)?.sourceIds ?? []) {
+      this.#destinationIdsBySource.get(s)?.delete(id);
+      this.#bySource.delete(s);
+    }
+    if (record) {
+      this.#destinations.set(id, record);
+      for (const s of record.sourceIds ?? []) {
+        let ids = this.#destinationIdsBySource.get(s);
+        if (!ids) {
+          ids = new Set();
+          this.#destinationIdsBySource.set(s, ids);
+        }
+        ids.add(id);
+        this.#bySource.delete(s);
+      }
+    } else {
+      this.#destinations.delete(id);
+    }
     this.#destinationRevisions.set(id, revision);
     this.emit("change", { kind: "destination", id, record });
   }
@@ -222,7 +241,11 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   destinationsForSource(sourceId: string): readonly DestinationRecord[] {
     let list = this.#bySource.get(sourceId);
     if (!list) {
-      list = this.destinations().filter((d) => d.sourceIds.includes(sourceId));
+      const ids = this.#destinationIdsBySource.get(sourceId) ?? [];
+      list = [...ids]
+        .map((id) => this.#destinations.get(id))
+        .filter((d): d is DestinationRecord => d !== undefined)
+        .sort((a, b) => a.createdAt.localeCompare(b.createdAt));
       this.#bySource.set(sourceId, list);
     }
     return list;
