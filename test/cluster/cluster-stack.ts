@@ -182,14 +182,15 @@ export class ClusterStack {
     await until(
       async () => {
         const router = await jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER);
-        // A work queue: every delivery acknowledged has left the stream. Only this destination's
-        // subjects: another one may be paused on purpose, keeping its calls.
-        let held = 0;
-        for (const filter of destinationSubjects(this.destinationId)) {
-          const info = await jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: filter });
-          for (const n of Object.values(info.state.subjects ?? {})) held += n;
+        // Nothing left to hand out or awaiting an ack on the consumers that serve this
+        // destination: every partition, and its lane while it has one. (Another destination
+        // may be paused on purpose and keep its calls on its own lane.)
+        let held = router.num_pending + router.num_ack_pending;
+        for (const c of await jsm.consumers.list(DELIVERIES_STREAM).next()) {
+          if (c.name.startsWith("part_") || c.name === laneConsumer(this.destinationId))
+            held += c.num_pending + c.num_ack_pending;
         }
-        return router.num_pending + router.num_ack_pending + held === 0;
+        return held === 0;
       },
       { timeout: timeoutMs, message: "no pending or unacknowledged message", interval: 250 },
     ).catch(async (err: Error) => {
