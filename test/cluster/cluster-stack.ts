@@ -4,8 +4,8 @@ import { Code, HookpostError } from "@hookpost/contract";
 import {
   CONFIG_BUCKET,
   DELIVERIES_STREAM,
-  destinationSubjects,
   EVENTS_STREAM,
+  laneConsumer,
   partitionConsumer,
   ROUTER_CONSUMER,
 } from "@hookpost/core";
