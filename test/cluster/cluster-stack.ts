@@ -36,6 +36,9 @@ const INGEST_ENV = { SOURCE_MAX_RATE: "1000000", SOURCE_MAX_BURST: "2000000" };
  * Hookpost on a 3-node JetStream cluster: ingest and dispatchers as real child processes given
  * all three URLs, R3 streams and bucket, a recording receiver, one source and one destination.
  */
+/** How long deliveries counted as unacknowledged may hold `settled()` up once nothing is pending. */
+const UNACKED_GRACE_MS = 30_000;
+
 export class ClusterStack {
   readonly cluster: NatsCluster;
   readonly receiver: Receiver;
@@ -179,6 +182,7 @@ export class ClusterStack {
     } catch (err) {
       throw new Error(`${(err as Error).message}\n${await this.#diagnosis(jsm, acked)}`);
     }
+    const since = Date.now();
     await until(
       async () => {
         const router = await jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER);
@@ -186,11 +190,21 @@ export class ClusterStack {
         // destination: every partition, and its lane while it has one. (Another destination
         // may be paused on purpose and keep its calls on its own lane.)
         let held = router.num_pending + router.num_ack_pending;
+        let unacked = 0;
         for (const c of await jsm.consumers.list(DELIVERIES_STREAM).next()) {
-          if (c.name.startsWith("part_") || c.name === laneConsumer(this.destinationId))
-            held += c.num_pending + c.num_ack_pending;
+          if (c.name.startsWith("part_") || c.name === laneConsumer(this.destinationId)) {
+            held += c.num_pending;
+            unacked += c.num_ack_pending;
+          }
         }
-        return held === 0;
+        // Unacknowledged deliveries may only come again (duplicates, which are allowed); after a
+        // node was frozen, nats-server 2.9.10 was seen to keep a few counted as unacknowledged for
+        // good, so after a while they no longer hold the test up (said on the console).
+        if (held === 0 && unacked > 0 && Date.now() - since > UNACKED_GRACE_MS) {
+          console.log(`settled with ${unacked} deliveries still counted as unacknowledged by JetStream`);
+          return true;
+        }
+        return held + unacked === 0;
       },
       { timeout: timeoutMs, message: "no pending or unacknowledged message", interval: 250 },
     ).catch(async (err: Error) => {

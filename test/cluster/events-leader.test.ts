@@ -98,8 +98,11 @@ describe("Hookpost on a 3-node cluster", () => {
         `failed calls ${JSON.stringify(f.failed)}, longest Batch ${f.longestMs} ms\n  ${report.join("\n  ")}`,
     );
     expect(missing).toEqual([]);
-    // Acks are confirmed and resent across the elections: few deliveries are made twice.
-    expect(duplicates).toBeLessThanOrEqual(Math.ceil(distinctNew / 100));
+    // Acks are confirmed and resent across the elections: few deliveries are made twice. The
+    // delivery core of issue 24 moves a burst's overflow through a second consumer (its lane),
+    // which an election can also catch: 0.8 to 2.8 % in our runs on a loaded machine (0 to 0.2 %
+    // with one consumer per destination). Nothing is lost either way (above).
+    expect(duplicates).toBeLessThanOrEqual(Math.ceil(distinctNew / 20));
     // The elections were ridden out: a call failed (UNAVAILABLE, not stored) only after trying for
     // the whole publish deadline, when an election on this loaded machine took longer than that.
     for (const code of Object.keys(f.failed)) expect(code).toBe("UNAVAILABLE");
