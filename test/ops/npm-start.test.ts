@@ -201,10 +201,11 @@ describe("npm start", () => {
     await until(
       async () => {
         const res = await fetch(`http://${dispatcherOps}/readyz`);
-        const body = (await res.json()) as { enabled?: number; pulling?: number };
-        return res.status === 200 && body.enabled === 2 && body.pulling === 2;
+        const body = (await res.json()) as { enabled?: number; pulling?: boolean };
+        // Both destinations known; every delivery partition pulled (no consumer per destination).
+        return res.status === 200 && body.enabled === 2 && body.pulling === true;
       },
-      { message: "the dispatcher to pull both destinations" },
+      { message: "the dispatcher to know both destinations" },
     );
 
     const send = steps[2]!.map((a) => (a === "<the write key>" ? writeKey! : a));
@@ -248,9 +249,9 @@ describe("npm start", () => {
       await until(
         async () => {
           const res = await fetch(`http://${dispatcherOps}/readyz`);
-          return ((await res.json()) as { pulling?: number }).pulling === 3;
+          return ((await res.json()) as { enabled?: number }).enabled === 3;
         },
-        { message: "the dispatcher to pull the failing destination" },
+        { message: "the dispatcher to know the failing destination" },
       );
       expect((await cli(send, cliEnv)).code).toBe(0);
       const failed = await until(() => lines.find((l) => l.startsWith("✗ bad-hook ")), {
