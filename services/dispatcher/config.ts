@@ -31,6 +31,8 @@ export interface DispatcherConfig {
   laneIdleMs: number;
   /** How often lanes with parked calls are checked for a consumer (LANE_SWEEP_INTERVAL). */
   laneSweepMs: number;
+  /** How often partitions are checked for deliveries their consumer lost (STRANDED_CHECK_INTERVAL). */
+  strandedCheckMs: number;
   /** Ownership units of PER_USER delivery (ORDERED_PARTITIONS). */
   orderedPartitions: number;
   /** Concurrent events the router fans out per replica (ROUTER_CONCURRENCY). */
@@ -82,6 +84,7 @@ export function dispatcherConfigFrom(s: Settings): DispatcherConfig {
     breakerFailures: s.BREAKER_FAILURES,
     laneIdleMs: s.LANE_IDLE,
     laneSweepMs: s.LANE_SWEEP_INTERVAL,
+    strandedCheckMs: s.STRANDED_CHECK_INTERVAL,
     orderedPartitions: s.ORDERED_PARTITIONS,
     routerConcurrency: s.ROUTER_CONCURRENCY,
     pullExpiresMs: s.PULL_EXPIRES,

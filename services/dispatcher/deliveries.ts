@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type {
   AttemptLog,
   ConfigChange,
@@ -29,6 +30,8 @@ const FRESH_WAIT_MS = 50;
 /** A delivery pulled before its due time is handed back for what is left, at least this long. */
 const MIN_NOT_DUE_MS = 20;
 const RETRY_REMOVE_MS = 2000;
+/** How often a removal looks whether the destination's deliveries in flight have ended. */
+const QUIET_POLL_MS = 50;
 /** How long a lane's delivery waits in memory for a slot before it is handed back to its lane. */
 const LANE_SLOT_WAIT_MS = 1000;
 
@@ -55,7 +58,7 @@ export interface DeliveriesDeps {
   breakers: Breakers;
   /** Where breaker changes are reported for destination health. */
   attemptLog?: AttemptLog;
-  lanes: { sweepMs: number; idleMs: number };
+  lanes: { sweepMs: number; idleMs: number; onStrandedRecreated?: () => void };
   /** RETRY_WINDOW: a delivery held back by an open breaker past it is dead-lettered. */
   retryWindowMs: number;
 }
@@ -75,6 +78,8 @@ export class Deliveries {
   readonly #riskyWaiters: (() => void)[][];
   readonly #riskyMax: number;
   readonly #gates = new Map<string, RateGate>();
+  /** Deliveries being handled, per destination: a removal purges again once they are done. */
+  readonly #busy = new Map<string, number>();
   readonly lanes: Lanes;
   #removals = 0;
   #closed = false;
@@ -96,9 +101,10 @@ export class Deliveries {
       ...deps,
       sweepMs: deps.lanes.sweepMs,
       idleMs: deps.lanes.idleMs,
+      ...(deps.lanes.onStrandedRecreated && { onStrandedRecreated: deps.lanes.onStrandedRecreated }),
       concurrency: (id) => this.#laneConcurrency(id),
       heldUntil: (id) => deps.breakers.openUntil(id),
-      handle: (id, msg) => this.#handleLane(id, msg),
+      handle: (id, msg) => this.#track(id, () => this.#handleLane(id, msg)),
     });
     // Lanes stop or start pulling; health (GetDestinationHealth, the CLI, the console) shows it.
     deps.breakers.onChange = (id) => {
@@ -122,7 +128,8 @@ export class Deliveries {
         consumer: partitionConsumer(p),
         concurrency,
         expiresMs: d.pullExpiresMs,
-        handle: (msg) => this.#handleFresh(p, msg),
+        handle: (msg) =>
+          this.#track(destinationOfSubject(msg.subject) ?? "", () => this.#handleFresh(p, msg)),
         acks: d.acks,
         connection: d.connection,
         logger: d.logger,
@@ -333,6 +340,23 @@ export class Deliveries {
     }
   }
 
+  async #track(id: string, work: () => Promise<void>): Promise<void> {
+    this.#busy.set(id, (this.#busy.get(id) ?? 0) + 1);
+    try {
+      await work();
+    } finally {
+      const n = (this.#busy.get(id) ?? 1) - 1;
+      if (n > 0) this.#busy.set(id, n);
+      else this.#busy.delete(id);
+    }
+  }
+
+  /** Resolves once no delivery of `id` is being handled here (or shutdown came). */
+  async #quiet(id: string): Promise<void> {
+    while (this.#busy.has(id) && !this.#d.shutdown.aborted)
+      await sleep(QUIET_POLL_MS, undefined, { ref: false });
+  }
+
   /** A deleted destination: its lane, its partitions' deliveries and its in-memory state go. */
   #remove(id: string): void {
     const d = this.#d;
@@ -341,7 +365,11 @@ export class Deliveries {
     d.breakers.forget(id);
     d.capacity.forget(id);
     this.#removals++;
+    // Purged twice: a delivery being handled at the removal may park (or its lane be created)
+    // after the first purge; nothing new starts for a destination the store no longer has.
     removeDestinationDeliveries(d.jsm, id)
+      .then(() => this.#quiet(id))
+      .then(() => removeDestinationDeliveries(d.jsm, id))
       .then(() => d.logger.info({ destinationId: id }, "destination removed: pending deliveries purged"))
       .catch((err) => {
         d.logger.error(

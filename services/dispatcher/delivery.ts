@@ -71,6 +71,11 @@ export class DeliveryHandler {
   /** Parks the delivery unchanged (a paused destination, no slot, an open breaker); false when not stored. */
   async park(destinationId: string, msg: JsMsg, state = deliveryState(msg), dueMs = 0): Promise<boolean> {
     const d = this.#d;
+    if (!d.store.destination(destinationId)) {
+      // Deleted meanwhile: parking would outlive the purge of its deliveries.
+      msg.term();
+      return false;
+    }
     // A publish that timed out may still have been stored: trying again with the same
     // Nats-Msg-Id is stored once, whereas handing the message back could let it be delivered
     // beside its parked copy (a duplicate). So: try again until stored, holding the message.

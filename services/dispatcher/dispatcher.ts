@@ -40,6 +40,7 @@ import { ReplicaRegistry } from "./replica-registry.js";
 import { Router } from "./router.js";
 import { WebhookSender } from "./sender.js";
 import { AddressPolicy } from "./ssrf.js";
+import { StrandedRescue } from "./stranded.js";
 
 export interface RunningDispatcher {
   /** Graceful: stop pulling, let in-flight deliveries finish (or hand them back), drain NATS. */
@@ -176,7 +177,11 @@ export async function startDispatcher(
     capacity,
     breakers,
     attemptLog,
-    lanes: { sweepMs: config.laneSweepMs, idleMs: config.laneIdleMs },
+    lanes: {
+      sweepMs: config.laneSweepMs,
+      idleMs: config.laneIdleMs,
+      onStrandedRecreated: () => metrics.stranded.inc({ consumer: "lane" }),
+    },
     retryWindowMs: config.topology.retryWindowMs,
   });
   parking.onParked = (id) => void deliveries.lanes.ensure(id);
@@ -248,6 +253,15 @@ export async function startDispatcher(
     parking,
   });
   janitor.start(Math.min(5000, janitorIntervalMs));
+  const stranded = new StrandedRescue({
+    jsm,
+    logger,
+    partitions: config.deliveryPartitions,
+    consumer,
+    intervalMs: config.strandedCheckMs,
+    onRecreated: () => metrics.stranded.inc({ consumer: "partition" }),
+  });
+  stranded.start();
 
   let closing: Promise<void> | undefined;
   const ops: OpsServer | undefined =
@@ -279,6 +293,7 @@ export async function startDispatcher(
     routerPuller.pause();
     deliveries.stopPulling();
     await janitor.stop();
+    await stranded.stop();
     await ordered.close(config.shutdownGraceMs);
     const grace = config.shutdownGraceMs;
     const settled = await Promise.all([routerPuller.settle(grace), deliveries.settle(grace)]);

@@ -5,10 +5,12 @@ import {
   isNotFound,
   LANE_SUBJECT_PREFIX,
   laneConsumer,
+  laneSubject,
 } from "@hookpost/core";
 import type { JetStreamClient, JetStreamManager, JsMsg } from "nats";
 import { type ConsumerSettings, deleteConsumer, ensureConsumer, laneConsumerConfig } from "./consumers.js";
 import { Puller } from "./puller.js";
+import { holdLimit, lookAt, lookFields, type Suspicion, verdict } from "./stranded.js";
 
 export interface LanesDeps {
   js: JetStreamClient;
@@ -28,10 +30,14 @@ export interface LanesDeps {
   /** When a lane held back by its breaker may pull again (its probe), if it is held back. */
   heldUntil: (id: string) => number | undefined;
   handle: (id: string, msg: JsMsg) => Promise<void>;
+  /** Told of each lane consumer created again because it lost count (stranded.ts). */
+  onStrandedRecreated?: () => void;
 }
 
 /** Lane consumers the sweep creates at once. */
 const CREATE_BATCH = 32;
+/** Busy lanes looked at for stranded deliveries per sweep, in turn. */
+const STRAND_CHECKS = 8;
 
 interface Lane {
   puller: Puller | undefined;
@@ -56,6 +62,9 @@ export class Lanes {
   #timer: NodeJS.Timeout | undefined;
   #sweeping: Promise<void> | undefined;
   #closed = false;
+  /** Lanes whose consumer did not count their first stored delivery on the last look: its sequence. */
+  readonly #strandSuspects = new Map<string, Suspicion>();
+  #strandCursor = 0;
 
   constructor(deps: LanesDeps) {
     this.#d = deps;
@@ -80,7 +89,8 @@ export class Lanes {
 
   /** The lane exists (its consumer is created once per replica) and pulls as much as it may. */
   ensure(id: string): Promise<void> {
-    if (this.#closed) return Promise.resolve();
+    // A deleted destination's lane is purged, not opened (a park that raced the removal).
+    if (this.#closed || !this.#d.store.destination(id)) return Promise.resolve();
     if (this.#lanes.has(id)) {
       this.refresh(id);
       return Promise.resolve();
@@ -145,17 +155,19 @@ export class Lanes {
     const d = this.#d;
     if (!d.connection.connected) return;
     const info = await d.jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: `${LANE_SUBJECT_PREFIX}>` });
-    const busy = new Set<string>();
-    for (const subject of Object.keys(info.state.subjects ?? {})) {
+    const stored = new Map<string, number>();
+    for (const [subject, n] of Object.entries(info.state.subjects ?? {})) {
       const id = destinationOfSubject(subject);
-      if (id !== undefined && d.store.destination(id)) busy.add(id);
+      if (id !== undefined && d.store.destination(id)) stored.set(id, n);
     }
+    const busy = new Set(stored.keys());
     // A few creates at a time: after a restart with thousands of parked lanes, one burst of
     // consumer creates would stall the JetStream API for everyone.
     const missing = [...busy].filter((id) => !this.#lanes.has(id));
     for (let i = 0; i < missing.length; i += CREATE_BATCH) {
       await Promise.all(missing.slice(i, i + CREATE_BATCH).map((id) => this.ensure(id)));
     }
+    await this.#checkStranded(stored);
     const now = Date.now();
     for (const [id, lane] of this.#lanes) {
       if (busy.has(id)) {
@@ -182,6 +194,37 @@ export class Lanes {
       this.#drop(id);
       await deleteConsumer(d.jsm, laneConsumer(id));
       d.logger.info({ destinationId: id }, "idle lane removed");
+    }
+  }
+
+  /**
+   * A lane whose consumer no longer counts what it stores (stranded.ts: a nats-server fault after
+   * leader changes) would never deliver it: its consumer is deleted and created again, which
+   * hands out everything the lane stores. What was in flight may come twice.
+   */
+  async #checkStranded(stored: Map<string, number>): Promise<void> {
+    const d = this.#d;
+    for (const id of this.#strandSuspects.keys()) if (!stored.has(id)) this.#strandSuspects.delete(id);
+    const ids = [...stored.keys()].filter((id) => this.#lanes.has(id));
+    for (let i = 0; i < Math.min(STRAND_CHECKS, ids.length); i++) {
+      const id = ids[this.#strandCursor++ % ids.length]!;
+      const look = await lookAt(d.jsm, laneConsumer(id), laneSubject(id), stored.get(id));
+      if (!look) continue;
+      const v = verdict(this.#strandSuspects.get(id), look, holdLimit(d.consumer.ackWaitMs));
+      if (!v.recreate) {
+        if (v.suspicion) this.#strandSuspects.set(id, v.suspicion);
+        else this.#strandSuspects.delete(id);
+        continue;
+      }
+      this.#strandSuspects.delete(id);
+      this.#drop(id);
+      await deleteConsumer(d.jsm, laneConsumer(id));
+      d.onStrandedRecreated?.();
+      d.logger.warn(
+        { destinationId: id, ...lookFields(look) },
+        "stranded deliveries: the lane's consumer no longer counted what the lane stores; created again",
+      );
+      await this.ensure(id);
     }
   }
 

@@ -60,6 +60,14 @@ export class DispatcherMetrics {
     registers: [this.registry],
   });
 
+  /** Consumers created again because they no longer counted what they store (a nats-server fault). */
+  readonly stranded = new Counter({
+    name: "hookpost_dispatcher_stranded_recreated_total",
+    help: "Delivery consumers deleted and created again because they no longer counted messages their subjects store (partition or lane)",
+    labelNames: ["consumer"] as const,
+    registers: [this.registry],
+  });
+
   readonly attemptLogDropped = new Counter({
     name: "hookpost_dispatcher_attempt_log_dropped_total",
     help: "Attempt-log records not written (too many awaiting their ack, or the publish failed)",

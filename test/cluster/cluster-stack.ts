@@ -6,7 +6,10 @@ import {
   DELIVERIES_STREAM,
   EVENTS_STREAM,
   laneConsumer,
+  MESSAGE_ID_HEADER,
+  nextMessage,
   partitionConsumer,
+  partitionFilter,
   ROUTER_CONSUMER,
 } from "@hookpost/core";
 import type { JetStreamManager, NatsConnection } from "nats";
@@ -117,6 +120,7 @@ export class ClusterStack {
         ACK_WAIT: "5s",
         LOG_LEVEL: "info",
         OPS_ADDR: "127.0.0.1:0",
+        ...(process.env.EXP_STRANDED ? { STRANDED_CHECK_INTERVAL: process.env.EXP_STRANDED } : {}),
       }),
     );
     processes.push(...dispatchers);
@@ -182,6 +186,11 @@ export class ClusterStack {
     } catch (err) {
       throw new Error(`${(err as Error).message}\n${await this.#diagnosis(jsm, acked)}`);
     }
+    // Deliveries the server stopped counting (services/dispatcher/stranded.ts) are said, not hidden.
+    const rescues = this.dispatchers.flatMap((p) =>
+      p.records.filter((r) => String(r.msg).startsWith("stranded deliveries")),
+    );
+    if (rescues.length > 0) console.log(`stranded deliveries moved to lanes: ${JSON.stringify(rescues)}`);
     const since = Date.now();
     await until(
       async () => {
@@ -222,7 +231,7 @@ export class ClusterStack {
     const consumer = async (stream: string, name: string) => {
       try {
         const i = await jsm.consumers.info(stream, name);
-        return `${name}: pending ${i.num_pending}, ack pending ${i.num_ack_pending}, redelivered ${i.num_redelivered}, waiting pulls ${i.num_waiting}, leader ${i.cluster?.leader}`;
+        return `${name}: pending ${i.num_pending}, ack pending ${i.num_ack_pending}, redelivered ${i.num_redelivered}, waiting pulls ${i.num_waiting}, ack floor ${i.ack_floor.stream_seq}, delivered ${i.delivered.stream_seq}, leader ${i.cluster?.leader}`;
       } catch (e) {
         return `${name}: ${(e as Error).message}`;
       }
@@ -243,8 +252,32 @@ export class ClusterStack {
         }
       }),
     );
+    // Where what a partition still stores sits against its consumer's view, and whether it arrived.
+    const partitions: string[] = [];
+    for (let p = 0; p < 8; p++) {
+      try {
+        const c = await jsm.consumers.info(DELIVERIES_STREAM, partitionConsumer(p));
+        const n = { floor: [0, 0], held: [0, 0], ahead: [0, 0] };
+        let seq = 1;
+        for (let i = 0; i < 20_000; i++) {
+          const m = await nextMessage(jsm, DELIVERIES_STREAM, partitionFilter(p), seq);
+          if (!m) break;
+          const region =
+            m.seq <= c.ack_floor.stream_seq ? n.floor : m.seq <= c.delivered.stream_seq ? n.held : n.ahead;
+          region[0]!++;
+          if (got.has(m.header?.get(MESSAGE_ID_HEADER) ?? "")) region[1]!++;
+          seq = m.seq + 1;
+        }
+        partitions.push(
+          `part_${p} stores (received already): at or below ack floor ${n.floor[0]} (${n.floor[1]}), delivered ${n.held[0]} (${n.held[1]}), not yet delivered ${n.ahead[0]} (${n.ahead[1]})`,
+        );
+      } catch (e) {
+        partitions.push(`part_${p}: ${(e as Error).message}`);
+      }
+    }
     return [
       `${missing.length} missing, e.g. ${missing.slice(0, 5).join(", ")}`,
+      ...partitions,
       ...fates,
       await consumer(EVENTS_STREAM, ROUTER_CONSUMER),
       ...(await Promise.all(

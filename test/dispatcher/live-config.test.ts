@@ -174,7 +174,7 @@ describe("live configuration", () => {
           return isNotFound(err);
         }
       },
-      { timeout: 2000, message: "consumer deletion and purge" },
+      { timeout: 10_000, message: "consumer deletion and purge" },
     );
     await applied(admin.revision);
     const seen = r.requests.length;

@@ -607,6 +607,13 @@ export const SETTINGS = {
     description: "how often lanes holding parked calls are checked for a consumer",
     check: durationMs(100),
   }),
+  STRANDED_CHECK_INTERVAL: define({
+    services: ["dispatcher"],
+    default: "10s",
+    description:
+      "how often each partition is checked for messages its consumer no longer counts (a nats-server 2.9 fault after leader changes); a consumer found so twice is created again (lanes are checked by the lane sweep)",
+    check: durationMs(100),
+  }),
   ORDERED_PARTITIONS: define({
     services: ["dispatcher"],
     default: "32",

@@ -1,0 +1,197 @@
+import type { Logger } from "@hookpost/core";
+import {
+  DELIVERIES_STREAM,
+  isNotFound,
+  nextMessage,
+  partitionConsumer,
+  partitionFilter,
+} from "@hookpost/core";
+import type { ConsumerInfo, JetStreamManager } from "nats";
+import {
+  type ConsumerSettings,
+  deleteConsumer,
+  ensureConsumer,
+  partitionConsumerConfig,
+} from "./consumers.js";
+
+/**
+ * Stranded deliveries (docs/design/delivery-at-scale.md §7). nats-server 2.9 was seen, after a
+ * leader change or a frozen node, to keep messages in a work-queue stream that their consumer no
+ * longer counts: below its ack floor, or neither pending nor unacknowledged. Nothing would ever
+ * hand them out, so accepted calls would never be delivered. A consumer is compared with what its
+ * subjects store; when they disagree on two looks in a row about the same oldest message, the
+ * consumer is deleted and created again, which hands out everything stored from the oldest on.
+ * What was in flight at that moment may be delivered twice; nothing is lost.
+ */
+
+/** What one look saw of a consumer that did not count everything its subjects store. */
+export interface Suspicion {
+  /** The oldest stored message at the first look. */
+  firstSeq: number;
+  /** When the mismatch was first seen (ms). */
+  sinceMs: number;
+}
+
+export interface Look {
+  /** The consumer, read after `stored`. */
+  info: ConsumerInfo;
+  /** Messages stored on the consumer's subjects. */
+  stored: number;
+  /** Sequence of the oldest of them (0: none). */
+  firstSeq: number;
+  nowMs: number;
+}
+
+/**
+ * The verdict on one look, given the last one's suspicion: `recreate` when the consumer lost
+ * messages, else the suspicion to keep (undefined: all counted).
+ *
+ * Stored is read before the consumer, so a call stored meanwhile is counted by the consumer too;
+ * one acked meanwhile makes `stored` look high for a moment, hence two looks. The oldest message
+ * is certainly lost when the consumer counts it as acknowledged (at or below the ack floor),
+ * delivered with nothing unacknowledged, or not delivered with nothing pending: a second look at
+ * the same message recreates. Otherwise (it may be a delivery held right now) the mismatch must
+ * last `holdLimitMs`, longer than any delivery is held.
+ */
+export function verdict(
+  last: Suspicion | undefined,
+  look: Look,
+  holdLimitMs: number,
+): { recreate: true } | { recreate: false; suspicion: Suspicion | undefined } {
+  const c = look.info;
+  if (look.firstSeq === 0 || look.stored <= c.num_pending + c.num_ack_pending) {
+    return { recreate: false, suspicion: undefined };
+  }
+  if (!last || last.firstSeq !== look.firstSeq) {
+    return { recreate: false, suspicion: { firstSeq: look.firstSeq, sinceMs: look.nowMs } };
+  }
+  if (uncounted(look.firstSeq, c) || look.nowMs - last.sinceMs >= holdLimitMs) return { recreate: true };
+  return { recreate: false, suspicion: last };
+}
+
+/**
+ * A stored message its consumer will never hand out: at or below the ack floor (counted as
+ * acknowledged), delivered with nothing unacknowledged, or not yet delivered with nothing pending.
+ */
+export function uncounted(seq: number, c: ConsumerInfo): boolean {
+  if (seq <= c.ack_floor.stream_seq) return true;
+  if (seq <= c.delivered.stream_seq) return c.num_ack_pending === 0;
+  return c.num_pending === 0;
+}
+
+/** How long a delivery may be held at most before the mismatch it causes counts as lost. */
+export function holdLimit(ackWaitMs: number): number {
+  return Math.max(60_000, 3 * ackWaitMs);
+}
+
+export interface StrandedDeps {
+  jsm: JetStreamManager;
+  logger: Logger;
+  partitions: number;
+  consumer: ConsumerSettings;
+  /** How often each partition is looked at (STRANDED_CHECK_INTERVAL). */
+  intervalMs: number;
+  /** Told of each consumer created again (hookpost_dispatcher_stranded_recreated_total). */
+  onRecreated?: () => void;
+}
+
+/** The partitions' check; lanes are checked by their sweep (lanes.ts) with the same verdict. */
+export class StrandedRescue {
+  readonly #d: StrandedDeps;
+  readonly #suspicions = new Map<number, Suspicion>();
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+
+  constructor(deps: StrandedDeps) {
+    this.#d = deps;
+  }
+
+  start(): void {
+    const tick = () => {
+      this.#running = this.run()
+        .then(() => {})
+        .catch((err) => this.#d.logger.warn({ err: (err as Error).message }, "stranded check failed"))
+        .finally(() => {
+          this.#running = undefined;
+          if (this.#timer) this.#timer = setTimeout(tick, this.#d.intervalMs).unref();
+        });
+    };
+    this.#timer = setTimeout(tick, this.#d.intervalMs).unref();
+  }
+
+  async stop(): Promise<void> {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#running;
+  }
+
+  /** One look at every partition; returns how many consumers were created again. */
+  async run(): Promise<number> {
+    let recreated = 0;
+    for (let p = 0; p < this.#d.partitions; p++) if (await this.#check(p)) recreated++;
+    return recreated;
+  }
+
+  async #check(p: number): Promise<boolean> {
+    const d = this.#d;
+    const name = partitionConsumer(p);
+    const look = await lookAt(d.jsm, name, partitionFilter(p));
+    if (!look) {
+      this.#suspicions.delete(p);
+      return false;
+    }
+    const v = verdict(this.#suspicions.get(p), look, holdLimit(d.consumer.ackWaitMs));
+    if (!v.recreate) {
+      if (v.suspicion) this.#suspicions.set(p, v.suspicion);
+      else this.#suspicions.delete(p);
+      return false;
+    }
+    this.#suspicions.delete(p);
+    // Another replica may have done it a moment ago: a consumer younger than two looks is left alone.
+    if (Date.now() - new Date(look.info.created).getTime() < 2 * d.intervalMs) return false;
+    await deleteConsumer(d.jsm, name);
+    await ensureConsumer(d.jsm, partitionConsumerConfig(p, d.consumer));
+    d.onRecreated?.();
+    d.logger.warn(
+      { consumer: name, ...lookFields(look) },
+      "stranded deliveries: the consumer no longer counted what its partition stores; created again",
+    );
+    return true;
+  }
+}
+
+/** Both views of a look, for the warning a recreation logs. */
+export function lookFields(look: Look) {
+  return {
+    stored: look.stored,
+    pending: look.info.num_pending,
+    unacknowledged: look.info.num_ack_pending,
+    firstSeq: look.firstSeq,
+    ackFloor: look.info.ack_floor.stream_seq,
+    delivered: look.info.delivered.stream_seq,
+  };
+}
+
+/** One look at a consumer and what its filter stores; undefined when the consumer is gone. */
+export async function lookAt(
+  jsm: JetStreamManager,
+  consumer: string,
+  filter: string,
+  stored?: number,
+): Promise<Look | undefined> {
+  let count = stored;
+  if (count === undefined) {
+    const s = await jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: filter });
+    count = 0;
+    for (const n of Object.values(s.state.subjects ?? {})) count += n;
+  }
+  let info: ConsumerInfo;
+  try {
+    info = await jsm.consumers.info(DELIVERIES_STREAM, consumer);
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+  const first = count > 0 ? await nextMessage(jsm, DELIVERIES_STREAM, filter, 1) : undefined;
+  return { info, stored: count, firstSeq: first?.seq ?? 0, nowMs: Date.now() };
+}
