@@ -120,7 +120,6 @@ export class ClusterStack {
         ACK_WAIT: "5s",
         LOG_LEVEL: "info",
         OPS_ADDR: "127.0.0.1:0",
-        ...(process.env.EXP_STRANDED ? { STRANDED_CHECK_INTERVAL: process.env.EXP_STRANDED } : {}),
       }),
     );
     processes.push(...dispatchers);
