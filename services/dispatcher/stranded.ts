@@ -137,8 +137,11 @@ export class StrandedRescue {
     const name = partitionConsumer(p);
     const look = await lookAt(d.jsm, name, partitionFilter(p));
     if (!look) {
+      // Gone (a recreation that failed halfway, or deleted by hand): nothing would pull it.
       this.#suspicions.delete(p);
-      return false;
+      await ensureConsumer(d.jsm, partitionConsumerConfig(p, d.consumer));
+      d.logger.warn({ consumer: name }, "a partition consumer was missing; created again");
+      return true;
     }
     const v = verdict(this.#suspicions.get(p), look, holdLimit(d.consumer.ackWaitMs));
     if (!v.recreate) {

@@ -281,4 +281,14 @@ describe("delivery at scale (CI size)", () => {
     await r.waitFor(3, 20_000);
     expect(r.requests.map((q) => String(q.headers["idempotency-key"])).sort()).toEqual(sent.sort());
   });
+
+  it("a partition consumer deleted under a running dispatcher is created again, and its calls delivered", async () => {
+    const r = await receiver();
+    await p.store.putDestination(destination({ id: "lost0", sourceIds: ["lost0"], urls: [r.url()] }));
+    d = await p.dispatcher({ strandedCheckMs: 200 });
+    await p.jsm.consumers.delete(DELIVERIES_STREAM, partitionConsumer(0));
+    const sent = await storeDeliveries(partitionSubject(0, "lost0"), "lost0", 3);
+    await r.waitFor(3, 20_000);
+    expect(r.requests.map((q) => String(q.headers["idempotency-key"])).sort()).toEqual(sent.sort());
+  });
 });
