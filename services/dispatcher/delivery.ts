@@ -11,12 +11,11 @@ import {
   statusClass,
 } from "@hookpost/core";
 import type { JsMsg } from "nats";
-import { attemptRecords, readableReason } from "./attempt-records.js";
+import { attemptRecords, lastOutcome, readableReason, readableReasons } from "./attempt-records.js";
 import type { AutoDisabler } from "./auto-disable.js";
 import type { DispatcherMetrics } from "./metrics.js";
 import { type DeliveryState, deliveryState, type Parking } from "./parking.js";
-import { logUrl } from "./redact-url.js";
-import { type DeadCause, decide, type RetryPolicy } from "./retry.js";
+import { type DeadCause, decideAfterAttempt, type RetryPolicy } from "./retry.js";
 import { type AttemptOutcome, notSentOutcome, type WebhookSender } from "./sender.js";
 
 export interface DeliveryDeps {
@@ -211,13 +210,9 @@ export class DeliveryHandler {
       return;
     }
 
-    const retryAfters = result.outcomes.map((o) => o.retryAfterMs).filter((v) => v !== undefined);
-    const decision = decide({
+    const decision = decideAfterAttempt(result.outcomes, {
       attempt: attemptNumber,
-      retryable: result.outcomes.some((o) => o.retryable),
-      retryAfterMs: retryAfters.length > 0 ? Math.max(...retryAfters) : undefined,
       firstTimeMs: state.firstTimeMs,
-      nowMs: Date.now(),
       policy: d.policy,
     });
     if (decision.action === "retry") {
@@ -245,7 +240,7 @@ export class DeliveryHandler {
     }
     record();
     // The rule that ended it, as the attempt log words it: "422 is not retried".
-    const why = [...new Set(result.outcomes.map(readableReason))].join("; ");
+    const why = readableReasons(result.outcomes);
     const reason = decision.cause === "not_retryable" ? why : `${decision.reason}; last: ${why}`;
     await this.#deadLetter(
       destinationId,
@@ -326,17 +321,4 @@ export class DeliveryHandler {
 function preparationError(err: unknown): string {
   const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
   return text.slice(0, 300);
-}
-
-/** Log fields of the last URL tried: where, what came back, the start of its body. */
-function lastOutcome(outcomes: AttemptOutcome[]): Record<string, unknown> {
-  const o = outcomes.at(-1);
-  if (!o) return {};
-  return {
-    url: logUrl(o.url),
-    status: o.status,
-    error: o.error,
-    detail: o.detail,
-    response: o.responseExcerpt ? o.responseExcerpt.slice(0, 200) : undefined,
-  };
 }

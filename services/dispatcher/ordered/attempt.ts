@@ -8,11 +8,10 @@ import {
   statusClass,
 } from "@hookpost/core";
 import type { StoredMsg } from "nats";
-import { attemptRecords, readableReason } from "../attempt-records.js";
+import { attemptRecords, lastOutcome, readableReasons } from "../attempt-records.js";
 import type { AutoDisabler } from "../auto-disable.js";
 import type { DispatcherMetrics } from "../metrics.js";
-import { logUrl } from "../redact-url.js";
-import { type DeadCause, decide, type RetryPolicy } from "../retry.js";
+import { type DeadCause, decideAfterAttempt, type RetryPolicy } from "../retry.js";
 import { type AttemptOutcome, type DeliveryResult, notSentOutcome, type WebhookSender } from "../sender.js";
 
 export interface AttemptDeps {
@@ -109,13 +108,9 @@ export async function attemptHead(
     span.end("handed_back");
     return { kind: "paused" };
   }
-  const retryAfters = result.outcomes.map((o) => o.retryAfterMs).filter((v) => v !== undefined);
-  const decision = decide({
+  const decision = decideAfterAttempt(result.outcomes, {
     attempt,
-    retryable: result.outcomes.some((o) => o.retryable),
-    retryAfterMs: retryAfters.length > 0 ? Math.max(...retryAfters) : undefined,
     firstTimeMs: f.firstTimeMs,
-    nowMs: Date.now(),
     policy: d.policy,
   });
   if (decision.action === "retry") {
@@ -137,7 +132,7 @@ export async function attemptHead(
     return { kind: "retry", delayMs: decision.delayMs };
   }
   record();
-  const why = [...new Set(result.outcomes.map(readableReason))].join("; ");
+  const why = readableReasons(result.outcomes);
   const reason = decision.cause === "not_retryable" ? why : `${decision.reason}; last: ${why}`;
   span.end("dead_letter", true);
   const ok = await deadLetterHead(d, dest.id, head, attempt, result.outcomes, reason, decision.cause);
@@ -189,12 +184,4 @@ export async function deadLetterHead(
     msg,
   );
   return true;
-}
-
-/** Log fields of the last URL tried, as `npm start` prints them (its line per failed attempt). */
-function lastOutcome(outcomes: readonly AttemptOutcome[]): Record<string, unknown> {
-  const o = outcomes.at(-1);
-  if (!o) return {};
-  const response = o.responseExcerpt ? o.responseExcerpt.slice(0, 200) : undefined;
-  return { url: logUrl(o.url), status: o.status, error: o.error, detail: o.detail, response };
 }
