@@ -38,49 +38,19 @@ describe("the six call routes", () => {
     const key = src.writeKey;
     const at = "2026-11-21T09:30:00.000Z";
     const common = { userId: "u1", anonymousId: "a1", timestamp: at, context: { ip: "10.0.0.1" } };
-    expect(
-      await post(
-        base,
-        "/v1/identify",
-        { ...common, messageId: "h-identify", traits: { plan: "pro" } },
-        { writeKey: key },
-      ),
-    ).toMatchObject(ok);
-    expect(
-      await post(
-        base,
-        "/v1/track",
-        { ...common, messageId: "h-track", event: "Signed Up", properties: { n: 1 } },
-        { writeKey: key },
-      ),
-    ).toMatchObject(ok);
-    expect(
-      await post(
-        base,
+    const calls: [string, Record<string, unknown>][] = [
+      ["/v1/identify", { ...common, messageId: "h-identify", traits: { plan: "pro" } }],
+      ["/v1/track", { ...common, messageId: "h-track", event: "Signed Up", properties: { n: 1 } }],
+      [
         "/v1/page",
         { ...common, messageId: "h-page", name: "Home", category: "Docs", properties: { path: "/" } },
-        { writeKey: key },
-      ),
-    ).toMatchObject(ok);
-    expect(
-      await post(base, "/v1/screen", { ...common, messageId: "h-screen", name: "Main" }, { writeKey: key }),
-    ).toMatchObject(ok);
-    expect(
-      await post(
-        base,
-        "/v1/group",
-        { ...common, messageId: "h-group", groupId: "g1", traits: { size: 3 } },
-        { writeKey: key },
-      ),
-    ).toMatchObject(ok);
-    expect(
-      await post(
-        base,
-        "/v1/alias",
-        { userId: "u1", previousId: "a1", messageId: "h-alias", timestamp: at },
-        { writeKey: key },
-      ),
-    ).toMatchObject(ok);
+      ],
+      ["/v1/screen", { ...common, messageId: "h-screen", name: "Main" }],
+      ["/v1/group", { ...common, messageId: "h-group", groupId: "g1", traits: { size: 3 } }],
+      ["/v1/alias", { userId: "u1", previousId: "a1", messageId: "h-alias", timestamp: at }],
+    ];
+    for (const [path, body] of calls)
+      expect(await post(base, path, body, { writeKey: key })).toMatchObject(ok);
 
     // The same calls over gRPC: the stored records differ only in message id and receive time.
     const ts = { seconds: BigInt(Date.parse(at) / 1000), nanos: 0 };
