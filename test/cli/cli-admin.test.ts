@@ -7,7 +7,7 @@ import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { stackWithStore } from "../helpers/stack-store.js";
 import { until } from "../helpers/until.js";
-import { hookpost, ok, useCliUser } from "./run-cli.js";
+import { createCrm, hookpost, ok, useCliUser } from "./run-cli.js";
 
 // The CLI as a real process against the real admin service: an ingest (api) with a dispatcher
 // and a nats-server on loopback. What the server stored is read back from the configuration
@@ -138,24 +138,12 @@ describe("destinations", () => {
   it("create, get, list, update (only the given fields), delete", async () => {
     const created = ok(
       await user.run(
-        [
-          "destinations",
-          "create",
-          "--id",
-          "crm",
-          "--name",
-          "CRM",
-          "--source",
+        createCrm(
           "web",
-          "--url",
-          "https://crm.example.com/a",
-          "--url",
-          "https://crm-backup.example.com/a",
-          "--header",
-          "X-Team: growth",
+          ["https://crm.example.com/a", "https://crm-backup.example.com/a"],
           "--secret-env",
           "CRM_SECRET",
-        ],
+        ),
         { CRM_SECRET: "s3cret-value" },
       ),
     );
