@@ -8,7 +8,6 @@ import {
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
   startDeliverySpan,
-  statusClass,
 } from "@hookpost/core";
 import type { JsMsg } from "nats";
 import { attemptRecords, lastOutcome, readableReason, readableReasons } from "./attempt-records.js";
@@ -16,7 +15,8 @@ import type { AutoDisabler } from "./auto-disable.js";
 import type { DispatcherMetrics } from "./metrics.js";
 import { type DeliveryState, deliveryState, type Parking } from "./parking.js";
 import { type DeadCause, decideAfterAttempt, type RetryPolicy } from "./retry.js";
-import { type AttemptOutcome, notSentOutcome, type WebhookSender } from "./sender.js";
+import { observeLatency, sendAttempt } from "./send-attempt.js";
+import type { AttemptOutcome, WebhookSender } from "./sender.js";
 
 export interface DeliveryDeps {
   store: ConfigStore;
@@ -154,28 +154,17 @@ export class DeliveryHandler {
     let result: Awaited<ReturnType<WebhookSender["deliver"]>>;
     const notRendered = headers?.get(NOT_RENDERED_HEADER);
     try {
-      result = notRendered
-        ? {
-            delivered: false,
-            outcomes: [
-              notSentOutcome(dest.urls?.[0] ?? "", `the webhook body could not be rendered: ${notRendered}`),
-            ],
-          }
-        : await d.sender.deliver(dest, msg.data, messageId, d.shutdown, span.context);
-    } catch (err) {
-      // Whatever stopped the request before it was sent (the sender turns what it foresees into
-      // outcomes itself) is a failed attempt too: recorded, retried, dead-lettered at the window,
-      // never the Puller's silent hand-back.
-      result = { delivered: false, outcomes: [notSentOutcome(dest.urls?.[0] ?? "", preparationError(err))] };
+      result = await sendAttempt(
+        d.sender,
+        dest,
+        { data: msg.data, messageId, notRendered },
+        d.shutdown,
+        span.context,
+      );
     } finally {
       clearInterval(keepAlive);
     }
-    for (const o of result.outcomes) {
-      // Latency of requests only: one never sent has none.
-      if (o.aborted || o.error === "not_sent") continue;
-      const labels = { destination: destinationId, result: statusClass(o.status, o.error) };
-      d.metrics.attemptSeconds.observe(labels, o.durationMs / 1000);
-    }
+    observeLatency(d.metrics, destinationId, result);
     const facts = { messageId, destinationId, sourceId, attemptNumber };
     this.#observe(destinationId, result.outcomes);
     const record = (nextAttemptMs?: number) => {
@@ -315,10 +304,4 @@ export class DeliveryHandler {
       "delivery dead-lettered",
     );
   }
-}
-
-/** What went wrong preparing a request, without a stack (an error's message names no secret). */
-function preparationError(err: unknown): string {
-  const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-  return text.slice(0, 300);
 }

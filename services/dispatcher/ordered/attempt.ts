@@ -5,14 +5,14 @@ import {
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
   startDeliverySpan,
-  statusClass,
 } from "@hookpost/core";
 import type { StoredMsg } from "nats";
 import { attemptRecords, lastOutcome, readableReasons } from "../attempt-records.js";
 import type { AutoDisabler } from "../auto-disable.js";
 import type { DispatcherMetrics } from "../metrics.js";
 import { type DeadCause, decideAfterAttempt, type RetryPolicy } from "../retry.js";
-import { type AttemptOutcome, type DeliveryResult, notSentOutcome, type WebhookSender } from "../sender.js";
+import { observeLatency, sendAttempt } from "../send-attempt.js";
+import type { AttemptOutcome, WebhookSender } from "../sender.js";
 
 export interface AttemptDeps {
   sender: WebhookSender;
@@ -61,27 +61,14 @@ export async function attemptHead(
   signal: AbortSignal,
 ): Promise<HeadOutcome> {
   const f = headFacts(head, dest.id);
-  const notRendered = head.header?.get(NOT_RENDERED_HEADER) || undefined;
   const span = startDeliverySpan(head.header, dest.id, f.messageId, attempt);
-  let result: DeliveryResult;
-  try {
-    result = notRendered
-      ? {
-          delivered: false,
-          outcomes: [
-            notSentOutcome(dest.urls?.[0] ?? "", `the webhook body could not be rendered: ${notRendered}`),
-          ],
-        }
-      : await d.sender.deliver(dest, head.data, f.messageId, signal, span.context);
-  } catch (err) {
-    const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-    result = { delivered: false, outcomes: [notSentOutcome(dest.urls?.[0] ?? "", text.slice(0, 300))] };
-  }
-  for (const o of result.outcomes) {
-    if (o.aborted || o.error === "not_sent") continue;
-    const labels = { destination: dest.id, result: statusClass(o.status, o.error) };
-    d.metrics.attemptSeconds.observe(labels, o.durationMs / 1000);
-  }
+  const call = {
+    data: head.data,
+    messageId: f.messageId,
+    notRendered: head.header?.get(NOT_RENDERED_HEADER),
+  };
+  const result = await sendAttempt(d.sender, dest, call, signal, span.context);
+  observeLatency(d.metrics, dest.id, result);
   const record = (nextAttemptMs?: number) => {
     if (!d.attemptLog.enabled) return;
     const facts = { ...f, attemptNumber: attempt, ...(nextAttemptMs === undefined ? {} : { nextAttemptMs }) };
