@@ -1,4 +1,4 @@
-import { type AttemptRecord, outcomeKind } from "@hookpost/core";
+import { type AttemptLog, type AttemptRecord, outcomeKind } from "@hookpost/core";
 import { logUrl } from "./redact-url.js";
 import type { AttemptOutcome } from "./sender.js";
 
@@ -37,6 +37,19 @@ export interface DeliveryFacts {
   attemptNumber: number;
   /** When the delivery is tried again (set on the last URL's record only). */
   nextAttemptMs?: number;
+}
+
+/** Records one attempt's outcomes in the attempt log (when it is on); `nextAttemptMs` when a retry is due. */
+export function attemptRecorder(
+  log: AttemptLog,
+  facts: DeliveryFacts,
+  outcomes: readonly AttemptOutcome[],
+): (nextAttemptMs?: number) => void {
+  return (nextAttemptMs) => {
+    if (!log.enabled) return;
+    const f = nextAttemptMs === undefined ? facts : { ...facts, nextAttemptMs };
+    for (const r of attemptRecords(f, outcomes)) log.attempt(r);
+  };
 }
 
 /**

@@ -10,7 +10,7 @@ import {
   startDeliverySpan,
 } from "@hookpost/core";
 import type { JsMsg } from "nats";
-import { attemptRecords, lastOutcome, readableReason, readableReasons } from "./attempt-records.js";
+import { attemptRecorder, lastOutcome, readableReason, readableReasons } from "./attempt-records.js";
 import type { AutoDisabler } from "./auto-disable.js";
 import type { DispatcherMetrics } from "./metrics.js";
 import { type DeliveryState, deliveryState, type Parking } from "./parking.js";
@@ -167,11 +167,7 @@ export class DeliveryHandler {
     observeLatency(d.metrics, destinationId, result);
     const facts = { messageId, destinationId, sourceId, attemptNumber };
     this.#observe(destinationId, result.outcomes);
-    const record = (nextAttemptMs?: number) => {
-      if (!d.attemptLog.enabled) return;
-      const f = nextAttemptMs === undefined ? facts : { ...facts, nextAttemptMs };
-      for (const r of attemptRecords(f, result.outcomes)) d.attemptLog.attempt(r);
-    };
+    const record = attemptRecorder(d.attemptLog, facts, result.outcomes);
 
     if (result.delivered) {
       d.autoDisable?.succeeded(destinationId);

@@ -7,7 +7,7 @@ import {
   startDeliverySpan,
 } from "@hookpost/core";
 import type { StoredMsg } from "nats";
-import { attemptRecords, lastOutcome, readableReasons } from "../attempt-records.js";
+import { attemptRecorder, lastOutcome, readableReasons } from "../attempt-records.js";
 import type { AutoDisabler } from "../auto-disable.js";
 import type { DispatcherMetrics } from "../metrics.js";
 import { type DeadCause, decideAfterAttempt, type RetryPolicy } from "../retry.js";
@@ -69,11 +69,7 @@ export async function attemptHead(
   };
   const result = await sendAttempt(d.sender, dest, call, signal, span.context);
   observeLatency(d.metrics, dest.id, result);
-  const record = (nextAttemptMs?: number) => {
-    if (!d.attemptLog.enabled) return;
-    const facts = { ...f, attemptNumber: attempt, ...(nextAttemptMs === undefined ? {} : { nextAttemptMs }) };
-    for (const r of attemptRecords(facts, result.outcomes)) d.attemptLog.attempt(r);
-  };
+  const record = attemptRecorder(d.attemptLog, { ...f, attemptNumber: attempt }, result.outcomes);
   const count = (outcome: string) => d.metrics.deliveries.inc({ outcome, destination: dest.id });
 
   if (result.delivered) {
