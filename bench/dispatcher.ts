@@ -16,14 +16,21 @@
  */
 import { availableParallelism } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
-import { DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "@hookpost/core";
-import { connect, headers, type JetStreamClient } from "nats";
+import { DEFAULT_TOPOLOGY, ensureTopology } from "@hookpost/core";
+import { connect, type JetStreamClient } from "nats";
 import { Pool } from "undici";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import type { ServiceProcess } from "../test/helpers/service-process.js";
-import { adminClient, type IngestClient, ingestClient, STACK_ADMIN_TOKEN } from "../test/helpers/stack.js";
-import { percentile, pipelined, round, storedTrack, trackInit } from "./payloads.js";
-import { cpuMs, ReceiverProcess, startService, stopProcess } from "./procs/processes.js";
+import { type IngestClient, ingestClient } from "../test/helpers/stack.js";
+import { percentile, pipelined, publishStoredTrack, round, storedTrack, trackInit } from "./payloads.js";
+import {
+  benchSource,
+  cpuMs,
+  ReceiverProcess,
+  startApi,
+  startService,
+  stopProcess,
+} from "./procs/processes.js";
 import { type Figure, printIfMain } from "./table.js";
 
 const BACKLOG = Number(process.env.BENCH_DELIVERIES ?? 20_000);
@@ -67,12 +74,7 @@ async function rawPosts(url: string, count: number, tag: string, sourceId: strin
 
 /** Puts `count` calls on EVENTS (as ingest would store them). */
 async function fillBacklog(js: JetStreamClient, sourceId: string, tag: string, count: number): Promise<void> {
-  await pipelined(count, 1_000, (i) => {
-    const c = storedTrack(i, tag, sourceId);
-    const h = headers();
-    h.set("Nats-Msg-Id", `${sourceId}:${c.messageId}`);
-    return js.publish(eventSubject(sourceId, "track"), JSON.stringify(c), { headers: h });
-  });
+  await pipelined(count, 1_000, (i) => publishStoredTrack(js, i, tag, sourceId));
 }
 
 /** Deliveries/s of the calls tagged `tag` that arrived after `from` (epoch ms), up to the last one. */
@@ -208,25 +210,16 @@ export async function benchDispatcher(): Promise<Figure[]> {
   const server = await NatsServer.start();
   const nc = await connect({ servers: server.url, noAsyncTraces: true });
   const receiver = await ReceiverProcess.start();
-  const ingest = startService("ingest", {
-    NATS_URL: server.url,
-    INGEST_ADDR: "127.0.0.1:0",
-    HTTP_ADDR: "127.0.0.1:0",
-    ADMIN_TOKEN: STACK_ADMIN_TOKEN,
-  });
+  const ingest = startApi(server.url);
   const replicas: ServiceProcess[] = [];
   const clients: Array<{ close(): void }> = [];
   const stopReplicas = () => Promise.all(replicas.splice(0).map((r) => stopProcess(r.proc)));
   try {
     const js = nc.jetstream();
     await ensureTopology(await nc.jetstreamManager(), DEFAULT_TOPOLOGY);
-    const listening = await ingest.waitFor("ingest listening");
-    const address = String(listening.address);
-    const admin = adminClient(address);
+    const { grpc: address, http: httpAddress, admin, sourceId, writeKey } = await benchSource(ingest);
     clients.push(admin);
-    const source = await admin.createSource({ name: "bench" });
-    const sourceId = source.source!.id;
-    const client = ingestClient(address, source.writeKey);
+    const client = ingestClient(address, writeKey);
     clients.push(client);
     await admin.createDestination({
       destination: { name: "bench", urls: [receiver.url], sourceIds: [sourceId], enabled: true },
@@ -278,7 +271,7 @@ export async function benchDispatcher(): Promise<Figure[]> {
 
     // Latency with 1 replica, warmed up: single calls over gRPC unary and over the HTTP API.
     replicas.push(replica(server.url));
-    const http = viaHttp(String(listening.http), source.writeKey);
+    const http = viaHttp(httpAddress, writeKey);
     clients.push({ close: () => void http.close() });
     const senders: Array<[string, SendOne]> = [
       ["gRPC unary", viaGrpc(client)],

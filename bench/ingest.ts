@@ -20,13 +20,13 @@
  */
 import { batchRequestOf, encodeFrame } from "@hookpost/client";
 import { MAX_CALL_BYTES } from "@hookpost/contract";
-import { DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "@hookpost/core";
-import { connect, headers } from "nats";
+import { DEFAULT_TOPOLOGY, ensureTopology } from "@hookpost/core";
+import { connect } from "nats";
 import { Pool } from "undici";
 import { NatsServer } from "../test/helpers/nats-server.js";
-import { adminClient, type IngestClient, ingestClient, STACK_ADMIN_TOKEN } from "../test/helpers/stack.js";
-import { pipelined, round, storedTrack, trackInit } from "./payloads.js";
-import { cpuMs, startEmptyGrpc, startService, stopProcess } from "./procs/processes.js";
+import { type IngestClient, ingestClient } from "../test/helpers/stack.js";
+import { pipelined, publishStoredTrack, round, trackInit } from "./payloads.js";
+import { benchSource, cpuMs, startApi, startEmptyGrpc, stopProcess } from "./procs/processes.js";
 import { type Figure, printIfMain } from "./table.js";
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 20_000);
@@ -108,37 +108,23 @@ export async function benchIngest(): Promise<Figure[]> {
   const server = await NatsServer.start();
   const nc = await connect({ servers: server.url, noAsyncTraces: true });
   const empty = await startEmptyGrpc();
-  const ingest = startService("ingest", {
-    NATS_URL: server.url,
-    INGEST_ADDR: "127.0.0.1:0",
-    HTTP_ADDR: "127.0.0.1:0",
-    ADMIN_TOKEN: STACK_ADMIN_TOKEN,
-  });
+  const ingest = startApi(server.url);
   const clients: Array<{ close(): void }> = [];
   try {
     await ensureTopology(await nc.jetstreamManager(), DEFAULT_TOPOLOGY);
-    const listening = await ingest.waitFor("ingest listening");
-    const address = String(listening.address);
-    const admin = adminClient(address);
+    const { grpc: address, http: httpAddress, admin, sourceId, writeKey } = await benchSource(ingest);
     clients.push(admin);
-    const source = await admin.createSource({ name: "bench" });
-    const hookpost = ingestClient(address, source.writeKey);
-    const raw = ingestClient(empty.address, source.writeKey);
+    const hookpost = ingestClient(address, writeKey);
+    const raw = ingestClient(empty.address, writeKey);
     clients.push(hookpost, raw);
-    const sourceId = source.source!.id;
-    const http = new Pool(`http://${String(listening.http)}`, { connections: BATCHES_IN_FLIGHT });
+    const http = new Pool(`http://${httpAddress}`, { connections: BATCHES_IN_FLIGHT });
     clients.push({ close: () => void http.close() });
-    const authorization = `Basic ${Buffer.from(`${source.writeKey}:`).toString("base64")}`;
+    const authorization = `Basic ${Buffer.from(`${writeKey}:`).toString("base64")}`;
 
     // Raw JetStream: what ingest stores for these calls, with the same dedup header.
     const js = nc.jetstream();
     const rawPublish = async (tag: string, count: number) =>
-      pipelined(count, JS_IN_FLIGHT, (i) => {
-        const c = storedTrack(i, tag, sourceId);
-        const h = headers();
-        h.set("Nats-Msg-Id", `${sourceId}:${c.messageId}`);
-        return js.publish(eventSubject(sourceId, "track"), JSON.stringify(c), { headers: h });
-      });
+      pipelined(count, JS_IN_FLIGHT, (i) => publishStoredTrack(js, i, tag, sourceId));
 
     // Warm-up of every path (JIT, connections, consumers), then the measured runs.
     const step = <T>(what: string, fn: () => Promise<T>) => {

@@ -1,5 +1,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { StoredCall } from "@hookpost/contract";
+import { eventSubject } from "@hookpost/core";
+import { headers, type JetStreamClient } from "nats";
 
 /**
  * The bench call: a track call of about 300 bytes once stored (JSON on EVENTS). The gRPC
@@ -24,6 +26,14 @@ export function storedTrack(i: number, tag: string, sourceId: string): StoredCal
   const now = new Date().toISOString();
   const t = trackInit(i, tag);
   return { type: "track", sourceId, receivedAt: now, timestamp: now, ...t };
+}
+
+/** Puts bench call `i` on EVENTS the way ingest stores it, with the same dedup header. */
+export function publishStoredTrack(js: JetStreamClient, i: number, tag: string, sourceId: string) {
+  const c = storedTrack(i, tag, sourceId);
+  const h = headers();
+  h.set("Nats-Msg-Id", `${sourceId}:${c.messageId}`);
+  return js.publish(eventSubject(sourceId, "track"), JSON.stringify(c), { headers: h });
 }
 
 /** Runs `fn(i)` for i in [0, total) with at most `window` in flight; resolves with items/s. */

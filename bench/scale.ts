@@ -40,12 +40,13 @@ import { connect, type JetStreamManager } from "nats";
 import { Pool } from "undici";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import type { ServiceProcess } from "../test/helpers/service-process.js";
-import { adminClient, STACK_ADMIN_TOKEN } from "../test/helpers/stack.js";
+import { adminClient } from "../test/helpers/stack.js";
 import { percentile, pipelined, round, trackInit } from "./payloads.js";
 import {
   cpuMs,
   memoryMiB,
   ReceiverProcess,
+  startApi,
   startService,
   stopProcess,
   waitReady,
@@ -149,12 +150,7 @@ async function runSize(n: number): Promise<Figure[]> {
     const config = await writeConfiguration(store, n, receiver.url);
 
     const started = now();
-    const api = startService("ingest", {
-      NATS_URL: server.url,
-      INGEST_ADDR: "127.0.0.1:0",
-      HTTP_ADDR: "127.0.0.1:0",
-      ADMIN_TOKEN: STACK_ADMIN_TOKEN,
-    });
+    const api = startApi(server.url);
     services.push(api);
     const dispatcher = startService("dispatcher", {
       NATS_URL: server.url,

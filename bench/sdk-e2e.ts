@@ -16,9 +16,8 @@ import { DEFAULT_TOPOLOGY, ensureTopology } from "@hookpost/core";
 import { Analytics as SegmentAnalytics } from "@segment/analytics-node";
 import { connect } from "nats";
 import { NatsServer } from "../test/helpers/nats-server.js";
-import { adminClient, STACK_ADMIN_TOKEN } from "../test/helpers/stack.js";
 import { trackInit } from "./payloads.js";
-import { ReceiverProcess, startService, stopProcess } from "./procs/processes.js";
+import { benchSource, ReceiverProcess, startApi, startService, stopProcess } from "./procs/processes.js";
 import { type Figure, printIfMain } from "./table.js";
 
 const CALLS = Math.max(1, Number(process.env.BENCH_SDK_CALLS) || 20_000);
@@ -117,12 +116,7 @@ async function measure(
 export async function benchSdkE2e(): Promise<Figure[]> {
   const nats = await NatsServer.start();
   const receiver = await ReceiverProcess.start();
-  const ingest = startService("ingest", {
-    NATS_URL: nats.url,
-    INGEST_ADDR: "127.0.0.1:0",
-    HTTP_ADDR: "127.0.0.1:0",
-    ADMIN_TOKEN: STACK_ADMIN_TOKEN,
-  });
+  const ingest = startApi(nats.url);
   const dispatcher = startService("dispatcher", {
     NATS_URL: nats.url,
     WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",
@@ -133,15 +127,12 @@ export async function benchSdkE2e(): Promise<Figure[]> {
     const nc = await connect({ servers: nats.url, noAsyncTraces: true });
     await ensureTopology(await nc.jetstreamManager(), DEFAULT_TOPOLOGY);
     await nc.close();
-    const listening = await ingest.waitFor("ingest listening");
-    const grpc = String(listening.address);
-    const admin = adminClient(grpc);
-    const source = await admin.createSource({ name: "bench" });
+    const { grpc, http, admin, sourceId, writeKey } = await benchSource(ingest);
     await admin.createDestination({
-      destination: { name: "bench", urls: [receiver.url], sourceIds: [source.source!.id], enabled: true },
+      destination: { name: "bench", urls: [receiver.url], sourceIds: [sourceId], enabled: true },
     });
     admin.close();
-    const e: Endpoints = { grpc, http: String(listening.http), writeKey: source.writeKey };
+    const e: Endpoints = { grpc, http, writeKey };
 
     const clients = { hookpost, segment };
     const best: Record<keyof typeof clients, Measurement | undefined> = {

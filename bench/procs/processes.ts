@@ -4,6 +4,7 @@ import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { ROOT, type ServiceProcess, spawnNode } from "../../test/helpers/service-process.js";
+import { type AdminClient, adminClient, STACK_ADMIN_TOKEN } from "../../test/helpers/stack.js";
 
 const HERE = fileURLToPath(new URL(".", import.meta.url));
 
@@ -25,6 +26,37 @@ export function startService(name: "ingest" | "dispatcher", env: Record<string, 
     LOG_LEVEL: "info",
     ...env,
   });
+}
+
+/** The API (ingest) in its own process, gRPC and HTTP on free loopback ports. */
+export function startApi(natsUrl: string): ServiceProcess {
+  return startService("ingest", {
+    NATS_URL: natsUrl,
+    INGEST_ADDR: "127.0.0.1:0",
+    HTTP_ADDR: "127.0.0.1:0",
+    ADMIN_TOKEN: STACK_ADMIN_TOKEN,
+  });
+}
+
+/** Waits until the API listens, then creates the bench's source through its admin API (close `admin`). */
+export async function benchSource(api: ServiceProcess): Promise<{
+  grpc: string;
+  http: string;
+  admin: AdminClient;
+  sourceId: string;
+  writeKey: string;
+}> {
+  const listening = await api.waitFor("ingest listening");
+  const grpc = String(listening.address);
+  const admin = adminClient(grpc);
+  const source = await admin.createSource({ name: "bench" });
+  return {
+    grpc,
+    http: String(listening.http),
+    admin,
+    sourceId: source.source!.id,
+    writeKey: source.writeKey,
+  };
 }
 
 /** SIGTERM, then waits for the exit (a profiled process writes its profile on exit). */

@@ -64,17 +64,10 @@ export class IngestMetrics {
 
   /** Exposes the gRPC port's connection counters (read at each scrape). */
   watchConnections(stats: GrpcListenerStats): void {
-    liveGauge(
-      this.registry,
-      "hookpost_ingest_grpc_connections",
-      "TCP connections open on the gRPC port",
+    this.#watchPort(
+      "grpc",
       () => stats.open,
-    );
-    liveCounter(
-      this.registry,
-      "hookpost_ingest_grpc_connections_closed_total",
       "gRPC connections closed or refused by a limit: handshake_timeout, max_connections, ping_strikes",
-      "reason",
       () => ({
         handshake_timeout: stats.handshakeTimeouts,
         max_connections: stats.refused,
@@ -85,19 +78,29 @@ export class IngestMetrics {
 
   /** Exposes the HTTP port's connection counters (read at each scrape). */
   watchHttpConnections(stats: HttpConnectionStats): void {
-    liveGauge(
-      this.registry,
-      "hookpost_ingest_http_connections",
-      "TCP connections open on the HTTP port",
+    this.#watchPort(
+      "http",
       () => stats.open,
-    );
-    liveCounter(
-      this.registry,
-      "hookpost_ingest_http_connections_closed_total",
       "HTTP connections closed or refused by a limit: per_ip, shed (slowest closed at the cap), max_connections, timeout",
-      "reason",
       () => stats.closed,
     );
+  }
+
+  /** A port's open connections, and those closed by a limit by reason: the same pair for both ports. */
+  #watchPort(
+    port: "grpc" | "http",
+    open: () => number,
+    closedHelp: string,
+    closed: () => Record<string, number>,
+  ): void {
+    const name = `hookpost_ingest_${port}_connections`;
+    liveGauge(
+      this.registry,
+      name,
+      `TCP connections open on the ${port === "grpc" ? "gRPC" : "HTTP"} port`,
+      open,
+    );
+    liveCounter(this.registry, `${name}_closed_total`, closedHelp, "reason", closed);
   }
 
   /** Exposes the running and refused syncs (read at each scrape). */

@@ -1,4 +1,5 @@
-import { type AttemptRecord, outcomeKind } from "@hookpost/core";
+import { type AttemptLog, type AttemptRecord, outcomeKind } from "@hookpost/core";
+import { logUrl } from "./redact-url.js";
 import type { AttemptOutcome } from "./sender.js";
 
 /** A reason a person reads: "422 is not retried", "timeout after 5000 ms", "connection failed: …". */
@@ -16,6 +17,19 @@ export function readableReason(o: AttemptOutcome): string {
   }
 }
 
+/** Why every URL of an attempt failed, each reason once. */
+export function readableReasons(outcomes: readonly AttemptOutcome[]): string {
+  return [...new Set(outcomes.map(readableReason))].join("; ");
+}
+
+/** Log fields of the last URL tried, as `npm start` prints them (its line per failed attempt). */
+export function lastOutcome(outcomes: readonly AttemptOutcome[]): Record<string, unknown> {
+  const o = outcomes.at(-1);
+  if (!o) return {};
+  const response = o.responseExcerpt ? o.responseExcerpt.slice(0, 200) : undefined;
+  return { url: logUrl(o.url), status: o.status, error: o.error, detail: o.detail, response };
+}
+
 export interface DeliveryFacts {
   messageId: string;
   destinationId: string;
@@ -23,6 +37,19 @@ export interface DeliveryFacts {
   attemptNumber: number;
   /** When the delivery is tried again (set on the last URL's record only). */
   nextAttemptMs?: number;
+}
+
+/** Records one attempt's outcomes in the attempt log (when it is on); `nextAttemptMs` when a retry is due. */
+export function attemptRecorder(
+  log: AttemptLog,
+  facts: DeliveryFacts,
+  outcomes: readonly AttemptOutcome[],
+): (nextAttemptMs?: number) => void {
+  return (nextAttemptMs) => {
+    if (!log.enabled) return;
+    const f = nextAttemptMs === undefined ? facts : { ...facts, nextAttemptMs };
+    for (const r of attemptRecords(f, outcomes)) log.attempt(r);
+  };
 }
 
 /**

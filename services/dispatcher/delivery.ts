@@ -8,16 +8,15 @@ import {
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
   startDeliverySpan,
-  statusClass,
 } from "@hookpost/core";
 import type { JsMsg } from "nats";
-import { attemptRecords, readableReason } from "./attempt-records.js";
+import { attemptRecorder, lastOutcome, readableReason, readableReasons } from "./attempt-records.js";
 import type { AutoDisabler } from "./auto-disable.js";
 import type { DispatcherMetrics } from "./metrics.js";
 import { type DeliveryState, deliveryState, type Parking } from "./parking.js";
-import { logUrl } from "./redact-url.js";
-import { type DeadCause, decide, type RetryPolicy } from "./retry.js";
-import { type AttemptOutcome, notSentOutcome, type WebhookSender } from "./sender.js";
+import { type DeadCause, decideAfterAttempt, type RetryPolicy } from "./retry.js";
+import { observeLatency, sendAttempt } from "./send-attempt.js";
+import type { AttemptOutcome, WebhookSender } from "./sender.js";
 
 export interface DeliveryDeps {
   store: ConfigStore;
@@ -155,35 +154,20 @@ export class DeliveryHandler {
     let result: Awaited<ReturnType<WebhookSender["deliver"]>>;
     const notRendered = headers?.get(NOT_RENDERED_HEADER);
     try {
-      result = notRendered
-        ? {
-            delivered: false,
-            outcomes: [
-              notSentOutcome(dest.urls?.[0] ?? "", `the webhook body could not be rendered: ${notRendered}`),
-            ],
-          }
-        : await d.sender.deliver(dest, msg.data, messageId, d.shutdown, span.context);
-    } catch (err) {
-      // Whatever stopped the request before it was sent (the sender turns what it foresees into
-      // outcomes itself) is a failed attempt too: recorded, retried, dead-lettered at the window,
-      // never the Puller's silent hand-back.
-      result = { delivered: false, outcomes: [notSentOutcome(dest.urls?.[0] ?? "", preparationError(err))] };
+      result = await sendAttempt(
+        d.sender,
+        dest,
+        { data: msg.data, messageId, notRendered },
+        d.shutdown,
+        span.context,
+      );
     } finally {
       clearInterval(keepAlive);
     }
-    for (const o of result.outcomes) {
-      // Latency of requests only: one never sent has none.
-      if (o.aborted || o.error === "not_sent") continue;
-      const labels = { destination: destinationId, result: statusClass(o.status, o.error) };
-      d.metrics.attemptSeconds.observe(labels, o.durationMs / 1000);
-    }
+    observeLatency(d.metrics, destinationId, result);
     const facts = { messageId, destinationId, sourceId, attemptNumber };
     this.#observe(destinationId, result.outcomes);
-    const record = (nextAttemptMs?: number) => {
-      if (!d.attemptLog.enabled) return;
-      const f = nextAttemptMs === undefined ? facts : { ...facts, nextAttemptMs };
-      for (const r of attemptRecords(f, result.outcomes)) d.attemptLog.attempt(r);
-    };
+    const record = attemptRecorder(d.attemptLog, facts, result.outcomes);
 
     if (result.delivered) {
       d.autoDisable?.succeeded(destinationId);
@@ -211,13 +195,9 @@ export class DeliveryHandler {
       return;
     }
 
-    const retryAfters = result.outcomes.map((o) => o.retryAfterMs).filter((v) => v !== undefined);
-    const decision = decide({
+    const decision = decideAfterAttempt(result.outcomes, {
       attempt: attemptNumber,
-      retryable: result.outcomes.some((o) => o.retryable),
-      retryAfterMs: retryAfters.length > 0 ? Math.max(...retryAfters) : undefined,
       firstTimeMs: state.firstTimeMs,
-      nowMs: Date.now(),
       policy: d.policy,
     });
     if (decision.action === "retry") {
@@ -245,7 +225,7 @@ export class DeliveryHandler {
     }
     record();
     // The rule that ended it, as the attempt log words it: "422 is not retried".
-    const why = [...new Set(result.outcomes.map(readableReason))].join("; ");
+    const why = readableReasons(result.outcomes);
     const reason = decision.cause === "not_retryable" ? why : `${decision.reason}; last: ${why}`;
     await this.#deadLetter(
       destinationId,
@@ -320,23 +300,4 @@ export class DeliveryHandler {
       "delivery dead-lettered",
     );
   }
-}
-
-/** What went wrong preparing a request, without a stack (an error's message names no secret). */
-function preparationError(err: unknown): string {
-  const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-  return text.slice(0, 300);
-}
-
-/** Log fields of the last URL tried: where, what came back, the start of its body. */
-function lastOutcome(outcomes: AttemptOutcome[]): Record<string, unknown> {
-  const o = outcomes.at(-1);
-  if (!o) return {};
-  return {
-    url: logUrl(o.url),
-    status: o.status,
-    error: o.error,
-    detail: o.detail,
-    response: o.responseExcerpt ? o.responseExcerpt.slice(0, 200) : undefined,
-  };
 }

@@ -11,25 +11,35 @@ const BACKLOG_TIMEOUT_MS = 2000;
 const DELIVERY_OUTCOMES = ["delivered", "retry", "dead_letter", "handed_back"];
 const RESULT_CLASSES = ["2xx", "3xx", "4xx", "5xx", "timeout", "connection", "tls", "ssrf", "invalid"];
 
+/** A counter on `registry`: every dispatcher counter is declared alike. */
+function counter<L extends string = never>(
+  registry: Registry,
+  name: string,
+  help: string,
+  labelNames: readonly L[] = [],
+): Counter<L> {
+  return new Counter({ name, help, labelNames, registers: [registry] });
+}
+
 /** Prometheus metrics of one dispatcher (own registry, so several can live in one process). */
 export class DispatcherMetrics {
   readonly registry = new Registry();
 
   /** Events taken off EVENTS, by what the router did with them. */
-  readonly routed = new Counter({
-    name: "hookpost_dispatcher_events_routed_total",
-    help: "Events handled by the router, by outcome (routed, no_destination, filtered, invalid, backpressure)",
-    labelNames: ["outcome"] as const,
-    registers: [this.registry],
-  });
+  readonly routed = counter(
+    this.registry,
+    "hookpost_dispatcher_events_routed_total",
+    "Events handled by the router, by outcome (routed, no_destination, filtered, invalid, backpressure)",
+    ["outcome"],
+  );
 
   /** Deliveries (one per event and destination), by final or intermediate outcome. */
-  readonly deliveries = new Counter({
-    name: "hookpost_dispatcher_deliveries_total",
-    help: "Delivery attempts by destination and outcome (delivered, retry, dead_letter, handed_back)",
-    labelNames: ["destination", "outcome"] as const,
-    registers: [this.registry],
-  });
+  readonly deliveries = counter(
+    this.registry,
+    "hookpost_dispatcher_deliveries_total",
+    "Delivery attempts by destination and outcome (delivered, retry, dead_letter, handed_back)",
+    ["destination", "outcome"],
+  );
 
   readonly attemptSeconds = new Histogram({
     name: "hookpost_dispatcher_attempt_seconds",
@@ -39,41 +49,41 @@ export class DispatcherMetrics {
     registers: [this.registry],
   });
 
-  readonly retries = new Counter({
-    name: "hookpost_dispatcher_retries_total",
-    help: "Deliveries scheduled for another attempt",
-    registers: [this.registry],
-  });
+  readonly retries = counter(
+    this.registry,
+    "hookpost_dispatcher_retries_total",
+    "Deliveries scheduled for another attempt",
+  );
 
-  readonly deadLetters = new Counter({
-    name: "hookpost_dispatcher_dead_letters_total",
-    help: "Deliveries dead-lettered",
-    labelNames: ["cause"] as const,
-    registers: [this.registry],
-  });
+  readonly deadLetters = counter(
+    this.registry,
+    "hookpost_dispatcher_dead_letters_total",
+    "Deliveries dead-lettered",
+    ["cause"],
+  );
 
   /** Destinations Hookpost paused (auto-disable), by cause (gone: 410; failing: AUTO_DISABLE_AFTER). */
-  readonly autoDisabled = new Counter({
-    name: "hookpost_dispatcher_auto_disabled_total",
-    help: "Destinations paused automatically, by cause (gone: 410 Gone; failing: every attempt failed for AUTO_DISABLE_AFTER)",
-    labelNames: ["cause"] as const,
-    registers: [this.registry],
-  });
+  readonly autoDisabled = counter(
+    this.registry,
+    "hookpost_dispatcher_auto_disabled_total",
+    "Destinations paused automatically, by cause (gone: 410 Gone; failing: every attempt failed for AUTO_DISABLE_AFTER)",
+    ["cause"],
+  );
 
   /** Consumers created again because they no longer counted what they store (a nats-server fault). */
-  readonly stranded = new Counter({
-    name: "hookpost_dispatcher_stranded_recreated_total",
-    help: "Delivery consumers deleted and created again because they no longer counted messages their subjects store (partition or lane)",
-    labelNames: ["consumer"] as const,
-    registers: [this.registry],
-  });
+  readonly stranded = counter(
+    this.registry,
+    "hookpost_dispatcher_stranded_recreated_total",
+    "Delivery consumers deleted and created again because they no longer counted messages their subjects store (partition or lane)",
+    ["consumer"],
+  );
 
-  readonly attemptLogDropped = new Counter({
-    name: "hookpost_dispatcher_attempt_log_dropped_total",
-    help: "Attempt-log records not written (too many awaiting their ack, or the publish failed)",
-    labelNames: ["why"] as const,
-    registers: [this.registry],
-  });
+  readonly attemptLogDropped = counter(
+    this.registry,
+    "hookpost_dispatcher_attempt_log_dropped_total",
+    "Attempt-log records not written (too many awaiting their ack, or the publish failed)",
+    ["why"],
+  );
 
   readonly backlog: Gauge<"destination">;
 

@@ -68,3 +68,20 @@ export function decide(args: {
   }
   return { action: "retry", delayMs: delay };
 }
+
+/**
+ * The decision after an attempt whose URLs all failed: retryable when any of them may be, after
+ * at least the longest Retry-After any of them asked for.
+ */
+export function decideAfterAttempt(
+  outcomes: readonly { retryable: boolean; retryAfterMs?: number | undefined }[],
+  args: { attempt: number; firstTimeMs: number; policy: RetryPolicy },
+): Decision {
+  const retryAfters = outcomes.map((o) => o.retryAfterMs).filter((v) => v !== undefined);
+  return decide({
+    ...args,
+    retryable: outcomes.some((o) => o.retryable),
+    retryAfterMs: retryAfters.length > 0 ? Math.max(...retryAfters) : undefined,
+    nowMs: Date.now(),
+  });
+}

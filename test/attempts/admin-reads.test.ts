@@ -2,7 +2,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Client, credentials } from "@grpc/grpc-js";
 import { adminMetadata, createClient, writeKeyMetadata } from "@hookpost/client";
-import { ADMIN_PAGE_MAX_BYTES, type HookpostError } from "@hookpost/contract";
+import { ADMIN_PAGE_MAX_BYTES, allPages, type HookpostError } from "@hookpost/contract";
 import {
   AdminService,
   type Attempt,
@@ -167,13 +167,10 @@ describe("admin reads are bounded", () => {
     let listed: Attempt[] = [];
     await until(
       async () => {
-        listed = [];
-        let token = "";
-        do {
-          const r = await admin.listAttempts({ destinationId: "big-ok", pageSize: 1000, pageToken: token });
-          listed.push(...r.attempts);
-          token = r.nextPageToken;
-        } while (token !== "");
+        listed = await allPages(async (pageToken) => {
+          const r = await admin.listAttempts({ destinationId: "big-ok", pageSize: 1000, pageToken });
+          return { items: r.attempts, nextPageToken: r.nextPageToken };
+        });
         // Attempt and routing records are written without waiting: both are in once bodies join.
         return listed.length >= BIG_CALLS && listed.every((x) => x.requestBody !== "");
       },
@@ -276,18 +273,10 @@ describe("admin reads are bounded", () => {
     let all: Attempt[] = [];
     await until(
       async () => {
-        all = [];
-        let token = "";
-        do {
-          const p = await admin.listAttempts({
-            messageId,
-            sourceId: "wide",
-            pageSize: 1000,
-            pageToken: token,
-          });
-          all.push(...p.attempts);
-          token = p.nextPageToken;
-        } while (token !== "");
+        all = await allPages(async (pageToken) => {
+          const p = await admin.listAttempts({ messageId, sourceId: "wide", pageSize: 1000, pageToken });
+          return { items: p.attempts, nextPageToken: p.nextPageToken };
+        });
         return all.length === WIDE_DESTINATIONS;
       },
       { timeout: 30_000, message: `${WIDE_DESTINATIONS} attempts of ${messageId}` },
@@ -309,22 +298,17 @@ describe("admin reads are bounded", () => {
     const r = await receiver();
     for (const id of ["pg-1", "pg-2", "pg-3"]) await admin.createSource({ name: id, id });
     for (const id of ["pd-1", "pd-2", "pd-3"]) await destination(id, ["pg-1"], r.url());
-    const pages: string[][] = [];
-    let token = "";
-    do {
-      const p = await admin.listDestinations({ sourceId: "pg-1", pageSize: 2, pageToken: token });
-      pages.push(p.destinations.map((d) => d.id));
-      token = p.nextPageToken;
-    } while (token !== "");
+    // One item a page: the ids on it.
+    const pages = await allPages(async (pageToken) => {
+      const p = await admin.listDestinations({ sourceId: "pg-1", pageSize: 2, pageToken });
+      return { items: [p.destinations.map((d) => d.id)], nextPageToken: p.nextPageToken };
+    });
     expect(pages).toEqual([["pd-1", "pd-2"], ["pd-3"]]);
-    const sources: string[] = [];
-    token = "";
-    do {
-      const p = await admin.listSources({ pageSize: 1, pageToken: token });
+    const sources = await allPages(async (pageToken) => {
+      const p = await admin.listSources({ pageSize: 1, pageToken });
       expect(p.sources.length).toBeLessThanOrEqual(1);
-      sources.push(...p.sources.map((s) => s.id));
-      token = p.nextPageToken;
-    } while (token !== "");
+      return { items: p.sources.map((s) => s.id), nextPageToken: p.nextPageToken };
+    });
     expect(sources).toEqual(expect.arrayContaining(["pg-1", "pg-2", "pg-3"]));
     expect(new Set(sources).size).toBe(sources.length);
     const health = await admin.listDestinationHealth({ pageSize: 1 });

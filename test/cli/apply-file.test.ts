@@ -13,19 +13,21 @@ function problems(text: string, name = "f.yaml", env: NodeJS.ProcessEnv = {}): s
   return [];
 }
 
-describe("apply file", () => {
-  it("parses a full file with defaults", () => {
-    const file = parseApplyFile(
-      `
+/** A file with source web and destination d1 to it; `more` are d1's further lines (from line 8). */
+const oneDestination = (more: string) => `
 sources: [{ id: web, name: Web }]
 destinations:
   - id: d1
     name: D1
     sources: [web]
     urls: [https://a.example.com/h]
-    headers: { X-Version: 2 }
-    secretEnv: D1_SECRET
-`,
+${more}
+`;
+
+describe("apply file", () => {
+  it("parses a full file with defaults", () => {
+    const file = parseApplyFile(
+      oneDestination("    headers: { X-Version: 2 }\n    secretEnv: D1_SECRET"),
       "f.yaml",
       { D1_SECRET: "abc" },
     );
@@ -47,15 +49,7 @@ destinations:
   });
 
   it("reads ordering: per-user or unordered, anything else is a problem at its line", () => {
-    const file = (ordering: string) => `
-sources: [{ id: web, name: Web }]
-destinations:
-  - id: d1
-    name: D1
-    sources: [web]
-    urls: [https://a.example.com/h]
-    ordering: ${ordering}
-`;
+    const file = (ordering: string) => oneDestination(`    ordering: ${ordering}`);
     expect(parseApplyFile(file("per-user"), "f.yaml", {}).destinations[0]!.ordering).toBe("per-user");
     expect(parseApplyFile(file("unordered"), "f.yaml", {}).destinations[0]!.ordering).toBe("unordered");
     expect(problems(file("PER_USER"))).toEqual([

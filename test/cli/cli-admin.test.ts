@@ -1,55 +1,45 @@
 import { execFileSync } from "node:child_process";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { CONFIG_BUCKET, ConfigStore, EVENTS_STREAM, kvStream } from "@hookpost/core";
+import { CONFIG_BUCKET, EVENTS_STREAM, kvStream } from "@hookpost/core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
+import { stackWithStore } from "../helpers/stack-store.js";
 import { until } from "../helpers/until.js";
-import { hookpost, ok, useCliUser } from "./run-cli.js";
+import { createCrm, hookpost, ok, useCliUser } from "./run-cli.js";
 
 // The CLI as a real process against the real admin service: an ingest (api) with a dispatcher
 // and a nats-server on loopback. What the server stored is read back from the configuration
 // bucket (a ConfigStore of the test's own); what was sent, from the EVENTS stream and a receiver.
 
-let stack: Stack;
-let store: ConfigStore;
+const user = useCliUser(() => t.stack.ingest.address, STACK_ADMIN_TOKEN);
 
-const user = useCliUser(() => stack.ingest.address, STACK_ADMIN_TOKEN);
-
-beforeAll(async () => {
-  stack = await Stack.start();
-  store = await ConfigStore.open(stack.nc);
-});
-
-afterAll(async () => {
-  store?.close();
-  await stack?.close();
-});
+const t = stackWithStore();
 
 // Every test starts from an empty configuration.
 beforeEach(async () => {
-  const { destinations } = await stack.admin.listDestinations({});
-  for (const d of destinations) await stack.admin.deleteDestination({ id: d.id });
-  const { sources } = await stack.admin.listSources({});
-  for (const s of sources) await stack.admin.deleteSource({ id: s.id });
+  const { destinations } = await t.stack.admin.listDestinations({});
+  for (const d of destinations) await t.stack.admin.deleteDestination({ id: d.id });
+  const { sources } = await t.stack.admin.listSources({});
+  for (const s of sources) await t.stack.admin.deleteSource({ id: s.id });
 });
 
 /** The configuration bucket's latest revision: unchanged means nothing was written. */
 async function revision(): Promise<number> {
-  return (await (await stack.nc.jetstreamManager()).streams.info(kvStream(CONFIG_BUCKET))).state.last_seq;
+  return (await (await t.stack.nc.jetstreamManager()).streams.info(kvStream(CONFIG_BUCKET))).state.last_seq;
 }
 
 /** What the server stored for a destination, once the test's store caught up with the bucket. */
 async function storedDestination(id: string) {
   const latest = await revision();
-  await until(() => store.revision >= latest, { message: `the test's config store at revision ${latest}` });
-  return store.destination(id);
+  await until(() => t.store.revision >= latest, { message: `the test's config store at revision ${latest}` });
+  return t.store.destination(id);
 }
 
 /** Calls stored in EVENTS so far: unchanged means nothing was sent. */
 async function eventsStored(): Promise<number> {
-  return (await (await stack.nc.jetstreamManager()).streams.info(EVENTS_STREAM)).state.messages;
+  return (await (await t.stack.nc.jetstreamManager()).streams.info(EVENTS_STREAM)).state.messages;
 }
 
 /** The write key a `sources create` (or apply) printed for source `id` (the only time it is shown). */
@@ -83,7 +73,7 @@ describe("sources", () => {
   it("create prints the write key once, clearly; list/get show only its prefix", async () => {
     const created = ok(await user.run(["sources", "create", "Web app", "--id", "web"]));
     const key = writeKeyIn(created.stdout);
-    expect(store.sourceByWriteKey(key)?.id ?? (await until(() => store.sourceByWriteKey(key)))?.id).toBe(
+    expect(t.store.sourceByWriteKey(key)?.id ?? (await until(() => t.store.sourceByWriteKey(key)))?.id).toBe(
       "web",
     );
     expect(created.stdout).toContain('Created source web ("Web app")');
@@ -107,13 +97,13 @@ describe("sources", () => {
     const fresh = writeKeyIn(rotated.stdout);
     expect(fresh).not.toBe(old);
     // The server took the new key (and only it).
-    await until(() => store.sourceByWriteKey(fresh), { message: "the rotated key stored" });
+    await until(() => t.store.sourceByWriteKey(fresh), { message: "the rotated key stored" });
     expect(rotated.stdout).toContain("previous key no longer works");
 
     const deleted = ok(await user.run(["sources", "delete", "app"]));
     expect(deleted.stdout).toContain("Deleted source app.");
     expect(
-      await stack.admin.getSource({ id: "app" }).then(
+      await t.stack.admin.getSource({ id: "app" }).then(
         () => "found",
         () => "gone",
       ),
@@ -126,7 +116,7 @@ describe("sources", () => {
     const body = JSON.parse(created.stdout) as { source: { id: string }; writeKey: string };
     expect(body.source.id).toBe("web");
     expect(body.writeKey).toMatch(/^hpk_/);
-    expect(await until(() => store.sourceByWriteKey(body.writeKey))).toMatchObject({ id: "web" });
+    expect(await until(() => t.store.sourceByWriteKey(body.writeKey))).toMatchObject({ id: "web" });
     // --json also works after the command name
     const list = JSON.parse(ok(await user.run(["sources", "list", "--json"])).stdout) as { id: string }[];
     expect(list.map((s) => s.id)).toEqual(["web"]);
@@ -148,24 +138,12 @@ describe("destinations", () => {
   it("create, get, list, update (only the given fields), delete", async () => {
     const created = ok(
       await user.run(
-        [
-          "destinations",
-          "create",
-          "--id",
-          "crm",
-          "--name",
-          "CRM",
-          "--source",
+        createCrm(
           "web",
-          "--url",
-          "https://crm.example.com/a",
-          "--url",
-          "https://crm-backup.example.com/a",
-          "--header",
-          "X-Team: growth",
+          ["https://crm.example.com/a", "https://crm-backup.example.com/a"],
           "--secret-env",
           "CRM_SECRET",
-        ],
+        ),
         { CRM_SECRET: "s3cret-value" },
       ),
     );
@@ -220,7 +198,7 @@ describe("destinations", () => {
     });
 
     ok(await user.run(["destinations", "delete", "crm"]));
-    expect((await stack.admin.listDestinations({})).destinations).toEqual([]);
+    expect((await t.stack.admin.listDestinations({})).destinations).toEqual([]);
   });
 
   it("field violations from the server are listed one per line", async () => {
@@ -323,7 +301,7 @@ destinations:
     expect(first.stdout).toContain("Summary: 4 created, 0 updated, 0 unchanged.");
     for (const id of ["web", "mobile"]) {
       const key = writeKeyIn(first.stdout, id);
-      expect(await until(() => store.sourceByWriteKey(key))).toMatchObject({ id });
+      expect(await until(() => t.store.sourceByWriteKey(key))).toMatchObject({ id });
     }
     expect(first.stdout).not.toContain("crm-secret-1");
     expect((await storedDestination("crm"))!.sharedSecret).toBe("crm-secret-1");
@@ -390,8 +368,8 @@ destinations:
     expect(dry.stdout).toContain("Dry run, nothing was changed");
     expect(await revision()).toBe(before);
     ok(await user.run(["apply", "-f", path]));
-    expect((await stack.admin.listSources({})).sources.map((x) => x.id)).toEqual(["web"]);
-    expect((await stack.admin.listDestinations({})).destinations.map((x) => x.id)).toEqual(["d1"]);
+    expect((await t.stack.admin.listSources({})).sources.map((x) => x.id)).toEqual(["web"]);
+    expect((await t.stack.admin.listDestinations({})).destinations.map((x) => x.id)).toEqual(["d1"]);
   });
 
   it("an invalid file is refused with every problem named by its path, and nothing changes", async () => {
@@ -477,13 +455,13 @@ describe("send and delete-user", () => {
   beforeEach(async () => {
     key = writeKeyIn(ok(await user.run(["sources", "create", "Web", "--id", "web"])).stdout);
     // What the source gets goes to the stack's receiver.
-    await stack.destination({ sourceIds: ["web"], urls: [stack.receiver.url()] });
+    await t.stack.destination({ sourceIds: ["web"], urls: [t.stack.receiver.url()] });
   });
 
   /** The webhook body delivered for a message id. */
   async function delivered(messageId: string): Promise<Record<string, unknown>> {
     const req = await until(
-      () => stack.receiver.requests.find((r) => r.headers["idempotency-key"] === messageId),
+      () => t.stack.receiver.requests.find((r) => r.headers["idempotency-key"] === messageId),
       { message: `the delivery of ${messageId}` },
     );
     return JSON.parse(req.body.toString()) as Record<string, unknown>;
@@ -640,7 +618,7 @@ describe("dead letters", () => {
         refusing.url(),
       ]),
     );
-    await stack.waitForDestination("d1");
+    await t.stack.waitForDestination("d1");
   });
 
   it("lists them as a table and as JSON, and replays all or some", async () => {
@@ -732,14 +710,14 @@ describe("connection and auth errors", () => {
     expect(r.stderr).toContain("hint: check the admin token: set ADMIN_TOKEN");
     expect(r.stdout + r.stderr).not.toContain("wrong-token-123456");
     const flag = await hookpost(["--token", "wrong-token-123456", "--json", "sources", "list"], {
-      HOOKPOST_ENDPOINT: stack.ingest.address,
+      HOOKPOST_ENDPOINT: t.stack.ingest.address,
     });
     expect(JSON.parse(flag.stderr)).toMatchObject({ error: { code: "UNAUTHENTICATED" } });
     expect(flag.stdout + flag.stderr).not.toContain("wrong-token-123456");
   });
 
   it("no token at all is a usage error", async () => {
-    const r = await hookpost(["sources", "list"], { HOOKPOST_ENDPOINT: stack.ingest.address });
+    const r = await hookpost(["sources", "list"], { HOOKPOST_ENDPOINT: t.stack.ingest.address });
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("error: no admin token: set ADMIN_TOKEN or pass --token");
   });

@@ -7,7 +7,7 @@ import { connect, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestIngest } from "../helpers/ingest.js";
 import { NatsServer } from "../helpers/nats-server.js";
-import { hookpost, ok, useCliUser } from "./run-cli.js";
+import { createCrm, hookpost, ok, useCliUser } from "./run-cli.js";
 
 // End to end: the CLI as a real process against the real ingest on a real nats-server.
 // (delete-user and dead-letters: test/cli/cli-admin.test.ts and cli-stack.test.ts.)
@@ -77,22 +77,7 @@ describe("hookpost against the real ingest", () => {
   it("manages destinations; the server's field violations are readable", async () => {
     ok(await user.run(["sources", "create", "Shop", "--id", "shop"]));
     ok(
-      await user.run([
-        "destinations",
-        "create",
-        "--id",
-        "crm",
-        "--name",
-        "CRM",
-        "--source",
-        "shop",
-        "--url",
-        "https://crm.example.com/hooks",
-        "--header",
-        "X-Team: growth",
-        "--secret",
-        "plain-secret-value",
-      ]),
+      await user.run(createCrm("shop", ["https://crm.example.com/hooks"], "--secret", "plain-secret-value")),
     );
     const got = JSON.parse(ok(await user.run(["--json", "destinations", "get", "crm"])).stdout) as Record<
       string,

@@ -30,31 +30,32 @@ describe("renderError", () => {
     });
   });
 
+  /** What the CLI prints for an UNAVAILABLE answer carrying `message`. */
+  const unavailable = (message: string, tls = false) =>
+    renderError(new HookpostError(Code.UNAVAILABLE, message), { ...scene, tls }).lines;
+
   it("turns grpc-js connection failures into one readable line with a hint", () => {
-    const refused = new HookpostError(
-      Code.UNAVAILABLE,
-      "No connection established. Last error: Error: connect ECONNREFUSED 10.0.0.1:50051. Resolution note: ",
-    );
-    expect(renderError(refused, scene).lines).toEqual([
+    expect(
+      unavailable(
+        "No connection established. Last error: Error: connect ECONNREFUSED 10.0.0.1:50051. Resolution note: ",
+      ),
+    ).toEqual([
       "error: cannot reach ingest.internal:50051 (connect ECONNREFUSED 10.0.0.1:50051)",
       "hint: is the ingest running at ingest.internal:50051? (set --endpoint or HOOKPOST_ENDPOINT; add --tls if it serves TLS)",
     ]);
-    const tls = new HookpostError(
-      Code.UNAVAILABLE,
-      "No connection established. Last error: Error: 80:error:0A00010B:SSL routines:ssl3_get_record:wrong version number:../x.c:350:. Resolution note: ",
-    );
-    expect(renderError(tls, { ...scene, tls: true }).lines).toEqual([
+    expect(
+      unavailable(
+        "No connection established. Last error: Error: 80:error:0A00010B:SSL routines:ssl3_get_record:wrong version number:../x.c:350:. Resolution note: ",
+        true,
+      ),
+    ).toEqual([
       "error: cannot reach ingest.internal:50051 (TLS: wrong version number)",
       "hint: does ingest.internal:50051 speak TLS? add --tls (or --ca-file) for a TLS endpoint, drop it for plaintext",
     ]);
   });
 
   it("keeps the ingest's own UNAVAILABLE message, with a retry hint", () => {
-    const err = new HookpostError(
-      Code.UNAVAILABLE,
-      "NATS (where configuration is stored) is unreachable: nothing was changed",
-    );
-    expect(renderError(err, scene).lines).toEqual([
+    expect(unavailable("NATS (where configuration is stored) is unreachable: nothing was changed")).toEqual([
       "error: NATS (where configuration is stored) is unreachable: nothing was changed",
       "hint: the ingest answered but cannot serve right now (is NATS up?); retry shortly",
     ]);

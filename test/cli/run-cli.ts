@@ -109,3 +109,22 @@ export function useCliUser(endpoint: () => string, token: string): CliUser {
     run: cliRunner(env, token),
   };
 }
+
+/** `destinations create` of the CLI tests' destination crm ("CRM", header X-Team: growth); `secret` are its secret flags. */
+export function createCrm(source: string, urls: readonly string[], ...secret: string[]): string[] {
+  const urlFlags = urls.flatMap((u) => ["--url", u]);
+  return [
+    "destinations",
+    "create",
+    "--id",
+    "crm",
+    "--name",
+    "CRM",
+    "--source",
+    source,
+    ...urlFlags,
+    "--header",
+    "X-Team: growth",
+    ...secret,
+  ];
+}

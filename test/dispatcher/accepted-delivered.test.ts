@@ -2,7 +2,6 @@ import { createServer, type Server, type Socket } from "node:net";
 import { AttemptOutcome } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import type { DestinationRecord } from "@hookpost/core";
 import {
-  ConfigStore,
   DEFAULT_TOPOLOGY,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
@@ -11,9 +10,10 @@ import {
   type TopologySettings,
 } from "@hookpost/core";
 import { headers as natsHeaders } from "nats";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { waitForRevision } from "../helpers/revisions.js";
-import { Stack } from "../helpers/stack.js";
+import type { Stack } from "../helpers/stack.js";
+import { stackWithStore } from "../helpers/stack-store.js";
 import { until } from "../helpers/until.js";
 import { destination } from "./helpers.js";
 
@@ -25,18 +25,11 @@ import { destination } from "./helpers.js";
  */
 
 const topology: TopologySettings = { ...DEFAULT_TOPOLOGY, retryWindowMs: 5000, retryMaxDelayMs: 1000 };
-let stack: Stack;
-let store: ConfigStore;
 const servers: Server[] = [];
 
-beforeAll(async () => {
-  stack = await Stack.start({ ingest: { topology }, dispatcher: { topology, retryBaseDelayMs: 200 } });
-  store = await ConfigStore.open(stack.nc);
-});
+const t = stackWithStore({ ingest: { topology }, dispatcher: { topology, retryBaseDelayMs: 200 } });
 
-afterAll(async () => {
-  store?.close();
-  await stack?.close();
+afterAll(() => {
   for (const s of servers) s.close();
 });
 
@@ -44,7 +37,7 @@ async function attemptsOf(destinationId: string, done: (a: Attempts) => boolean,
   let list: Attempts = [];
   await until(
     async () => {
-      list = (await stack.admin.listAttempts({ destinationId, pageSize: 1000 })).attempts;
+      list = (await t.stack.admin.listAttempts({ destinationId, pageSize: 1000 })).attempts;
       return done(list);
     },
     { timeout: 20_000, message: what },
@@ -58,7 +51,7 @@ async function deadLettersOf(destinationId: string) {
   let letters: Awaited<ReturnType<Stack["admin"]["listDeadLetters"]>>["deadLetters"] = [];
   await until(
     async () => {
-      letters = (await stack.admin.listDeadLetters({ destinationId })).deadLetters;
+      letters = (await t.stack.admin.listDeadLetters({ destinationId })).deadLetters;
       return letters.length > 0;
     },
     { timeout: 20_000, message: `a dead letter of ${destinationId}` },
@@ -93,17 +86,17 @@ async function rawServer(statusLine: () => string): Promise<{ url: string; reque
  * refuse it), and one call to it: resolves once it is a dead letter, with its attempts.
  */
 async function sendToStored(id: string, extra: Partial<DestinationRecord>) {
-  const src = await stack.source(id);
-  const revision = await store.putDestination(
-    destination({ id, sourceIds: [src.id], urls: [stack.receiver.url()], ...extra }),
+  const src = await t.stack.source(id);
+  const revision = await t.store.putDestination(
+    destination({ id, sourceIds: [src.id], urls: [t.stack.receiver.url()], ...extra }),
   );
-  await waitForRevision(revision, stack.dispatchers);
-  await stack.waitForDestination(id);
+  await waitForRevision(revision, t.stack.dispatchers);
+  await t.stack.waitForDestination(id);
   const { messageId } = await src.client.track({ userId: "u-1", event: "Signed Up" });
   const letters = await deadLettersOf(id);
   const attempts = await attemptsOf(id, (l) => l.length >= 2, `two attempts of ${id}`);
   // Never sent: the receiver saw nothing of it.
-  expect(stack.receiver.requests.filter((r) => r.headers["idempotency-key"] === messageId)).toHaveLength(0);
+  expect(t.stack.receiver.requests.filter((r) => r.headers["idempotency-key"] === messageId)).toHaveLength(0);
   return { messageId, letters, attempts };
 }
 
@@ -149,15 +142,15 @@ describe("a failure before the request is sent", () => {
   });
 
   it("a call whose body the router could not render (marked on DELIVERIES) is recorded and dead-lettered at the window, never sent", async () => {
-    const src = await stack.source("unrenderable");
-    await stack.destination({ id: "unrenderable", sourceIds: [src.id] });
+    const src = await t.stack.source("unrenderable");
+    await t.stack.destination({ id: "unrenderable", sourceIds: [src.id] });
     // What the router publishes when renderBody throws: the stored call, marked. (No call that
     // ingest accepts makes renderBody throw today, so the mark is put here by hand.)
     const h = natsHeaders();
     h.set(MESSAGE_ID_HEADER, "m-unrenderable");
     h.set(SOURCE_ID_HEADER, src.id);
     h.set(NOT_RENDERED_HEADER, "unknown call type: teleport");
-    await stack.nc
+    await t.stack.nc
       .jetstream()
       .publish(partitionSubject(0, "unrenderable"), '{"type":"teleport"}', { headers: h });
 
@@ -171,7 +164,7 @@ describe("a failure before the request is sent", () => {
     expect(letters[0]?.reason).toMatch(/retry window of 5s exhausted; last: not sent: the webhook body/);
 
     // A replay does not send the stored call as if it were a body: marked again, dead again.
-    const replayed = await stack.admin.replayDeadLetters({ destinationId: "unrenderable" });
+    const replayed = await t.stack.admin.replayDeadLetters({ destinationId: "unrenderable" });
     expect(replayed.replayed).toBe(1);
     await attemptsOf("unrenderable", (l) => l.length > attempts.length, "attempts after the replay");
     const again = await deadLettersOf("unrenderable");
@@ -179,17 +172,17 @@ describe("a failure before the request is sent", () => {
     const all = await attemptsOf("unrenderable", () => true, "attempts");
     expect(all.every((a) => a.outcome === AttemptOutcome.NOT_SENT)).toBe(true);
     expect(
-      stack.receiver.requests.filter((r) => r.headers["idempotency-key"] === "m-unrenderable"),
+      t.stack.receiver.requests.filter((r) => r.headers["idempotency-key"] === "m-unrenderable"),
     ).toHaveLength(0);
   });
 });
 
 describe("an answer that is not HTTP as we know it", () => {
   it("status 999 is recorded as an invalid response and retried, then delivered once the receiver answers 200", async () => {
-    const src = await stack.source("odd");
+    const src = await t.stack.source("odd");
     let odd = true;
     const raw = await rawServer(() => (odd ? "999 Odd" : "200 OK"));
-    await stack.destination({ id: "odd", sourceIds: [src.id], urls: [raw.url] });
+    await t.stack.destination({ id: "odd", sourceIds: [src.id], urls: [raw.url] });
 
     const { messageId } = await src.client.track({ userId: "u-1", event: "Signed Up" });
     const failed = await attemptsOf("odd", (l) => l.length >= 2, "two attempts answered 999");
@@ -208,7 +201,7 @@ describe("an answer that is not HTTP as we know it", () => {
       expect(a.reason).toMatch(/999 is not a valid HTTP status/);
     }
     expect(all.at(-1)?.outcome).toBe(AttemptOutcome.SUCCESS);
-    expect((await stack.admin.listDeadLetters({ destinationId: "odd" })).deadLetters).toHaveLength(0);
+    expect((await t.stack.admin.listDeadLetters({ destinationId: "odd" })).deadLetters).toHaveLength(0);
     expect(raw.requests()).toBe(all.length);
   });
 });

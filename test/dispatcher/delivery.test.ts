@@ -2,25 +2,13 @@ import { createHmac } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { StoredCall } from "@hookpost/contract";
 import { Webhook } from "standardwebhooks";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { until } from "../helpers/until.js";
-import { destination, type Pipeline, pipeline, publishCall, Receiver, track } from "./helpers.js";
+import { destination, pipelineWithReceiver, publishCall, Receiver, track } from "./helpers.js";
 
 /** End to end through NATS: what a receiver gets for each call type, and who gets what. */
 
-let p: Pipeline;
-let rx: Receiver;
-
-beforeAll(async () => {
-  p = await pipeline();
-  await p.dispatcher();
-  rx = await Receiver.http();
-});
-
-afterAll(async () => {
-  await p?.close();
-  await rx?.close();
-});
+const t = pipelineWithReceiver();
 
 const T = "2026-11-21T09:30:00.000Z";
 const R = "2026-11-21T09:30:01.250Z";
@@ -29,11 +17,11 @@ const sha1 = (secret: string, data: string | Buffer) => createHmac("sha1", secre
 describe("webhook requests", () => {
   it("sends each type's body byte for byte, with the specified headers and a valid X-Signature", async () => {
     const secret = "shh-its-a-secret";
-    await p.putDestination(
+    await t.p.putDestination(
       destination({
         id: "types",
         sourceIds: ["web"],
-        urls: [rx.url("/types")],
+        urls: [t.rx.url("/types")],
         headers: { "X-Api-Key": "static-value", Accept: "application/json" },
         sharedSecret: secret,
       }),
@@ -128,10 +116,10 @@ describe("webhook requests", () => {
         `{"type":"delete","userId":"u1","timestamp":"${R}"}`,
       ],
     ];
-    for (const [call] of calls) await publishCall(p.js, call);
-    await rx.waitFor(calls.length);
+    for (const [call] of calls) await publishCall(t.p.js, call);
+    await t.rx.waitFor(calls.length);
     await sleep(200); // not a wait: no extra delivery follows (the assertion)
-    const got = rx.requests.filter((r) => r.url === "/types");
+    const got = t.rx.requests.filter((r) => r.url === "/types");
     expect(got).toHaveLength(calls.length);
     for (const [call, expected] of calls) {
       const req = got.find((r) => r.headers["idempotency-key"] === call.messageId)!;
@@ -154,11 +142,11 @@ describe("webhook requests", () => {
 
   it("signs with Standard Webhooks as well when configured, verified by the reference library", async () => {
     const secret = `whsec_${Buffer.from("hookpost-test-key-0123456789abcd").toString("base64")}`;
-    await p.putDestination(
+    await t.p.putDestination(
       destination({
         id: "stdwh",
         sourceIds: ["std"],
-        urls: [rx.url("/std")],
+        urls: [t.rx.url("/std")],
         sharedSecret: secret,
         signing: "standard-webhooks",
       }),
@@ -169,9 +157,9 @@ describe("webhook requests", () => {
       properties: { emoji: "🎉", quote: 'say "hi"' },
     });
     const before = Math.floor(Date.now() / 1000);
-    await publishCall(p.js, call);
-    await until(() => rx.requests.some((r) => r.url === "/std"));
-    const req = rx.requests.find((r) => r.url === "/std")!;
+    await publishCall(t.p.js, call);
+    await until(() => t.rx.requests.some((r) => r.url === "/std"));
+    const req = t.rx.requests.find((r) => r.url === "/std")!;
     const raw = req.body.toString("utf8");
     expect(req.headers["webhook-id"]).toBe("std-1");
     const ts = Number(req.headers["webhook-timestamp"]);
@@ -196,10 +184,12 @@ describe("webhook requests", () => {
   });
 
   it("sends no signature headers without a shared secret", async () => {
-    await p.putDestination(destination({ id: "unsigned", sourceIds: ["nosig"], urls: [rx.url("/nosig")] }));
-    await publishCall(p.js, track({ sourceId: "nosig" }));
-    await until(() => rx.requests.some((r) => r.url === "/nosig"));
-    const req = rx.requests.find((r) => r.url === "/nosig")!;
+    await t.p.putDestination(
+      destination({ id: "unsigned", sourceIds: ["nosig"], urls: [t.rx.url("/nosig")] }),
+    );
+    await publishCall(t.p.js, track({ sourceId: "nosig" }));
+    await until(() => t.rx.requests.some((r) => r.url === "/nosig"));
+    const req = t.rx.requests.find((r) => r.url === "/nosig")!;
     expect(req.headers["x-signature"]).toBeUndefined();
     expect(req.headers["webhook-signature"]).toBeUndefined();
   });
@@ -207,7 +197,7 @@ describe("webhook requests", () => {
 
 describe("routing", () => {
   it("applies the integrations filter (Webhooks, All, case-sensitive; deletes ignore it)", async () => {
-    await p.putDestination(destination({ id: "filter", sourceIds: ["flt"], urls: [rx.url("/filter")] }));
+    await t.p.putDestination(destination({ id: "filter", sourceIds: ["flt"], urls: [t.rx.url("/filter")] }));
     const cases: Array<[string, Record<string, boolean> | undefined, StoredCall["type"], boolean]> = [
       ["f-none", undefined, "track", true],
       ["f-all-true", { All: true }, "track", true],
@@ -220,14 +210,14 @@ describe("routing", () => {
     ];
     for (const [id, integrations, type] of cases) {
       await publishCall(
-        p.js,
+        t.p.js,
         track({ sourceId: "flt", messageId: id, type, ...(integrations ? { integrations } : {}) }),
       );
     }
     const expected = cases.filter((c) => c[3]).map((c) => c[0]);
-    await until(() => rx.requests.filter((r) => r.url === "/filter").length >= expected.length);
+    await until(() => t.rx.requests.filter((r) => r.url === "/filter").length >= expected.length);
     await sleep(500); // not a wait: no filtered call is delivered meanwhile (the assertion)
-    const got = rx.requests
+    const got = t.rx.requests
       .filter((r) => r.url === "/filter")
       .map((r) => String(r.headers["idempotency-key"]));
     expect(got.sort()).toEqual(expected.sort());
@@ -239,13 +229,14 @@ describe("routing", () => {
     const off = await Receiver.http();
     const elsewhere = await Receiver.http();
     try {
-      await p.putDestination(destination({ id: "fan-a", sourceIds: ["fan"], urls: [a.url()] }));
-      await p.putDestination(destination({ id: "fan-b", sourceIds: ["other", "fan"], urls: [b.url()] }));
-      await p.putDestination(
+      await t.p.putDestination(destination({ id: "fan-a", sourceIds: ["fan"], urls: [a.url()] }));
+      await t.p.putDestination(destination({ id: "fan-b", sourceIds: ["other", "fan"], urls: [b.url()] }));
+      await t.p.putDestination(
         destination({ id: "fan-off", sourceIds: ["fan"], urls: [off.url()], enabled: false }),
       );
-      await p.putDestination(destination({ id: "fan-x", sourceIds: ["other"], urls: [elsewhere.url()] }));
-      for (let i = 0; i < 5; i++) await publishCall(p.js, track({ sourceId: "fan", messageId: `fan-${i}` }));
+      await t.p.putDestination(destination({ id: "fan-x", sourceIds: ["other"], urls: [elsewhere.url()] }));
+      for (let i = 0; i < 5; i++)
+        await publishCall(t.p.js, track({ sourceId: "fan", messageId: `fan-${i}` }));
       await a.waitFor(5);
       await b.waitFor(5);
       await sleep(500); // not a wait: nothing reaches the other destinations meanwhile (the assertion)
@@ -259,13 +250,13 @@ describe("routing", () => {
   });
 
   it("stores a redelivered call's fan-out once (Nats-Msg-Id per call and destination)", async () => {
-    await p.putDestination(destination({ id: "dedup", sourceIds: ["dd"], urls: [rx.url("/dedup")] }));
+    await t.p.putDestination(destination({ id: "dedup", sourceIds: ["dd"], urls: [t.rx.url("/dedup")] }));
     const call = track({ sourceId: "dd", messageId: "dup-1" });
     // The same call published twice past EVENTS' own dedup (another id): fan-out ids still match.
-    await p.js.publish(`hookpost.events.dd.track`, JSON.stringify(call), { msgID: "a" });
-    await p.js.publish(`hookpost.events.dd.track`, JSON.stringify(call), { msgID: "b" });
-    await until(() => rx.requests.some((r) => r.url === "/dedup"));
+    await t.p.js.publish(`hookpost.events.dd.track`, JSON.stringify(call), { msgID: "a" });
+    await t.p.js.publish(`hookpost.events.dd.track`, JSON.stringify(call), { msgID: "b" });
+    await until(() => t.rx.requests.some((r) => r.url === "/dedup"));
     await sleep(700); // not a wait: no second copy is delivered meanwhile (the assertion)
-    expect(rx.requests.filter((r) => r.url === "/dedup")).toHaveLength(1);
+    expect(t.rx.requests.filter((r) => r.url === "/dedup")).toHaveLength(1);
   });
 });

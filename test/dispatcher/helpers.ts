@@ -13,7 +13,9 @@ import {
 } from "@hookpost/dispatcher";
 import { connect, type JetStreamClient, type JetStreamManager, type NatsConnection } from "nats";
 import pino from "pino";
+import { afterAll, beforeAll } from "vitest";
 import { NatsServer } from "../helpers/nats-server.js";
+import { Receiver } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
 
 export { type ReceivedRequest, Receiver, type Reply } from "../helpers/receiver.js";
@@ -33,33 +35,12 @@ export function makeCerts(): TestCerts {
   const f = (name: string) => join(dir, name);
   const ossl = (...args: string[]) => execFileSync("openssl", args, { stdio: "pipe" });
   const san = "subjectAltName=IP:127.0.0.1,DNS:localhost";
-  ossl(
-    "req",
-    "-x509",
-    "-newkey",
-    "rsa:2048",
-    "-nodes",
-    "-keyout",
-    f("ca.key"),
-    "-out",
-    f("ca.pem"),
-    "-days",
-    "2",
-    "-subj",
-    "/CN=Hookpost Test CA",
-  );
-  ossl(
-    "req",
-    "-newkey",
-    "rsa:2048",
-    "-nodes",
-    "-keyout",
-    f("server.key"),
-    "-out",
-    f("server.csr"),
-    "-subj",
-    "/CN=localhost",
-  );
+  // A new RSA key and its request (or, with -x509, its self-signed certificate).
+  const req = (key: string, out: string, subj: string, ...extra: string[]) =>
+    ossl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f(key), "-out", f(out), "-subj", subj, ...extra);
+  const twoDays = ["-x509", "-days", "2"];
+  req("ca.key", "ca.pem", "/CN=Hookpost Test CA", ...twoDays);
+  req("server.key", "server.csr", "/CN=localhost");
   writeFileSync(f("ext.cnf"), `${san}\nbasicConstraints=CA:FALSE\n`);
   ossl(
     "x509",
@@ -78,23 +59,7 @@ export function makeCerts(): TestCerts {
     "-extfile",
     f("ext.cnf"),
   );
-  ossl(
-    "req",
-    "-x509",
-    "-newkey",
-    "rsa:2048",
-    "-nodes",
-    "-keyout",
-    f("self.key"),
-    "-out",
-    f("self.pem"),
-    "-days",
-    "2",
-    "-subj",
-    "/CN=localhost",
-    "-addext",
-    san,
-  );
+  req("self.key", "self.pem", "/CN=localhost", ...twoDays, "-addext", san);
   return {
     dir,
     caCert: f("ca.pem"),
@@ -226,3 +191,21 @@ export async function pipeline(): Promise<Pipeline> {
 }
 
 export const quietLogger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
+
+/**
+ * For a test file: a pipeline with one dispatcher and an HTTP receiver, started before its tests
+ * and closed after them (read `p` and `rx` inside the tests).
+ */
+export function pipelineWithReceiver(): { readonly p: Pipeline; readonly rx: Receiver } {
+  const t = {} as { p: Pipeline; rx: Receiver };
+  beforeAll(async () => {
+    t.p = await pipeline();
+    await t.p.dispatcher();
+    t.rx = await Receiver.http();
+  });
+  afterAll(async () => {
+    await t.p?.close();
+    await t.rx?.close();
+  });
+  return t;
+}

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
 import { EVENTS_STREAM } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { killIfRunning } from "../helpers/service-process.js";
 import { until } from "../helpers/until.js";
 import { destination, type Pipeline, pipeline, publishCall, Receiver, track } from "./helpers.js";
 
@@ -82,7 +83,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+  for (const c of children) killIfRunning(c);
   await p?.close();
   await Promise.all(receivers.map((r) => r.close()));
 });

@@ -76,3 +76,8 @@ export async function exitWithin(p: ServiceProcess, ms: number): Promise<number 
   if (r === "timeout") throw new Error(`still running ${ms} ms after the signal:\n${p.output.join("\n")}`);
   return r;
 }
+
+/** After the tests: a child process still running is killed (SIGKILL), so none outlives its file. */
+export function killIfRunning(proc: ChildProcess | undefined): void {
+  if (proc && proc.exitCode === null && proc.signalCode === null) proc.kill("SIGKILL");
+}

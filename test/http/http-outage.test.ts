@@ -14,7 +14,7 @@ let base: string;
 beforeAll(async () => {
   // A small EVENTS stream, so that filling it takes a few dozen calls.
   writeKey = (await h.source("web")).writeKey;
-  base = `http://${h.ingest.httpAddress}`;
+  base = h.httpBase;
 });
 
 const properties = { blob: "x".repeat(4 * 1024) };

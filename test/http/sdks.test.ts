@@ -39,37 +39,15 @@ const version = (pkg: string) =>
 
 /** The six calls each SDK sends (ids chosen by the test, to follow each one). */
 function calls(prefix: string) {
+  // What all six share: the id names the call's type.
+  const call = (type: string) => ({ messageId: `${prefix}-${type}`, userId: "u-1", timestamp: new Date(AT) });
   return {
-    identify: {
-      messageId: `${prefix}-identify`,
-      userId: "u-1",
-      traits: { plan: "pro" },
-      timestamp: new Date(AT),
-    },
-    track: {
-      messageId: `${prefix}-track`,
-      userId: "u-1",
-      event: "Order Completed",
-      properties: { total: 12.5 },
-      timestamp: new Date(AT),
-    },
-    page: {
-      messageId: `${prefix}-page`,
-      userId: "u-1",
-      name: "Home",
-      category: "Docs",
-      properties: { path: "/" },
-      timestamp: new Date(AT),
-    },
-    screen: { messageId: `${prefix}-screen`, userId: "u-1", name: "Main", timestamp: new Date(AT) },
-    group: {
-      messageId: `${prefix}-group`,
-      userId: "u-1",
-      groupId: "g-1",
-      traits: { size: 3 },
-      timestamp: new Date(AT),
-    },
-    alias: { messageId: `${prefix}-alias`, userId: "u-1", previousId: "anon-1", timestamp: new Date(AT) },
+    identify: { ...call("identify"), traits: { plan: "pro" } },
+    track: { ...call("track"), event: "Order Completed", properties: { total: 12.5 } },
+    page: { ...call("page"), name: "Home", category: "Docs", properties: { path: "/" } },
+    screen: { ...call("screen"), name: "Main" },
+    group: { ...call("group"), groupId: "g-1", traits: { size: 3 } },
+    alias: { ...call("alias"), previousId: "anon-1" },
   };
 }
 

@@ -104,6 +104,11 @@ export class Harness {
     readonly admin: AdminClient,
   ) {}
 
+  /** `http://host:port` of the HTTP listener (started with `httpAddress` in the config). */
+  get httpBase(): string {
+    return `http://${this.ingest.httpAddress}`;
+  }
+
   static async start(
     options: { topology?: Partial<TopologySettings>; config?: Partial<IngestConfig>; logger?: Logger } = {},
   ): Promise<Harness> {

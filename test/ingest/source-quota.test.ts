@@ -24,16 +24,10 @@ describe("pending bytes per source (no router: calls stay on EVENTS)", () => {
     topology: { eventsMaxBytes: 1024 * KIB },
     config: { httpAddress: "127.0.0.1:0", quota: quota({ maxPendingBytes: 64 * KIB }) },
   });
-  let base: string;
-
-  beforeAll(async () => {
-    base = `http://${h.ingest.httpAddress}`;
-  });
-
   it("source A at its quota gets 429 + Retry-After (HTTP) and RESOURCE_EXHAUSTED + RetryInfo (gRPC); B gets 10 of 10", async () => {
     const a = await h.source("A");
     const b = await h.source("B");
-    const { refused, accepted } = await sendUntilRefused([base], a.writeKey);
+    const { refused, accepted } = await sendUntilRefused([h.httpBase], a.writeKey);
     expect(refused, "A was refused before EVENTS filled").toBeDefined();
     expect(refused!.status).toBe(429);
     expect(refused!.body.code).toBe("RESOURCE_EXHAUSTED");
@@ -55,7 +49,7 @@ describe("pending bytes per source (no router: calls stay on EVENTS)", () => {
     const answers = await Promise.all(
       Array.from({ length: 10 }, (_, i) =>
         post(
-          base,
+          h.httpBase,
           "/v1/track",
           { userId: "u", event: "E", messageId: `b-${i}`, properties: { blob: BLOB } },
           { writeKey: b.writeKey },
@@ -87,7 +81,7 @@ describe("pending bytes per source (no router: calls stay on EVENTS)", () => {
       { logger: silentLogger() },
     );
     try {
-      const urls = [base, `http://${replica.httpAddress}`];
+      const urls = [h.httpBase, `http://${replica.httpAddress}`];
       const { refused } = await sendUntilRefused(urls, a.writeKey, { paceEvery: 4 });
       expect(refused?.status).toBe(429);
       // Not a quota per replica (2 x 64 KiB): one quota, give or take a refresh.
@@ -108,7 +102,7 @@ describe("default quota", () => {
     });
     try {
       const a = await h.source("A");
-      const { refused } = await sendUntilRefused([`http://${h.ingest.httpAddress}`], a.writeKey);
+      const { refused } = await sendUntilRefused([h.httpBase], a.writeKey);
       expect(refused?.status).toBe(429);
       expect(refused?.body.message).toContain("SOURCE_MAX_PENDING_BYTES");
       const { state } = await h.jsm.streams.info(EVENTS_STREAM);
@@ -171,18 +165,12 @@ describe("rate per source", () => {
   const h = useHarness({
     config: { httpAddress: "127.0.0.1:0", quota: quota({ maxRate: 1, burst: 5 }) },
   });
-  let base: string;
-
-  beforeAll(async () => {
-    base = `http://${h.ingest.httpAddress}`;
-  });
-
   it("over its rate, A gets 429 + Retry-After and RESOURCE_EXHAUSTED + RetryInfo; B is accepted", async () => {
     const a = await h.source("A");
     const b = await h.source("B");
     const batch = { batch: Array.from({ length: 5 }, () => ({ type: "track", userId: "u", event: "E" })) };
-    expect((await post(base, "/v1/batch", batch, { writeKey: a.writeKey })).status).toBe(200);
-    const r = await post(base, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey });
+    expect((await post(h.httpBase, "/v1/batch", batch, { writeKey: a.writeKey })).status).toBe(200);
+    const r = await post(h.httpBase, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey });
     expect(r.status).toBe(429);
     expect(r.body.message).toContain("SOURCE_MAX_RATE");
     expect(Number(r.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
@@ -190,11 +178,16 @@ describe("rate per source", () => {
     expect(grpc.code).toBe(Code.RESOURCE_EXHAUSTED);
     expect(grpc.retryAfterMs).toBeGreaterThan(0);
 
-    expect((await post(base, "/v1/batch", batch, { writeKey: b.writeKey })).status).toBe(200);
+    expect((await post(h.httpBase, "/v1/batch", batch, { writeKey: b.writeKey })).status).toBe(200);
     // A is accepted again once its bucket refilled (1 call/s).
     await until(
       async () => {
-        const again = await post(base, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey });
+        const again = await post(
+          h.httpBase,
+          "/v1/track",
+          { userId: "u", event: "E" },
+          { writeKey: a.writeKey },
+        );
         return again.status === 200;
       },
       { message: "A accepted again at its rate" },

@@ -6,6 +6,7 @@ import { Code, HookpostError } from "@hookpost/contract";
 import { afterAll, describe, expect, it } from "vitest";
 import { spawnIngest } from "../helpers/ingest.js";
 import type { ServiceProcess } from "../helpers/service-process.js";
+import { killIfRunning } from "../helpers/service-process.js";
 import { until } from "../helpers/until.js";
 import { useNats } from "../helpers/use-nats.js";
 import { ADMIN_TOKEN, adminClient, ingestClient } from "./harness.js";
@@ -29,8 +30,7 @@ const children: ServiceProcess[] = [];
 const dirs: string[] = [];
 
 afterAll(async () => {
-  for (const c of children)
-    if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill("SIGKILL");
+  for (const c of children) killIfRunning(c.proc);
   await Promise.all(children.map((c) => c.exited));
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });

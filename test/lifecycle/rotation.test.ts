@@ -1,17 +1,18 @@
 import { durationFromMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import type { HookpostError } from "@hookpost/contract";
 import { Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import { ConfigStore, signingSecrets } from "@hookpost/core";
+import { signingSecrets } from "@hookpost/core";
 import {
   generateStandardWebhookSecret,
   verifySegmentRequest,
   verifyStandardWebhook,
 } from "@hookpost/receiver";
 import { Webhook } from "standardwebhooks";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { publishCall, type ReceivedRequest, track } from "../dispatcher/helpers.js";
 import { waitForRevision } from "../helpers/revisions.js";
-import { ingestClient, Stack } from "../helpers/stack.js";
+import { ingestClient, type Stack } from "../helpers/stack.js";
+import { stackWithStore } from "../helpers/stack-store.js";
 import { until } from "../helpers/until.js";
 
 /**
@@ -21,19 +22,8 @@ import { until } from "../helpers/until.js";
  */
 
 const OVERLAP_MS = 8000;
-let stack: Stack;
-/** Reads the stored records straight from the bucket (not through the API under test). */
-let store: ConfigStore;
 
-beforeAll(async () => {
-  stack = await Stack.start();
-  store = await ConfigStore.open(stack.nc);
-});
-
-afterAll(async () => {
-  store?.close();
-  await stack?.close();
-});
+const t = stackWithStore();
 
 /** The gRPC code a call ended with ("OK" when it succeeded), and the error. */
 async function settle<T>(p: Promise<T>): Promise<{ code: string; value?: T; err?: HookpostError }> {
@@ -73,17 +63,17 @@ const verifiers: Record<"segment" | "standard-webhooks", Record<string, Verify>>
 
 /** A destination on a source of its own, so that calls reach only it. */
 async function newDestination(init: Parameters<Stack["destination"]>[0]) {
-  const sourceId = (await stack.source()).id;
-  return stack.destination({ ...init, sourceIds: [sourceId] });
+  const sourceId = (await t.stack.source()).id;
+  return t.stack.destination({ ...init, sourceIds: [sourceId] });
 }
 
 async function deliver(dest: { id: string; sourceIds: string[] }, count: number): Promise<ReceivedRequest[]> {
   const sourceId = dest.sourceIds[0]!;
   const destinationId = dest.id;
   const calls = Array.from({ length: count }, () => track({ sourceId }));
-  for (const c of calls) await publishCall(stack.nc.jetstream(), c);
+  for (const c of calls) await publishCall(t.stack.nc.jetstream(), c);
   const ids = new Set(calls.map((c) => c.messageId));
-  const mine = () => stack.receiver.requests.filter((r) => ids.has(String(r.headers["idempotency-key"])));
+  const mine = () => t.stack.receiver.requests.filter((r) => ids.has(String(r.headers["idempotency-key"])));
   await until(() => mine().length >= count, {
     timeout: 20_000,
     message: `${count} deliveries to ${destinationId}`,
@@ -103,7 +93,7 @@ describe.each([
     const dest = await newDestination({ sharedSecret: old, signing: proto });
     const before = await deliver(dest, 3);
 
-    const rotated = await stack.admin.rotateSecret({
+    const rotated = await t.stack.admin.rotateSecret({
       destinationId: dest.id,
       previousValidFor: durationFromMs(OVERLAP_MS),
     });
@@ -111,7 +101,7 @@ describe.each([
     expect(fresh).not.toBe(old);
     expect(rotated.destination?.previousSecretExpireTime).toBeDefined();
     const expires = timestampDate(rotated.previousSecretExpireTime!).getTime();
-    await waitForRevision(rotated.revision, stack.dispatchers);
+    await waitForRevision(rotated.revision, t.stack.dispatchers);
     const during = await deliver(dest, 5);
     // The test is only meaningful when these really went out during the overlap.
     for (const r of during) expect(r.at).toBeLessThan(expires);
@@ -154,30 +144,30 @@ describe.each([
 
 describe("RotateSecret", () => {
   it("refuses an unknown destination, a bad overlap and an invalid secret", async () => {
-    await expect(stack.admin.rotateSecret({ destinationId: "nope" })).rejects.toThrow(/does not exist/);
+    await expect(t.stack.admin.rotateSecret({ destinationId: "nope" })).rejects.toThrow(/does not exist/);
     const dest = await newDestination({ sharedSecret: "s" });
     await expect(
-      stack.admin.rotateSecret({ destinationId: dest.id, previousValidFor: durationFromMs(-1000) }),
+      t.stack.admin.rotateSecret({ destinationId: dest.id, previousValidFor: durationFromMs(-1000) }),
     ).rejects.toThrow(/previous_valid_for/);
     const swh = await newDestination({
       sharedSecret: generateStandardWebhookSecret(),
       signing: Signing.STANDARD_WEBHOOKS,
     });
-    await expect(stack.admin.rotateSecret({ destinationId: swh.id, newSecret: "plain" })).rejects.toThrow(
+    await expect(t.stack.admin.rotateSecret({ destinationId: swh.id, newSecret: "plain" })).rejects.toThrow(
       /whsec_/,
     );
   });
 
   it("with a zero overlap the previous secret stops at once; the secret given is used", async () => {
     const dest = await newDestination({ sharedSecret: "first" });
-    const r = await stack.admin.rotateSecret({
+    const r = await t.stack.admin.rotateSecret({
       destinationId: dest.id,
       newSecret: "second",
       previousValidFor: durationFromMs(0),
     });
     expect(r.secret).toBe("second");
     expect(r.previousSecretExpireTime).toBeUndefined();
-    await waitForRevision(r.revision, stack.dispatchers);
+    await waitForRevision(r.revision, t.stack.dispatchers);
     const [req] = await deliver(dest, 1);
     expect(verifySegmentRequest(req!.body, req!.headers, "second")).toBe(true);
     expect(verifySegmentRequest(req!.body, req!.headers, "first")).toBe(false);
@@ -189,14 +179,14 @@ describe("a configuration that cannot sign is refused when it is applied", () =>
     const old = "the-old-segment-secret";
     const dest = await newDestination({ sharedSecret: old });
     const fresh = generateStandardWebhookSecret();
-    await stack.admin.rotateSecret({
+    await t.stack.admin.rotateSecret({
       destinationId: dest.id,
       newSecret: fresh,
       previousValidFor: durationFromMs(3600_000),
     });
 
     const refused = await settle(
-      stack.admin.updateDestination({
+      t.stack.admin.updateDestination({
         destination: { id: dest.id, signing: Signing.STANDARD_WEBHOOKS },
         updateMask: { paths: ["signing"] },
       }),
@@ -206,44 +196,44 @@ describe("a configuration that cannot sign is refused when it is applied", () =>
     expect(refused.err?.message).toMatch(/previous secret .* is not a Standard Webhooks secret/);
     expect(refused.err?.message).not.toContain(old);
     // Nothing changed: still Segment-signed with both secrets, and delivering.
-    const kept = await stack.admin.getDestination({ id: dest.id });
+    const kept = await t.stack.admin.getDestination({ id: dest.id });
     expect(kept.destination?.signing).toBe(Signing.SEGMENT);
     const [req] = await deliver(dest, 1);
     expect(verifySegmentRequest(req!.body, { "x-signature": req!.headers["x-signature"] }, old)).toBe(true);
 
     // The ways that work: end the overlap (rotate with previous_valid_for 0), then switch.
     const next = generateStandardWebhookSecret();
-    await stack.admin.rotateSecret({
+    await t.stack.admin.rotateSecret({
       destinationId: dest.id,
       newSecret: next,
       previousValidFor: durationFromMs(0),
     });
-    const switched = await stack.admin.updateDestination({
+    const switched = await t.stack.admin.updateDestination({
       destination: { id: dest.id, signing: Signing.STANDARD_WEBHOOKS },
       updateMask: { paths: ["signing"] },
     });
-    await waitForRevision(switched.revision, stack.dispatchers);
+    await waitForRevision(switched.revision, t.stack.dispatchers);
     const [signed] = await deliver(dest, 1);
     expect(verifiers["standard-webhooks"].standardwebhooks!(signed!, next)).toBe(true);
   });
 
   it("with standard-webhooks signing, a rotation whose previous secret could not sign is refused (a record stored before the rule)", async () => {
-    const src = await stack.source();
-    const created = await stack.destination({
+    const src = await t.stack.source();
+    const created = await t.stack.destination({
       sourceIds: [src.id],
       sharedSecret: generateStandardWebhookSecret(),
       signing: Signing.STANDARD_WEBHOOKS,
     });
     // Behind the API's back: a current secret that is no whsec_ key.
-    const stored = store.destination(created.id) ?? (await waitForStored(created.id));
-    await store.putDestination({ ...stored, sharedSecret: "legacy-secret" });
+    const stored = t.store.destination(created.id) ?? (await waitForStored(created.id));
+    await t.store.putDestination({ ...stored, sharedSecret: "legacy-secret" });
     const refused = await settle(
-      stack.admin.rotateSecret({ destinationId: created.id, previousValidFor: durationFromMs(60_000) }),
+      t.stack.admin.rotateSecret({ destinationId: created.id, previousValidFor: durationFromMs(60_000) }),
     );
     expect(refused.code).toBe("INVALID_ARGUMENT");
     expect(refused.err?.fieldViolations.map((v) => v.field)).toEqual(["previous_valid_for"]);
     // Without an overlap the broken secret is simply replaced.
-    const ok = await stack.admin.rotateSecret({
+    const ok = await t.stack.admin.rotateSecret({
       destinationId: created.id,
       previousValidFor: durationFromMs(0),
     });
@@ -252,11 +242,11 @@ describe("a configuration that cannot sign is refused when it is applied", () =>
 });
 
 async function waitForStored(id: string) {
-  await until(() => store.destination(id) !== undefined, {
+  await until(() => t.store.destination(id) !== undefined, {
     timeout: 5000,
     message: `destination ${id} in the store`,
   });
-  return store.destination(id)!;
+  return t.store.destination(id)!;
 }
 
 describe("concurrent configuration writes are compare-and-set (finding 6)", () => {
@@ -266,7 +256,7 @@ describe("concurrent configuration writes are compare-and-set (finding 6)", () =
       const results = await Promise.all(
         Array.from({ length: 6 }, () =>
           settle(
-            stack.admin.rotateSecret({ destinationId: dest.id, previousValidFor: durationFromMs(600_000) }),
+            t.stack.admin.rotateSecret({ destinationId: dest.id, previousValidFor: durationFromMs(600_000) }),
           ),
         ),
       );
@@ -278,14 +268,14 @@ describe("concurrent configuration writes are compare-and-set (finding 6)", () =
 
       // The stored record (read from the bucket) signs with every secret answered...
       const last = answered.map((a) => a.revision).reduce((a, b) => (a > b ? a : b));
-      await until(() => store.revision >= Number(last), {
+      await until(() => t.store.revision >= Number(last), {
         timeout: 5000,
         message: "the store to see the rotations",
       });
-      const valid = signingSecrets(store.destination(dest.id)!);
+      const valid = signingSecrets(t.store.destination(dest.id)!);
       for (const a of answered) expect(valid, `round ${round}`).toContain(a.secret);
       // ...and so does every real delivery.
-      await waitForRevision(last, stack.dispatchers);
+      await waitForRevision(last, t.stack.dispatchers);
       const [req] = await deliver(dest, 1);
       for (const a of answered) expect(verifySegmentRequest(req!.body, req!.headers, a.secret)).toBe(true);
     }
@@ -295,26 +285,26 @@ describe("concurrent configuration writes are compare-and-set (finding 6)", () =
     const dest = await newDestination({ sharedSecret: "s-1" });
     const results = await Promise.all([
       settle(
-        stack.admin.updateDestination({
+        t.stack.admin.updateDestination({
           destination: { id: dest.id, name: "renamed" },
           updateMask: { paths: ["name"] },
         }),
       ),
       settle(
-        stack.admin.updateDestination({
+        t.stack.admin.updateDestination({
           destination: { id: dest.id, headers: { "X-Team": "growth" } },
           updateMask: { paths: ["headers"] },
         }),
       ),
       settle(
-        stack.admin.updateDestination({
+        t.stack.admin.updateDestination({
           destination: { id: dest.id, rateLimitPerSecond: 50 },
           updateMask: { paths: ["rate_limit_per_second"] },
         }),
       ),
-      settle(stack.admin.rotateSecret({ destinationId: dest.id, newSecret: "s-2" })),
+      settle(t.stack.admin.rotateSecret({ destinationId: dest.id, newSecret: "s-2" })),
       settle(
-        stack.admin.updateDestination({
+        t.stack.admin.updateDestination({
           destination: { id: dest.id, maxInFlight: 7 },
           updateMask: { paths: ["max_in_flight"] },
         }),
@@ -324,11 +314,11 @@ describe("concurrent configuration writes are compare-and-set (finding 6)", () =
     const last = results
       .map((r) => (r.value as { revision: bigint }).revision)
       .reduce((a, b) => (a > b ? a : b));
-    await until(() => store.revision >= Number(last), {
+    await until(() => t.store.revision >= Number(last), {
       timeout: 5000,
       message: "the store to see the updates",
     });
-    const stored = store.destination(dest.id)!;
+    const stored = t.store.destination(dest.id)!;
     expect(stored.name).toBe("renamed");
     expect(stored.headers).toEqual({ "X-Team": "growth" });
     expect(stored.rateLimitPerSecond).toBe(50);
@@ -338,15 +328,15 @@ describe("concurrent configuration writes are compare-and-set (finding 6)", () =
   });
 
   it("of N concurrent RotateWriteKey calls, every key answered is accepted by ingest; the others answer ABORTED", async () => {
-    const src = await stack.source();
+    const src = await t.stack.source();
     const results = await Promise.all(
-      Array.from({ length: 6 }, () => settle(stack.admin.rotateWriteKey({ id: src.id }))),
+      Array.from({ length: 6 }, () => settle(t.stack.admin.rotateWriteKey({ id: src.id }))),
     );
     for (const r of results) expect(["OK", "ABORTED"]).toContain(r.code);
     const keys = results.filter((r) => r.code === "OK").map((r) => r.value!.writeKey);
     expect(keys.length).toBeGreaterThanOrEqual(1);
     for (const key of keys) {
-      const client = ingestClient(stack.ingest.address, key);
+      const client = ingestClient(t.stack.ingest.address, key);
       try {
         const { messageId } = await client.track({ userId: "u-1", event: "Key Works" });
         expect(messageId).not.toBe("");

@@ -8,6 +8,7 @@ import { parseDuration } from "@hookpost/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { NatsServer } from "../helpers/nats-server.js";
+import { killIfRunning } from "../helpers/service-process.js";
 import { exitWithin, httpStatus, ROOT, type ServiceProcess, spawnNode } from "./helpers.js";
 
 // docker-compose.yml and the Dockerfile, checked without a Docker engine: their settings are
@@ -210,7 +211,7 @@ describe("the image's build, by hand", () => {
   });
 
   afterAll(async () => {
-    for (const p of procs) if (p.proc.exitCode === null && p.proc.signalCode === null) p.proc.kill("SIGKILL");
+    for (const p of procs) killIfRunning(p.proc);
     await natsServer?.stop();
     if (work) await rm(work, { recursive: true, force: true });
   });

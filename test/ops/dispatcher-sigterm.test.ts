@@ -5,6 +5,7 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestIngest } from "../helpers/ingest.js";
 import { Receiver } from "../helpers/receiver.js";
+import { killIfRunning } from "../helpers/service-process.js";
 import { adminClient, ingestClient, STACK_ADMIN_TOKEN } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
 import { useNats } from "../helpers/use-nats.js";
@@ -30,7 +31,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  if (child && child.proc.exitCode === null && child.proc.signalCode === null) child.proc.kill("SIGKILL");
+  killIfRunning(child?.proc);
   await second?.close();
   await ingest?.close();
   await receiver?.close();

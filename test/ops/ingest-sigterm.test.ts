@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnIngest } from "../helpers/ingest.js";
 import { Receiver } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
+import { killIfRunning } from "../helpers/service-process.js";
 import { adminClient, ingestClient, STACK_ADMIN_TOKEN } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
 import { useNats } from "../helpers/use-nats.js";
@@ -35,7 +36,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  if (ingest && ingest.proc.exitCode === null && ingest.proc.signalCode === null) ingest.proc.kill("SIGKILL");
+  killIfRunning(ingest?.proc);
   await dispatcher?.close();
   await receiver?.close();
 });

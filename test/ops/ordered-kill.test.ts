@@ -9,6 +9,7 @@ import {
   type Reply,
   track,
 } from "../dispatcher/helpers.js";
+import { killIfRunning } from "../helpers/service-process.js";
 import { until } from "../helpers/until.js";
 import { type ServiceProcess, spawnService } from "./helpers.js";
 
@@ -38,7 +39,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  if (child && child.proc.exitCode === null && child.proc.signalCode === null) child.proc.kill("SIGKILL");
+  killIfRunning(child?.proc);
   await p?.close();
   await receiver?.close();
 });

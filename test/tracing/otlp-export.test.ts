@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsServer } from "../helpers/nats-server.js";
 import { Receiver } from "../helpers/receiver.js";
+import { killIfRunning } from "../helpers/service-process.js";
 import { adminClient, ingestClient, STACK_ADMIN_TOKEN } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
 import { exitWithin, type ServiceProcess, spawnService } from "../ops/helpers.js";
@@ -56,8 +57,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const c of children)
-    if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill("SIGKILL");
+  for (const c of children) killIfRunning(c.proc);
   await receiver?.close();
   await new Promise<void>((resolve) => (collector ? collector.close(() => resolve()) : resolve()));
   await nats?.stop();

@@ -28,43 +28,14 @@ export interface AttemptView {
   requestBody: string;
 }
 
-const OUTCOME_NAMES: Record<AttemptOutcome, string> = {
-  [AttemptOutcome.UNSPECIFIED]: "unknown",
-  [AttemptOutcome.SUCCESS]: "success",
-  [AttemptOutcome.REDIRECT]: "redirect",
-  [AttemptOutcome.CLIENT_ERROR]: "client-error",
-  [AttemptOutcome.SERVER_ERROR]: "server-error",
-  [AttemptOutcome.TIMEOUT]: "timeout",
-  [AttemptOutcome.CONNECTION]: "connection",
-  [AttemptOutcome.TLS]: "tls",
-  [AttemptOutcome.SSRF]: "ssrf",
-  [AttemptOutcome.INVALID_RESPONSE]: "invalid-response",
-  [AttemptOutcome.NOT_SENT]: "not-sent",
-};
-
-const STATE_NAMES: Record<DeliveryState, string> = {
-  [DeliveryState.UNSPECIFIED]: "unknown",
-  [DeliveryState.PENDING]: "pending",
-  [DeliveryState.DELIVERED]: "delivered",
-  [DeliveryState.RETRYING]: "retrying",
-  [DeliveryState.DEAD_LETTER]: "dead-letter",
-  [DeliveryState.FILTERED]: "filtered",
-};
-
-const DESTINATION_STATE_NAMES: Record<DestinationState, string> = {
-  [DestinationState.UNSPECIFIED]: "unknown",
-  [DestinationState.DELIVERING]: "delivering",
-  [DestinationState.FAILING]: "failing",
-  [DestinationState.PAUSED]: "paused",
-  [DestinationState.AUTO_DISABLED]: "auto-disabled",
-};
-
-const BREAKER_NAMES: Record<BreakerState, string> = {
-  [BreakerState.UNSPECIFIED]: "unknown",
-  [BreakerState.CLOSED]: "closed",
-  [BreakerState.OPEN]: "open",
-  [BreakerState.HALF_OPEN]: "half-open",
-};
+/**
+ * The CLI's word for a value of a proto enum: its name in lower case, `_` as `-` ("client-error",
+ * "dead-letter", "half-open"); "unknown" for UNSPECIFIED and for a value newer than this CLI.
+ */
+function enumWord(e: Record<number, string>, value: number): string {
+  const name = e[value];
+  return name === undefined || name === "UNSPECIFIED" ? "unknown" : name.toLowerCase().replaceAll("_", "-");
+}
 
 /** "closed", "open until <time>" or "half-open": the breaker in one phrase. */
 export function breakerText(h: { breaker: string; breakerOpenUntil: string | null }): string {
@@ -82,7 +53,7 @@ export function attemptView(a: Attempt): AttemptView {
     attempt: a.attemptNumber,
     startTime: iso(a.startTime),
     durationMs: a.durationMs,
-    outcome: OUTCOME_NAMES[a.outcome] ?? "unknown",
+    outcome: enumWord(AttemptOutcome, a.outcome),
     status: a.status,
     reason: a.reason,
     retryable: a.retryable,
@@ -111,7 +82,7 @@ export function messageView(m: GetMessageResponse) {
     noDestination: m.noDestination,
     deliveries: m.deliveries.map((d) => ({
       destinationId: d.destinationId,
-      state: STATE_NAMES[d.state] ?? "unknown",
+      state: enumWord(DeliveryState, d.state),
       attempts: d.attempts,
       nextAttemptTime: iso(d.nextAttemptTime),
       deadLetterSequence: d.deadLetterSequence === 0n ? null : d.deadLetterSequence,
@@ -125,7 +96,7 @@ export function healthView(h: DestinationHealth) {
   return {
     destinationId: h.destinationId,
     name: h.name,
-    state: DESTINATION_STATE_NAMES[h.state] ?? "unknown",
+    state: enumWord(DestinationState, h.state),
     disabledReason: h.disabledReason,
     backlog: h.backlog,
     oldestWaitingTime: iso(h.oldestWaitingTime),
@@ -146,7 +117,7 @@ export function healthView(h: DestinationHealth) {
       delivered: m.delivered,
       failed: m.failed,
     })),
-    breaker: BREAKER_NAMES[h.breakerState] ?? "unknown",
+    breaker: enumWord(BreakerState, h.breakerState),
     breakerOpenUntil: iso(h.breakerOpenUntil),
     breakerReplicas: h.breakerReplicas,
   };

@@ -7,29 +7,33 @@ import {
   type Source,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 
+/**
+ * A two-valued proto enum and the CLI's two words for it, both ways; anything but the second
+ * value or word reads as the first (the default).
+ */
+function twoWords<E, W extends string>(first: [E, W], second: [E, W]) {
+  return {
+    words: [first[1], second[1]] as readonly W[],
+    name: (e: E): W => (e === second[0] ? second[1] : first[1]),
+    value: (w: W): E => (w === second[1] ? second[0] : first[0]),
+  };
+}
+
 /** The CLI's words for the signing modes (flags, apply files, output). */
 export type SigningName = "segment" | "standard-webhooks";
-export const SIGNING_NAMES: readonly SigningName[] = ["segment", "standard-webhooks"];
-
-export function signingName(s: Signing): SigningName {
-  return s === Signing.STANDARD_WEBHOOKS ? "standard-webhooks" : "segment";
-}
-
-export function signingValue(name: SigningName): Signing {
-  return name === "standard-webhooks" ? Signing.STANDARD_WEBHOOKS : Signing.SEGMENT;
-}
+const signing = twoWords<Signing, SigningName>(
+  [Signing.SEGMENT, "segment"],
+  [Signing.STANDARD_WEBHOOKS, "standard-webhooks"],
+);
+export const { words: SIGNING_NAMES, name: signingName, value: signingValue } = signing;
 
 /** The CLI's words for delivery order (flags, apply files, output). */
 export type OrderingName = "unordered" | "per-user";
-export const ORDERING_NAMES: readonly OrderingName[] = ["unordered", "per-user"];
-
-export function orderingName(o: Ordering): OrderingName {
-  return o === Ordering.PER_USER ? "per-user" : "unordered";
-}
-
-export function orderingValue(name: OrderingName): Ordering {
-  return name === "per-user" ? Ordering.PER_USER : Ordering.UNORDERED;
-}
+const ordering = twoWords<Ordering, OrderingName>(
+  [Ordering.UNORDERED, "unordered"],
+  [Ordering.PER_USER, "per-user"],
+);
+export const { words: ORDERING_NAMES, name: orderingName, value: orderingValue } = ordering;
 
 /** Plain objects for `--json` and tables: the CLI's vocabulary, not the wire's. */
 export interface SourceView {

@@ -5,15 +5,14 @@ import {
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
   startDeliverySpan,
-  statusClass,
 } from "@hookpost/core";
 import type { StoredMsg } from "nats";
-import { attemptRecords, readableReason } from "../attempt-records.js";
+import { attemptRecorder, lastOutcome, readableReasons } from "../attempt-records.js";
 import type { AutoDisabler } from "../auto-disable.js";
 import type { DispatcherMetrics } from "../metrics.js";
-import { logUrl } from "../redact-url.js";
-import { type DeadCause, decide, type RetryPolicy } from "../retry.js";
-import { type AttemptOutcome, type DeliveryResult, notSentOutcome, type WebhookSender } from "../sender.js";
+import { type DeadCause, decideAfterAttempt, type RetryPolicy } from "../retry.js";
+import { observeLatency, sendAttempt } from "../send-attempt.js";
+import type { AttemptOutcome, WebhookSender } from "../sender.js";
 
 export interface AttemptDeps {
   sender: WebhookSender;
@@ -62,32 +61,15 @@ export async function attemptHead(
   signal: AbortSignal,
 ): Promise<HeadOutcome> {
   const f = headFacts(head, dest.id);
-  const notRendered = head.header?.get(NOT_RENDERED_HEADER) || undefined;
   const span = startDeliverySpan(head.header, dest.id, f.messageId, attempt);
-  let result: DeliveryResult;
-  try {
-    result = notRendered
-      ? {
-          delivered: false,
-          outcomes: [
-            notSentOutcome(dest.urls?.[0] ?? "", `the webhook body could not be rendered: ${notRendered}`),
-          ],
-        }
-      : await d.sender.deliver(dest, head.data, f.messageId, signal, span.context);
-  } catch (err) {
-    const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-    result = { delivered: false, outcomes: [notSentOutcome(dest.urls?.[0] ?? "", text.slice(0, 300))] };
-  }
-  for (const o of result.outcomes) {
-    if (o.aborted || o.error === "not_sent") continue;
-    const labels = { destination: dest.id, result: statusClass(o.status, o.error) };
-    d.metrics.attemptSeconds.observe(labels, o.durationMs / 1000);
-  }
-  const record = (nextAttemptMs?: number) => {
-    if (!d.attemptLog.enabled) return;
-    const facts = { ...f, attemptNumber: attempt, ...(nextAttemptMs === undefined ? {} : { nextAttemptMs }) };
-    for (const r of attemptRecords(facts, result.outcomes)) d.attemptLog.attempt(r);
+  const call = {
+    data: head.data,
+    messageId: f.messageId,
+    notRendered: head.header?.get(NOT_RENDERED_HEADER),
   };
+  const result = await sendAttempt(d.sender, dest, call, signal, span.context);
+  observeLatency(d.metrics, dest.id, result);
+  const record = attemptRecorder(d.attemptLog, { ...f, attemptNumber: attempt }, result.outcomes);
   const count = (outcome: string) => d.metrics.deliveries.inc({ outcome, destination: dest.id });
 
   if (result.delivered) {
@@ -109,13 +91,9 @@ export async function attemptHead(
     span.end("handed_back");
     return { kind: "paused" };
   }
-  const retryAfters = result.outcomes.map((o) => o.retryAfterMs).filter((v) => v !== undefined);
-  const decision = decide({
+  const decision = decideAfterAttempt(result.outcomes, {
     attempt,
-    retryable: result.outcomes.some((o) => o.retryable),
-    retryAfterMs: retryAfters.length > 0 ? Math.max(...retryAfters) : undefined,
     firstTimeMs: f.firstTimeMs,
-    nowMs: Date.now(),
     policy: d.policy,
   });
   if (decision.action === "retry") {
@@ -137,7 +115,7 @@ export async function attemptHead(
     return { kind: "retry", delayMs: decision.delayMs };
   }
   record();
-  const why = [...new Set(result.outcomes.map(readableReason))].join("; ");
+  const why = readableReasons(result.outcomes);
   const reason = decision.cause === "not_retryable" ? why : `${decision.reason}; last: ${why}`;
   span.end("dead_letter", true);
   const ok = await deadLetterHead(d, dest.id, head, attempt, result.outcomes, reason, decision.cause);
@@ -189,12 +167,4 @@ export async function deadLetterHead(
     msg,
   );
   return true;
-}
-
-/** Log fields of the last URL tried, as `npm start` prints them (its line per failed attempt). */
-function lastOutcome(outcomes: readonly AttemptOutcome[]): Record<string, unknown> {
-  const o = outcomes.at(-1);
-  if (!o) return {};
-  const response = o.responseExcerpt ? o.responseExcerpt.slice(0, 200) : undefined;
-  return { url: logUrl(o.url), status: o.status, error: o.error, detail: o.detail, response };
 }

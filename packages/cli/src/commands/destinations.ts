@@ -25,6 +25,7 @@ import {
   updateSummary,
 } from "../views.js";
 import { destinationHealthCommand } from "./destination-health.js";
+import { deleteCommand, idCommand } from "./id-command.js";
 
 type DestinationInit = MessageInitShape<typeof DestinationSchema>;
 
@@ -168,17 +169,21 @@ export function destinationsCommand(session: Session): Command {
       );
     });
 
-  cmd
-    .command("get")
-    .description("show a destination (the shared secret is write-only: only whether one is set)")
-    .argument("<id>", "destination id")
-    .action(async (id: string, _opts: object, command: Command) => {
-      const ctx = session.context(command);
+  idCommand(
+    session,
+    cmd,
+    {
+      name: "get",
+      description: "show a destination (the shared secret is write-only: only whether one is set)",
+      id: "destination id",
+    },
+    async (id, ctx) => {
       const res = await ctx.admin().getDestination({ id });
       const d = destinationView(res.destination!);
       if (ctx.out.json) return ctx.out.data(d);
       printDestination(ctx, d);
-    });
+    },
+  );
 
   addDestinationFlags(
     cmd
@@ -288,16 +293,9 @@ export function destinationsCommand(session: Session): Command {
       );
     });
 
-  cmd
-    .command("delete")
-    .description("delete a destination")
-    .argument("<id>", "destination id")
-    .action(async (id: string, _opts: object, command: Command) => {
-      const ctx = session.context(command);
-      await ctx.admin().deleteDestination({ id });
-      if (ctx.out.json) return ctx.out.data({ deleted: id });
-      ctx.out.line(`Deleted destination ${id}.`);
-    });
+  deleteCommand(session, cmd, "destination", "delete a destination", (ctx, id) =>
+    ctx.admin().deleteDestination({ id }),
+  );
 
   cmd.addCommand(destinationHealthCommand(session));
 

@@ -2,6 +2,7 @@ import { allPages } from "@hookpost/contract";
 import { Command } from "commander";
 import type { Context, Session } from "../context.js";
 import { sourceView } from "../views.js";
+import { deleteCommand, idCommand } from "./id-command.js";
 
 export function sourcesCommand(session: Session): Command {
   const cmd = new Command("sources").description("manage sources (each has a write key)");
@@ -38,46 +39,38 @@ export function sourcesCommand(session: Session): Command {
       );
     });
 
-  cmd
-    .command("get")
-    .description("show a source")
-    .argument("<id>", "source id")
-    .action(async (id: string, _opts: object, command: Command) => {
-      const ctx = session.context(command);
-      const res = await ctx.admin().getSource({ id });
-      const s = sourceView(res.source!);
-      if (ctx.out.json) return ctx.out.data(s);
-      ctx.out.fields([
-        ["id", s.id],
-        ["name", s.name],
-        ["write key", `${s.writeKeyPrefix}… (only the prefix is kept)`],
-        ["created", s.createTime ?? ""],
-      ]);
-    });
+  idCommand(session, cmd, { name: "get", description: "show a source", id: "source id" }, async (id, ctx) => {
+    const res = await ctx.admin().getSource({ id });
+    const s = sourceView(res.source!);
+    if (ctx.out.json) return ctx.out.data(s);
+    ctx.out.fields([
+      ["id", s.id],
+      ["name", s.name],
+      ["write key", `${s.writeKeyPrefix}… (only the prefix is kept)`],
+      ["created", s.createTime ?? ""],
+    ]);
+  });
 
-  cmd
-    .command("delete")
-    .description("delete a source; its write key stops working")
-    .argument("<id>", "source id")
-    .action(async (id: string, _opts: object, command: Command) => {
-      const ctx = session.context(command);
-      await ctx.admin().deleteSource({ id });
-      if (ctx.out.json) return ctx.out.data({ deleted: id });
-      ctx.out.line(`Deleted source ${id}.`);
-    });
+  deleteCommand(session, cmd, "source", "delete a source; its write key stops working", (ctx, id) =>
+    ctx.admin().deleteSource({ id }),
+  );
 
-  cmd
-    .command("rotate-key")
-    .description("issue a new write key for a source; the old one stops working at once")
-    .argument("<id>", "source id")
-    .action(async (id: string, _opts: object, command: Command) => {
-      const ctx = session.context(command);
+  idCommand(
+    session,
+    cmd,
+    {
+      name: "rotate-key",
+      description: "issue a new write key for a source; the old one stops working at once",
+      id: "source id",
+    },
+    async (id, ctx) => {
       const res = await ctx.admin().rotateWriteKey({ id });
       const source = sourceView(res.source!);
       if (ctx.out.json) return ctx.out.data({ source, writeKey: res.writeKey });
       ctx.out.line(`New write key for source ${source.id}; the previous key no longer works.`);
       printWriteKey(ctx, res.writeKey);
-    });
+    },
+  );
 
   return cmd;
 }

@@ -231,6 +231,18 @@ export function deliveriesMaxAgeMs(s: TopologySettings): number {
   return 2 * s.retryWindowMs + s.retryMaxDelayMs;
 }
 
+/** The limits of a stream of deliveries (unordered or ordered): both keep a delivery as long. */
+function deliveryLimits(s: TopologySettings, maxBytes: number): Partial<StreamConfig> {
+  return {
+    discard: DiscardPolicy.New,
+    max_bytes: maxBytes,
+    max_age: nanos(deliveriesMaxAgeMs(s)),
+    duplicate_window: nanos(Math.min(s.dedupWindowMs, deliveriesMaxAgeMs(s))),
+    storage: StorageType.File,
+    num_replicas: s.replicas,
+  };
+}
+
 function streamConfigs(s: TopologySettings): Partial<StreamConfig>[] {
   return [
     {
@@ -249,12 +261,7 @@ function streamConfigs(s: TopologySettings): Partial<StreamConfig>[] {
       name: DELIVERIES_STREAM,
       subjects: ["hookpost.deliveries.>", `${LANE_SUBJECT_PREFIX}>`],
       retention: RetentionPolicy.Workqueue,
-      discard: DiscardPolicy.New,
-      max_bytes: s.deliveriesMaxBytes,
-      max_age: nanos(deliveriesMaxAgeMs(s)),
-      duplicate_window: nanos(Math.min(s.dedupWindowMs, deliveriesMaxAgeMs(s))),
-      storage: StorageType.File,
-      num_replicas: s.replicas,
+      ...deliveryLimits(s, s.deliveriesMaxBytes),
     },
     {
       name: ORDERED_STREAM,
@@ -262,12 +269,7 @@ function streamConfigs(s: TopologySettings): Partial<StreamConfig>[] {
       // No consumers: a call is deleted by the replica that delivered or dead-lettered it, so
       // what is stored per subject is exactly the user's calls still owed, in order.
       retention: RetentionPolicy.Limits,
-      discard: DiscardPolicy.New,
-      max_bytes: s.orderedMaxBytes,
-      max_age: nanos(deliveriesMaxAgeMs(s)),
-      duplicate_window: nanos(Math.min(s.dedupWindowMs, deliveriesMaxAgeMs(s))),
-      storage: StorageType.File,
-      num_replicas: s.replicas,
+      ...deliveryLimits(s, s.orderedMaxBytes),
     },
     {
       name: DEAD_STREAM,

@@ -1,0 +1,42 @@
+import type { DispatcherConfig } from "./config.js";
+import type { CoreDeps } from "./delivery-core.js";
+import { Janitor } from "./janitor.js";
+import { StrandedRescue } from "./stranded.js";
+
+const JANITOR_INTERVAL_MS = 60_000;
+
+/** Periodic checks on DELIVERIES: the janitor (expired and orphaned deliveries), the stranded-consumer check. */
+export function startHousekeeping(config: DispatcherConfig, deps: CoreDeps): { stop(): Promise<void> } {
+  const { conns, core, metrics, logger } = deps;
+  // Often enough that a disabled destination's expired backlog is recorded well before max-age.
+  const janitorIntervalMs = Math.min(
+    JANITOR_INTERVAL_MS,
+    Math.max(500, Math.floor(config.topology.retryWindowMs / 4)),
+  );
+  const janitor = new Janitor({
+    jsm: conns.jsm,
+    store: conns.store,
+    deadLetters: conns.deadLetters,
+    attemptLog: core.attemptLog,
+    retryWindowMs: config.topology.retryWindowMs,
+    intervalMs: janitorIntervalMs,
+    logger,
+    parking: core.parking,
+  });
+  janitor.start(Math.min(5000, janitorIntervalMs));
+  const stranded = new StrandedRescue({
+    jsm: conns.jsm,
+    logger,
+    partitions: config.deliveryPartitions,
+    consumer: core.consumer,
+    intervalMs: config.strandedCheckMs,
+    onRecreated: () => metrics.stranded.inc({ consumer: "partition" }),
+  });
+  stranded.start();
+  return {
+    stop: async () => {
+      await janitor.stop();
+      await stranded.stop();
+    },
+  };
+}

@@ -1,0 +1,32 @@
+import { EVENTS_STREAM, ROUTER_CONSUMER } from "@hookpost/core";
+import type { DispatcherConfig } from "./config.js";
+import type { CoreDeps } from "./delivery-core.js";
+import { Puller } from "./puller.js";
+import { Router } from "./router.js";
+
+/** The router: pulls EVENTS and fans each event out to its destinations' subjects on DELIVERIES. */
+export function startRouting(config: DispatcherConfig, deps: CoreDeps): Puller {
+  const { conns, core, metrics, logger } = deps;
+  const router = new Router({
+    publisher: conns.pipe,
+    store: conns.store,
+    metrics,
+    logger,
+    attemptLog: core.attemptLog,
+    orderedPartitions: config.orderedPartitions,
+    deliveryPartitions: config.deliveryPartitions,
+  });
+  const puller = new Puller({
+    js: conns.js,
+    stream: EVENTS_STREAM,
+    consumer: ROUTER_CONSUMER,
+    concurrency: config.routerConcurrency,
+    expiresMs: config.pullExpiresMs,
+    handle: (msg) => router.handle(msg),
+    acks: conns.acks,
+    connection: conns.connection,
+    logger,
+  });
+  puller.resume();
+  return puller;
+}
