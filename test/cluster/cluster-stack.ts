@@ -189,7 +189,8 @@ export class ClusterStack {
     const rescues = this.dispatchers.flatMap((p) =>
       p.records.filter((r) => String(r.msg).startsWith("stranded deliveries")),
     );
-    if (rescues.length > 0) console.log(`stranded deliveries, consumers created again: ${JSON.stringify(rescues)}`);
+    if (rescues.length > 0)
+      console.log(`stranded deliveries, consumers created again: ${JSON.stringify(rescues)}`);
     const since = Date.now();
     await until(
       async () => {
