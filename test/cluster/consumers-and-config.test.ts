@@ -135,8 +135,11 @@ describe("Hookpost on a 3-node cluster: consumer and bucket leaders", () => {
       return `froze ${leader} (the EVENTS leader) for ${Date.now() - frozenAt} ms`;
     });
     // At least once: deliveries whose acks were in flight to a frozen consumer leader, or not yet
-    // replicated when a new one took over, come again. Runs saw 0.1 % to 5.8 % (README); a
-    // redelivery storm (every delivery again) would be far above this bound.
-    expect(duplicates).toBeLessThanOrEqual(Math.max(32, Math.ceil(distinct * 0.1)));
+    // replicated when a new one took over, come again (runs saw 0.1 % to 5.8 %). When the server
+    // also lost count of a lane, the lane's consumer is created again (stranded.ts) and hands
+    // out what the lane still stores, some of it delivered already whose removal the server
+    // lost: runs with that saw 4.4 % and 8.3 %. A redelivery storm (every delivery again) would
+    // still be far above this bound.
+    expect(duplicates).toBeLessThanOrEqual(Math.max(32, Math.ceil(distinct * 0.15)));
   });
 });
