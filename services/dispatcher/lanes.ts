@@ -10,7 +10,7 @@ import {
 import type { JetStreamClient, JetStreamManager, JsMsg } from "nats";
 import { type ConsumerSettings, deleteConsumer, ensureConsumer, laneConsumerConfig } from "./consumers.js";
 import { Puller } from "./puller.js";
-import { holdLimit, lookAt, lookFields, Suspicions } from "./stranded.js";
+import { holdLimit, lookAt, lookFields, type Suspicion, verdict } from "./stranded.js";
 
 export interface LanesDeps {
   js: JetStreamClient;
@@ -63,12 +63,11 @@ export class Lanes {
   #sweeping: Promise<void> | undefined;
   #closed = false;
   /** Lanes whose consumer did not count their first stored delivery on the last look: its sequence. */
-  readonly #strandSuspects: Suspicions<string>;
+  readonly #strandSuspects = new Map<string, Suspicion>();
   #strandCursor = 0;
 
   constructor(deps: LanesDeps) {
     this.#d = deps;
-    this.#strandSuspects = new Suspicions(holdLimit(deps.consumer.ackWaitMs));
   }
 
   /** Destinations with a lane on this replica. */
@@ -161,16 +160,17 @@ export class Lanes {
       const id = destinationOfSubject(subject);
       if (id !== undefined && d.store.destination(id)) stored.set(id, n);
     }
+    const busy = new Set(stored.keys());
     // A few creates at a time: after a restart with thousands of parked lanes, one burst of
     // consumer creates would stall the JetStream API for everyone.
-    const missing = [...stored.keys()].filter((id) => !this.#lanes.has(id));
+    const missing = [...busy].filter((id) => !this.#lanes.has(id));
     for (let i = 0; i < missing.length; i += CREATE_BATCH) {
       await Promise.all(missing.slice(i, i + CREATE_BATCH).map((id) => this.ensure(id)));
     }
     await this.#checkStranded(stored);
     const now = Date.now();
     for (const [id, lane] of this.#lanes) {
-      if (stored.has(id)) {
+      if (busy.has(id)) {
         lane.emptySince = undefined;
         continue;
       }
@@ -204,12 +204,19 @@ export class Lanes {
    */
   async #checkStranded(stored: Map<string, number>): Promise<void> {
     const d = this.#d;
-    this.#strandSuspects.retain((id) => stored.has(id));
+    for (const id of this.#strandSuspects.keys()) if (!stored.has(id)) this.#strandSuspects.delete(id);
     const ids = [...stored.keys()].filter((id) => this.#lanes.has(id));
     for (let i = 0; i < Math.min(STRAND_CHECKS, ids.length); i++) {
       const id = ids[this.#strandCursor++ % ids.length]!;
       const look = await lookAt(d.jsm, laneConsumer(id), laneSubject(id), stored.get(id));
-      if (!look || !this.#strandSuspects.recreate(id, look)) continue;
+      if (!look) continue;
+      const v = verdict(this.#strandSuspects.get(id), look, holdLimit(d.consumer.ackWaitMs));
+      if (!v.recreate) {
+        if (v.suspicion) this.#strandSuspects.set(id, v.suspicion);
+        else this.#strandSuspects.delete(id);
+        continue;
+      }
+      this.#strandSuspects.delete(id);
       this.#drop(id);
       await deleteConsumer(d.jsm, laneConsumer(id));
       d.onStrandedRecreated?.();

@@ -79,29 +79,6 @@ export function uncounted(seq: number, c: ConsumerInfo): boolean {
   return c.num_pending === 0;
 }
 
-/** The last look's suspicion per consumer, and the verdict on the next look. */
-export class Suspicions<K> {
-  readonly #last = new Map<K, Suspicion>();
-  readonly #holdLimitMs: number;
-
-  constructor(holdLimitMs: number) {
-    this.#holdLimitMs = holdLimitMs;
-  }
-
-  /** True when the consumer must be created again; `undefined`: the consumer is gone. */
-  recreate(key: K, look: Look | undefined): boolean {
-    const v = look && verdict(this.#last.get(key), look, this.#holdLimitMs);
-    if (v && !v.recreate && v.suspicion) this.#last.set(key, v.suspicion);
-    else this.#last.delete(key);
-    return v?.recreate ?? false;
-  }
-
-  /** Forgets the consumers `keep` says no longer matter. */
-  retain(keep: (key: K) => boolean): void {
-    for (const key of this.#last.keys()) if (!keep(key)) this.#last.delete(key);
-  }
-}
-
 /** How long a delivery may be held at most before the mismatch it causes counts as lost. */
 export function holdLimit(ackWaitMs: number): number {
   return Math.max(60_000, 3 * ackWaitMs);
@@ -121,13 +98,12 @@ export interface StrandedDeps {
 /** The partitions' check; lanes are checked by their sweep (lanes.ts) with the same verdict. */
 export class StrandedRescue {
   readonly #d: StrandedDeps;
-  readonly #suspicions: Suspicions<number>;
+  readonly #suspicions = new Map<number, Suspicion>();
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
 
   constructor(deps: StrandedDeps) {
     this.#d = deps;
-    this.#suspicions = new Suspicions(holdLimit(deps.consumer.ackWaitMs));
   }
 
   start(): void {
@@ -162,12 +138,18 @@ export class StrandedRescue {
     const look = await lookAt(d.jsm, name, partitionFilter(p));
     if (!look) {
       // Gone (a recreation that failed halfway, or deleted by hand): nothing would pull it.
-      this.#suspicions.recreate(p, undefined);
+      this.#suspicions.delete(p);
       await ensureConsumer(d.jsm, partitionConsumerConfig(p, d.consumer));
       d.logger.warn({ consumer: name }, "a partition consumer was missing; created again");
       return true;
     }
-    if (!this.#suspicions.recreate(p, look)) return false;
+    const v = verdict(this.#suspicions.get(p), look, holdLimit(d.consumer.ackWaitMs));
+    if (!v.recreate) {
+      if (v.suspicion) this.#suspicions.set(p, v.suspicion);
+      else this.#suspicions.delete(p);
+      return false;
+    }
+    this.#suspicions.delete(p);
     // Another replica may have done it a moment ago: a consumer younger than two looks is left alone.
     if (Date.now() - new Date(look.info.created).getTime() < 2 * d.intervalMs) return false;
     await deleteConsumer(d.jsm, name);
