@@ -30,7 +30,9 @@ export function startHousekeeping(config: DispatcherConfig, deps: CoreDeps): { s
     partitions: config.deliveryPartitions,
     consumer: core.consumer,
     intervalMs: config.strandedCheckMs,
-    onRecreated: () => metrics.stranded.inc({ consumer: "partition" }),
+    mover: core.mover,
+    onRescued: (done) => metrics.countStranded("partition", done),
+    onRecreated: () => metrics.stranded.inc({ consumer: "partition", fate: "recreated" }),
   });
   stranded.start();
   return {

@@ -10,7 +10,16 @@ import {
 import type { JetStreamClient, JetStreamManager, JsMsg } from "nats";
 import { type ConsumerSettings, deleteConsumer, ensureConsumer, laneConsumerConfig } from "./consumers.js";
 import { Puller } from "./puller.js";
-import { holdLimit, lookAt, lookFields, type Suspicion, verdict } from "./stranded.js";
+import {
+  holdLimit,
+  lookAt,
+  lookFields,
+  type Moved,
+  type MoverDeps,
+  moveStranded,
+  type Suspicion,
+  verdict,
+} from "./stranded.js";
 
 export interface LanesDeps {
   js: JetStreamClient;
@@ -30,8 +39,12 @@ export interface LanesDeps {
   /** When a lane held back by its breaker may pull again (its probe), if it is held back. */
   heldUntil: (id: string) => number | undefined;
   handle: (id: string, msg: JsMsg) => Promise<void>;
-  /** Told of each lane consumer created again because it lost count (stranded.ts). */
-  onStrandedRecreated?: () => void;
+  /** Moves what a lane's consumer no longer counts (stranded.ts). */
+  mover: MoverDeps;
+  /** Told of each rescue of a lane's stranded deliveries. */
+  onRescued?: (done: Moved) => void;
+  /** Told of each lane consumer created again (another filter, or lost count past the hold limit). */
+  onRecreated?: () => void;
 }
 
 /** Lane consumers the sweep creates at once. */
@@ -167,7 +180,7 @@ export class Lanes {
     for (let i = 0; i < missing.length; i += CREATE_BATCH) {
       await Promise.all(missing.slice(i, i + CREATE_BATCH).map((id) => this.ensure(id)));
     }
-    await this.#checkStranded(stored);
+    await this.#checkStranded(stored, info.state.last_seq);
     const now = Date.now();
     for (const [id, lane] of this.#lanes) {
       if (busy.has(id)) {
@@ -199,30 +212,50 @@ export class Lanes {
 
   /**
    * A lane whose consumer no longer counts what it stores (stranded.ts: a nats-server fault after
-   * leader changes) would never deliver it: its consumer is deleted and created again, which
-   * hands out everything the lane stores. What was in flight may come twice.
+   * leader changes) would never deliver it: what it cannot hand out is stored again on the lane,
+   * as new messages it counts. A consumer with another filter, or one that lost count of
+   * messages it may still hold (past the hold limit), is created again: that hands out everything
+   * the lane stores, and what was in flight may come twice.
    */
-  async #checkStranded(stored: Map<string, number>): Promise<void> {
+  async #checkStranded(stored: Map<string, number>, lastSeq: number): Promise<void> {
     const d = this.#d;
     for (const id of this.#strandSuspects.keys()) if (!stored.has(id)) this.#strandSuspects.delete(id);
     const ids = [...stored.keys()].filter((id) => this.#lanes.has(id));
     for (let i = 0; i < Math.min(STRAND_CHECKS, ids.length); i++) {
       const id = ids[this.#strandCursor++ % ids.length]!;
-      const look = await lookAt(d.jsm, laneConsumer(id), laneSubject(id), stored.get(id));
+      const cfg = laneConsumerConfig(id, d.consumer);
+      const look = await lookAt(d.jsm, laneConsumer(id), laneSubject(id), {
+        count: stored.get(id)!,
+        lastSeq,
+      });
       if (!look) continue;
-      const v = verdict(this.#strandSuspects.get(id), look, holdLimit(d.consumer.ackWaitMs));
-      if (!v.recreate) {
+      const drifted = look.info.config.filter_subject !== cfg.filter_subject;
+      const v = drifted
+        ? { rescue: true as const, held: true }
+        : verdict(this.#strandSuspects.get(id), look, holdLimit(d.consumer.ackWaitMs));
+      if (!v.rescue) {
         if (v.suspicion) this.#strandSuspects.set(id, v.suspicion);
         else this.#strandSuspects.delete(id);
         continue;
       }
       this.#strandSuspects.delete(id);
+      if (!drifted) {
+        const done = await moveStranded(d.mover, laneSubject(id), look, { held: false });
+        if (done.moved + done.deliveredAlready > 0 || !v.held) {
+          d.onRescued?.(done);
+          d.logger.warn(
+            { destinationId: id, ...lookFields(look), ...done },
+            "stranded deliveries: the lane's consumer no longer counted what the lane stores; stored again",
+          );
+          continue;
+        }
+      }
       this.#drop(id);
       await deleteConsumer(d.jsm, laneConsumer(id));
-      d.onStrandedRecreated?.();
+      d.onRecreated?.();
       d.logger.warn(
-        { destinationId: id, ...lookFields(look) },
-        "stranded deliveries: the lane's consumer no longer counted what the lane stores; created again",
+        { destinationId: id, ...lookFields(look), drifted },
+        "stranded deliveries: the lane's consumer lost count of what it may hold, or had another filter; created again",
       );
       await this.ensure(id);
     }

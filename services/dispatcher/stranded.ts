@@ -1,18 +1,23 @@
 import type { Logger } from "@hookpost/core";
 import {
   DELIVERIES_STREAM,
+  destinationOfSubject,
+  isAlreadyDeleted,
   isNotFound,
+  MESSAGE_ID_HEADER,
   nextMessage,
   partitionConsumer,
   partitionFilter,
+  SOURCE_ID_HEADER,
 } from "@hookpost/core";
-import type { ConsumerInfo, JetStreamManager } from "nats";
+import type { ConsumerInfo, JetStreamManager, StoredMsg } from "nats";
 import {
   type ConsumerSettings,
   deleteConsumer,
   ensureConsumer,
   partitionConsumerConfig,
 } from "./consumers.js";
+import { type Parking, stateOf } from "./parking.js";
 
 /**
  * Stranded deliveries (docs/design/delivery-at-scale.md §7). nats-server 2.9 was seen, after a
@@ -20,8 +25,10 @@ import {
  * longer counts: below its ack floor, or neither pending nor unacknowledged. Nothing would ever
  * hand them out, so accepted calls would never be delivered. A consumer is compared with what its
  * subjects store; when they disagree on two looks in a row about the same oldest message, the
- * consumer is deleted and created again, which hands out everything stored from the oldest on.
- * What was in flight at that moment may be delivered twice; nothing is lost.
+ * messages the consumer cannot hand out are moved: parked on their destination's lane as a new
+ * message, then deleted. The consumer is left alone (creating it again was seen to start above a
+ * stranded message, and cuts every replica's pulls), unless its filter is not the one it must
+ * have. One the attempt log shows delivered already is only deleted.
  */
 
 /** What one look saw of a consumer that did not count everything its subjects store. */
@@ -39,34 +46,38 @@ export interface Look {
   stored: number;
   /** Sequence of the oldest of them (0: none). */
   firstSeq: number;
+  /** The stream's last sequence when `stored` was read: a message stored later is not judged. */
+  lastSeq: number;
   nowMs: number;
 }
 
 /**
- * The verdict on one look, given the last one's suspicion: `recreate` when the consumer lost
- * messages, else the suspicion to keep (undefined: all counted).
+ * The verdict on one look, given the last one's suspicion: `rescue` when the consumer lost
+ * messages (`held`: found by the hold limit, not by a message it certainly cannot hand out), else
+ * the suspicion to keep (undefined: all counted).
  *
  * Stored is read before the consumer, so a call stored meanwhile is counted by the consumer too;
  * one acked meanwhile makes `stored` look high for a moment, hence two looks. The oldest message
  * is certainly lost when the consumer counts it as acknowledged (at or below the ack floor),
  * delivered with nothing unacknowledged, or not delivered with nothing pending: a second look at
- * the same message recreates. Otherwise (it may be a delivery held right now) the mismatch must
+ * the same message rescues. Otherwise (it may be a delivery held right now) the mismatch must
  * last `holdLimitMs`, longer than any delivery is held.
  */
 export function verdict(
   last: Suspicion | undefined,
   look: Look,
   holdLimitMs: number,
-): { recreate: true } | { recreate: false; suspicion: Suspicion | undefined } {
+): { rescue: true; held: boolean } | { rescue: false; suspicion: Suspicion | undefined } {
   const c = look.info;
   if (look.firstSeq === 0 || look.stored <= c.num_pending + c.num_ack_pending) {
-    return { recreate: false, suspicion: undefined };
+    return { rescue: false, suspicion: undefined };
   }
   if (!last || last.firstSeq !== look.firstSeq) {
-    return { recreate: false, suspicion: { firstSeq: look.firstSeq, sinceMs: look.nowMs } };
+    return { rescue: false, suspicion: { firstSeq: look.firstSeq, sinceMs: look.nowMs } };
   }
-  if (uncounted(look.firstSeq, c) || look.nowMs - last.sinceMs >= holdLimitMs) return { recreate: true };
-  return { recreate: false, suspicion: last };
+  if (uncounted(look.firstSeq, c)) return { rescue: true, held: false };
+  if (look.nowMs - last.sinceMs >= holdLimitMs) return { rescue: true, held: true };
+  return { rescue: false, suspicion: last };
 }
 
 /**
@@ -79,9 +90,116 @@ export function uncounted(seq: number, c: ConsumerInfo): boolean {
   return c.num_pending === 0;
 }
 
+/**
+ * Which of `stored` (ascending sequences; every one up to the look's last when `complete`) the
+ * consumer `c` will never hand out: those `uncounted`. After the hold limit (`held`), also the
+ * oldest of the rest beyond what the consumer counts: delivered ones beyond its unacknowledged
+ * count, undelivered ones beyond its pending count. Deliveries in flight are the newest, so at
+ * worst one of them comes twice; a count left incomplete by the scan judges nothing by count.
+ */
+export function strandedOf(
+  stored: readonly number[],
+  c: ConsumerInfo,
+  o: { complete: boolean; held: boolean },
+): number[] {
+  const out: number[] = [];
+  const delivered: number[] = [];
+  const ahead: number[] = [];
+  for (const seq of stored) {
+    if (uncounted(seq, c)) out.push(seq);
+    else if (seq <= c.delivered.stream_seq) delivered.push(seq);
+    else ahead.push(seq);
+  }
+  if (o.held) {
+    // Delivered ones all come before any undelivered one, so the scan saw them all when it got past them.
+    const sawDelivered = o.complete || ahead.length > 0;
+    if (sawDelivered) out.push(...delivered.slice(0, Math.max(0, delivered.length - c.num_ack_pending)));
+    if (o.complete) out.push(...ahead.slice(0, Math.max(0, ahead.length - c.num_pending)));
+  }
+  return out.sort((a, b) => a - b);
+}
+
 /** How long a delivery may be held at most before the mismatch it causes counts as lost. */
 export function holdLimit(ackWaitMs: number): number {
   return Math.max(60_000, 3 * ackWaitMs);
+}
+
+/** Messages one rescue reads at most; what it did not reach waits for the next look. */
+const SCAN_LIMIT = 5000;
+/** Moved message ids a warning names. */
+const SAMPLE = 10;
+/** Moves in flight at once. */
+const MOVES_IN_FLIGHT = 32;
+
+export interface MoverDeps {
+  jsm: JetStreamManager;
+  parking: Parking;
+  /** Whether the attempt log shows the call delivered to the destination already (false without a log). */
+  delivered: (destinationId: string, sourceId: string, messageId: string) => Promise<boolean>;
+}
+
+/** What one rescue did: moved to lanes, and deleted because already delivered. */
+export interface Moved {
+  moved: number;
+  deliveredAlready: number;
+  /** Moves the lane answered as a copy it had already (another replica moved the same message). */
+  duplicates: number;
+  /** A few moved message ids, for the warning. */
+  sample: string[];
+}
+
+/**
+ * Moves the stranded messages of one consumer (`look` at it on `filter`) to their lanes: each is
+ * parked as a new message, then deleted where it was. A crash in between stores it twice at
+ * worst. The copy's id is the delivery's park id and the stranded sequence: two replicas moving
+ * the same message store it once, and no earlier park of the delivery can deduplicate it away
+ * (after a leader change the server was seen to lose what it had deduplicated against).
+ */
+export async function moveStranded(
+  d: MoverDeps,
+  filter: string,
+  look: Look,
+  o: { held: boolean },
+): Promise<Moved> {
+  const scanned = new Map<number, StoredMsg>();
+  let complete = false;
+  for (let seq = look.firstSeq; scanned.size < SCAN_LIMIT; ) {
+    const m = await nextMessage(d.jsm, DELIVERIES_STREAM, filter, seq);
+    if (!m || m.seq > look.lastSeq) {
+      complete = true;
+      break;
+    }
+    scanned.set(m.seq, m);
+    seq = m.seq + 1;
+  }
+  const picked = strandedOf([...scanned.keys()], look.info, { complete, held: o.held });
+  const done: Moved = { moved: 0, deliveredAlready: 0, duplicates: 0, sample: [] };
+  const moveOne = async (seq: number) => {
+    const m = scanned.get(seq)!;
+    const id = destinationOfSubject(m.subject);
+    if (id === undefined) return;
+    const messageId = m.header?.get(MESSAGE_ID_HEADER) ?? "";
+    const sourceId = m.header?.get(SOURCE_ID_HEADER) ?? "";
+    if (messageId !== "" && (await d.delivered(id, sourceId, messageId))) {
+      done.deliveredAlready++;
+    } else {
+      const state = stateOf(m.header, m.time.getTime());
+      const parkable = { data: m.data, headers: m.header, seq: m.seq };
+      const ack = await d.parking.park(id, parkable, state.attempts, state.dueMs, state, `m${m.seq}`);
+      if (ack.duplicate) done.duplicates++;
+      done.moved++;
+      if (done.sample.length < SAMPLE) done.sample.push(messageId);
+    }
+    try {
+      await d.jsm.streams.deleteMessage(DELIVERIES_STREAM, m.seq, false);
+    } catch (err) {
+      if (!isAlreadyDeleted(err)) throw err;
+    }
+  };
+  for (let i = 0; i < picked.length; i += MOVES_IN_FLIGHT) {
+    await Promise.all(picked.slice(i, i + MOVES_IN_FLIGHT).map(moveOne));
+  }
+  return done;
 }
 
 export interface StrandedDeps {
@@ -91,7 +209,10 @@ export interface StrandedDeps {
   consumer: ConsumerSettings;
   /** How often each partition is looked at (STRANDED_CHECK_INTERVAL). */
   intervalMs: number;
-  /** Told of each consumer created again (hookpost_dispatcher_stranded_recreated_total). */
+  mover: MoverDeps;
+  /** Told of each rescue (hookpost_dispatcher_stranded_total). */
+  onRescued?: (done: Moved) => void;
+  /** Told of each consumer created again (missing, or with another filter). */
   onRecreated?: () => void;
 }
 
@@ -125,45 +246,49 @@ export class StrandedRescue {
     await this.#running;
   }
 
-  /** One look at every partition; returns how many consumers were created again. */
+  /** One look at every partition; returns how many deliveries were moved or found delivered. */
   async run(): Promise<number> {
-    let recreated = 0;
-    for (let p = 0; p < this.#d.partitions; p++) if (await this.#check(p)) recreated++;
-    return recreated;
+    let n = 0;
+    for (let p = 0; p < this.#d.partitions; p++) n += await this.#check(p);
+    return n;
   }
 
-  async #check(p: number): Promise<boolean> {
+  async #check(p: number): Promise<number> {
     const d = this.#d;
     const name = partitionConsumer(p);
+    const cfg = partitionConsumerConfig(p, d.consumer);
     const look = await lookAt(d.jsm, name, partitionFilter(p));
-    if (!look) {
-      // Gone (a recreation that failed halfway, or deleted by hand): nothing would pull it.
+    if (!look || look.info.config.filter_subject !== cfg.filter_subject) {
+      // Gone (deleted by hand, or by an older version's recreation) or changed: nothing would pull
+      // what the partition stores. A new consumer hands out everything stored.
       this.#suspicions.delete(p);
-      await ensureConsumer(d.jsm, partitionConsumerConfig(p, d.consumer));
-      d.logger.warn({ consumer: name }, "a partition consumer was missing; created again");
-      return true;
+      if (look) await deleteConsumer(d.jsm, name);
+      await ensureConsumer(d.jsm, cfg);
+      d.onRecreated?.();
+      d.logger.warn(
+        { consumer: name },
+        "a partition consumer was missing or had another filter; created again",
+      );
+      return 0;
     }
     const v = verdict(this.#suspicions.get(p), look, holdLimit(d.consumer.ackWaitMs));
-    if (!v.recreate) {
+    if (!v.rescue) {
       if (v.suspicion) this.#suspicions.set(p, v.suspicion);
       else this.#suspicions.delete(p);
-      return false;
+      return 0;
     }
     this.#suspicions.delete(p);
-    // Another replica may have done it a moment ago: a consumer younger than two looks is left alone.
-    if (Date.now() - new Date(look.info.created).getTime() < 2 * d.intervalMs) return false;
-    await deleteConsumer(d.jsm, name);
-    await ensureConsumer(d.jsm, partitionConsumerConfig(p, d.consumer));
-    d.onRecreated?.();
+    const done = await moveStranded(d.mover, partitionFilter(p), look, { held: v.held });
+    d.onRescued?.(done);
     d.logger.warn(
-      { consumer: name, ...lookFields(look) },
-      "stranded deliveries: the consumer no longer counted what its partition stores; created again",
+      { consumer: name, ...lookFields(look), ...done },
+      "stranded deliveries: the consumer no longer counted what its partition stores; moved to their lanes",
     );
-    return true;
+    return done.moved + done.deliveredAlready;
   }
 }
 
-/** Both views of a look, for the warning a recreation logs. */
+/** Both views of a look, for the warning a rescue logs. */
 export function lookFields(look: Look) {
   return {
     stored: look.stored,
@@ -180,13 +305,15 @@ export async function lookAt(
   jsm: JetStreamManager,
   consumer: string,
   filter: string,
-  stored?: number,
+  stored?: { count: number; lastSeq: number },
 ): Promise<Look | undefined> {
-  let count = stored;
+  let count = stored?.count;
+  let lastSeq = stored?.lastSeq ?? 0;
   if (count === undefined) {
     const s = await jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: filter });
     count = 0;
     for (const n of Object.values(s.state.subjects ?? {})) count += n;
+    lastSeq = s.state.last_seq;
   }
   let info: ConsumerInfo;
   try {
@@ -196,5 +323,5 @@ export async function lookAt(
     throw err;
   }
   const first = count > 0 ? await nextMessage(jsm, DELIVERIES_STREAM, filter, 1) : undefined;
-  return { info, stored: count, firstSeq: first?.seq ?? 0, nowMs: Date.now() };
+  return { info, stored: count, firstSeq: first?.seq ?? 0, lastSeq, nowMs: Date.now() };
 }

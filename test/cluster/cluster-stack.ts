@@ -275,8 +275,16 @@ export class ClusterStack {
         partitions.push(`part_${p}: ${(e as Error).message}`);
       }
     }
+    // What the stranded rescue moved (a sample per warning), against what is missing.
+    const rescues = this.dispatchers.flatMap((p) =>
+      p.records.filter((r) => String(r.msg).startsWith("stranded deliveries")),
+    );
+    const sampled = new Set(rescues.flatMap((r) => (Array.isArray(r.sample) ? r.sample.map(String) : [])));
+    const held = await jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: ">" }).catch(() => undefined);
     return [
       `${missing.length} missing, e.g. ${missing.slice(0, 5).join(", ")}`,
+      `${rescues.length} stranded rescues; ${missing.filter((id) => sampled.has(id)).length} of the missing among the ${sampled.size} moved ids they name`,
+      `DELIVERIES holds ${JSON.stringify(held?.state.subjects ?? {})}`,
       ...partitions,
       ...fates,
       await consumer(EVENTS_STREAM, ROUTER_CONSUMER),
