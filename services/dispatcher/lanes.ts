@@ -241,21 +241,21 @@ export class Lanes {
       this.#strandSuspects.delete(id);
       if (!drifted) {
         const done = await moveStranded(d.mover, laneSubject(id), look, { held: false });
-        if (done.moved + done.deliveredAlready > 0 || !v.held) {
-          d.onRescued?.(done);
-          d.logger.warn(
-            { destinationId: id, ...lookFields(look), ...done },
-            "stranded deliveries: the lane's consumer no longer counted what the lane stores; stored again",
-          );
-          continue;
-        }
+        d.onRescued?.(done);
+        d.logger.warn(
+          { destinationId: id, ...lookFields(look), ...done },
+          "stranded deliveries: the lane's consumer no longer counted what the lane stores; stored again",
+        );
+        // Held past the hold limit with nothing certain to move: the consumer lost count of what it holds.
+        const lostHeld = v.held && done.moved + done.deliveredAlready === 0;
+        if (!done.recreate && !lostHeld) continue;
       }
       this.#drop(id);
       await deleteConsumer(d.jsm, laneConsumer(id));
       d.onRecreated?.();
       d.logger.warn(
         { destinationId: id, ...lookFields(look), drifted },
-        "stranded deliveries: the lane's consumer lost count of what it may hold, or had another filter; created again",
+        "stranded deliveries: the lane's consumer did not count what it has not delivered, or had another filter; created again",
       );
       await this.ensure(id);
     }

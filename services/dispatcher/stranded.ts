@@ -91,32 +91,37 @@ export function uncounted(seq: number, c: ConsumerInfo): boolean {
 }
 
 /**
- * Which of `stored` (ascending sequences; every one up to the look's last when `complete`) the
- * consumer `c` will never hand out: those `uncounted`. After the hold limit (`held`), also the
- * oldest of the rest beyond what the consumer counts: delivered ones beyond its unacknowledged
- * count, undelivered ones beyond its pending count. Deliveries in flight are the newest, so at
- * worst one of them comes twice; a count left incomplete by the scan judges nothing by count.
+ * What to do about `stored` (ascending sequences; every one up to the look's last when
+ * `complete`) given consumer `c`'s view. Messages at or below its ack floor, or delivered while
+ * nothing is unacknowledged, are removals the server lost (or acks it lost): `move` them. Past
+ * the hold limit (`held`) the oldest delivered ones beyond its unacknowledged count go too
+ * (deliveries in flight are the newest, so at worst one comes twice). Messages it has not
+ * delivered while it counts nothing pending (or, past the hold limit, fewer than it stores) mean
+ * its pending count is wrong: it would not hand out new messages either, so it must be created
+ * again (`recreate`), and moving them would not help. A count left incomplete by the scan judges
+ * nothing by count.
  */
 export function strandedOf(
   stored: readonly number[],
   c: ConsumerInfo,
   o: { complete: boolean; held: boolean },
-): number[] {
-  const out: number[] = [];
+): { move: number[]; recreate: boolean } {
+  const move: number[] = [];
   const delivered: number[] = [];
-  const ahead: number[] = [];
+  let ahead = 0;
   for (const seq of stored) {
-    if (uncounted(seq, c)) out.push(seq);
-    else if (seq <= c.delivered.stream_seq) delivered.push(seq);
-    else ahead.push(seq);
+    if (seq > c.delivered.stream_seq) ahead++;
+    else if (uncounted(seq, c)) move.push(seq);
+    else delivered.push(seq);
   }
+  let recreate = ahead > 0 && c.num_pending === 0;
   if (o.held) {
     // Delivered ones all come before any undelivered one, so the scan saw them all when it got past them.
-    const sawDelivered = o.complete || ahead.length > 0;
-    if (sawDelivered) out.push(...delivered.slice(0, Math.max(0, delivered.length - c.num_ack_pending)));
-    if (o.complete) out.push(...ahead.slice(0, Math.max(0, ahead.length - c.num_pending)));
+    if (o.complete || ahead > 0)
+      move.push(...delivered.slice(0, Math.max(0, delivered.length - c.num_ack_pending)));
+    if (o.complete && ahead > c.num_pending) recreate = true;
   }
-  return out.sort((a, b) => a - b);
+  return { move: move.sort((a, b) => a - b), recreate };
 }
 
 /** How long a delivery may be held at most before the mismatch it causes counts as lost. */
@@ -140,6 +145,8 @@ export interface MoverDeps {
 
 /** What one rescue did: moved to lanes, and deleted because already delivered. */
 export interface Moved {
+  /** The consumer does not count what it has not delivered: it must be created again. */
+  recreate: boolean;
   moved: number;
   deliveredAlready: number;
   /** Moves the lane answered as a copy it had already (another replica moved the same message). */
@@ -172,8 +179,8 @@ export async function moveStranded(
     scanned.set(m.seq, m);
     seq = m.seq + 1;
   }
-  const picked = strandedOf([...scanned.keys()], look.info, { complete, held: o.held });
-  const done: Moved = { moved: 0, deliveredAlready: 0, duplicates: 0, sample: [] };
+  const { move: picked, recreate } = strandedOf([...scanned.keys()], look.info, { complete, held: o.held });
+  const done: Moved = { recreate, moved: 0, deliveredAlready: 0, duplicates: 0, sample: [] };
   const moveOne = async (seq: number) => {
     const m = scanned.get(seq)!;
     const id = destinationOfSubject(m.subject);
@@ -280,9 +287,18 @@ export class StrandedRescue {
     this.#suspicions.delete(p);
     const done = await moveStranded(d.mover, partitionFilter(p), look, { held: v.held });
     d.onRescued?.(done);
+    // Another replica may have created it a moment ago: one younger than two looks is left alone.
+    const recreate = done.recreate && Date.now() - new Date(look.info.created).getTime() >= 2 * d.intervalMs;
+    if (recreate) {
+      await deleteConsumer(d.jsm, name);
+      await ensureConsumer(d.jsm, cfg);
+      d.onRecreated?.();
+    }
     d.logger.warn(
-      { consumer: name, ...lookFields(look), ...done },
-      "stranded deliveries: the consumer no longer counted what its partition stores; moved to their lanes",
+      { consumer: name, ...lookFields(look), ...done, recreate },
+      recreate
+        ? "stranded deliveries: the consumer no longer counted what its partition stores; moved what it had delivered, created it again"
+        : "stranded deliveries: the consumer no longer counted what its partition stores; moved to their lanes",
     );
     return done.moved + done.deliveredAlready;
   }

@@ -85,8 +85,11 @@ describe("Hookpost on a 3-node cluster: consumer and bucket leaders", () => {
       await s.cluster.restart(leader);
       return `killed ${leader}, new consumer leader ${successor}, ${leader} restarted`;
     });
-    // Acks are confirmed and resent across the election: few deliveries are made twice.
-    expect(duplicates).toBeLessThanOrEqual(Math.ceil(distinct / 100));
+    // Acks are confirmed and resent across the election: few deliveries are made twice. What
+    // was handed out and not yet acked when the leader died may come again: 2 replicas x 16 in
+    // flight (DELIVERY_CONCURRENCY) and the acks on their way; runs saw 5 to 58, and 39 of only
+    // 700 calls on a slow start. A redelivery storm would be hundreds or thousands.
+    expect(duplicates).toBeLessThanOrEqual(Math.max(64, Math.ceil(distinct / 100)));
   });
 
   it("applies configuration changes after the configuration bucket's leader is killed -9", async () => {
