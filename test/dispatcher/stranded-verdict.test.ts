@@ -104,61 +104,61 @@ const picks: {
   view: { floor: number; delivered: number; pending: number; unacked: number };
   stored: number[];
   o: { complete: boolean; held: boolean };
-  then: { move: number[]; recreate: boolean };
+  answer: { move: number[]; recreate: boolean };
 }[] = [
   {
     name: "moves what is at or below the ack floor, never what may be in flight or pending",
     view: { floor: 20, delivered: 30, pending: 1, unacked: 1 },
     stored: [5, 20, 25, 31],
     o: { complete: true, held: false },
-    then: { move: [5, 20], recreate: false },
+    answer: { move: [5, 20], recreate: false },
   },
   {
     name: "moves delivered ones when nothing is unacknowledged",
     view: { floor: 20, delivered: 30, pending: 1, unacked: 0 },
     stored: [25, 26, 31],
     o: { complete: true, held: false },
-    then: { move: [25, 26], recreate: false },
+    answer: { move: [25, 26], recreate: false },
   },
   {
     name: "creates the consumer again when it counts nothing pending but has not delivered what is stored",
     view: { floor: 20, delivered: 30, pending: 0, unacked: 0 },
     stored: [10, 31, 40],
     o: { complete: true, held: false },
-    then: { move: [10], recreate: true },
+    answer: { move: [10], recreate: true },
   },
   {
     name: "past the hold limit, moves the oldest delivered beyond what the consumer counts unacknowledged",
     view: { floor: 20, delivered: 30, pending: 2, unacked: 1 },
     stored: [21, 22, 23, 31, 32],
     o: { complete: true, held: true },
-    then: { move: [21, 22], recreate: false },
+    answer: { move: [21, 22], recreate: false },
   },
   {
     name: "past the hold limit, creates it again when it stores more undelivered than it counts pending",
     view: { floor: 20, delivered: 30, pending: 1, unacked: 1 },
     stored: [21, 31, 32],
     o: { complete: true, held: true },
-    then: { move: [], recreate: true },
+    answer: { move: [], recreate: true },
   },
   {
     name: "judges nothing by count from a scan that stopped short",
     view: { floor: 20, delivered: 30, pending: 1, unacked: 1 },
     stored: [21, 22, 23],
     o: { complete: false, held: true },
-    then: { move: [], recreate: false },
+    answer: { move: [], recreate: false },
   },
   {
     name: "moves delivered ones by count once the scan got past them, even if it stopped short",
     view: { floor: 20, delivered: 30, pending: 1, unacked: 1 },
     stored: [21, 22, 31, 32, 33],
     o: { complete: false, held: true },
-    then: { move: [21], recreate: false },
+    answer: { move: [21], recreate: false },
   },
 ];
 
 describe("stranded deliveries: what is moved, and when the consumer is created again", () => {
   it.each(picks)("$name", (c) => {
-    expect(strandedOf(c.stored, consumer(c.view), c.o)).toEqual(c.then);
+    expect(strandedOf(c.stored, consumer(c.view), c.o)).toEqual(c.answer);
   });
 });
