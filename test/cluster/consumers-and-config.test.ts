@@ -24,15 +24,15 @@ afterAll(async () => {
   await s?.close();
 }, 60_000);
 
-/** Runs load around `disrupt`, then checks and prints what a test needs. */
-async function underLoad(name: string, disrupt: (load: Load) => Promise<string>) {
+/** Runs load around `disrupt`, then checks and prints what a test needs; `settleMs`: see settled(). */
+async function underLoad(name: string, disrupt: (load: Load) => Promise<string>, settleMs = 120_000) {
   const before = s.receiver.requests.length;
   const load = new Load(s.client, { tag: name });
   await load.more(300);
   const what = await disrupt(load);
   await load.more(300, 90_000);
   await load.stop();
-  await s.settled(load.acked);
+  await s.settled(load.acked, settleMs);
   const got = s.receiver.messageIds();
   const missing = load.acked.filter((id) => !got.has(id));
   const fresh = s.receiver.requests.slice(before);
@@ -128,15 +128,21 @@ describe("Hookpost on a 3-node cluster: consumer and bucket leaders", () => {
   });
 
   it("loses nothing when a node is frozen for 10 s (SIGSTOP, then SIGCONT)", async () => {
-    const { duplicates, distinct } = await underLoad("node frozen 10 s", async () => {
-      const leader = await s.leaderOfEvents();
-      s.cluster.freeze(leader);
-      const frozenAt = Date.now();
-      await sleep(10_000); // not a wait: the scenario itself, a 10 s partition under load
-      s.cluster.thaw(leader);
-      await s.cluster.ready();
-      return `froze ${leader} (the EVENTS leader) for ${Date.now() - frozenAt} ms`;
-    });
+    const { duplicates, distinct } = await underLoad(
+      "node frozen 10 s",
+      async () => {
+        const leader = await s.leaderOfEvents();
+        s.cluster.freeze(leader);
+        const frozenAt = Date.now();
+        await sleep(10_000); // not a wait: the scenario itself, a 10 s partition under load
+        s.cluster.thaw(leader);
+        await s.cluster.ready();
+        return `froze ${leader} (the EVENTS leader) for ${Date.now() - frozenAt} ms`;
+        // After a freeze nats-server 2.9.10 was seen to leave DELIVERIES without a leader for over a
+        // minute ("stream not found", 503): nothing moves meanwhile, and nothing may be lost after.
+      },
+      240_000,
+    );
     // At least once: deliveries whose acks were in flight to a frozen consumer leader, or not yet
     // replicated when a new one took over, come again (runs saw 0.1 % to 5.8 %). When the server
     // also lost count of what it stores, the stranded rescue (stranded.ts) moves it to the lanes,
