@@ -107,6 +107,7 @@ export async function startDeliveryCore(
   const mover: MoverDeps = {
     jsm,
     parking,
+    mine: (name) => registry.owns(name),
     // Without the log nothing tells what was delivered: a stranded delivery may then come twice.
     delivered: (id, source, message) =>
       config.attemptLog ? reader.delivered(id, source, message) : Promise.resolve(false),

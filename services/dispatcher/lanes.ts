@@ -220,7 +220,7 @@ export class Lanes {
   async #checkStranded(stored: Map<string, number>, lastSeq: number): Promise<void> {
     const d = this.#d;
     for (const id of this.#strandSuspects.keys()) if (!stored.has(id)) this.#strandSuspects.delete(id);
-    const ids = [...stored.keys()].filter((id) => this.#lanes.has(id));
+    const ids = [...stored.keys()].filter((id) => this.#lanes.has(id) && d.mover.mine(laneConsumer(id)));
     for (let i = 0; i < Math.min(STRAND_CHECKS, ids.length); i++) {
       const id = ids[this.#strandCursor++ % ids.length]!;
       const cfg = laneConsumerConfig(id, d.consumer);

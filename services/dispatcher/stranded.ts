@@ -133,12 +133,17 @@ export function holdLimit(ackWaitMs: number): number {
 const SCAN_LIMIT = 5000;
 /** Moved message ids a warning names. */
 const SAMPLE = 10;
-/** Moves in flight at once. */
-const MOVES_IN_FLIGHT = 32;
+/** Moves in flight at once: gentle on a cluster that is still recovering from what stranded them. */
+const MOVES_IN_FLIGHT = 16;
 
 export interface MoverDeps {
   jsm: JetStreamManager;
   parking: Parking;
+  /**
+   * Whether this replica rescues what consumer `name` stranded: one replica per consumer, so two
+   * do not move the same messages at once (each move is a write to a stream still recovering).
+   */
+  mine: (name: string) => boolean;
   /** Whether the attempt log shows the call delivered to the destination already (false without a log). */
   delivered: (destinationId: string, sourceId: string, messageId: string) => Promise<boolean>;
 }
@@ -263,6 +268,10 @@ export class StrandedRescue {
   async #check(p: number): Promise<number> {
     const d = this.#d;
     const name = partitionConsumer(p);
+    if (!d.mover.mine(name)) {
+      this.#suspicions.delete(p);
+      return 0;
+    }
     const cfg = partitionConsumerConfig(p, d.consumer);
     const look = await lookAt(d.jsm, name, partitionFilter(p));
     if (!look || look.info.config.filter_subject !== cfg.filter_subject) {
