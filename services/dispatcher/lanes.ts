@@ -7,7 +7,7 @@ import {
   laneConsumer,
   laneSubject,
 } from "@hookpost/core";
-import type { JetStreamClient, JetStreamManager, JsMsg } from "nats";
+import type { JetStreamClient, JetStreamManager, JsMsg, StreamInfo } from "nats";
 import { type ConsumerSettings, deleteConsumer, ensureConsumer, laneConsumerConfig } from "./consumers.js";
 import { Puller } from "./puller.js";
 import {
@@ -18,6 +18,7 @@ import {
   type MoverDeps,
   moveStranded,
   type Suspicion,
+  storedOf,
   verdict,
 } from "./stranded.js";
 
@@ -180,7 +181,7 @@ export class Lanes {
     for (let i = 0; i < missing.length; i += CREATE_BATCH) {
       await Promise.all(missing.slice(i, i + CREATE_BATCH).map((id) => this.ensure(id)));
     }
-    await this.#checkStranded(stored, info.state.last_seq);
+    await this.#checkStranded(stored, info);
     const now = Date.now();
     for (const [id, lane] of this.#lanes) {
       if (busy.has(id)) {
@@ -217,16 +218,17 @@ export class Lanes {
    * messages it may still hold (past the hold limit), is created again: that hands out everything
    * the lane stores, and what was in flight may come twice.
    */
-  async #checkStranded(stored: Map<string, number>, lastSeq: number): Promise<void> {
+  async #checkStranded(stored: Map<string, number>, info: StreamInfo): Promise<void> {
     const d = this.#d;
     for (const id of this.#strandSuspects.keys()) if (!stored.has(id)) this.#strandSuspects.delete(id);
     const ids = [...stored.keys()].filter((id) => this.#lanes.has(id) && d.mover.mine(laneConsumer(id)));
+    const stream = storedOf(info);
     for (let i = 0; i < Math.min(STRAND_CHECKS, ids.length); i++) {
       const id = ids[this.#strandCursor++ % ids.length]!;
       const cfg = laneConsumerConfig(id, d.consumer);
       const look = await lookAt(d.jsm, laneConsumer(id), laneSubject(id), {
+        ...stream,
         count: stored.get(id)!,
-        lastSeq,
       });
       if (!look) continue;
       const drifted = look.info.config.filter_subject !== cfg.filter_subject;
@@ -238,6 +240,8 @@ export class Lanes {
         else this.#strandSuspects.delete(id);
         continue;
       }
+      // A replica still catching up (stranded.ts, Look.replicasCurrent): the next sweep.
+      if (!look.replicasCurrent) continue;
       this.#strandSuspects.delete(id);
       if (!drifted) {
         const done = await moveStranded(d.mover, laneSubject(id), look, { held: false });

@@ -10,7 +10,7 @@ import {
   partitionFilter,
   SOURCE_ID_HEADER,
 } from "@hookpost/core";
-import type { ConsumerInfo, JetStreamManager, StoredMsg } from "nats";
+import type { ConsumerInfo, JetStreamManager, StoredMsg, StreamInfo } from "nats";
 import {
   type ConsumerSettings,
   deleteConsumer,
@@ -48,6 +48,12 @@ export interface Look {
   firstSeq: number;
   /** The stream's last sequence when `stored` was read: a message stored later is not judged. */
   lastSeq: number;
+  /**
+   * Every replica of the stream was current (caught up, online) when `stored` was read. A delete
+   * by sequence that reaches a replica still catching up past its last message makes nats-server
+   * 2.9.10 reset that replica's stream (seen: DELIVERIES "not found" for minutes), so moves wait.
+   */
+  replicasCurrent: boolean;
   nowMs: number;
 }
 
@@ -293,6 +299,8 @@ export class StrandedRescue {
       else this.#suspicions.delete(p);
       return 0;
     }
+    // A replica still catching up: the next look, with the suspicion kept.
+    if (!look.replicasCurrent) return 0;
     this.#suspicions.delete(p);
     const done = await moveStranded(d.mover, partitionFilter(p), look, { held: v.held });
     d.onRescued?.(done);
@@ -325,21 +333,26 @@ export function lookFields(look: Look) {
   };
 }
 
+/** What a stream info says a look needs: stored count on the filter, last sequence, replicas caught up. */
+export function storedOf(info: StreamInfo): { count: number; lastSeq: number; replicasCurrent: boolean } {
+  let count = 0;
+  for (const n of Object.values(info.state.subjects ?? {})) count += n;
+  const replicas = info.cluster?.replicas ?? [];
+  return {
+    count,
+    lastSeq: info.state.last_seq,
+    replicasCurrent: replicas.every((r) => r.current && !r.offline),
+  };
+}
+
 /** One look at a consumer and what its filter stores; undefined when the consumer is gone. */
 export async function lookAt(
   jsm: JetStreamManager,
   consumer: string,
   filter: string,
-  stored?: { count: number; lastSeq: number },
+  stored?: ReturnType<typeof storedOf>,
 ): Promise<Look | undefined> {
-  let count = stored?.count;
-  let lastSeq = stored?.lastSeq ?? 0;
-  if (count === undefined) {
-    const s = await jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: filter });
-    count = 0;
-    for (const n of Object.values(s.state.subjects ?? {})) count += n;
-    lastSeq = s.state.last_seq;
-  }
+  const s = stored ?? storedOf(await jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: filter }));
   let info: ConsumerInfo;
   try {
     info = await jsm.consumers.info(DELIVERIES_STREAM, consumer);
@@ -347,6 +360,13 @@ export async function lookAt(
     if (isNotFound(err)) return undefined;
     throw err;
   }
-  const first = count > 0 ? await nextMessage(jsm, DELIVERIES_STREAM, filter, 1) : undefined;
-  return { info, stored: count, firstSeq: first?.seq ?? 0, lastSeq, nowMs: Date.now() };
+  const first = s.count > 0 ? await nextMessage(jsm, DELIVERIES_STREAM, filter, 1) : undefined;
+  return {
+    info,
+    stored: s.count,
+    firstSeq: first?.seq ?? 0,
+    lastSeq: s.lastSeq,
+    replicasCurrent: s.replicasCurrent,
+    nowMs: Date.now(),
+  };
 }

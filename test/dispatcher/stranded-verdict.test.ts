@@ -20,7 +20,14 @@ function look(o: Numbers): Look {
     ack_floor: { stream_seq: o.floor, consumer_seq: 0 },
     delivered: { stream_seq: o.delivered, consumer_seq: 0 },
   } as unknown as ConsumerInfo;
-  return { info, stored: o.stored, firstSeq: o.firstSeq, lastSeq: 1000, nowMs: o.nowMs };
+  return {
+    info,
+    stored: o.stored,
+    firstSeq: o.firstSeq,
+    lastSeq: 1000,
+    replicasCurrent: true,
+    nowMs: o.nowMs,
+  };
 }
 
 const HOLD = 60_000;
