@@ -213,10 +213,9 @@ export class Lanes {
 
   /**
    * A lane whose consumer no longer counts what it stores (stranded.ts: a nats-server fault after
-   * leader changes) would never deliver it: what it cannot hand out is stored again on the lane,
-   * as new messages it counts. A consumer with another filter, or one that lost count of
-   * messages it may still hold (past the hold limit), is created again: that hands out everything
-   * the lane stores, and what was in flight may come twice.
+   * leader changes) would never deliver it: what it counts as done is stored again on the lane, as
+   * new messages; a consumer that lost count otherwise, or has another filter, is created again:
+   * that hands out everything the lane stores, and what was in flight may come twice.
    */
   async #checkStranded(stored: Map<string, number>, info: StreamInfo): Promise<void> {
     const d = this.#d;
@@ -244,15 +243,15 @@ export class Lanes {
       if (!look.replicasCurrent) continue;
       this.#strandSuspects.delete(id);
       if (!drifted) {
-        const done = await moveStranded(d.mover, laneSubject(id), look, { held: false });
+        const done = await moveStranded(d.mover, laneSubject(id), look, { held: v.held });
         d.onRescued?.(done);
-        d.logger.warn(
-          { destinationId: id, ...lookFields(look), ...done },
-          "stranded deliveries: the lane's consumer no longer counted what the lane stores; stored again",
-        );
-        // Held past the hold limit with nothing certain to move: the consumer lost count of what it holds.
-        const lostHeld = v.held && done.moved + done.deliveredAlready === 0;
-        if (!done.recreate && !lostHeld) continue;
+        if (done.moved + done.deliveredAlready > 0) {
+          d.logger.warn(
+            { destinationId: id, ...lookFields(look), ...done },
+            "stranded deliveries: the lane stored what its consumer counts as done; stored again",
+          );
+        }
+        if (!done.recreate) continue;
       }
       this.#drop(id);
       await deleteConsumer(d.jsm, laneConsumer(id));

@@ -97,37 +97,25 @@ export function uncounted(seq: number, c: ConsumerInfo): boolean {
 }
 
 /**
- * What to do about `stored` (ascending sequences; every one up to the look's last when
- * `complete`) given consumer `c`'s view. Messages at or below its ack floor, or delivered while
- * nothing is unacknowledged, are removals the server lost (or acks it lost): `move` them. Past
- * the hold limit (`held`) the oldest delivered ones beyond its unacknowledged count go too
- * (deliveries in flight are the newest, so at worst one comes twice). Messages it has not
- * delivered while it counts nothing pending (or, past the hold limit, fewer than it stores) mean
- * its pending count is wrong: it would not hand out new messages either, so it must be created
- * again (`recreate`), and moving them would not help. A count left incomplete by the scan judges
- * nothing by count.
+ * What to do about `stored` (ascending sequences) given consumer `c`'s view. Messages at or
+ * below its ack floor are removals the server lost: `move` them (a consumer created again was
+ * seen to start above such a message, so recreating would not hand it out). Any other message it
+ * does not count (delivered while nothing is unacknowledged, not delivered while nothing is
+ * pending, or a mismatch that outlasted the hold limit: `held`) means the consumer lost count:
+ * it is created again (`recreate`), which hands out everything stored from the oldest on.
  */
 export function strandedOf(
   stored: readonly number[],
   c: ConsumerInfo,
-  o: { complete: boolean; held: boolean },
+  o: { held: boolean },
 ): { move: number[]; recreate: boolean } {
   const move: number[] = [];
-  const delivered: number[] = [];
-  let ahead = 0;
+  let recreate = o.held;
   for (const seq of stored) {
-    if (seq > c.delivered.stream_seq) ahead++;
-    else if (uncounted(seq, c)) move.push(seq);
-    else delivered.push(seq);
+    if (seq <= c.ack_floor.stream_seq) move.push(seq);
+    else if (uncounted(seq, c)) recreate = true;
   }
-  let recreate = ahead > 0 && c.num_pending === 0;
-  if (o.held) {
-    // Delivered ones all come before any undelivered one, so the scan saw them all when it got past them.
-    if (o.complete || ahead > 0)
-      move.push(...delivered.slice(0, Math.max(0, delivered.length - c.num_ack_pending)));
-    if (o.complete && ahead > c.num_pending) recreate = true;
-  }
-  return { move: move.sort((a, b) => a - b), recreate };
+  return { move, recreate };
 }
 
 /** How long a delivery may be held at most before the mismatch it causes counts as lost. */
@@ -179,18 +167,16 @@ export async function moveStranded(
   look: Look,
   o: { held: boolean },
 ): Promise<Moved> {
+  // What lies at or below the ack floor, and the first message above it (is it counted?).
   const scanned = new Map<number, StoredMsg>();
-  let complete = false;
   for (let seq = look.firstSeq; scanned.size < SCAN_LIMIT; ) {
     const m = await nextMessage(d.jsm, DELIVERIES_STREAM, filter, seq);
-    if (!m || m.seq > look.lastSeq) {
-      complete = true;
-      break;
-    }
+    if (!m || m.seq > look.lastSeq) break;
     scanned.set(m.seq, m);
+    if (m.seq > look.info.ack_floor.stream_seq) break;
     seq = m.seq + 1;
   }
-  const { move: picked, recreate } = strandedOf([...scanned.keys()], look.info, { complete, held: o.held });
+  const { move: picked, recreate } = strandedOf([...scanned.keys()], look.info, { held: o.held });
   const done: Moved = { recreate, moved: 0, deliveredAlready: 0, duplicates: 0, sample: [] };
   const moveOne = async (seq: number) => {
     const m = scanned.get(seq)!;
