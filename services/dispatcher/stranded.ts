@@ -24,11 +24,11 @@ import { type Parking, stateOf } from "./parking.js";
  * leader change or a frozen node, to keep messages in a work-queue stream that their consumer no
  * longer counts: below its ack floor, or neither pending nor unacknowledged. Nothing would ever
  * hand them out, so accepted calls would never be delivered. A consumer is compared with what its
- * subjects store; when they disagree on two looks in a row about the same oldest message, the
- * messages the consumer cannot hand out are moved: parked on their destination's lane as a new
- * message, then deleted. The consumer is left alone (creating it again was seen to start above a
- * stranded message, and cuts every replica's pulls), unless its filter is not the one it must
- * have. One the attempt log shows delivered already is only deleted.
+ * subjects store; when they disagree on two looks in a row about the same oldest message, what
+ * lies at or below its ack floor is moved (parked on its lane as a new message, then deleted; one
+ * the attempt log shows delivered already is only deleted), and a consumer that lost count of
+ * anything else is created again. A recreated consumer was seen to start above a stranded
+ * message, which is why those are moved rather than handed out again.
  */
 
 /** What one look saw of a consumer that did not count everything its subjects store. */
@@ -155,11 +155,11 @@ export interface Moved {
 }
 
 /**
- * Moves the stranded messages of one consumer (`look` at it on `filter`) to their lanes: each is
- * parked as a new message, then deleted where it was. A crash in between stores it twice at
- * worst. The copy's id is the delivery's park id and the stranded sequence: two replicas moving
- * the same message store it once, and no earlier park of the delivery can deduplicate it away
- * (after a leader change the server was seen to lose what it had deduplicated against).
+ * Moves what one consumer (`look` at it on `filter`) counts as done but its subjects still store
+ * to their lanes: each is parked as a new message, then deleted where it was (a crash in between
+ * stores it twice at worst), and says whether the consumer lost count of anything else
+ * (`recreate`). The copy's id is the delivery's park id and the stranded sequence: a repeated
+ * move stores it once, and no earlier park of the delivery can deduplicate it away.
  */
 export async function moveStranded(
   d: MoverDeps,
