@@ -19,7 +19,7 @@ import {
   removeDestinationDeliveries,
 } from "./consumers.js";
 import type { DeliveryHandler } from "./delivery.js";
-import { Lanes, type LanesDeps } from "./lanes.js";
+import { Lanes } from "./lanes.js";
 import { deliveryState } from "./parking.js";
 import { Puller } from "./puller.js";
 import { RateGate } from "./rate-gate.js";
@@ -58,7 +58,7 @@ export interface DeliveriesDeps {
   breakers: Breakers;
   /** Where breaker changes are reported for destination health. */
   attemptLog?: AttemptLog;
-  lanes: Pick<LanesDeps, "sweepMs" | "idleMs" | "mover" | "onRescued" | "onRecreated">;
+  lanes: { sweepMs: number; idleMs: number; onStrandedRecreated?: () => void };
   /** RETRY_WINDOW: a delivery held back by an open breaker past it is dead-lettered. */
   retryWindowMs: number;
 }
@@ -99,7 +99,9 @@ export class Deliveries {
     this.#riskyMax = Math.max(1, Math.floor(perPartition / 2));
     this.lanes = new Lanes({
       ...deps,
-      ...deps.lanes,
+      sweepMs: deps.lanes.sweepMs,
+      idleMs: deps.lanes.idleMs,
+      ...(deps.lanes.onStrandedRecreated && { onStrandedRecreated: deps.lanes.onStrandedRecreated }),
       concurrency: (id) => this.#laneConcurrency(id),
       heldUntil: (id) => deps.breakers.openUntil(id),
       handle: (id, msg) => this.#track(id, () => this.#handleLane(id, msg)),

@@ -1,5 +1,5 @@
 import { setMaxListeners } from "node:events";
-import { AttemptLog, AttemptReader, type Logger } from "@hookpost/core";
+import { AttemptLog, type Logger } from "@hookpost/core";
 import type { Agent } from "undici";
 import { AutoDisabler } from "./auto-disable.js";
 import { Breakers } from "./breaker.js";
@@ -17,7 +17,6 @@ import { Parking } from "./parking.js";
 import type { RetryPolicy } from "./retry.js";
 import { WebhookSender } from "./sender.js";
 import { AddressPolicy } from "./ssrf.js";
-import type { MoverDeps } from "./stranded.js";
 
 /** The unordered delivery core and what the other parts share with it (sender, attempt log, retry policy). */
 export interface DeliveryCore {
@@ -28,8 +27,6 @@ export interface DeliveryCore {
   readonly retryPolicy: RetryPolicy;
   readonly consumer: ConsumerSettings;
   readonly parking: Parking;
-  /** Moves stranded deliveries to their lanes (stranded.ts): the partitions' check and the lanes' sweep. */
-  readonly mover: MoverDeps;
   readonly deliveries: Deliveries;
   /** Aborts the requests in flight (the grace period is over): their deliveries are handed back. */
   abort(): void;
@@ -103,15 +100,6 @@ export async function startDeliveryCore(
     released: (id) => breakers.released(id),
   };
   const parking = new Parking(pipe);
-  const reader = new AttemptReader(jsm);
-  const mover: MoverDeps = {
-    jsm,
-    parking,
-    mine: (name) => registry.owns(name),
-    // Without the log nothing tells what was delivered: a stranded delivery may then come twice.
-    delivered: (id, source, message) =>
-      config.attemptLog ? reader.delivered(id, source, message) : Promise.resolve(false),
-  };
   const handler = new DeliveryHandler({
     store,
     sender,
@@ -147,9 +135,7 @@ export async function startDeliveryCore(
     lanes: {
       sweepMs: config.laneSweepMs,
       idleMs: config.laneIdleMs,
-      mover,
-      onRescued: (done) => metrics.countStranded("lane", done),
-      onRecreated: () => metrics.stranded.inc({ consumer: "lane", fate: "recreated" }),
+      onStrandedRecreated: () => metrics.stranded.inc({ consumer: "lane" }),
     },
     retryWindowMs: config.topology.retryWindowMs,
   });
@@ -164,7 +150,6 @@ export async function startDeliveryCore(
     retryPolicy,
     consumer,
     parking,
-    mover,
     deliveries,
     abort: () => shutdown.abort(),
   };

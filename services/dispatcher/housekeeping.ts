@@ -30,9 +30,7 @@ export function startHousekeeping(config: DispatcherConfig, deps: CoreDeps): { s
     partitions: config.deliveryPartitions,
     consumer: core.consumer,
     intervalMs: config.strandedCheckMs,
-    mover: core.mover,
-    onRescued: (done) => metrics.countStranded("partition", done),
-    onRecreated: () => metrics.stranded.inc({ consumer: "partition", fate: "recreated" }),
+    onRecreated: () => metrics.stranded.inc({ consumer: "partition" }),
   });
   stranded.start();
   return {

@@ -7,20 +7,10 @@ import {
   laneConsumer,
   laneSubject,
 } from "@hookpost/core";
-import type { JetStreamClient, JetStreamManager, JsMsg, StreamInfo } from "nats";
+import type { JetStreamClient, JetStreamManager, JsMsg } from "nats";
 import { type ConsumerSettings, deleteConsumer, ensureConsumer, laneConsumerConfig } from "./consumers.js";
 import { Puller } from "./puller.js";
-import {
-  holdLimit,
-  lookAt,
-  lookFields,
-  type Moved,
-  type MoverDeps,
-  moveStranded,
-  type Suspicion,
-  storedOf,
-  verdict,
-} from "./stranded.js";
+import { holdLimit, lookAt, lookFields, type Suspicion, verdict } from "./stranded.js";
 
 export interface LanesDeps {
   js: JetStreamClient;
@@ -40,12 +30,8 @@ export interface LanesDeps {
   /** When a lane held back by its breaker may pull again (its probe), if it is held back. */
   heldUntil: (id: string) => number | undefined;
   handle: (id: string, msg: JsMsg) => Promise<void>;
-  /** Moves what a lane's consumer no longer counts (stranded.ts). */
-  mover: MoverDeps;
-  /** Told of each rescue of a lane's stranded deliveries. */
-  onRescued?: (done: Moved) => void;
-  /** Told of each lane consumer created again (another filter, or lost count past the hold limit). */
-  onRecreated?: () => void;
+  /** Told of each lane consumer created again because it lost count (stranded.ts). */
+  onStrandedRecreated?: () => void;
 }
 
 /** Lane consumers the sweep creates at once. */
@@ -181,7 +167,7 @@ export class Lanes {
     for (let i = 0; i < missing.length; i += CREATE_BATCH) {
       await Promise.all(missing.slice(i, i + CREATE_BATCH).map((id) => this.ensure(id)));
     }
-    await this.#checkStranded(stored, info);
+    await this.#checkStranded(stored);
     const now = Date.now();
     for (const [id, lane] of this.#lanes) {
       if (busy.has(id)) {
@@ -213,52 +199,30 @@ export class Lanes {
 
   /**
    * A lane whose consumer no longer counts what it stores (stranded.ts: a nats-server fault after
-   * leader changes) would never deliver it: what it counts as done is stored again on the lane, as
-   * new messages; a consumer that lost count otherwise, or has another filter, is created again:
-   * that hands out everything the lane stores, and what was in flight may come twice.
+   * leader changes) would never deliver it: its consumer is deleted and created again, which
+   * hands out everything the lane stores. What was in flight may come twice.
    */
-  async #checkStranded(stored: Map<string, number>, info: StreamInfo): Promise<void> {
+  async #checkStranded(stored: Map<string, number>): Promise<void> {
     const d = this.#d;
     for (const id of this.#strandSuspects.keys()) if (!stored.has(id)) this.#strandSuspects.delete(id);
-    const ids = [...stored.keys()].filter((id) => this.#lanes.has(id) && d.mover.mine(laneConsumer(id)));
-    const stream = storedOf(info);
+    const ids = [...stored.keys()].filter((id) => this.#lanes.has(id));
     for (let i = 0; i < Math.min(STRAND_CHECKS, ids.length); i++) {
       const id = ids[this.#strandCursor++ % ids.length]!;
-      const cfg = laneConsumerConfig(id, d.consumer);
-      const look = await lookAt(d.jsm, laneConsumer(id), laneSubject(id), {
-        ...stream,
-        count: stored.get(id)!,
-      });
+      const look = await lookAt(d.jsm, laneConsumer(id), laneSubject(id), stored.get(id));
       if (!look) continue;
-      const drifted = look.info.config.filter_subject !== cfg.filter_subject;
-      const v = drifted
-        ? { rescue: true as const, held: true }
-        : verdict(this.#strandSuspects.get(id), look, holdLimit(d.consumer.ackWaitMs));
-      if (!v.rescue) {
+      const v = verdict(this.#strandSuspects.get(id), look, holdLimit(d.consumer.ackWaitMs));
+      if (!v.recreate) {
         if (v.suspicion) this.#strandSuspects.set(id, v.suspicion);
         else this.#strandSuspects.delete(id);
         continue;
       }
-      // A replica still catching up (stranded.ts, Look.replicasCurrent): the next sweep.
-      if (!look.replicasCurrent) continue;
       this.#strandSuspects.delete(id);
-      if (!drifted) {
-        const done = await moveStranded(d.mover, laneSubject(id), look, { held: v.held });
-        d.onRescued?.(done);
-        if (done.moved + done.deliveredAlready > 0) {
-          d.logger.warn(
-            { destinationId: id, ...lookFields(look), ...done },
-            "stranded deliveries: the lane stored what its consumer counts as done; stored again",
-          );
-        }
-        if (!done.recreate) continue;
-      }
       this.#drop(id);
       await deleteConsumer(d.jsm, laneConsumer(id));
-      d.onRecreated?.();
+      d.onStrandedRecreated?.();
       d.logger.warn(
-        { destinationId: id, ...lookFields(look), drifted },
-        "stranded deliveries: the lane's consumer did not count what it has not delivered, or had another filter; created again",
+        { destinationId: id, ...lookFields(look) },
+        "stranded deliveries: the lane's consumer no longer counted what the lane stores; created again",
       );
       await this.ensure(id);
     }

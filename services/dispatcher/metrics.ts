@@ -1,7 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { registerStreamFull } from "@hookpost/core";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import type { Moved } from "./stranded.js";
 
 /**
  * How long a scrape waits for the backlog. While NATS is away every consumer lookup waits for its
@@ -71,18 +70,13 @@ export class DispatcherMetrics {
     ["cause"],
   );
 
-  /** Stranded deliveries (a nats-server fault, stranded.ts): moved, found delivered, or their consumer created again. */
+  /** Consumers created again because they no longer counted what they store (a nats-server fault). */
   readonly stranded = counter(
     this.registry,
-    "hookpost_dispatcher_stranded_total",
-    "Deliveries their consumer no longer counted (partition or lane): moved to their lane, deleted as delivered already, or consumers created again",
-    ["consumer", "fate"],
+    "hookpost_dispatcher_stranded_recreated_total",
+    "Delivery consumers deleted and created again because they no longer counted messages their subjects store (partition or lane)",
+    ["consumer"],
   );
-
-  countStranded(consumer: "partition" | "lane", done: Moved): void {
-    this.stranded.inc({ consumer, fate: "moved" }, done.moved);
-    this.stranded.inc({ consumer, fate: "delivered_already" }, done.deliveredAlready);
-  }
 
   readonly attemptLogDropped = counter(
     this.registry,

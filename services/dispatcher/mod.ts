@@ -28,4 +28,4 @@ export {
 } from "./sender.js";
 export { NEXT_SIGNATURE_HEADER, signatureHeaders } from "./signing.js";
 export { AddressPolicy, SsrfRefusedError } from "./ssrf.js";
-export { type Look, type Suspicion, strandedOf, uncounted, verdict } from "./stranded.js";
+export { type Look, type Suspicion, uncounted, verdict } from "./stranded.js";

@@ -1,4 +1,4 @@
-import type { PipelinedPublisher, PubAckLite } from "@hookpost/core";
+import type { PipelinedPublisher } from "@hookpost/core";
 import { FIRST_TIME_HEADER, laneSubject } from "@hookpost/core";
 import { type JsMsg, type MsgHdrs, headers as natsHeaders } from "nats";
 
@@ -69,8 +69,7 @@ export class Parking {
   /**
    * Stores the delivery on its lane with `attempts` made so far, due at `dueMs`; resolves once
    * stored (the caller then acks the original). Rejects when the lane refused it (DELIVERIES
-   * full, NATS away): the caller leaves the message where it is. `copy` names a copy made by
-   * the stranded rescue (stranded.ts), which an earlier park's id must not deduplicate away.
+   * full, NATS away): the caller leaves the message where it is.
    */
   async park(
     destinationId: string,
@@ -78,8 +77,7 @@ export class Parking {
     attempts: number,
     dueMs: number,
     state: DeliveryState,
-    copy?: string,
-  ): Promise<PubAckLite> {
+  ): Promise<void> {
     const h = natsHeaders();
     const from = msg.headers;
     if (from) {
@@ -87,12 +85,11 @@ export class Parking {
     }
     const base = from?.get(DELIVERY_ID_HEADER) || from?.get(NATS_MSG_ID) || `${destinationId}:${msg.seq}`;
     h.set(DELIVERY_ID_HEADER, base);
-    h.set(NATS_MSG_ID, copy === undefined ? `${base}~${attempts}` : `${base}~${attempts}~${copy}`);
+    h.set(NATS_MSG_ID, `${base}~${attempts}`);
     h.set(ATTEMPTS_HEADER, String(attempts));
     h.set(FIRST_TIME_HEADER, String(Math.round(state.firstTimeMs)));
     if (dueMs > 0) h.set(DUE_HEADER, String(Math.round(dueMs)));
-    const ack = await this.#pipe.publish(laneSubject(destinationId), msg.data, h as MsgHdrs);
+    await this.#pipe.publish(laneSubject(destinationId), msg.data, h as MsgHdrs);
     this.onParked?.(destinationId);
-    return ack;
   }
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type { Logger } from "@hookpost/core";
-import { DISPATCHERS_BUCKET, partitionOf } from "@hookpost/core";
+import { DISPATCHERS_BUCKET } from "@hookpost/core";
 import type { KV, NatsConnection } from "nats";
 
 export { DISPATCHERS_BUCKET };
@@ -79,16 +79,6 @@ export class ReplicaRegistry extends EventEmitter<{ change: [] }> {
     const n = Math.max(1, this.#live.length);
     const i = Math.max(0, this.#live.indexOf(this.id));
     return Math.floor(total / n) + (i < total % n ? 1 : 0);
-  }
-
-  /**
-   * Whether this replica is the one of the live replicas that does the work named `key` (by its
-   * hash): one replica does it, not all of them at once. True while this replica is not yet among
-   * the live ones it has heard of (better two at once for a moment than none).
-   */
-  owns(key: string): boolean {
-    const i = this.#live.indexOf(this.id);
-    return i < 0 || partitionOf(key, this.#live.length) === i;
   }
 
   async #announce(): Promise<void> {

@@ -1,5 +1,4 @@
 import {
-  AttemptReader,
   DELIVERIES_STREAM,
   LANE_SUBJECT_PREFIX,
   laneConsumer,
@@ -52,62 +51,19 @@ async function laneExists(id: string): Promise<boolean> {
   );
 }
 
-/**
- * Stores `n` deliveries of `sourceId`'s calls on `subject` as the router would; their message
- * ids. `again`: the calls with these message ids, stored once more (a copy the server kept).
- */
-async function storeDeliveries(
-  subject: string,
-  sourceId: string,
-  n: number,
-  again: readonly string[] = [],
-): Promise<string[]> {
+/** Stores `n` deliveries of `sourceId`'s calls on `subject` as the router would; their message ids. */
+async function storeDeliveries(subject: string, sourceId: string, n: number): Promise<string[]> {
   const sent: string[] = [];
   for (let i = 0; i < n; i++) {
-    const call = track({ sourceId, ...(again[i] === undefined ? {} : { messageId: again[i] }) });
+    const call = track({ sourceId });
     const h = headers();
-    h.set("Nats-Msg-Id", `${call.messageId}:${sourceId}${again[i] === undefined ? "" : ":again"}`);
+    h.set("Nats-Msg-Id", `${call.messageId}:${sourceId}`);
     h.set(MESSAGE_ID_HEADER, call.messageId);
     h.set(SOURCE_ID_HEADER, call.sourceId);
     await p.js.publish(subject, renderBody(call), { headers: h });
     sent.push(call.messageId);
   }
   return sent;
-}
-
-/** A consumer made by hand, as the dispatcher would make it but on `filter`. */
-async function addConsumer(name: string, filter: string): Promise<void> {
-  await p.jsm.consumers.add(DELIVERIES_STREAM, {
-    durable_name: name,
-    filter_subject: filter,
-    ack_policy: AckPolicy.Explicit,
-    max_deliver: -1,
-    ack_wait: nanos(30_000),
-  });
-}
-
-/**
- * The fault's state, made on purpose with the consumer's own filter: consumer `name`, on
- * `elsewhere` while `store` stores, acks a message stored after those, then gets `filter` back.
- * What `store` stored sits below its ack floor, counted as done (a consumer created again was
- * seen to start past such messages too). Returns their message ids and the consumer then.
- */
-async function strandBelowAckFloor(
-  name: string,
-  filter: string,
-  elsewhere: string,
-  store: () => Promise<string[]>,
-) {
-  await addConsumer(name, elsewhere);
-  const sent = await store();
-  await storeDeliveries(elsewhere, "elsewhere", 1);
-  const pulled = await (await p.js.consumers.get(DELIVERIES_STREAM, name)).next({ expires: 5000 });
-  expect(await pulled?.ackAck()).toBe(true);
-  await p.jsm.consumers.update(DELIVERIES_STREAM, name, { filter_subject: filter });
-  const before = await p.jsm.consumers.info(DELIVERIES_STREAM, name);
-  expect(before.num_pending + before.num_ack_pending).toBe(0);
-  expect(before.ack_floor.stream_seq).toBe(pulled!.seq);
-  return { sent, before };
 }
 
 beforeAll(async () => {
@@ -281,7 +237,13 @@ describe("delivery at scale (CI size)", () => {
     await p.store.putDestination(destination({ id: "strand", sourceIds: ["strand"], urls: [r.url()] }));
     await p.jsm.consumers.delete(DELIVERIES_STREAM, partitionConsumer(0)).catch(() => {});
     const sent = await storeDeliveries(partitionSubject(0, "strand"), "strand", 3);
-    await addConsumer(partitionConsumer(0), partitionSubject(0, "elsewhere"));
+    await p.jsm.consumers.add(DELIVERIES_STREAM, {
+      durable_name: partitionConsumer(0),
+      filter_subject: partitionSubject(0, "elsewhere"),
+      ack_policy: AckPolicy.Explicit,
+      max_deliver: -1,
+      ack_wait: nanos(30_000),
+    });
     const before = await p.jsm.consumers.info(DELIVERIES_STREAM, partitionConsumer(0));
     expect(before.num_pending + before.num_ack_pending).toBe(0);
     const stored = await p.jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: partitionFilter(0) });
@@ -303,73 +265,6 @@ describe("delivery at scale (CI size)", () => {
     );
   });
 
-  it("moves what a partition stores below its consumer's ack floor to the lanes, and leaves the consumer be", async () => {
-    const r = await receiver();
-    await p.store.putDestination(destination({ id: "floor", sourceIds: ["floor"], urls: [r.url()] }));
-    await p.jsm.consumers.delete(DELIVERIES_STREAM, partitionConsumer(0)).catch(() => {});
-    const { sent, before } = await strandBelowAckFloor(
-      partitionConsumer(0),
-      partitionFilter(0),
-      partitionSubject(0, "elsewhere"),
-      () => storeDeliveries(partitionSubject(0, "floor"), "floor", 3),
-    );
-
-    d = await p.dispatcher({ strandedCheckMs: 200, laneSweepMs: 200 });
-    await r.waitFor(3, 20_000);
-    expect(r.requests.map((q) => String(q.headers["idempotency-key"])).sort()).toEqual(sent.sort());
-    // Moved, not by a new consumer: the partition's consumer is the one it had.
-    const after = await p.jsm.consumers.info(DELIVERIES_STREAM, partitionConsumer(0));
-    expect(after.created).toBe(before.created);
-    await until(
-      async () => {
-        const left = await p.jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: partitionFilter(0) });
-        return Object.keys(left.state.subjects ?? {}).length === 0;
-      },
-      { timeout: 10_000, message: "the partition emptied" },
-    );
-    await d.close();
-    d = undefined;
-    expect(r.requests.length).toBe(3);
-  });
-
-  it("deletes, and does not deliver again, a stranded delivery the attempt log shows delivered", async () => {
-    const r = await receiver();
-    await p.store.putDestination(destination({ id: "done", sourceIds: ["done"], urls: [r.url()] }));
-    d = await p.dispatcher({ strandedCheckMs: 200, laneSweepMs: 200 });
-    const delivered = await storeDeliveries(partitionSubject(0, "done"), "done", 2);
-    await r.waitFor(2, 20_000);
-    const log = new AttemptReader(p.jsm);
-    await until(
-      async () =>
-        (await Promise.all(delivered.map((id) => log.delivered("done", "done", id)))).every(Boolean),
-      {
-        message: "both deliveries in the attempt log",
-      },
-    );
-    await d.close();
-    d = undefined;
-    // The server kept both, below the ack floor, beside one never delivered.
-    await p.jsm.consumers.delete(DELIVERIES_STREAM, partitionConsumer(0));
-    const { sent } = await strandBelowAckFloor(
-      partitionConsumer(0),
-      partitionFilter(0),
-      partitionSubject(0, "elsewhere"),
-      () => storeDeliveries(partitionSubject(0, "done"), "done", 3, delivered),
-    );
-    d = await p.dispatcher({ strandedCheckMs: 200, laneSweepMs: 200 });
-    await until(
-      async () => {
-        const left = await p.jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: ">" });
-        return Object.keys(left.state.subjects ?? {}).every((s) => !s.endsWith(".done"));
-      },
-      { timeout: 10_000, message: "nothing of the destination stored (partition and lane)" },
-    );
-    await r.waitFor(3, 20_000);
-    await d.close();
-    d = undefined;
-    expect(r.requests.map((q) => String(q.headers["idempotency-key"])).sort()).toEqual(sent.sort());
-  });
-
   it("delivers what a lane still stores but its consumer no longer counts: the lane is created again", async () => {
     const r = await receiver();
     const dest = destination({ id: "lstrand", sourceIds: ["lstrand"], urls: [r.url()], enabled: false });
@@ -385,26 +280,6 @@ describe("delivery at scale (CI size)", () => {
     await p.store.putDestination({ ...dest, enabled: true });
     await r.waitFor(3, 20_000);
     expect(r.requests.map((q) => String(q.headers["idempotency-key"])).sort()).toEqual(sent.sort());
-  });
-
-  it("stores again on the lane what its consumer counts as done but the lane still holds, and leaves the consumer be", async () => {
-    const r = await receiver();
-    const dest = destination({ id: "lfloor", sourceIds: ["lfloor"], urls: [r.url()], enabled: false });
-    await p.store.putDestination(dest);
-    // The fault's state (as for a partition above), on a paused destination's lane.
-    const { sent, before } = await strandBelowAckFloor(
-      laneConsumer("lfloor"),
-      laneSubject("lfloor"),
-      laneSubject("lfloor-elsewhere"),
-      () => storeDeliveries(laneSubject("lfloor"), "lfloor", 3),
-    );
-
-    d = await p.dispatcher({ laneSweepMs: 200 });
-    await p.store.putDestination({ ...dest, enabled: true });
-    await r.waitFor(3, 20_000);
-    expect(r.requests.map((q) => String(q.headers["idempotency-key"])).sort()).toEqual(sent.sort());
-    const after = await p.jsm.consumers.info(DELIVERIES_STREAM, laneConsumer("lfloor"));
-    expect(after.created).toBe(before.created);
   });
 
   it("a partition consumer deleted under a running dispatcher is created again, and its calls delivered", async () => {

@@ -1,4 +1,4 @@
-import { type Look, type Suspicion, strandedOf, verdict } from "@hookpost/dispatcher";
+import { type Look, type Suspicion, verdict } from "@hookpost/dispatcher";
 import type { ConsumerInfo } from "nats";
 import { describe, expect, it } from "vitest";
 
@@ -20,14 +20,7 @@ function look(o: Numbers): Look {
     ack_floor: { stream_seq: o.floor, consumer_seq: 0 },
     delivered: { stream_seq: o.delivered, consumer_seq: 0 },
   } as unknown as ConsumerInfo;
-  return {
-    info,
-    stored: o.stored,
-    firstSeq: o.firstSeq,
-    lastSeq: 1000,
-    replicasCurrent: true,
-    nowMs: o.nowMs,
-  };
+  return { info, stored: o.stored, firstSeq: o.firstSeq, nowMs: o.nowMs };
 }
 
 const HOLD = 60_000;
@@ -48,103 +41,54 @@ const cases: {
     name: "never while the consumer counts everything its subjects store",
     last: { firstSeq: 10, sinceMs: -1e9 },
     now: { stored: 5, firstSeq: 10, pending: 3, unacked: 2, floor: 9, delivered: 11, nowMs: 0 },
-    verdict: { rescue: false, suspicion: undefined },
+    verdict: { recreate: false, suspicion: undefined },
   },
   {
     name: "not on the first look at a mismatch (an ack being applied looks the same for a moment)",
     last: undefined,
     now: { ...MISSING, floor: 20, delivered: 20, nowMs: 5 },
-    verdict: { rescue: false, suspicion: { firstSeq: 10, sinceMs: 5 } },
+    verdict: { recreate: false, suspicion: { firstSeq: 10, sinceMs: 5 } },
   },
   {
     name: "on the second look at the same message below the ack floor",
     last: LAST,
     now: { ...MISSING, unacked: 1, floor: 20, delivered: 25, nowMs: 10 },
-    verdict: { rescue: true, held: false },
+    verdict: { recreate: true },
   },
   {
     name: "on the second look at the same message uncounted above the ack floor",
     last: LAST,
     now: { ...MISSING, floor: 5, delivered: 25, nowMs: 10 },
-    verdict: { rescue: true, held: false },
+    verdict: { recreate: true },
   },
   {
     name: "on the second look at the same message uncounted ahead of the delivered sequence",
     last: LAST,
     now: { ...MISSING, floor: 5, delivered: 8, nowMs: 10 },
-    verdict: { rescue: true, held: false },
+    verdict: { recreate: true },
   },
   {
     name: "not for a message that may be held right now while the mismatch is shorter than any hold",
     last: LAST,
     now: { ...MAYBE_HELD, nowMs: HOLD - 1 },
-    verdict: { rescue: false, suspicion: LAST },
+    verdict: { recreate: false, suspicion: LAST },
   },
   {
     name: "for a message that may be held right now once the mismatch outlasts any hold",
     last: LAST,
     now: { ...MAYBE_HELD, nowMs: HOLD },
-    verdict: { rescue: true, held: true },
+    verdict: { recreate: true },
   },
   {
     name: "starts over when the oldest stored message changed (the consumer is moving)",
     last: LAST,
     now: { ...MISSING, firstSeq: 11, floor: 20, delivered: 20, nowMs: 7 },
-    verdict: { rescue: false, suspicion: { firstSeq: 11, sinceMs: 7 } },
+    verdict: { recreate: false, suspicion: { firstSeq: 11, sinceMs: 7 } },
   },
 ];
 
-describe("stranded deliveries: when a consumer is found to have lost count", () => {
+describe("stranded deliveries: when a consumer is created again", () => {
   it.each(cases)("$name", (c) => {
     expect(verdict(c.last, look(c.now), HOLD)).toEqual(c.verdict);
-  });
-});
-
-/** A consumer's view, for strandedOf. */
-function consumer(o: { floor: number; delivered: number; pending: number; unacked: number }) {
-  return look({ ...o, stored: 0, firstSeq: 0, nowMs: 0 }).info;
-}
-
-// What is done about stored messages: one row a consumer view, the sequences stored, and the answer.
-const picks: {
-  name: string;
-  view: { floor: number; delivered: number; pending: number; unacked: number };
-  stored: number[];
-  held: boolean;
-  answer: { move: number[]; recreate: boolean };
-}[] = [
-  {
-    name: "moves what is at or below the ack floor, and leaves what may be in flight or pending",
-    view: { floor: 20, delivered: 30, pending: 1, unacked: 1 },
-    stored: [5, 20, 25, 31],
-    held: false,
-    answer: { move: [5, 20], recreate: false },
-  },
-  {
-    name: "creates the consumer again when it delivered what is stored but counts nothing unacknowledged",
-    view: { floor: 20, delivered: 30, pending: 1, unacked: 0 },
-    stored: [10, 25],
-    held: false,
-    answer: { move: [10], recreate: true },
-  },
-  {
-    name: "creates the consumer again when it counts nothing pending but has not delivered what is stored",
-    view: { floor: 20, delivered: 30, pending: 0, unacked: 1 },
-    stored: [31, 40],
-    held: false,
-    answer: { move: [], recreate: true },
-  },
-  {
-    name: "creates the consumer again once a mismatch outlasted the hold limit",
-    view: { floor: 20, delivered: 30, pending: 1, unacked: 1 },
-    stored: [21, 22],
-    held: true,
-    answer: { move: [], recreate: true },
-  },
-];
-
-describe("stranded deliveries: what is moved, and when the consumer is created again", () => {
-  it.each(picks)("$name", (c) => {
-    expect(strandedOf(c.stored, consumer(c.view), { held: c.held })).toEqual(c.answer);
   });
 });

@@ -55,8 +55,6 @@ const MESSAGE_RECORDS_MAX = 2000;
  * resend after the dedup window), plus hash collisions.
  */
 const ROUTED_LOOKUPS_PER_MESSAGE = 16;
-/** Records looked at for one call's delivered attempt (its attempts, and hash collisions'). */
-const DELIVERED_LOOKUPS = 32;
 /** Body lookups of one page in flight at once (also the most bodies read past a full page). */
 const BODY_LOOKUPS_IN_FLIGHT = 16;
 const decoder = new TextDecoder();
@@ -164,31 +162,6 @@ export class AttemptReader {
     const truncated =
       routed === undefined || rest === undefined || routed.truncated || rest.truncated || budget.left <= 0;
     return { records, truncated };
-  }
-
-  /**
-   * Whether the log records an attempt of this call (source and message id) that `destinationId`
-   * answered with success. A few lookups on the destination's subject for the message's hash;
-   * false when they do not find one (never tried, failed, or older than the log keeps).
-   */
-  async delivered(destinationId: string, sourceId: string, messageId: string): Promise<boolean> {
-    const subject = attemptSubject(destinationId, messageHash(messageId));
-    let seq = 1;
-    for (let left = DELIVERED_LOOKUPS; left > 0; left--) {
-      const m = await this.#next(subject, seq);
-      if (!m) return false;
-      const r = parse(m);
-      if (
-        r.kind === "attempt" &&
-        r.outcome === "success" &&
-        r.messageId === messageId &&
-        r.sourceId === sourceId
-      ) {
-        return true;
-      }
-      seq = m.seq + 1;
-    }
-    return false;
   }
 
   /**

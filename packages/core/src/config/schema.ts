@@ -611,7 +611,7 @@ export const SETTINGS = {
     services: ["dispatcher"],
     default: "10s",
     description:
-      "how often each partition is checked for messages its consumer no longer counts (a nats-server 2.9 fault after leader changes); found so twice, what lies below its ack floor is moved to its lane and a consumer that lost count otherwise is created again (lanes are checked by the lane sweep)",
+      "how often each partition is checked for messages its consumer no longer counts (a nats-server 2.9 fault after leader changes); a consumer found so twice is created again (lanes are checked by the lane sweep)",
     check: durationMs(100),
   }),
   ORDERED_PARTITIONS: define({

@@ -78,8 +78,6 @@ export function isNotFound(err: unknown): boolean {
  */
 export function isAlreadyDeleted(err: unknown): boolean {
   if (isNotFound(err)) return true;
-  // A clustered stream answers "sequence N not found" to a delete another client made first.
-  if (/sequence \d+ not found/i.test(jetStreamErrorText(err))) return true;
   if (!hasCode(err, JetStreamErrorCode.MessageDeleteFailed)) return false;
   const text = (err as NatsLikeError).api_error?.description ?? "";
   return /no message found|stream store eof/i.test(text);
