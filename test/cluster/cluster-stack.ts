@@ -186,9 +186,7 @@ export class ClusterStack {
       throw new Error(`${(err as Error).message}\n${await this.#diagnosis(jsm, acked)}`);
     }
     // Deliveries the server stopped counting (services/dispatcher/stranded.ts) are said, not hidden.
-    const rescues = this.dispatchers.flatMap((p) =>
-      p.records.filter((r) => String(r.msg).startsWith("stranded deliveries")),
-    );
+    const rescues = this.#rescues();
     if (rescues.length > 0)
       console.log(`stranded deliveries, consumers created again: ${JSON.stringify(rescues)}`);
     const since = Date.now();
@@ -222,6 +220,13 @@ export class ClusterStack {
         `${err.message}\nDELIVERIES holds ${JSON.stringify(held?.state.subjects ?? {})}\n${await this.#diagnosis(jsm, acked)}`,
       );
     });
+  }
+
+  /** The dispatchers' warnings that a consumer was created again (services/dispatcher/stranded.ts). */
+  #rescues() {
+    return this.dispatchers.flatMap((p) =>
+      p.records.filter((r) => String(r.msg).startsWith("stranded deliveries")),
+    );
   }
 
   /** What a failed wait leaves to read: the calls missing, both consumers, the services' warnings. */
@@ -275,15 +280,10 @@ export class ClusterStack {
         partitions.push(`part_${p}: ${(e as Error).message}`);
       }
     }
-    // What the stranded rescue moved (a sample per warning), against what is missing.
-    const rescues = this.dispatchers.flatMap((p) =>
-      p.records.filter((r) => String(r.msg).startsWith("stranded deliveries")),
-    );
-    const sampled = new Set(rescues.flatMap((r) => (Array.isArray(r.sample) ? r.sample.map(String) : [])));
     const held = await jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: ">" }).catch(() => undefined);
     return [
       `${missing.length} missing, e.g. ${missing.slice(0, 5).join(", ")}`,
-      `${rescues.length} stranded rescues; ${missing.filter((id) => sampled.has(id)).length} of the missing among the ${sampled.size} moved ids they name`,
+      `${this.#rescues().length} consumers created again by the stranded check`,
       `DELIVERIES holds ${JSON.stringify(held?.state.subjects ?? {})}`,
       ...partitions,
       ...fates,
