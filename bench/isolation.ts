@@ -41,6 +41,8 @@ import {
   EVENTS_STREAM,
   ensureTopology,
   eventSubject,
+  partitionConsumer,
+  ROUTER_CONSUMER,
 } from "@hookpost/core";
 import { connect, type JetStreamClient, type NatsConnection } from "nats";
 import { NatsServer } from "../test/helpers/nats-server.js";
@@ -64,6 +66,7 @@ const HEALTHY_RATE = 50;
 /** BENCH_HUNG_SPREAD=1: the hung calls come one by one during the healthy run, not in one burst. */
 const HUNG_SPREAD = process.env.BENCH_HUNG_SPREAD === "1";
 const HEALTHY_SECONDS = 30;
+const TRACE = process.env.BENCH_TRACE === "1";
 /** DELIVERY_MAX_CONNECTIONS' default: the cap the hung run compares its sockets with. */
 const MAX_CONNECTIONS = 512;
 const HEALTHY_P99_TARGET_MS = 2_000;
@@ -246,6 +249,40 @@ export async function benchIsolation(): Promise<Figure[]> {
   return figures;
 }
 
+/**
+ * BENCH_TRACE=1: every 2 s, where work waits (the router's backlog on EVENTS, each partition's
+ * pending and in-flight count) and how many healthy calls arrived: to find where a
+ * healthy call's time goes.
+ */
+function traceQueues(nc: NatsConnection, healthy: ReceiverProcess, from: number): { stop(): void } {
+  let stopped = false;
+  const loop = async () => {
+    const jsm = await nc.jetstreamManager();
+    while (!stopped) {
+      const router = await jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER);
+      const parts: string[] = [];
+      // One consumer info per partition: listing every consumer (a thousand lanes) would cost
+      // nats-server more than the run itself.
+      for (let p = 0; ; p++) {
+        const c = await jsm.consumers.info(DELIVERIES_STREAM, partitionConsumer(p)).catch(() => undefined);
+        if (!c) break;
+        parts.push(`${c.num_pending}/${c.num_ack_pending}`);
+      }
+      const healthyIn = [...healthy.arrivals.keys()].filter((k) => k.startsWith("healthy-")).length;
+      console.error(
+        `t=${round((Date.now() - from) / 1000, 1)}s router pending ${router.num_pending} inflight ${router.num_ack_pending}; partitions pending/inflight ${parts.join(" ")}; healthy in ${healthyIn}`,
+      );
+      await sleep(2000);
+    }
+  };
+  void loop().catch((err) => console.error("trace stopped:", (err as Error).message));
+  return {
+    stop: () => {
+      stopped = true;
+    },
+  };
+}
+
 /** Messages a stream holds now. */
 async function streamMessages(nc: NatsConnection, stream: string): Promise<number> {
   const jsm = await nc.jetstreamManager();
@@ -288,6 +325,7 @@ async function hungEndpoints(): Promise<Figure[]> {
       peakFds = Math.max(peakFds, openFds(dispatcher?.pid));
     }, 100);
     const hungFrom = Date.now();
+    const trace = TRACE ? traceQueues(nc, healthy, hungFrom) : undefined;
     // Burst: all at once before the healthy calls; spread: one every HEALTHY_SECONDS / HUNG_CALLS.
     const hungCalls = HUNG_SPREAD
       ? (async () => {
@@ -307,6 +345,7 @@ async function hungEndpoints(): Promise<Figure[]> {
       HEALTHY_SECONDS,
     );
     await hungCalls;
+    trace?.stop();
     clearInterval(sampler);
     sampler = undefined;
     const elapsed = round((Date.now() - hungFrom) / 1000, 0);

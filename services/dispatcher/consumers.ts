@@ -1,5 +1,6 @@
 import {
   DELIVERIES_STREAM,
+  deleteMessages,
   destinationSubjects,
   isAlreadyExists,
   isNotFound,
@@ -85,9 +86,13 @@ export async function deleteConsumer(jsm: JetStreamManager, name: string): Promi
   }
 }
 
-/** Deletes a destination's lane (and a legacy consumer) and purges every pending delivery. Idempotent. */
+/**
+ * Deletes a destination's lane (and a legacy consumer) and every pending delivery. Idempotent.
+ * One by one, never a filtered purge: nats-server 2.9.10 replays that on a restarted replica as a
+ * purge of every destination's deliveries (core's deleteMessages).
+ */
 export async function removeDestinationDeliveries(jsm: JetStreamManager, id: string): Promise<void> {
   await deleteConsumer(jsm, laneConsumer(id));
   await deleteConsumer(jsm, legacyDestinationConsumer(id));
-  for (const filter of destinationSubjects(id)) await jsm.streams.purge(DELIVERIES_STREAM, { filter });
+  for (const filter of destinationSubjects(id)) await deleteMessages(jsm, DELIVERIES_STREAM, filter);
 }

@@ -8,7 +8,7 @@ import type {
   Logger,
   PipelinedPublisher,
 } from "@hookpost/core";
-import { DELIVERIES_STREAM, destinationOfSubject, partitionConsumer } from "@hookpost/core";
+import { DELIVERIES_STREAM, destinationOfSubject, partitionConsumer, partitionCount } from "@hookpost/core";
 import type { JetStreamClient, JetStreamManager, JsMsg } from "nats";
 import type { Breakers } from "./breaker.js";
 import type { Capacity, Slot } from "./capacity.js";
@@ -34,6 +34,8 @@ const RETRY_REMOVE_MS = 2000;
 const QUIET_POLL_MS = 50;
 /** How long a lane's delivery waits in memory for a slot before it is handed back to its lane. */
 const LANE_SLOT_WAIT_MS = 1000;
+/** How long a lane's delivery is handed back for when its destination is not known to answer. */
+const NOT_ANSWERING_NAK_MS = 4000;
 
 export interface DeliveriesDeps {
   js: JetStreamClient;
@@ -50,7 +52,7 @@ export interface DeliveriesDeps {
   shutdown: AbortSignal;
   consumer: ConsumerSettings;
   pullExpiresMs: number;
-  /** DELIVERY_PARTITIONS. */
+  /** DELIVERY_PARTITIONS: P, of which 2P partitions are made (topology's partitionCount). */
   partitions: number;
   /** DELIVERY_CONCURRENCY: a destination's in-flight limit on this replica without max_in_flight. */
   concurrency: number;
@@ -77,6 +79,8 @@ export class Deliveries {
   readonly #risky: number[];
   readonly #riskyWaiters: (() => void)[][];
   readonly #riskyMax: number;
+  /** Partitions pulled: both classes (partitionCount). */
+  readonly #count: number;
   readonly #gates = new Map<string, RateGate>();
   /** Deliveries being handled, per destination: a removal purges again once they are done. */
   readonly #busy = new Map<string, number>();
@@ -94,8 +98,9 @@ export class Deliveries {
   constructor(deps: DeliveriesDeps) {
     this.#d = deps;
     const perPartition = this.#partitionConcurrency();
-    this.#risky = new Array(deps.partitions).fill(0);
-    this.#riskyWaiters = Array.from({ length: deps.partitions }, () => []);
+    this.#count = partitionCount(deps.partitions);
+    this.#risky = new Array(this.#count).fill(0);
+    this.#riskyWaiters = Array.from({ length: this.#count }, () => []);
     this.#riskyMax = Math.max(1, Math.floor(perPartition / 2));
     this.lanes = new Lanes({
       ...deps,
@@ -116,12 +121,11 @@ export class Deliveries {
   /** Creates the partition consumers (idempotent) and starts pulling them and the lanes. */
   async start(): Promise<void> {
     const d = this.#d;
-    for (let p = 0; p < d.partitions; p++)
-      await ensureConsumer(d.jsm, partitionConsumerConfig(p, d.consumer));
+    for (let p = 0; p < this.#count; p++) await ensureConsumer(d.jsm, partitionConsumerConfig(p, d.consumer));
     d.store.on("change", this.#onChange);
     d.registry?.on("change", this.#onReplicas);
     const concurrency = this.#partitionConcurrency();
-    for (let p = 0; p < d.partitions; p++) {
+    for (let p = 0; p < this.#count; p++) {
       const puller = new Puller({
         js: d.js,
         stream: DELIVERIES_STREAM,
@@ -138,12 +142,20 @@ export class Deliveries {
       puller.resume();
     }
     this.lanes.start();
-    d.logger.info({ partitions: d.partitions, concurrency }, "delivering: every partition pulled");
+    d.logger.info({ partitions: this.#count, concurrency }, "delivering: every partition pulled");
   }
 
   /** Every partition is pulled here. */
   get pulling(): boolean {
-    return this.#partitions.length === this.#d.partitions && this.#partitions.every((p) => p.running);
+    return this.#partitions.length === this.#count && this.#partitions.every((p) => p.running);
+  }
+
+  /**
+   * Known here to answer, breaker closed: the router sends its calls to the partitions of
+   * destinations that answer, away from a backlog to hung or new endpoints.
+   */
+  answering(id: string): boolean {
+    return this.#d.capacity.answering(id) && !this.#d.breakers.isOpen(id);
   }
 
   /** No destination removal is being applied: every change seen so far is in effect here. */
@@ -168,7 +180,7 @@ export class Deliveries {
     await Promise.all([...this.#partitions.map((p) => p.drain()), this.lanes.drain()]);
   }
 
-  /** Each partition takes an equal part of the connection cap; at least 16. */
+  /** Each partition of a class takes an equal part of the connection cap; at least 16. */
   #partitionConcurrency(): number {
     return Math.max(16, Math.ceil(this.#d.capacity.max / this.#d.partitions));
   }
@@ -325,9 +337,11 @@ export class Deliveries {
     }
     if (!slot) {
       // Held no longer than this: a message held while a consumer leader is elected can outlive
-      // its ack wait and come a second time; one handed back just comes again shortly.
+      // its ack wait and come a second time; one handed back just comes again shortly. Not
+      // shortly when its destination is not known to answer: its slot is held by an attempt that
+      // may run to the webhook timeout, and each hand-back costs nats-server a delivery.
       d.breakers.released(id);
-      msg.nak(MIN_NOT_DUE_MS);
+      msg.nak(d.capacity.answering(id) ? MIN_NOT_DUE_MS : NOT_ANSWERING_NAK_MS);
       return;
     }
     try {

@@ -1,3 +1,4 @@
+import { partitionCount } from "@hookpost/core";
 import type { DispatcherConfig } from "./config.js";
 import type { CoreDeps } from "./delivery-core.js";
 import { Janitor } from "./janitor.js";
@@ -27,7 +28,7 @@ export function startHousekeeping(config: DispatcherConfig, deps: CoreDeps): { s
   const stranded = new StrandedRescue({
     jsm: conns.jsm,
     logger,
-    partitions: config.deliveryPartitions,
+    partitions: partitionCount(config.deliveryPartitions),
     consumer: core.consumer,
     intervalMs: config.strandedCheckMs,
     onRecreated: () => metrics.stranded.inc({ consumer: "partition" }),

@@ -6,6 +6,7 @@ import {
   countIfFull,
   DELIVERIES_STREAM,
   deliveryMsgId,
+  deliveryPartition,
   EVENT_SEQ_HEADER,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
@@ -31,10 +32,15 @@ export interface RouterDeps {
   /** ORDERED_PARTITIONS: PER_USER destinations' calls go to ORDERED under `partitionOf(dest, this)`. */
   orderedPartitions: number;
   /**
-   * DELIVERY_PARTITIONS: the others go to partition `partitionOf("<dest>/<messageId>", this)` of
-   * DELIVERIES: a call's fan-out and a destination's calls both spread over every partition.
+   * DELIVERY_PARTITIONS: the others go to `deliveryPartition(...)` of DELIVERIES: a call's fan-out
+   * and a destination's calls both spread over every partition of their class.
    */
   deliveryPartitions: number;
+  /**
+   * Whether this replica knows the destination to answer (delivery core): its calls go to the
+   * partitions hung or new destinations never use. Absent: every destination is unknown.
+   */
+  answering?: (destinationId: string) => boolean;
 }
 
 /** Wait before a call is routed again when DELIVERIES refused it (full, or NATS trouble). */
@@ -115,7 +121,15 @@ export class Router {
           if (ordered) h.set(EVENT_SEQ_HEADER, String(msg.info.streamSequence));
           const subject = ordered
             ? orderedSubject(partitionOf(dest.id, d.orderedPartitions), dest.id, userHash(call))
-            : partitionSubject(partitionOf(`${dest.id}/${call.messageId}`, d.deliveryPartitions), dest.id);
+            : partitionSubject(
+                deliveryPartition(
+                  dest.id,
+                  call.messageId,
+                  d.deliveryPartitions,
+                  d.answering?.(dest.id) ?? false,
+                ),
+                dest.id,
+              );
           return d.publisher.publish(subject, body, h);
         }),
       );

@@ -15,6 +15,7 @@ export function startRouting(config: DispatcherConfig, deps: CoreDeps): Puller {
     attemptLog: core.attemptLog,
     orderedPartitions: config.orderedPartitions,
     deliveryPartitions: config.deliveryPartitions,
+    answering: (id) => core.deliveries.answering(id),
   });
   const puller = new Puller({
     js: conns.js,

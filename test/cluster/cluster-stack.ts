@@ -9,6 +9,7 @@ import {
   MESSAGE_ID_HEADER,
   nextMessage,
   partitionConsumer,
+  partitionCount,
   partitionFilter,
   ROUTER_CONSUMER,
 } from "@hookpost/core";
@@ -259,7 +260,7 @@ export class ClusterStack {
     );
     // Where what a partition still stores sits against its consumer's view, and whether it arrived.
     const partitions: string[] = [];
-    for (let p = 0; p < 8; p++) {
+    for (let p = 0; p < partitionCount(8); p++) {
       try {
         const c = await jsm.consumers.info(DELIVERIES_STREAM, partitionConsumer(p));
         const n = { floor: [0, 0], held: [0, 0], ahead: [0, 0] };

@@ -7,6 +7,7 @@ import {
   legacyDestinationConsumer,
   MESSAGE_ID_HEADER,
   partitionConsumer,
+  partitionCount,
   partitionFilter,
   partitionSubject,
   SOURCE_ID_HEADER,
@@ -81,7 +82,7 @@ afterAll(async () => {
 });
 
 describe("delivery at scale (CI size)", () => {
-  it("200 destinations get one call each through 8 partition consumers, and no consumer of their own", async () => {
+  it("200 destinations get one call each through the 2 × 8 partition consumers, and no consumer of their own", async () => {
     d = await p.dispatcher({ laneSweepMs: 200 });
     const r = await receiver();
     for (let i = 0; i < 200; i++)
@@ -94,7 +95,9 @@ describe("delivery at scale (CI size)", () => {
     await r.waitFor(200, 30_000);
     const paths = new Set(r.requests.map((q) => q.url));
     expect(paths.size).toBe(200);
-    expect(await consumerNames()).toEqual(Array.from({ length: 8 }, (_, i) => `part_${i}`).sort());
+    expect(await consumerNames()).toEqual(
+      Array.from({ length: partitionCount(8) }, (_, i) => `part_${i}`).sort(),
+    );
   });
 
   it("a lane exists only while its destination has parked work", async () => {
@@ -169,6 +172,58 @@ describe("delivery at scale (CI size)", () => {
     } finally {
       clearInterval(sampler);
     }
+  });
+
+  it("calls to a destination that answers are routed apart from those to new or hung destinations", async () => {
+    d = await p.dispatcher({ webhookTimeoutMs: 500, breakerFailures: 100, laneSweepMs: 200 });
+    const fine = await receiver();
+    const hung = await receiver();
+    hung.respond = () => ({ hang: true });
+    await p.putDestination(destination({ id: "known", sourceIds: ["mixed"], urls: [fine.url("/known")] }));
+    await p.putDestination(destination({ id: "stuck", sourceIds: ["mixed"], urls: [hung.url("/stuck")] }));
+    // One call each: "known" answers, "stuck" times out.
+    await publishCall(p.js, track({ sourceId: "mixed" }));
+    await fine.waitFor(1);
+    // Its retry parked: the timeout was seen.
+    await until(() => laneExists("stuck"), { message: "the hung endpoint's first attempt timed out" });
+    // Every fan-out message the router stores, in order, as a plain subscriber sees it.
+    const partitionsOf = new Map<string, number[]>();
+    const sub = p.nc.subscribe("hookpost.deliveries.>", {
+      callback: (_err, m) => {
+        const [, , part, dest] = m.subject.split(".");
+        partitionsOf.set(dest!, [...(partitionsOf.get(dest!) ?? []), Number(part)]);
+      },
+    });
+    try {
+      await p.putDestination(destination({ id: "brandnew", sourceIds: ["mixed"], urls: [fine.url("/new")] }));
+      await p.nc.flush();
+      for (let i = 0; i < 30; i++) await publishCall(p.js, track({ sourceId: "mixed" }));
+      await until(() => fine.requests.filter((q) => q.url === "/known").length >= 31, {
+        message: "the known destination's 30 calls",
+      });
+      await until(
+        () => partitionsOf.get("brandnew")?.length === 30 && partitionsOf.get("stuck")?.length === 30,
+        {
+          message: "the other destinations' fan-out seen",
+        },
+      );
+    } finally {
+      sub.unsubscribe();
+    }
+    // Partitions 0..7 only ever hold calls of destinations known to answer; 8..15 the others,
+    // so a backlog to hung endpoints never queues ahead of a healthy destination's calls.
+    // A new destination starts among the others and moves over once it has answered.
+    const unknown = (n: number) => n >= 8 && n < partitionCount(8);
+    const known = partitionsOf.get("known")!;
+    expect(
+      known.every((n) => n < 8),
+      `known: ${known}`,
+    ).toBe(true);
+    expect(new Set(known).size).toBeGreaterThan(1);
+    const stuck = partitionsOf.get("stuck")!;
+    expect(stuck.every(unknown), `stuck: ${stuck}`).toBe(true);
+    const fresh = partitionsOf.get("brandnew")!;
+    expect(unknown(fresh[0]!), `brandnew: ${fresh}`).toBe(true);
   });
 
   it("an open breaker holds a failing destination's calls in storage, probes, and delivers everything once it recovers", async () => {

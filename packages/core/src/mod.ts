@@ -138,6 +138,7 @@ export { generateWriteKey, hashWriteKey, type SourceRecord, writeKeyPrefix } fro
 export { type ConfirmingMsg, confirmingAck } from "./nats/confirmed-ack.js";
 export { connectNats, drainNats } from "./nats/connect.js";
 export { ConnectionState } from "./nats/connection-state.js";
+export { deleteMessages } from "./nats/delete-messages.js";
 export {
   isAlreadyDeleted,
   isAlreadyExists,
@@ -172,6 +173,7 @@ export {
   DISPATCHERS_BUCKET,
   deadSubject,
   deliveriesMaxAgeMs,
+  deliveryPartition,
   deliverySubject,
   deliverySubjects,
   destinationConsumer,
@@ -202,6 +204,7 @@ export {
   orderedSubject,
   orderedSubjectsOf,
   partitionConsumer,
+  partitionCount,
   partitionFilter,
   partitionOf,
   partitionSubject,

@@ -1,4 +1,5 @@
 import {
+  deleteMessages,
   isAlreadyDeleted,
   isNotFound,
   ORDERED_STREAM,
@@ -78,12 +79,9 @@ export class HeadStore {
     return Object.values(subjects).reduce((a, b) => a + b, 0);
   }
 
-  /** Drops every call waiting for a deleted destination. */
+  /** Drops every call waiting for a deleted destination (one by one: core's deleteMessages says why). */
   async purge(q: number, destinationId: string): Promise<number> {
-    const r = await this.#jsm.streams.purge(ORDERED_STREAM, {
-      filter: orderedDestinationFilter(q, destinationId),
-    });
-    return r.purged;
+    return deleteMessages(this.#jsm, ORDERED_STREAM, orderedDestinationFilter(q, destinationId));
   }
 
   async #subjects(filter: string): Promise<Record<string, number>> {

@@ -578,7 +578,7 @@ export const SETTINGS = {
     services: ["dispatcher"],
     default: "8",
     description:
-      "shared-lane partitions, one consumer `part_<p>` each; keep it the same on every replica (docs/design/delivery-at-scale.md)",
+      "shared-lane partitions per class (destinations that answer, all others): 2P consumers `part_<p>`; keep it the same on every replica (docs/design/delivery-at-scale.md)",
     check: int(1, 256),
   }),
   DELIVERY_MAX_CONNECTIONS: define({

@@ -9,6 +9,7 @@ import {
   type NatsConnection,
 } from "nats";
 import { DomainError } from "../errors.js";
+import { deleteMessages } from "../nats/delete-messages.js";
 import { isNotFound, isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
 import { countIfFull } from "../nats/stream-watch.js";
 import {
@@ -237,10 +238,13 @@ export class MembershipStore {
     }
   }
 
-  /** Best effort: chunks nobody references only waste space. */
+  /**
+   * Best effort: chunks nobody references only waste space. One by one, never a filtered purge
+   * (nats/delete-messages.ts: a restarted replica would replay it as a purge of every membership).
+   */
   async #purge(subject: string): Promise<void> {
     try {
-      await this.#jsm.streams.purge(MEMBERSHIPS_STREAM, { filter: subject });
+      await deleteMessages(this.#jsm, MEMBERSHIPS_STREAM, subject, { erase: true });
     } catch {
       // Left for a later cleanup.
     }

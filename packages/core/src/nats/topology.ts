@@ -87,8 +87,8 @@ export const LEGACY_CONSUMER_PREFIX = "dest_";
 
 /**
  * The shared lane (docs/design/delivery-at-scale.md): a fresh delivery goes to partition
- * `p = partitionOf(messageId, DELIVERY_PARTITIONS)` of its destination; P consumers `part_<p>`
- * serve every destination, so the number of consumers never follows the number of destinations.
+ * `deliveryPartition(...)` of its destination; 2P consumers `part_<p>` serve every destination,
+ * so the number of consumers never follows the number of destinations.
  */
 export const partitionSubject = (partition: number, destinationId: string) =>
   `${DELIVERY_SUBJECT_PREFIX}${partition}.${destinationId}`;
@@ -142,6 +142,21 @@ export function partitionOf(key: string, partitions: number): number {
     h = Math.imul(h, 0x01000193);
   }
   return (h >>> 0) % partitions;
+}
+/**
+ * How many shared partitions DELIVERY_PARTITIONS = P makes: [0, P) carry deliveries to
+ * destinations known to answer, [P, 2P) those to every other (new, timing out, breaker open), so a
+ * burst to hung endpoints never queues ahead of a healthy destination's calls.
+ */
+export const partitionCount = (partitions: number) => 2 * partitions;
+/** The partition of one delivery: its destination's class, then spread by destination and call. */
+export function deliveryPartition(
+  destinationId: string,
+  messageId: string,
+  partitions: number,
+  answering: boolean,
+): number {
+  return partitionOf(`${destinationId}/${messageId}`, partitions) + (answering ? 0 : partitions);
 }
 export const deadSubject = (destinationId: string) => `hookpost.dead.${destinationId}`;
 

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { JetStreamManager, KV, NatsConnection, Subscription } from "nats";
 import { DomainError } from "../errors.js";
+import { deleteMessages } from "../nats/delete-messages.js";
 import { isNotFound, isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
 import { EncodedHeaders, PipelinedPublisher } from "../nats/pipelined-publisher.js";
 import { countIfFull } from "../nats/stream-watch.js";
@@ -258,10 +259,10 @@ export class UserSourceIndex {
   async forget(userId: string, sourceIds: readonly string[]): Promise<void> {
     if (userId === "" || sourceIds.length === 0) return;
     try {
+      // One by one, never a filtered purge (nats/delete-messages.ts says why); erased: personal data.
       for (const sourceId of sourceIds) {
-        await this.#jsm.streams.purge(USER_SOURCES_STREAM, {
-          filter: kvKeySubject(USER_SOURCES_BUCKET, userSourceKey(userId, sourceId)),
-        });
+        const key = kvKeySubject(USER_SOURCES_BUCKET, userSourceKey(userId, sourceId));
+        await deleteMessages(this.#jsm, USER_SOURCES_STREAM, key, { erase: true });
       }
     } catch (err) {
       throw unavailable("could not forget the user's sources", err);
@@ -273,15 +274,21 @@ export class UserSourceIndex {
   }
 
   /**
-   * Forgets every pair of a source (call it when the source is deleted): one filtered purge.
-   * Memory entries of other replicas expire after knownTtlMs (the source no longer takes calls).
+   * Forgets every pair of a source (call it when the source is deleted), one by one (never a
+   * filtered purge: nats/delete-messages.ts). Memory entries of other replicas expire after
+   * knownTtlMs (the source no longer takes calls).
    */
   async forgetSource(sourceId: string): Promise<void> {
     if (!ID_PATTERN.test(sourceId)) throw new Error(`invalid source id ${JSON.stringify(sourceId)}`);
     try {
-      await this.#jsm.streams.purge(USER_SOURCES_STREAM, {
-        filter: kvKeySubject(USER_SOURCES_BUCKET, `*.*.${sourceId}`),
-      });
+      await deleteMessages(
+        this.#jsm,
+        USER_SOURCES_STREAM,
+        kvKeySubject(USER_SOURCES_BUCKET, `*.*.${sourceId}`),
+        {
+          erase: true,
+        },
+      );
     } catch (err) {
       throw unavailable("could not forget the source's users", err);
     }
