@@ -39,7 +39,9 @@ async function makeLeader(name: string): Promise<void> {
     async () => {
       const leader = await cluster.streamLeader(STREAM);
       if (leader === name) return true;
-      await nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${STREAM}`, undefined, { timeout: 5000 }).catch(() => {});
+      await nc
+        .request(`$JS.API.STREAM.LEADER.STEPDOWN.${STREAM}`, undefined, { timeout: 5000 })
+        .catch(() => {});
       return false;
     },
     { timeout: 90_000, interval: 500, message: `${name} leading ${STREAM}` },
