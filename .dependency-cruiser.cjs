@@ -25,10 +25,12 @@ const ALLOWED = {
 };
 const esc = (s) => s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
 // What other packages may reach: an entry point (mod.ts or its build), the generated code, or
-// the browser-safe admin paging rules (the console must not pull grpc-js in through mod.ts).
+// the browser-safe admin paging and consent rules (the console must not pull grpc-js in through
+// mod.ts).
 const PUBLIC = [
   "/src/mod\\.ts$",
   "^packages/contract/src/admin-pages\\.ts$",
+  "^packages/contract/src/consent\\.ts$",
   "^services/[^/]+/mod\\.ts$",
   "/dist/",
   "^packages/contract/src/gen/",

@@ -1,6 +1,13 @@
 import { createHash } from "node:crypto";
-import { isEventType, type StoredCall } from "@hookpost/contract";
-import type { AttemptLog, ConfigStore, Logger, PipelinedPublisher } from "@hookpost/core";
+import { consentDecision, isEventType, type StoredCall } from "@hookpost/contract";
+import type {
+  AttemptLog,
+  ConfigStore,
+  ConsentFiltered,
+  DestinationRecord,
+  Logger,
+  PipelinedPublisher,
+} from "@hookpost/core";
 import {
   ATTR,
   countIfFull,
@@ -53,6 +60,8 @@ const NATS_MSG_ID = "Nats-Msg-Id";
  * Fans each stored call out to its destinations: one message per destination on DELIVERIES,
  * carrying the rendered body. The call is acked only after every fan-out message is stored;
  * a redelivered call publishes the same Nats-Msg-Ids, which JetStream deduplicates.
+ * A destination whose consent categories the call does not grant (contract's consentDecision;
+ * never a deletion notice) gets no message; the routed record says why.
  */
 export class Router {
   readonly #d: RouterDeps;
@@ -84,12 +93,21 @@ export class Router {
       span.end("filtered");
       return;
     }
-    const targets = d.store.destinationsForSource(call.sourceId);
-    if (targets.length === 0) {
+    const connected = d.store.destinationsForSource(call.sourceId);
+    if (connected.length === 0) {
       msg.ack();
       this.#record(call, [], false);
       d.metrics.routed.inc({ outcome: "no_destination" });
       span.end("no_destination");
+      return;
+    }
+    const { targets, consentFiltered } = byConsent(call, connected);
+    if (targets.length === 0) {
+      // Every destination requires consent the call does not grant: filtered, as by integrations.
+      msg.ack();
+      this.#record(call, [], false, undefined, consentFiltered);
+      d.metrics.routed.inc({ outcome: "filtered" });
+      span.end("filtered");
       return;
     }
     let body: string | Uint8Array;
@@ -148,12 +166,19 @@ export class Router {
       targets.map((dest) => dest.id),
       false,
       body,
+      consentFiltered,
     );
     d.metrics.routed.inc({ outcome: "routed" });
     span.end("routed", false, { [ATTR.targets]: targets.length });
   }
 
-  #record(call: StoredCall, destinations: string[], filtered: boolean, body?: Uint8Array | string): void {
+  #record(
+    call: StoredCall,
+    destinations: string[],
+    filtered: boolean,
+    body?: Uint8Array | string,
+    consentFiltered: ConsentFiltered[] = [],
+  ): void {
     const log = this.#d.attemptLog;
     if (!log?.enabled) return;
     log.routed({
@@ -164,9 +189,25 @@ export class Router {
       time: new Date().toISOString(),
       destinations,
       filtered,
+      ...(consentFiltered.length > 0 ? { consentFiltered } : {}),
       ...(body === undefined ? {} : { body: typeof body === "string" ? body : decoder.decode(body) }),
     });
   }
+}
+
+/** The destinations whose consent categories the call grants, and the others with the reason. */
+function byConsent(
+  call: StoredCall,
+  destinations: readonly DestinationRecord[],
+): { targets: DestinationRecord[]; consentFiltered: ConsentFiltered[] } {
+  const targets: DestinationRecord[] = [];
+  const consentFiltered: ConsentFiltered[] = [];
+  for (const dest of destinations) {
+    const decision = consentDecision(call, dest);
+    if (decision.deliver) targets.push(dest);
+    else consentFiltered.push({ destinationId: dest.id, reason: decision.reason ?? "consent" });
+  }
+  return { targets, consentFiltered };
 }
 
 /**

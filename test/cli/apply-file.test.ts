@@ -42,6 +42,8 @@ describe("apply file", () => {
         secret: "abc",
         signing: "segment",
         ordering: "unordered",
+        consentCategories: [],
+        consentMissing: "deliver",
         enabled: true,
         path: "destinations[0]",
       },
@@ -55,6 +57,27 @@ describe("apply file", () => {
     expect(problems(file("PER_USER"))).toEqual([
       "f.yaml has 1 problem; nothing was changed",
       "destinations[0].ordering: must be one of unordered, per-user (line 8)",
+    ]);
+  });
+
+  it("reads consentCategories and consentMissing; the server's limits are problems at their paths", () => {
+    const d = parseApplyFile(
+      oneDestination("    consentCategories: [Analytics, Advertising]\n    consentMissing: filter"),
+      "f.yaml",
+      {},
+    ).destinations[0]!;
+    expect(d).toMatchObject({ consentCategories: ["Analytics", "Advertising"], consentMissing: "filter" });
+    expect(
+      problems(oneDestination("    consentCategories: [Analytics, Analytics, '']\n    consentMissing: drop")),
+    ).toEqual([
+      "f.yaml has 3 problems; nothing was changed",
+      "destinations[0].consentMissing: must be one of deliver, filter (line 9)",
+      'destinations[0].consentCategories[1]: "Analytics" is listed twice (line 8)',
+      "destinations[0].consentCategories[2]: is empty: a consent category is 1 to 100 characters (line 8)",
+    ]);
+    expect(problems(oneDestination("    consentCategories: Analytics"))).toEqual([
+      "f.yaml has 1 problem; nothing was changed",
+      "destinations[0].consentCategories: must be a list of consent category names (line 8)",
     ]);
   });
 
@@ -151,6 +174,8 @@ describe("apply diff", () => {
     sharedSecretSet: true,
     signing: "segment",
     ordering: "unordered",
+    consentCategories: ["Analytics"],
+    consentMissing: "deliver",
     enabled: true,
     createTime: null,
     updateTime: null,
@@ -164,6 +189,8 @@ describe("apply diff", () => {
     secret: "s",
     signing: "segment" as const,
     ordering: "unordered" as const,
+    consentCategories: ["Analytics"],
+    consentMissing: "deliver" as const,
     enabled: true,
     path: "destinations[0]",
   };
@@ -193,5 +220,15 @@ describe("apply diff", () => {
         false,
       ),
     ).toEqual(["name", "source_ids", "urls", "headers", "shared_secret", "signing", "ordering", "enabled"]);
+  });
+
+  it("compares consent categories in order (case-sensitive) and what calls without consent get", () => {
+    const consent = (c: string[], m: "deliver" | "filter" = "deliver") =>
+      diff(current, { ...want, consentCategories: c, consentMissing: m }, false);
+    expect(consent(["Analytics"])).toEqual([]);
+    expect(consent(["Analytics", "Advertising"])).toEqual(["consent_categories"]);
+    expect(consent([])).toEqual(["consent_categories"]);
+    expect(consent(["analytics"], "filter")).toEqual(["consent_categories", "consent_missing"]);
+    expect(consent(["Analytics"], "filter")).toEqual(["consent_missing"]);
   });
 });

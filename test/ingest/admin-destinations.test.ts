@@ -5,13 +5,14 @@ import type { Client } from "@grpc/grpc-js";
 import { adminMetadata } from "@hookpost/client";
 import { Code } from "@hookpost/contract";
 import {
+  ConsentMissing,
   type DestinationSchema,
   GetDestinationRequestSchema,
   ListDestinationsRequestSchema,
   Ordering,
   Signing,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import { ConfigStore } from "@hookpost/core";
+import { ConfigStore, type DestinationRecord } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { until } from "../helpers/until.js";
 import { ADMIN_TOKEN, failure, fields, rawCall, rawClient, useHarness } from "./harness.js";
@@ -50,6 +51,16 @@ async function refused(d: DestInit | undefined, expected: string[]) {
   expect(fields(err), err.message).toEqual(expected);
   expect((await h.admin.listDestinations({})).destinations).toHaveLength(count);
   return err;
+}
+
+/** Runs `body` with a reader of a destination as the config store holds it (once it is there). */
+async function withStored(body: (stored: (id: string) => Promise<DestinationRecord>) => Promise<void>) {
+  const store = await ConfigStore.open(h.nc);
+  try {
+    await body((id) => until(() => store.destination(id), { message: `destination ${id} in the store` }));
+  } finally {
+    store.close();
+  }
 }
 
 /** The raw bytes of Get and List answers, to prove a secret is not in them. */
@@ -418,12 +429,8 @@ describe("UpdateDestination", () => {
 
 describe("ordering", () => {
   it("PER_USER is set, stored, read back, kept by an unmasked update, cleared by a masked UNORDERED; a bad value names the field", async () => {
-    const store = await ConfigStore.open(h.nc);
-    try {
-      const stored = async (id: string) => {
-        await until(() => store.destination(id), { message: `destination ${id} in the store` });
-        return store.destination(id)!.ordering;
-      };
+    await withStored(async (record) => {
+      const stored = async (id: string) => (await record(id)).ordering;
       const plain = (await h.admin.createDestination({ destination: valid() })).destination!;
       expect(plain.ordering).toBe(Ordering.UNORDERED);
       expect(await stored(plain.id)).toBeUndefined();
@@ -459,8 +466,133 @@ describe("ordering", () => {
       expect(err.code).toBe(Code.INVALID_ARGUMENT);
       expect(fields(err)).toEqual(["destination.ordering"]);
       expect((await h.admin.getDestination({ id: d.id })).destination!.ordering).toBe(Ordering.UNORDERED);
-    } finally {
-      store.close();
-    }
+    });
+  });
+});
+
+describe("consent", () => {
+  it("consent_categories and consent_missing: set, stored, read back, kept or replaced like ordering and the lists", async () => {
+    await withStored(async (record) => {
+      const stored = async (id: string) => {
+        const r = await record(id);
+        return { categories: r.consentCategories, missing: r.consentMissing };
+      };
+      // Default: no requirement, DELIVER; nothing stored.
+      const plain = (await h.admin.createDestination({ destination: valid() })).destination!;
+      expect(plain).toMatchObject({ consentCategories: [], consentMissing: ConsentMissing.DELIVER });
+      expect(await stored(plain.id)).toEqual({ categories: undefined, missing: undefined });
+
+      const d = (
+        await h.admin.createDestination({
+          destination: valid({
+            consentCategories: ["Analytics", "Advertising"],
+            consentMissing: ConsentMissing.FILTER,
+          }),
+        })
+      ).destination!;
+      expect(d).toMatchObject({
+        consentCategories: ["Analytics", "Advertising"],
+        consentMissing: ConsentMissing.FILTER,
+      });
+      expect((await h.admin.getDestination({ id: d.id })).destination).toEqual(d);
+      expect((await h.admin.listDestinations({})).destinations.find((x) => x.id === d.id)).toEqual(d);
+      expect(await stored(d.id)).toEqual({ categories: ["Analytics", "Advertising"], missing: "FILTER" });
+
+      // Empty mask: the list is replaced like urls; consent_missing UNSPECIFIED keeps FILTER.
+      const replaced = await h.admin.updateDestination({
+        destination: {
+          id: d.id,
+          name: "Renamed",
+          sourceIds: [s1],
+          urls: ["https://hooks.example.com/in"],
+          consentCategories: ["Analytics"],
+        },
+      });
+      expect(replaced.destination).toMatchObject({
+        consentCategories: ["Analytics"],
+        consentMissing: ConsentMissing.FILTER,
+      });
+      // A mask naming one field changes only that one.
+      const masked = await h.admin.updateDestination({
+        destination: { id: d.id, consentCategories: ["Functional"], consentMissing: ConsentMissing.DELIVER },
+        updateMask: { paths: ["consent_categories"] },
+      });
+      expect(masked.destination).toMatchObject({
+        name: "Renamed",
+        consentCategories: ["Functional"],
+        consentMissing: ConsentMissing.FILTER,
+      });
+      // Named in the mask: UNSPECIFIED means DELIVER (stored as absent); an empty list removes the requirement.
+      const cleared = await h.admin.updateDestination({
+        destination: { id: d.id },
+        updateMask: { paths: ["consent_missing", "consent_categories"] },
+      });
+      expect(cleared.destination).toMatchObject({
+        consentCategories: [],
+        consentMissing: ConsentMissing.DELIVER,
+      });
+      await until(
+        async () => {
+          const s = await stored(d.id);
+          return s.categories === undefined && s.missing === undefined;
+        },
+        { message: "consent settings removed in the store" },
+      );
+      // An empty mask without categories removes them too (a list is replaced), and sets FILTER when given.
+      await h.admin.updateDestination({
+        destination: { id: d.id, consentCategories: ["Analytics"] },
+        updateMask: { paths: ["consent_categories"] },
+      });
+      const unmasked = await h.admin.updateDestination({
+        destination: {
+          id: d.id,
+          name: "Renamed",
+          sourceIds: [s1],
+          urls: ["https://hooks.example.com/in"],
+          consentMissing: ConsentMissing.FILTER,
+        },
+      });
+      expect(unmasked.destination).toMatchObject({
+        consentCategories: [],
+        consentMissing: ConsentMissing.FILTER,
+      });
+    });
+  });
+
+  it("refuses more than 20 categories, empty, too long, control characters, duplicates and unknown consent_missing, naming each field", async () => {
+    const many = Array.from({ length: 21 }, (_, i) => `C${i}`);
+    const tooMany = await refused(valid({ consentCategories: many }), ["destination.consent_categories"]);
+    expect(tooMany.message).toContain("at most 20 consent categories, got 21");
+    const bad = await refused(
+      valid({
+        consentCategories: ["", "x".repeat(101), "tab\there", "Analytics", "Analytics", "analytics"],
+        consentMissing: 5 as ConsentMissing,
+      }),
+      [
+        "destination.consent_categories[0]",
+        "destination.consent_categories[1]",
+        "destination.consent_categories[2]",
+        "destination.consent_categories[4]",
+        "destination.consent_missing",
+      ],
+    );
+    expect(bad.message).toContain('"Analytics" is listed twice');
+    expect(bad.message).toContain("CONSENT_MISSING_FILTER");
+    // 20 categories of 100 characters are fine.
+    const max = Array.from({ length: 20 }, (_, i) => `${i}`.padEnd(100, "x"));
+    const ok = (await h.admin.createDestination({ destination: valid({ consentCategories: max }) }))
+      .destination!;
+    expect(ok.consentCategories).toEqual(max);
+
+    // An update is refused the same way and changes nothing.
+    const err = await failure(
+      h.admin.updateDestination({
+        destination: { id: ok.id, consentCategories: ["ok", "ok"], consentMissing: 9 as ConsentMissing },
+        updateMask: { paths: ["consent_categories", "consent_missing"] },
+      }),
+    );
+    expect(err.code).toBe(Code.INVALID_ARGUMENT);
+    expect(fields(err)).toEqual(["destination.consent_categories[1]", "destination.consent_missing"]);
+    expect((await h.admin.getDestination({ id: ok.id })).destination!.consentCategories).toEqual(max);
   });
 });

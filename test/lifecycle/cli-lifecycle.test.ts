@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
-import { Ordering, Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { ConsentMissing, Ordering, Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { CONFIG_BUCKET } from "@hookpost/core";
 import {
   generateStandardWebhookSecret,
@@ -34,6 +34,25 @@ async function cli(args: string[], extraEnv: Record<string, string> = {}): Promi
   const r = await hookpost(args, { ...env, ...extraEnv });
   expect(r.code, `hookpost ${args.join(" ")}\n${r.stdout}\n${r.stderr}`).toBe(0);
   return r;
+}
+
+/** `destinations create --json` on a new source, with `flags`: the created destination as JSON. */
+async function createWith(name: string, flags: string[]) {
+  const src = (await stack.source()).id;
+  const url = stack.receiver.url(`/${name}-cli`);
+  const created = await cli([
+    "destinations",
+    "create",
+    "--name",
+    name,
+    "--source",
+    src,
+    "--url",
+    url,
+    ...flags,
+    "--json",
+  ]);
+  return JSON.parse(created.stdout) as { id: string } & Record<string, unknown>;
 }
 
 /** Publishes one call of source `src` and returns the request the receiver got for it. */
@@ -149,21 +168,7 @@ describe("hookpost destinations (lifecycle)", () => {
     expect(enabled).toMatchObject({ enabled: true, disabledReason: "", rateLimitPerSecond: null });
   }, 120_000);
   it("create/update --ordering: the detail view shows it, --json carries it, the server stores it; a bad value is a usage error", async () => {
-    const src = (await stack.source()).id;
-    const created = await cli([
-      "destinations",
-      "create",
-      "--name",
-      "Ordered",
-      "--source",
-      src,
-      "--url",
-      stack.receiver.url("/ordered-cli"),
-      "--ordering",
-      "per-user",
-      "--json",
-    ]);
-    const d = JSON.parse(created.stdout) as { id: string; ordering: string };
+    const d = await createWith("ordered", ["--ordering", "per-user"]);
     expect(d.ordering).toBe("per-user");
     expect((await stack.admin.getDestination({ id: d.id })).destination!.ordering).toBe(Ordering.PER_USER);
 
@@ -175,5 +180,48 @@ describe("hookpost destinations (lifecycle)", () => {
     const bad = await hookpost(["destinations", "update", d.id, "--ordering", "sorted"], env);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--ordering.*sorted/);
+  });
+
+  it("create/update --consent-category and --consent-missing: shown, carried by --json, stored; --clear-consent-categories removes them; bad values are errors", async () => {
+    const d = await createWith("consent", [
+      "--consent-category",
+      "Analytics",
+      "--consent-category",
+      "Advertising",
+      "--consent-missing",
+      "filter",
+    ]);
+    expect(d).toMatchObject({ consentCategories: ["Analytics", "Advertising"], consentMissing: "filter" });
+    expect((await stack.admin.getDestination({ id: d.id })).destination).toMatchObject({
+      consentCategories: ["Analytics", "Advertising"],
+      consentMissing: ConsentMissing.FILTER,
+    });
+    const shown = await cli(["destinations", "get", d.id]);
+    expect(shown.stdout).toMatch(/consent:\s+"Analytics", "Advertising" \(no consent object: filter\)/);
+
+    // The list is replaced; --consent-missing alone leaves it.
+    const updated = await cli(["destinations", "update", d.id, "--consent-category", "Functional"]);
+    expect(updated.stdout).toMatch(/consent categories changed/);
+    expect(updated.stdout).toMatch(/consent:\s+"Functional" \(no consent object: filter\)/);
+    const missing = await cli(["destinations", "update", d.id, "--consent-missing", "deliver"]);
+    expect(missing.stdout).toMatch(/consent missing changed/);
+    expect((await stack.admin.getDestination({ id: d.id })).destination).toMatchObject({
+      consentCategories: ["Functional"],
+      consentMissing: ConsentMissing.DELIVER,
+    });
+    const cleared = await cli(["destinations", "update", d.id, "--clear-consent-categories"]);
+    expect(cleared.stdout).toMatch(/consent:\s+none/);
+    expect((await stack.admin.getDestination({ id: d.id })).destination!.consentCategories).toEqual([]);
+
+    const badWord = await hookpost(["destinations", "update", d.id, "--consent-missing", "drop"], env);
+    expect(badWord.code).toBe(2);
+    expect(badWord.stderr).toMatch(/--consent-missing.*drop/);
+    // The server's limits, naming the field.
+    const twice = await hookpost(
+      ["destinations", "update", d.id, "--consent-category", "Ads", "--consent-category", "Ads"],
+      env,
+    );
+    expect(twice.code).not.toBe(0);
+    expect(twice.stderr).toMatch(/consent_categories\[1\].*"Ads" is listed twice/);
   });
 });

@@ -3,10 +3,23 @@ import { extname } from "node:path";
 import type { FieldViolation } from "@hookpost/contract";
 // The server's own destination rules (pure functions), so a file that passes here is not
 // refused half-way through an apply.
-import { headersViolations, sharedSecretViolations, urlsViolations, userVariables } from "@hookpost/contract";
+import {
+  consentCategoriesViolations,
+  headersViolations,
+  sharedSecretViolations,
+  urlsViolations,
+  userVariables,
+} from "@hookpost/contract";
 import { LineCounter, type Node, parseDocument } from "yaml";
 import { InputError, type InputProblem } from "./errors.js";
-import { ORDERING_NAMES, type OrderingName, SIGNING_NAMES, type SigningName } from "./views.js";
+import {
+  CONSENT_MISSING_NAMES,
+  type ConsentMissingName,
+  ORDERING_NAMES,
+  type OrderingName,
+  SIGNING_NAMES,
+  type SigningName,
+} from "./views.js";
 
 /**
  * The declarative file of `hookpost apply -f`: the sources and destinations that should exist.
@@ -22,6 +35,8 @@ import { ORDERING_NAMES, type OrderingName, SIGNING_NAMES, type SigningName } fr
  *       secretEnv: CRM_SECRET        # or secret: …
  *       signing: segment             # or standard-webhooks
  *       ordering: unordered          # or per-user
+ *       consentCategories: [Analytics]   # calls must grant these; omit for none
+ *       consentMissing: deliver      # or filter: calls without a consent object
  *       enabled: true
  *
  * Ids are required so that a second apply finds what the first one created. The whole file is
@@ -50,6 +65,10 @@ export interface DesiredDestination {
   signing: SigningName;
   /** Absent from the file: unordered. */
   ordering: OrderingName;
+  /** Absent from the file: none (no consent requirement). */
+  consentCategories: string[];
+  /** Absent from the file: deliver. */
+  consentMissing: ConsentMissingName;
   enabled: boolean;
   path: string;
 }
@@ -69,6 +88,8 @@ const DESTINATION_KEYS = [
   "secretEnv",
   "signing",
   "ordering",
+  "consentCategories",
+  "consentMissing",
   "enabled",
 ];
 
@@ -213,15 +234,9 @@ class Checker {
         signing = undefined;
       }
     }
-    let ordering: OrderingName = "unordered";
-    if (value.ordering !== undefined) {
-      if (
-        typeof value.ordering === "string" &&
-        (ORDERING_NAMES as readonly string[]).includes(value.ordering)
-      )
-        ordering = value.ordering as OrderingName;
-      else this.problem([...path, "ordering"], `must be one of ${ORDERING_NAMES.join(", ")}`);
-    }
+    const ordering = this.word(value, path, "ordering", ORDERING_NAMES) ?? "unordered";
+    const consentMissing = this.word(value, path, "consentMissing", CONSENT_MISSING_NAMES) ?? "deliver";
+    const consentCategories = this.consentCategories(value.consentCategories, [...path, "consentCategories"]);
     let enabled = true;
     if (value.enabled !== undefined) {
       if (typeof value.enabled === "boolean") enabled = value.enabled;
@@ -242,9 +257,20 @@ class Checker {
       ...(secret.value !== undefined ? { secret: secret.value } : {}),
       signing,
       ordering,
+      consentCategories: consentCategories!,
+      consentMissing,
       enabled,
       path: pathText(path),
     };
+  }
+
+  /** An optional key whose value is one of `words`; undefined when absent or wrong (a problem). */
+  word<W extends string>(value: Record<string, unknown>, path: Path, key: string, words: readonly W[]) {
+    const v = value[key];
+    if (v === undefined) return undefined;
+    if (typeof v === "string" && (words as readonly string[]).includes(v)) return v as W;
+    this.problem([...path, key], `must be one of ${words.join(", ")}`);
+    return undefined;
   }
 
   /** `secret:` or `secretEnv:` (resolved now), or neither: no secret. */
@@ -321,6 +347,17 @@ class Checker {
     }
     const urls = value as string[];
     return this.violations(path, urlsViolations(urls, pathText(path))) ? urls : undefined;
+  }
+
+  consentCategories(value: unknown, path: Path): string[] | undefined {
+    if (value === undefined || value === null) return [];
+    if (!Array.isArray(value) || value.some((v) => typeof v !== "string")) {
+      return void this.problem(path, "must be a list of consent category names");
+    }
+    const categories = value as string[];
+    return this.violations(path, consentCategoriesViolations(categories, pathText(path)))
+      ? categories
+      : undefined;
   }
 
   headers(value: unknown, path: Path): Record<string, string> | undefined {

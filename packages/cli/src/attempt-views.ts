@@ -83,6 +83,8 @@ export function messageView(m: GetMessageResponse) {
     deliveries: m.deliveries.map((d) => ({
       destinationId: d.destinationId,
       state: enumWord(DeliveryState, d.state),
+      /** When filtered: why (`consent: "Advertising" not granted`); null otherwise. */
+      filterReason: d.filterReason || null,
       attempts: d.attempts,
       nextAttemptTime: iso(d.nextAttemptTime),
       deadLetterSequence: d.deadLetterSequence === 0n ? null : d.deadLetterSequence,

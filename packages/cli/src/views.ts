@@ -1,5 +1,6 @@
 import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
 import {
+  ConsentMissing,
   type DeadLetter,
   type Destination,
   Ordering,
@@ -35,6 +36,18 @@ const ordering = twoWords<Ordering, OrderingName>(
 );
 export const { words: ORDERING_NAMES, name: orderingName, value: orderingValue } = ordering;
 
+/** The CLI's words for what a call without a consent object gets (flags, apply files, output). */
+export type ConsentMissingName = "deliver" | "filter";
+const consentMissing = twoWords<ConsentMissing, ConsentMissingName>(
+  [ConsentMissing.DELIVER, "deliver"],
+  [ConsentMissing.FILTER, "filter"],
+);
+export const {
+  words: CONSENT_MISSING_NAMES,
+  name: consentMissingName,
+  value: consentMissingValue,
+} = consentMissing;
+
 /** Plain objects for `--json` and tables: the CLI's vocabulary, not the wire's. */
 export interface SourceView {
   id: string;
@@ -54,6 +67,10 @@ export interface DestinationView {
   enabled: boolean;
   /** Delivery order: per-user keeps each user's calls in the order accepted. */
   ordering: OrderingName;
+  /** Consent categories a call must grant; empty: no consent requirement. */
+  consentCategories: string[];
+  /** What a call without a consent object gets (with consent categories). */
+  consentMissing: ConsentMissingName;
   createTime: string | null;
   updateTime: string | null;
   /** Lifecycle (README "Destination lifecycle"). */
@@ -96,6 +113,8 @@ export function destinationView(d: Destination): DestinationView {
     signing: signingName(d.signing),
     enabled: d.enabled ?? false,
     ordering: orderingName(d.ordering),
+    consentCategories: [...d.consentCategories],
+    consentMissing: consentMissingName(d.consentMissing),
     createTime: iso(d.createTime),
     updateTime: iso(d.updateTime),
     rateLimitPerSecond: d.rateLimitPerSecond ?? null,
@@ -136,6 +155,8 @@ const FIELD_WORDS: Record<string, string> = {
   shared_secret: "shared secret",
   signing: "signing",
   ordering: "ordering",
+  consent_categories: "consent categories",
+  consent_missing: "consent missing",
 };
 
 /**

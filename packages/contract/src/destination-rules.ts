@@ -3,7 +3,7 @@ interface SourceLookup {
   source(id: string): unknown;
 }
 
-import { Ordering } from "./gen/hookpost/v1/admin_pb.js";
+import { ConsentMissing, Ordering } from "./gen/hookpost/v1/admin_pb.js";
 import type { FieldViolation } from "./grpc/hookpost-error.js";
 /** How a destination's webhooks are signed. */
 export type Signing = "segment" | "standard-webhooks";
@@ -70,10 +70,70 @@ function boundViolations(value: number | undefined, field: string, max: number, 
  * value, or garbage) is refused rather than silently delivered unordered.
  */
 export function orderingViolations(value: number, field: string): FieldViolation[] {
+  return enumViolations(value, Ordering, field, "ordering");
+}
+
+/**
+ * A value of a proto enum that this server knows (UNSPECIFIED included: it reads as the default),
+ * else one violation naming the values to use, e.g. `unknown ordering 7: use ORDERING_UNORDERED or
+ * ORDERING_PER_USER`. `e` is the generated enum object; `name` the field's proto name.
+ */
+function enumViolations(
+  value: number,
+  e: Record<string, string | number>,
+  field: string,
+  name: string,
+): FieldViolation[] {
+  const names = Object.entries(e).filter(([, v]) => typeof v === "number");
+  if (names.some(([, v]) => v === value)) return [];
+  const use = names
+    .filter(([n]) => n !== "UNSPECIFIED")
+    .map(([n]) => `${name.toUpperCase()}_${n}`)
+    .join(" or ");
+  return [{ field, description: `unknown ${name} ${value}: use ${use}` }];
+}
+
+export const MAX_CONSENT_CATEGORIES = 20;
+export const MAX_CONSENT_CATEGORY_CHARS = 100;
+
+/**
+ * A destination's consent categories (the rule is in consent.ts): at most 20, each 1..100
+ * characters of printable text (no control characters, not blank), none listed twice
+ * (case-sensitive: "Analytics" and "analytics" are two categories). Empty: no requirement.
+ */
+export function consentCategoriesViolations(categories: readonly string[], field: string): FieldViolation[] {
   const { out, bad } = collector();
-  if (value !== Ordering.UNSPECIFIED && value !== Ordering.UNORDERED && value !== Ordering.PER_USER)
-    bad(field, `unknown ordering ${value}: use ORDERING_UNORDERED or ORDERING_PER_USER`);
+  if (categories.length > MAX_CONSENT_CATEGORIES) {
+    bad(field, `at most ${MAX_CONSENT_CATEGORIES} consent categories, got ${categories.length}`);
+    return out;
+  }
+  const seen = new Set<string>();
+  categories.forEach((c, i) => {
+    const problem = categoryProblem(c) ?? (seen.has(c) ? `"${clip(c)}" is listed twice` : undefined);
+    if (problem) bad(`${field}[${i}]`, problem);
+    seen.add(c);
+  });
   return out;
+}
+
+function categoryProblem(c: string): string | undefined {
+  const chars = [...c].length;
+  if (c.trim() === "") return `is empty: a consent category is 1 to ${MAX_CONSENT_CATEGORY_CHARS} characters`;
+  if (chars > MAX_CONSENT_CATEGORY_CHARS) {
+    return `is too long: at most ${MAX_CONSENT_CATEGORY_CHARS} characters, got ${chars}`;
+  }
+  // C0 and C1 controls, DEL, and lone surrogates (not text).
+  if (/[\p{Cc}\p{Cs}]/u.test(c)) return "must not contain control characters";
+  return undefined;
+}
+
+/**
+ * What a call without a consent object gets (hookpost.v1.ConsentMissing): UNSPECIFIED reads as
+ * DELIVER on a create and keeps the current value on an update without a mask; anything else is
+ * refused, like an unknown ordering.
+ */
+export function consentMissingViolations(value: number, field: string): FieldViolation[] {
+  return enumViolations(value, ConsentMissing, field, "consent_missing");
 }
 
 /** RFC 7230 token: one or more tchar. */

@@ -18,9 +18,19 @@ export {
 } from "./admin-pages.js";
 export { CALL_STRING_FIELDS, CALL_TYPES, type CallType, type ContractCall, isCallType } from "./call.js";
 export { CLIENT_SETTINGS, type ClientSetting, clientSetting, userVariables } from "./config/client-env.js";
+export {
+  type ConsentDecision,
+  type ConsentSettings,
+  consentDecision,
+  filteredText,
+} from "./consent.js";
 export type { Signing } from "./destination-rules.js";
 export {
+  consentCategoriesViolations,
+  consentMissingViolations,
   headersViolations,
+  MAX_CONSENT_CATEGORIES,
+  MAX_CONSENT_CATEGORY_CHARS,
   MAX_HEADER_NAME_CHARS,
   MAX_HEADER_VALUE_CHARS,
   MAX_HEADERS,

@@ -27,6 +27,7 @@ export {
   ATTEMPTS_STREAM,
   type AttemptRecord,
   attemptSubject,
+  type ConsentFiltered,
   type DeadRecord,
   deadRecordOf,
   healthSubject,

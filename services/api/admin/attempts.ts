@@ -39,6 +39,9 @@ export interface AttemptDeps {
 
 const MAX_MESSAGE_ID = 256;
 
+/** The filter reason of a destination that the call's integrations turned off. */
+const INTEGRATIONS_FILTERED = "integrations: webhooks turned off";
+
 const OUTCOMES: Record<OutcomeKind, AttemptOutcome> = {
   success: AttemptOutcome.SUCCESS,
   redirect: AttemptOutcome.REDIRECT,
@@ -130,7 +133,10 @@ export function attemptHandlers(
       const attempts = records.filter((r): r is Stored<AttemptRecord> => r.kind === "attempt");
       const first = routed[0];
       const destinations = new Set<string>([
-        ...routed.flatMap((r) => r.destinations),
+        ...routed.flatMap((r) => [
+          ...r.destinations,
+          ...(r.consentFiltered ?? []).map((c) => c.destinationId),
+        ]),
         ...records.flatMap((r) => (r.kind === "routed" ? [] : [r.destinationId])),
       ]);
       const deliveries: MessageInitShape<typeof MessageDeliverySchema>[] = [];
@@ -173,12 +179,10 @@ async function deliveryState(
 ): Promise<MessageInitShape<typeof MessageDeliverySchema>> {
   const mine = records.filter((r) => r.kind !== "routed" && r.destinationId === destinationId);
   const attempts = new Set(mine.flatMap((r) => (r.kind === "attempt" ? [r.attemptNumber] : []))).size;
-  const filtered = records.some(
-    (r) => r.kind === "routed" && r.filtered && r.destinations.includes(destinationId),
-  );
+  const filterReason = filterReasonOf(destinationId, records);
   const last = mine.at(-1);
   const base = { destinationId, attempts };
-  if (filtered && !last) return { ...base, state: DeliveryState.FILTERED };
+  if (filterReason !== undefined && !last) return { ...base, state: DeliveryState.FILTERED, filterReason };
   if (!last) return { ...base, state: DeliveryState.PENDING };
   if (last.kind === "dead") {
     // Replayed since: the record is gone and the delivery waits again.
@@ -198,6 +202,24 @@ async function deliveryState(
   }
   // Failed for good: its dead record is on its way (written right after).
   return { ...base, state: DeliveryState.DEAD_LETTER };
+}
+
+/**
+ * Why the router did not send the call to this destination: its integrations turned webhooks off,
+ * or it did not grant the destination's consent categories (the rule's reason). Undefined when a
+ * routed record sent it there.
+ */
+function filterReasonOf(destinationId: string, records: Stored[]): string | undefined {
+  let reason: string | undefined;
+  for (const r of records) {
+    if (r.kind !== "routed") continue;
+    if (r.destinations.includes(destinationId)) {
+      if (!r.filtered) return undefined;
+      reason ??= INTEGRATIONS_FILTERED;
+    }
+    reason ??= r.consentFiltered?.find((c) => c.destinationId === destinationId)?.reason;
+  }
+  return reason;
 }
 
 async function deadLetterBody(

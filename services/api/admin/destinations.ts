@@ -2,6 +2,8 @@ import {
   ADMIN_PAGES,
   answerBytes,
   Code,
+  consentCategoriesViolations,
+  consentMissingViolations,
   type FieldViolation,
   HookpostError,
   headersViolations,
@@ -13,7 +15,7 @@ import {
   sourceIdsViolations,
   urlsViolations,
 } from "@hookpost/contract";
-import { type Destination, Ordering } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { ConsentMissing, type Destination, Ordering } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import {
   AlreadyExistsError,
   type DestinationRecord,
@@ -39,6 +41,8 @@ const UPDATABLE = [
   "rate_limit_per_second",
   "max_in_flight",
   "ordering",
+  "consent_categories",
+  "consent_missing",
 ] as const;
 type Updatable = (typeof UPDATABLE)[number];
 const OUTPUT_ONLY = new Set([
@@ -65,7 +69,9 @@ function notFound(id: string): HookpostError {
  * UpdateDestination follows the update_mask documented in admin.proto:
  * - empty mask: name, source_ids, urls, headers and signing are all replaced by the
  *   request's values (and validated like a create); enabled, rate_limit_per_second,
- *   max_in_flight and ordering are replaced when set and kept when not; shared_secret is replaced when the request has one and kept when it is empty.
+ *   max_in_flight, ordering and consent_missing are replaced when set and kept when not;
+ *   consent_categories is replaced like the other lists (empty: no consent requirement);
+ *   shared_secret is replaced when the request has one and kept when it is empty.
  * - with paths: only those fields change; `shared_secret` with an empty value clears the
  *   secret. Unknown or output-only paths are refused.
  * Either way the result must be consistent: standard-webhooks signing needs a valid
@@ -94,6 +100,10 @@ export function destinationHandlers(
     if (fields.has("max_in_flight"))
       violations.push(...maxInFlightViolations(d.maxInFlight, `${P}max_in_flight`));
     if (fields.has("ordering")) violations.push(...orderingViolations(d.ordering, `${P}ordering`));
+    if (fields.has("consent_categories"))
+      violations.push(...consentCategoriesViolations(d.consentCategories, `${P}consent_categories`));
+    if (fields.has("consent_missing"))
+      violations.push(...consentMissingViolations(d.consentMissing, `${P}consent_missing`));
     if (fields.has("signing")) {
       signing = signingFromProto(d.signing);
       if (signing === undefined) {
@@ -134,6 +144,8 @@ export function destinationHandlers(
       if (secret !== undefined) record.sharedSecret = secret;
       setLimits(record, d, false);
       setOrdering(record, d.ordering, false);
+      setConsentCategories(record, d.consentCategories);
+      setConsentMissing(record, d.consentMissing, false);
       let revision: number;
       try {
         revision = await store.createDestination(record);
@@ -203,6 +215,8 @@ export function destinationHandlers(
         }
         setLimits(next, d, !replaceAll, fields);
         if (fields.has("ordering")) setOrdering(next, d.ordering, !replaceAll);
+        if (fields.has("consent_categories")) setConsentCategories(next, d.consentCategories);
+        if (fields.has("consent_missing")) setConsentMissing(next, d.consentMissing, !replaceAll);
         if (signing) next.signing = signing;
         // Empty mask: an empty secret keeps the current one. Mask naming it: empty clears it.
         const secretChanges = replaceAll ? d.sharedSecret !== "" : fields.has("shared_secret");
@@ -267,6 +281,21 @@ function setLimits(
 function setOrdering(record: DestinationRecord, ordering: Ordering, masked: boolean): void {
   if (ordering === Ordering.PER_USER) record.ordering = "PER_USER";
   else if (ordering === Ordering.UNORDERED || masked) delete record.ordering;
+}
+
+/** Replaced like the other lists; empty means no consent requirement and is stored absent. */
+function setConsentCategories(record: DestinationRecord, categories: readonly string[]): void {
+  if (categories.length > 0) record.consentCategories = [...categories];
+  else delete record.consentCategories;
+}
+
+/**
+ * As ordering: stored as `consentMissing: "FILTER"` or absent (deliver). `masked`: named in an
+ * update mask, so UNSPECIFIED means DELIVER; otherwise UNSPECIFIED keeps what `record` has.
+ */
+function setConsentMissing(record: DestinationRecord, value: ConsentMissing, masked: boolean): void {
+  if (value === ConsentMissing.FILTER) record.consentMissing = "FILTER";
+  else if (value === ConsentMissing.DELIVER || masked) delete record.consentMissing;
 }
 
 function missingDestination(): HookpostError {

@@ -1,6 +1,7 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
+  ConsentMissing,
   type DestinationSchema,
   Ordering,
   Signing,
@@ -33,6 +34,8 @@ export function destinationToProto(d: DestinationRecord): MessageInitShape<typeo
     updateTime: timestampFromDate(new Date(d.updatedAt)),
     disabledReason: d.disabledReason ?? "",
     ordering: d.ordering === "PER_USER" ? Ordering.PER_USER : Ordering.UNORDERED,
+    consentCategories: [...(d.consentCategories ?? [])],
+    consentMissing: d.consentMissing === "FILTER" ? ConsentMissing.FILTER : ConsentMissing.DELIVER,
     ...(d.rateLimitPerSecond === undefined ? {} : { rateLimitPerSecond: d.rateLimitPerSecond }),
     ...(d.maxInFlight === undefined ? {} : { maxInFlight: d.maxInFlight }),
     ...(d.disabledAt === undefined ? {} : { disabledTime: timestampFromDate(new Date(d.disabledAt)) }),

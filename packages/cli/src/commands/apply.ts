@@ -5,7 +5,14 @@ import { Command } from "commander";
 import { type ApplyFile, type DesiredDestination, loadApplyFile } from "../apply-file.js";
 import type { Context, Session } from "../context.js";
 import { InputError, type InputProblem } from "../errors.js";
-import { type DestinationView, destinationView, orderingValue, signingValue, sourceView } from "../views.js";
+import {
+  consentMissingValue,
+  type DestinationView,
+  destinationView,
+  orderingValue,
+  signingValue,
+  sourceView,
+} from "../views.js";
 
 type Action = "create" | "update" | "unchanged";
 
@@ -47,6 +54,8 @@ The file (YAML or JSON):
       secretEnv: CRM_SECRET          # or secret: …; omit for none
       signing: segment               # or standard-webhooks (secret: whsec_…)
       ordering: unordered            # or per-user (each user's calls in the order accepted)
+      consentCategories: [Analytics] # calls must grant these (context.consent); omit for none
+      consentMissing: deliver        # or filter: what calls without a consent object get
       enabled: true
 
 Nothing is deleted: sources and destinations missing from the file are left alone.
@@ -182,6 +191,8 @@ function toInit(d: DesiredDestination): MessageInitShape<typeof DestinationSchem
     sharedSecret: d.secret ?? "",
     signing: signingValue(d.signing),
     ordering: orderingValue(d.ordering),
+    consentCategories: d.consentCategories,
+    consentMissing: consentMissingValue(d.consentMissing),
     enabled: d.enabled,
   };
 }
@@ -202,6 +213,8 @@ export function diff(current: DestinationView, want: DesiredDestination, updateS
   if (secretChanges) changes.push("shared_secret");
   if (signingChanges) changes.push("signing");
   if (current.ordering !== want.ordering) changes.push("ordering");
+  if (!sameList(current.consentCategories, want.consentCategories)) changes.push("consent_categories");
+  if (current.consentMissing !== want.consentMissing) changes.push("consent_missing");
   if (current.enabled !== want.enabled) changes.push("enabled");
   return changes;
 }

@@ -13,6 +13,9 @@ import type { Context, Session } from "../context.js";
 import { UsageError } from "../errors.js";
 import { collect, collectHeader, positiveInt } from "../parse.js";
 import {
+  CONSENT_MISSING_NAMES,
+  type ConsentMissingName,
+  consentMissingValue,
   type DestinationView,
   destinationView,
   iso,
@@ -41,6 +44,8 @@ interface DestinationFlags {
   rateLimit?: number | "off";
   maxInFlight?: number | "off";
   ordering?: OrderingName;
+  consentCategory?: string[];
+  consentMissing?: ConsentMissingName;
 }
 
 function addDestinationFlags(cmd: Command, verb: "create" | "update"): Command {
@@ -76,6 +81,17 @@ function addDestinationFlags(cmd: Command, verb: "create" | "update"): Command {
       ).choices(ORDERING_NAMES),
     )
     .option(
+      "--consent-category <name>",
+      `a consent category calls must grant (context.consent.categoryPreferences), repeatable, at most 20${replaces}`,
+      collect,
+    )
+    .addOption(
+      new Option(
+        "--consent-missing <action>",
+        "with consent categories, what a call without a consent object gets (default: deliver)",
+      ).choices(CONSENT_MISSING_NAMES),
+    )
+    .option(
       "--rate-limit <n>",
       "at most n deliveries per second, across all dispatchers (off: no limit)",
       limitOrOff(MAX_RATE_LIMIT_PER_SECOND),
@@ -92,7 +108,10 @@ function limitOrOff(max: number) {
   return (value: string): number | "off" => (value.trim() === "off" ? "off" : n(value));
 }
 
-/** Sets the lifecycle limits and the ordering given as flags; returns the update-mask paths they touch. */
+/**
+ * Sets the lifecycle limits, the ordering and the consent settings given as flags; returns the
+ * update-mask paths they touch.
+ */
 function setLimitFlags(destination: DestinationInit, opts: DestinationFlags): string[] {
   const paths: string[] = [];
   if (opts.rateLimit !== undefined) {
@@ -106,6 +125,14 @@ function setLimitFlags(destination: DestinationInit, opts: DestinationFlags): st
   if (opts.ordering !== undefined) {
     destination.ordering = orderingValue(opts.ordering);
     paths.push("ordering");
+  }
+  if (opts.consentCategory !== undefined) {
+    destination.consentCategories = opts.consentCategory;
+    paths.push("consent_categories");
+  }
+  if (opts.consentMissing !== undefined) {
+    destination.consentMissing = consentMissingValue(opts.consentMissing);
+    paths.push("consent_missing");
   }
   return paths;
 }
@@ -192,6 +219,12 @@ export function destinationsCommand(session: Session): Command {
       .argument("<id>", "destination id")
       .addOption(new Option("--clear-headers", "remove every static header").conflicts("header"))
       .addOption(
+        new Option(
+          "--clear-consent-categories",
+          "remove every consent category (no consent requirement)",
+        ).conflicts("consentCategory"),
+      )
+      .addOption(
         new Option("--clear-secret", "remove the shared secret (requests go unsigned)").conflicts([
           "secret",
           "secretEnv",
@@ -205,6 +238,7 @@ export function destinationsCommand(session: Session): Command {
       id: string,
       opts: DestinationFlags & {
         clearHeaders?: boolean;
+        clearConsentCategories?: boolean;
         clearSecret?: boolean;
         enable?: boolean;
         disable?: boolean;
@@ -241,6 +275,10 @@ export function destinationsCommand(session: Session): Command {
       if (opts.enable || opts.disable) {
         destination.enabled = Boolean(opts.enable);
         paths.push("enabled");
+      }
+      if (opts.clearConsentCategories) {
+        destination.consentCategories = [];
+        paths.push("consent_categories");
       }
       paths.push(...setLimitFlags(destination, opts));
       if (paths.length === 0) throw new UsageError("nothing to change: give at least one flag to update");
@@ -313,6 +351,13 @@ function resolveSecret(opts: { secret?: string; secretEnv?: string }): string | 
   return opts.secret;
 }
 
+/** `"Analytics", "Advertising" (no consent object: filter)`, or `none`. */
+function consentText(d: DestinationView): string {
+  if (d.consentCategories.length === 0) return "none";
+  const names = d.consentCategories.map((c) => JSON.stringify(c)).join(", ");
+  return `${names} (no consent object: ${d.consentMissing})`;
+}
+
 export function printDestination(ctx: Context, d: DestinationView): void {
   const headers = Object.entries(d.headers);
   ctx.out.fields([
@@ -322,6 +367,7 @@ export function printDestination(ctx: Context, d: DestinationView): void {
     ["sources", d.sourceIds.join(", ") || "(none)"],
     ["signing", d.signing],
     ["ordering", d.ordering],
+    ["consent", consentText(d)],
     ["shared secret", d.sharedSecretSet ? "set" : "not set"],
     ...(d.previousSecretExpireTime
       ? [["previous secret signs until", d.previousSecretExpireTime] as [string, string]]

@@ -1,3 +1,4 @@
+import { filteredText } from "@hookpost/contract";
 import { Command } from "commander";
 import { excerpt, messageView, resultText } from "../attempt-views.js";
 import type { Session } from "../context.js";
@@ -27,7 +28,7 @@ export function messagesCommand(session: Session): Command {
           ["DESTINATION", "STATE", "ATTEMPTS", "NEXT ATTEMPT", "DEAD LETTER"],
           m.deliveries.map((d) => [
             d.destinationId,
-            d.state,
+            d.state === "filtered" ? filteredText(d.filterReason ?? undefined) : d.state,
             String(d.attempts),
             d.nextAttemptTime ?? "",
             d.deadLetterSequence === null ? "" : `seq ${d.deadLetterSequence}`,

@@ -1,4 +1,9 @@
-import { type Attempt, type Destination, Ordering } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import {
+  type Attempt,
+  ConsentMissing,
+  type Destination,
+  Ordering,
+} from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { useEffect, useState } from "preact/hooks";
 import { type ApiError, admin, allSources, call } from "../api.js";
 import { absolute } from "../format.js";
@@ -153,6 +158,7 @@ export function DestinationPage({ id }: { id: string }) {
         {dest.ordering === Ordering.PER_USER
           ? " Ordered per user: each user's calls arrive in the order accepted."
           : ""}
+        {consentText(dest)}
         {dest.previousSecretExpireTime
           ? ` The previous secret signs too until ${absolute(dest.previousSecretExpireTime)}.`
           : ""}
@@ -175,6 +181,17 @@ export function DestinationPage({ id }: { id: string }) {
       <AttemptLog destinationId={id} />
     </section>
   );
+}
+
+/** The consent requirement in one sentence (empty without one). */
+function consentText(d: Destination): string {
+  if (d.consentCategories.length === 0) return "";
+  const names = d.consentCategories.map((c) => `"${c}"`).join(", ");
+  const missing =
+    d.consentMissing === ConsentMissing.FILTER
+      ? "calls without a consent object are filtered"
+      : "calls without a consent object are delivered";
+  return ` Requires consent: ${names} (other calls are filtered; ${missing}).`;
 }
 
 /** The destination's attempts, newest first, live on the first page; older pages on demand. */

@@ -1,3 +1,4 @@
+import { filteredText } from "@hookpost/contract/consent";
 import type { MessageDelivery } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { DeliveryState } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { admin, messageHref } from "../api.js";
@@ -17,7 +18,8 @@ function stateBadge(d: MessageDelivery) {
     case DeliveryState.DEAD_LETTER:
       return <Badge kind="bad">dead letter</Badge>;
     case DeliveryState.FILTERED:
-      return <Badge kind="idle">filtered</Badge>;
+      // `filtered: consent ("Advertising" not granted)`: why it was not sent.
+      return <Badge kind="idle">{filteredText(d.filterReason)}</Badge>;
     default:
       return <Badge kind="idle">pending</Badge>;
   }

@@ -85,8 +85,20 @@ export interface RoutedRecord {
   destinations: string[];
   /** The call's integrations turned webhooks off: `destinations` were filtered, not sent to. */
   filtered: boolean;
+  /**
+   * Destinations of the source the call did not go to because it did not grant their consent
+   * categories, each with the rule's reason (`consent: "Advertising" not granted`). Absent in
+   * records written before consent per destination, and when none was filtered.
+   */
+  consentFiltered?: ConsentFiltered[];
   /** Absent when ATTEMPT_LOG_BODIES is off. */
   body?: string;
+}
+
+/** One destination a call was not sent to for consent, and why. */
+export interface ConsentFiltered {
+  destinationId: string;
+  reason: string;
 }
 
 export type LogRecord = AttemptRecord | DeadRecord | RoutedRecord;

@@ -28,6 +28,13 @@ export interface DestinationRecord {
    * Absent: unordered (the default).
    */
   ordering?: "PER_USER";
+  /**
+   * Consent categories a call must grant (contract's consentDecision); absent: no consent
+   * requirement. Never stored empty.
+   */
+  consentCategories?: string[];
+  /** "FILTER": a call without a consent object is filtered. Absent: delivered (the default). */
+  consentMissing?: "FILTER";
   /** Set when Hookpost paused the destination (410 Gone, failing too long); cleared on enable. */
   disabledReason?: string;
   /** ISO time of that pause. */
