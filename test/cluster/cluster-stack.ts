@@ -27,14 +27,6 @@ import {
 } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
 
-/**
- * DELIVERY_PARTITIONS here: 4, i.e. 2 × 4 = 8 partition consumers (raft groups), as many as these
- * tests ran with before the two classes of partitions. With the default (16 consumers) the
- * frozen-node test failed in both fresh-clone CI runs of 2026-11-25 on nats-server 2.9.10 (a
- * DELIVERIES stream reset once, calls gone from their partitions once). Suspected, not proven:
- * more raft groups make its recovery after a frozen node worse (docs/operations.md).
- */
-const PARTITIONS = 4;
 /** Settings every service of the cluster stack gets. */
 const COMMON_ENV = { STREAM_REPLICAS: "3", LOG_LEVEL: "warn", OPS_ADDR: "off" };
 /**
@@ -123,7 +115,6 @@ export class ClusterStack {
         ...COMMON_ENV,
         NATS_URL: cluster.urls,
         WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",
-        DELIVERY_PARTITIONS: String(PARTITIONS),
         RETRY_BASE_DELAY: "200ms",
         PULL_EXPIRES: "2s",
         // Short, so that a delivery whose ack was lost comes back (and is counted) within the test.
@@ -269,7 +260,7 @@ export class ClusterStack {
     );
     // Where what a partition still stores sits against its consumer's view, and whether it arrived.
     const partitions: string[] = [];
-    for (let p = 0; p < partitionCount(PARTITIONS); p++) {
+    for (let p = 0; p < partitionCount(8); p++) {
       try {
         const c = await jsm.consumers.info(DELIVERIES_STREAM, partitionConsumer(p));
         const n = { floor: [0, 0], held: [0, 0], ahead: [0, 0] };
