@@ -14,12 +14,11 @@ export async function deleteMessages(
   jsm: JetStreamManager,
   stream: string,
   filter: string,
-  options: { erase?: boolean; signal?: AbortSignal } = {},
+  options: { erase?: boolean } = {},
 ): Promise<number> {
   let deleted = 0;
   let seq = 1;
   for (;;) {
-    if (options.signal?.aborted) return deleted;
     const m = await nextMessage(jsm, stream, filter, seq);
     if (!m) return deleted;
     try {
