@@ -4,6 +4,7 @@ import type { AttemptLog, ConfigStore, DeadLetters, Logger } from "@hookpost/cor
 import {
   deadRecordOf,
   isStreamFull,
+  laneSubject,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
@@ -51,6 +52,8 @@ export interface AttemptObserver {
 const decoder = new TextDecoder();
 /** A park that failed (DELIVERIES full, NATS away) is tried again after this. */
 const PARK_FAILED_DELAY_MS = 2000;
+/** A lane delivery that would be parked unchanged on its own lane comes again after this. */
+const STAY_ON_LANE_MS = 1000;
 /** Publishes of one park before the message is handed back (about a minute of backoff). */
 const PARK_ATTEMPTS = 40;
 
@@ -74,6 +77,12 @@ export class DeliveryHandler {
       // Deleted meanwhile: parking would outlive the purge of its deliveries.
       msg.term();
       return false;
+    }
+    if (msg.subject === laneSubject(destinationId) && state.attempts === deliveryState(msg).attempts) {
+      // Already on its lane, unchanged: its copy would carry the same Nats-Msg-Id, which
+      // JetStream drops as a duplicate, and acking this one would lose the delivery. It stays.
+      msg.nak(Math.max(STAY_ON_LANE_MS, dueMs - Date.now()));
+      return true;
     }
     // A publish that timed out may still have been stored: trying again with the same
     // Nats-Msg-Id is stored once, whereas handing the message back could let it be delivered

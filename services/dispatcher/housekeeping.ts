@@ -26,6 +26,7 @@ export function startHousekeeping(config: DispatcherConfig, deps: CoreDeps): { s
   });
   janitor.start(Math.min(5000, janitorIntervalMs));
   const stranded = new StrandedRescue({
+    js: conns.js,
     jsm: conns.jsm,
     logger,
     partitions: partitionCount(config.deliveryPartitions),

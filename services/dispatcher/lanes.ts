@@ -10,6 +10,7 @@ import {
 import type { JetStreamClient, JetStreamManager, JsMsg } from "nats";
 import { type ConsumerSettings, deleteConsumer, ensureConsumer, laneConsumerConfig } from "./consumers.js";
 import { Puller } from "./puller.js";
+import { restoreUncounted } from "./restore.js";
 import { holdLimit, lookAt, lookFields, type Suspicion, verdict } from "./stranded.js";
 
 export interface LanesDeps {
@@ -217,6 +218,15 @@ export class Lanes {
         continue;
       }
       this.#strandSuspects.delete(id);
+      const restored = await restoreUncounted(d, laneSubject(id), look.info);
+      if (restored > 0) {
+        d.onStrandedRecreated?.();
+        d.logger.warn(
+          { destinationId: id, restored, ...lookFields(look) },
+          "stranded deliveries: the lane's consumer passed messages the lane stores without counting them; stored again",
+        );
+        continue;
+      }
       this.#drop(id);
       await deleteConsumer(d.jsm, laneConsumer(id));
       d.onStrandedRecreated?.();

@@ -70,11 +70,11 @@ export class DispatcherMetrics {
     ["cause"],
   );
 
-  /** Consumers created again because they no longer counted what they store (a nats-server fault). */
+  /** Deliveries stored again, or consumers created again, because a consumer no longer counted what its subjects store (a nats-server fault). */
   readonly stranded = counter(
     this.registry,
     "hookpost_dispatcher_stranded_recreated_total",
-    "Delivery consumers deleted and created again because they no longer counted messages their subjects store (partition or lane)",
+    "Stranded-delivery recoveries: deliveries stored again, or consumers deleted and created again, because a consumer no longer counted messages its subjects store (partition or lane)",
     ["consumer"],
   );
 

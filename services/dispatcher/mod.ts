@@ -6,9 +6,13 @@ export {
   dispatcherConfigFrom,
   dispatcherConfigFromEnv,
 } from "./config.js";
+export { laneConsumerConfig } from "./consumers.js";
+export { type DeliveryDeps, DeliveryHandler } from "./delivery.js";
 export { type RunningDispatcher, startDispatcher } from "./dispatcher.js";
 export { type AgentOptions, createWebhookAgent } from "./http-agent.js";
 export { INTEGRATION_NAME, webhooksEnabled } from "./integrations.js";
+export { Parking } from "./parking.js";
+export { restoreUncounted, uncounted } from "./restore.js";
 export {
   backoffMs,
   type DeadCause,
@@ -28,4 +32,4 @@ export {
 } from "./sender.js";
 export { NEXT_SIGNATURE_HEADER, signatureHeaders } from "./signing.js";
 export { AddressPolicy, SsrfRefusedError } from "./ssrf.js";
-export { type Look, type Suspicion, uncounted, verdict } from "./stranded.js";
+export { type Look, type Suspicion, verdict } from "./stranded.js";

@@ -6,22 +6,24 @@ import {
   partitionConsumer,
   partitionFilter,
 } from "@hookpost/core";
-import type { ConsumerInfo, JetStreamManager } from "nats";
+import type { ConsumerInfo, JetStreamClient, JetStreamManager } from "nats";
 import {
   type ConsumerSettings,
   deleteConsumer,
   ensureConsumer,
   partitionConsumerConfig,
 } from "./consumers.js";
+import { restoreUncounted, uncounted } from "./restore.js";
 
 /**
  * Stranded deliveries (docs/design/delivery-at-scale.md §7). nats-server 2.9 was seen, after a
  * leader change or a frozen node, to keep messages in a work-queue stream that their consumer no
  * longer counts: below its ack floor, or neither pending nor unacknowledged. Nothing would ever
  * hand them out, so accepted calls would never be delivered. A consumer is compared with what its
- * subjects store; when they disagree on two looks in a row about the same oldest message, the
- * consumer is deleted and created again, which hands out everything stored from the oldest on.
- * What was in flight at that moment may be delivered twice; nothing is lost.
+ * subjects store; when they disagree on two looks in a row about the same oldest message, what
+ * the consumer passed without counting is stored again (restore.ts: its replica may lack it), or,
+ * when nothing passed is missing, the consumer is deleted and created again, which hands out
+ * everything stored from the oldest on. What was in flight then may come twice; nothing is lost.
  */
 
 /** What one look saw of a consumer that did not count everything its subjects store. */
@@ -69,22 +71,13 @@ export function verdict(
   return { recreate: false, suspicion: last };
 }
 
-/**
- * A stored message its consumer will never hand out: at or below the ack floor (counted as
- * acknowledged), delivered with nothing unacknowledged, or not yet delivered with nothing pending.
- */
-export function uncounted(seq: number, c: ConsumerInfo): boolean {
-  if (seq <= c.ack_floor.stream_seq) return true;
-  if (seq <= c.delivered.stream_seq) return c.num_ack_pending === 0;
-  return c.num_pending === 0;
-}
-
 /** How long a delivery may be held at most before the mismatch it causes counts as lost. */
 export function holdLimit(ackWaitMs: number): number {
   return Math.max(60_000, 3 * ackWaitMs);
 }
 
 export interface StrandedDeps {
+  js: JetStreamClient;
   jsm: JetStreamManager;
   logger: Logger;
   partitions: number;
@@ -150,6 +143,15 @@ export class StrandedRescue {
       return false;
     }
     this.#suspicions.delete(p);
+    const restored = await restoreUncounted(d, partitionFilter(p), look.info);
+    if (restored > 0) {
+      d.onRecreated?.();
+      d.logger.warn(
+        { consumer: name, restored, ...lookFields(look) },
+        "stranded deliveries: the consumer passed messages its partition stores without counting them; stored again",
+      );
+      return true;
+    }
     // Another replica may have done it a moment ago: a consumer younger than two looks is left alone.
     if (Date.now() - new Date(look.info.created).getTime() < 2 * d.intervalMs) return false;
     await deleteConsumer(d.jsm, name);

@@ -336,14 +336,24 @@ interface CallRecord {
  * Steady load: `workers` loops each sending Batch calls of `batchSize` tracks (with known
  * message ids) one after the other. Records what was acknowledged and how long each call took.
  */
+/** The load's default pace (calls/s over all workers). */
+export const STEADY_CALLS_PER_SECOND = 1000;
+
 export class Load {
   readonly acked: string[] = [];
   readonly calls: CallRecord[] = [];
   #running = true;
   readonly #done: Promise<void>;
 
-  constructor(client: IngestClient, o: { workers?: number; batchSize?: number; tag?: string } = {}) {
+  constructor(
+    client: IngestClient,
+    o: { workers?: number; batchSize?: number; tag?: string; callsPerSecond?: number } = {},
+  ) {
     const batchSize = o.batchSize ?? 10;
+    const workers = o.workers ?? 4;
+    // Steady, not flat out: three nats-servers, ingest and two dispatchers share this machine's
+    // two cores, and a flat-out load measures how far nats-server 2.9.10 can be pushed behind.
+    const everyMs = (1000 * batchSize * workers) / (o.callsPerSecond ?? STEADY_CALLS_PER_SECOND);
     // Message ids are visible ASCII without spaces (the contract's rule): a tag is made to fit.
     const tag = (o.tag ?? "load").replace(/[^\x21-\x7e]/g, "-");
     const worker = async (w: number) => {
@@ -364,6 +374,8 @@ export class Load {
           );
           this.calls.push({ start, ms: Date.now() - start });
           this.acked.push(...ids);
+          const left = start + everyMs - Date.now();
+          if (left > 0) await sleep(left); // not a wait: the load's pace
         } catch (err) {
           const code = err instanceof HookpostError ? Code[err.code] : String(err);
           this.calls.push({
@@ -376,7 +388,7 @@ export class Load {
         }
       }
     };
-    this.#done = Promise.all(Array.from({ length: o.workers ?? 4 }, (_, w) => worker(w))).then(() => {});
+    this.#done = Promise.all(Array.from({ length: workers }, (_, w) => worker(w))).then(() => {});
   }
 
   /** Resolves once `n` more calls than now have been acknowledged. */

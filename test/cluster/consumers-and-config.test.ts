@@ -6,7 +6,8 @@ import { waitForRevision } from "../helpers/revisions.js";
 import { until } from "../helpers/until.js";
 import { ClusterStack, Load } from "./cluster-stack.js";
 
-// A 3-node cluster, R3, ingest and 2 dispatchers as processes under steady load. The leader of
+// A 3-node cluster, R3, ingest and 2 dispatchers as processes under steady load (cluster-stack's
+// Load: 1 000 calls/s; flat out, see docs/design/delivery-at-scale.md §7). The leader of
 // the destination's DELIVERIES consumer is killed -9, then the leader of the configuration
 // bucket, then a node is frozen (SIGSTOP) for 10 s: deliveries and configuration changes go on,
 // and no acknowledged call is lost.

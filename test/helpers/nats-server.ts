@@ -1,10 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { GiveUp, until } from "./until.js";
 
 const BIN = process.env.NATS_SERVER_BIN ?? "nats-server";
+const LOG_DIR = process.env.HOOKPOST_TEST_LOG_DIR;
 
 /** Servers still running; killed when the test process exits, even after a failed afterAll. */
 const running = new Set<ChildProcess>();
@@ -63,6 +64,8 @@ export class NatsServer {
         "-sd",
         join(this.dir, "js"),
         ...this.#extraArgs,
+        // HOOKPOST_TEST_LOG_DIR: keep each server's log (reading a failed cluster run afterwards).
+        ...(LOG_DIR ? ["-l", join(LOG_DIR, `nats-${basename(this.dir)}.log`)] : []),
       ],
       { stdio: ["ignore", "ignore", "pipe"] },
     );

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { dirname, join, resolve } from "node:path";
+import { createWriteStream } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
@@ -35,9 +36,15 @@ export function spawnNode(args: string[], env: Record<string, string>, cwd = ROO
   });
   const records: LogRecord[] = [];
   const output: string[] = [];
+  // HOOKPOST_TEST_LOG_DIR: keep each service's output (reading a failed cluster run afterwards).
+  const logDir = process.env.HOOKPOST_TEST_LOG_DIR;
+  const file = logDir
+    ? createWriteStream(join(logDir, `${basename(dirname(args.at(-1) ?? "node"))}-${proc.pid}.log`))
+    : undefined;
   for (const stream of [proc.stdout!, proc.stderr!]) {
     createInterface({ input: stream }).on("line", (line) => {
       output.push(line);
+      file?.write(`${line}\n`);
       try {
         const rec = JSON.parse(line) as LogRecord;
         records.push(rec);
