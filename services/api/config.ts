@@ -1,6 +1,13 @@
 import { MAX_BATCH_BYTES } from "@hookpost/contract";
-import type { GrpcServerLimits, OpsLimits, Settings, TopologySettings } from "@hookpost/core";
-import { ConfigError, grpcLimitsFrom, loadSettings, opsLimitsFrom, topologyFrom } from "@hookpost/core";
+import type { GrpcServerLimits, Keyring, OpsLimits, Settings, TopologySettings } from "@hookpost/core";
+import {
+  ConfigError,
+  grpcLimitsFrom,
+  keyringFrom,
+  loadSettings,
+  opsLimitsFrom,
+  topologyFrom,
+} from "@hookpost/core";
 import { defaultSourceQuota, type SourceQuotaSettings } from "./calls/quota.js";
 import type { HttpLimits } from "./http/limits.js";
 import { syncLimitsFrom } from "./sync/sync-env.js";
@@ -39,6 +46,8 @@ export interface IngestConfig {
   quota?: SourceQuotaSettings;
   /** STREAM_CHECK_INTERVAL: how often streams' bytes and limits are read (metrics, bucket limits). */
   streamCheckMs?: number;
+  /** SECRETS_KEYS (or SECRETS_KEYS_FILE): encrypt secrets at rest; absent: stored in plain text. */
+  keyring?: Keyring;
 }
 
 const DEFAULT_NATS_URL = "nats://127.0.0.1:4222";
@@ -71,6 +80,7 @@ export function ingestConfigFrom(s: Settings): IngestConfig {
   }
   const topology = topologyFrom(s);
   const q = defaultSourceQuota(topology);
+  const keyring = keyringFrom(s);
   return {
     natsUrl: s.NATS_URL ?? DEFAULT_NATS_URL,
     address: s.INGEST_ADDR,
@@ -99,6 +109,7 @@ export function ingestConfigFrom(s: Settings): IngestConfig {
     ...(s.HTTP_ADDR === undefined ? {} : { httpAddress: s.HTTP_ADDR }),
     ...(s.OPS_ADDR === undefined ? {} : { opsAddress: s.OPS_ADDR }),
     ...(s.ADMIN_TOKEN === undefined ? {} : { adminToken: s.ADMIN_TOKEN }),
+    ...(keyring === undefined ? {} : { keyring }),
     ...(certFile !== undefined && keyFile !== undefined ? { tls: { certFile, keyFile } } : {}),
   };
 }

@@ -9,6 +9,7 @@ import {
   type GrpcListenerStats,
   type Logger,
   type OpsServer,
+  PLAIN_SECRETS_WARNING,
   type Readiness,
   registerConfigRevision,
   startOpsServer,
@@ -30,6 +31,11 @@ export interface IngestOptions {
   logger?: Logger;
   /** Extra handlers on the HTTP listener (HTTP_ADDR), tried after the Segment API, before the 404. */
   httpMounts?: readonly Mount[];
+  /**
+   * The service cannot go on: a configuration record written since the start does not decrypt
+   * with SECRETS_KEYS (main.ts logs the error's one line and exits). Default: logged as an error.
+   */
+  onFatal?: (err: Error) => void;
 }
 
 export interface IngestHandle {
@@ -82,6 +88,8 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
   try {
     const stores = await openStores(nc, config, { metrics, log });
     started.push(() => stores.close());
+    if (config.keyring === undefined) log.warn(PLAIN_SECRETS_WARNING);
+    stores.config.on("unreadable", options.onFatal ?? ((err) => log.error(err.message)));
     registerConfigRevision(metrics.registry, () => stores.config.revision);
 
     metrics.natsConnected(true);
@@ -101,7 +109,14 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     const sync = await startSync(config.sync, { nc, stores, publisher, quota: calls.quota, metrics, log });
     grpc.add(IngestService, { ...calls.service, ...sync });
 
-    const admin = startAdmin({ nc, stores, adminAuth, natsConnected: () => publisher.connected, log });
+    const admin = startAdmin({
+      nc,
+      stores,
+      adminAuth,
+      natsConnected: () => publisher.connected,
+      log,
+      onAuditOutcomeLost: () => metrics.auditOutcomeLost(),
+    });
     started.push(() => admin.close());
     grpc.add(AdminService, admin.service);
 

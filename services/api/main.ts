@@ -24,7 +24,14 @@ async function main(): Promise<void> {
     log = createLogger("ingest", config.logLevel);
     // Tracing hook: OpenTelemetry when OTEL_* asks for it (flushed after the service stops).
     const tracing = await startTracing("hookpost-ingest", processEnvironment(), log);
-    const ingest = await startIngest(config, { logger: log });
+    const ingest = await startIngest(config, {
+      logger: log,
+      // Keys that do not open a record written since the start: one line, then out.
+      onFatal: (err) => {
+        log.fatal(err.message);
+        process.exit(1);
+      },
+    });
     const { address, opsAddress: ops, httpAddress: http } = ingest;
     log.info({ address, tls: config.tls !== undefined, ops, http }, "ingest listening");
     // No input may crash the service: a stray rejection is logged, not fatal.

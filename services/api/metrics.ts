@@ -19,6 +19,7 @@ export class IngestMetrics {
   readonly #publishSeconds: Histogram<"outcome">;
   readonly #natsConnected: Gauge;
   readonly #quotaRefused: Counter<"limit">;
+  readonly #auditOutcomesLost: Counter;
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -57,6 +58,11 @@ export class IngestMetrics {
       name: "hookpost_ingest_quota_refused_total",
       help: "Requests refused (429 / RESOURCE_EXHAUSTED) because their source was over a quota: pending_bytes, rate",
       labelNames: ["limit"],
+      registers,
+    });
+    this.#auditOutcomesLost = new Counter({
+      name: "hookpost_audit_outcomes_lost_total",
+      help: "Admin writes whose outcome could not be added to the audit log after retries (their record shows outcome unknown)",
       registers,
     });
     if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry });
@@ -132,6 +138,10 @@ export class IngestMetrics {
 
   quotaRefused(limit: QuotaLimit): void {
     this.#quotaRefused.inc({ limit });
+  }
+
+  auditOutcomeLost(): void {
+    this.#auditOutcomesLost.inc();
   }
 
   natsConnected(up: boolean): void {

@@ -1,5 +1,7 @@
 /** The public entry point of @hookpost/api: what other packages may import. */
+export { type AuditDeps, type AuditedCall, audited } from "./admin/audited.js";
 export { type PageRequest, pageOf } from "./admin/paging.js";
+export { tokenFingerprint } from "./auth.js";
 export { encodeIds, type IngestDeps, ingestService } from "./calls/ingest-service.js";
 export { defaultSourceQuota, type QuotaLimit, SourceQuota, type SourceQuotaSettings } from "./calls/quota.js";
 export {

@@ -1,11 +1,14 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import {
+  AuditLog,
   ConfigStore,
   DeadLetters,
   ensureBucketLimits,
   ensureTopology,
+  type Keyring,
   type Logger,
   MembershipStore,
+  SecretsKeyError,
   StreamWatch,
   type TopologySettings,
   UserSourceIndex,
@@ -22,6 +25,8 @@ export interface Stores {
   readonly index: UserSourceIndex;
   readonly memberships: MembershipStore;
   readonly deadLetters: DeadLetters;
+  /** The audit log of admin writes (append and read only). */
+  readonly auditLog: AuditLog;
   close(): void;
 }
 
@@ -31,21 +36,22 @@ export interface Stores {
  */
 export async function openStores(
   nc: NatsConnection,
-  settings: { topology: TopologySettings; streamCheckMs?: number },
+  settings: { topology: TopologySettings; streamCheckMs?: number; keyring?: Keyring | undefined },
   deps: { metrics: IngestMetrics; log: Logger },
 ): Promise<Stores> {
   const { topology } = settings;
   const replicas = { replicas: topology.replicas };
-  const [config, index, memberships, deadLetters] = await untilReady(
+  const [config, index, memberships, deadLetters, auditLog] = await untilReady(
     deps.log,
     "create streams and load configuration",
     async () => {
       await ensureTopology(await nc.jetstreamManager(), topology);
       const opened = await Promise.all([
-        ConfigStore.open(nc, replicas),
+        ConfigStore.open(nc, { ...replicas, keyring: settings.keyring }),
         UserSourceIndex.open(nc, replicas),
         MembershipStore.open(nc, replicas),
         DeadLetters.open(nc),
+        AuditLog.open(nc),
       ]);
       // The stores create their buckets without a byte limit.
       await ensureBucketLimits(await nc.jetstreamManager(), topology);
@@ -62,6 +68,7 @@ export async function openStores(
     index,
     memberships,
     deadLetters,
+    auditLog,
     close: () => {
       watch.close();
       config.close();
@@ -91,6 +98,8 @@ async function untilReady<T>(log: Logger, what: string, step: () => Promise<T>):
     try {
       return await step();
     } catch (err) {
+      // Keys that do not open the stored secrets: waiting will not help.
+      if (err instanceof SecretsKeyError) throw err;
       log.warn({ err: (err as Error).message, retryInMs: delay }, `cannot ${what} yet; retrying`);
       await sleep(delay);
     }

@@ -1,5 +1,5 @@
-import type { OpsLimits, Settings, TopologySettings } from "@hookpost/core";
-import { ConfigError, loadSettings, opsLimitsFrom, topologyFrom } from "@hookpost/core";
+import type { Keyring, OpsLimits, Settings, TopologySettings } from "@hookpost/core";
+import { ConfigError, keyringFrom, loadSettings, opsLimitsFrom, topologyFrom } from "@hookpost/core";
 import { AddressPolicy } from "./ssrf.js";
 
 type Env = Record<string, string | undefined>;
@@ -53,6 +53,8 @@ export interface DispatcherConfig {
   attemptLogBodies: boolean;
   /** Stream settings; retryWindowMs (RETRY_WINDOW) and retryMaxDelayMs (RETRY_MAX_DELAY) live here. */
   topology: TopologySettings;
+  /** SECRETS_KEYS (or SECRETS_KEYS_FILE): open the secrets stored encrypted; absent: stored in plain text. */
+  keyring?: Keyring;
 }
 
 /** Reads the configuration from environment variables; throws ConfigError naming a bad one. */
@@ -70,6 +72,7 @@ export function dispatcherConfigFrom(s: Settings): DispatcherConfig {
   }
   if (topology.retryMaxDelayMs < s.RETRY_BASE_DELAY)
     throw new ConfigError("RETRY_MAX_DELAY must not be below RETRY_BASE_DELAY");
+  const keyring = keyringFrom(s);
   return {
     natsUrl: s.NATS_URL ?? "nats://127.0.0.1:4222",
     webhookTimeoutMs: s.WEBHOOK_TIMEOUT,
@@ -96,6 +99,7 @@ export function dispatcherConfigFrom(s: Settings): DispatcherConfig {
     ...(s.AUTO_DISABLE_AFTER === undefined ? {} : { autoDisableAfterMs: s.AUTO_DISABLE_AFTER }),
     ...(s.WEBHOOK_CA_FILE === undefined ? {} : { caFile: s.WEBHOOK_CA_FILE }),
     ...(s.OPS_ADDR === undefined ? {} : { opsAddr: s.OPS_ADDR }),
+    ...(keyring === undefined ? {} : { keyring }),
   };
 }
 

@@ -8,9 +8,11 @@ import {
   DeadLetters,
   destinationOfSubject,
   ensureTopology,
+  type Keyring,
   LANE_SUBJECT_PREFIX,
   type Logger,
   PipelinedPublisher,
+  SecretsKeyError,
   type TopologySettings,
 } from "@hookpost/core";
 import type { JetStreamClient, JetStreamManager, NatsConnection } from "nats";
@@ -38,12 +40,17 @@ export interface Connections {
 
 /** Connects to NATS (waiting until it is up), opens the stores and the publishers. */
 export async function openConnections(
-  settings: { natsUrl: string; topology: TopologySettings },
+  settings: { natsUrl: string; topology: TopologySettings; keyring?: Keyring | undefined },
   logger: Logger,
 ): Promise<Connections> {
   const nc = await connectNats(settings.natsUrl, "hookpost-dispatcher", logger);
   const jsm = await nc.jetstreamManager();
-  const { store, deadLetters, registry } = await openStores(nc, jsm, settings.topology, logger);
+  const { store, deadLetters, registry } = await openStores(nc, jsm, settings, logger).catch(
+    async (err: unknown) => {
+      await nc.close().catch(() => {});
+      throw err;
+    },
+  );
   const connection = new ConnectionState(nc);
   connection.onChange((up) =>
     up
@@ -100,9 +107,10 @@ export function backlogOf(
 async function openStores(
   nc: NatsConnection,
   jsm: JetStreamManager,
-  topology: TopologySettings,
+  settings: { topology: TopologySettings; keyring?: Keyring | undefined },
   logger: Logger,
 ): Promise<{ store: ConfigStore; deadLetters: DeadLetters; registry: ReplicaRegistry }> {
+  const { topology, keyring } = settings;
   let registry: ReplicaRegistry | undefined;
   for (let i = 1; ; i++) {
     try {
@@ -111,9 +119,14 @@ async function openStores(
       // Opened once: it heartbeats from then on.
       registry ??= await ReplicaRegistry.open(nc, { replicas: topology.replicas, logger });
       // Last: once open it watches, so a failure after it would leave a watcher behind.
-      const store = await ConfigStore.open(nc, { replicas: topology.replicas });
+      const store = await ConfigStore.open(nc, { replicas: topology.replicas, keyring });
       return { store, deadLetters, registry };
     } catch (err) {
+      // Keys that do not open the stored secrets: waiting will not help.
+      if (err instanceof SecretsKeyError) {
+        await registry?.close();
+        throw err;
+      }
       logger.warn({ attempt: i, err: (err as Error).message }, "JetStream not ready; retrying");
       await sleep(Math.min(5000, 250 * i));
     }

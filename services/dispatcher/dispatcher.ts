@@ -1,4 +1,10 @@
-import { createLogger, type Logger, registerConfigRevision, splitHostPort } from "@hookpost/core";
+import {
+  createLogger,
+  type Logger,
+  PLAIN_SECRETS_WARNING,
+  registerConfigRevision,
+  splitHostPort,
+} from "@hookpost/core";
 import type { DispatcherConfig } from "./config.js";
 import { backlogOf, closeStores, drainConnections, openConnections } from "./connections.js";
 import { startDeliveryCore, startOrdered } from "./delivery-core.js";
@@ -23,11 +29,20 @@ export interface RunningDispatcher {
  */
 export async function startDispatcher(
   config: DispatcherConfig,
-  options: { logger?: Logger } = {},
+  options: {
+    logger?: Logger;
+    /**
+     * The replica cannot go on: a configuration record written since the start does not decrypt
+     * with SECRETS_KEYS (main.ts logs the error's one line and exits). Default: logged as an error.
+     */
+    onFatal?: (err: Error) => void;
+  } = {},
 ): Promise<RunningDispatcher> {
   const logger = options.logger ?? createLogger("dispatcher", config.logLevel);
   const conns = await openConnections(config, logger);
   const { store } = conns;
+  if (config.keyring === undefined) logger.warn(PLAIN_SECRETS_WARNING);
+  store.on("unreadable", options.onFatal ?? ((err) => logger.error(err.message)));
   const metrics = new DispatcherMetrics(backlogOf(conns));
   const core = await startDeliveryCore(config, { conns, metrics, logger });
   const { deliveries } = core;

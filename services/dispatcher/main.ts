@@ -28,7 +28,14 @@ const tracing = await startTracing("hookpost-dispatcher", processEnvironment(), 
     process.exit(2);
   },
 );
-const dispatcher = await startDispatcher(config, { logger }).catch((err: unknown) => {
+const dispatcher = await startDispatcher(config, {
+  logger,
+  // Keys that do not open a record written since the start: one line, then out.
+  onFatal: (err) => {
+    logger.fatal(err.message);
+    process.exit(2);
+  },
+}).catch((err: unknown) => {
   // A port in use or a bad address: one line naming the variable, no stack trace.
   if (err instanceof ConfigError) logger.fatal(err.message);
   else logger.fatal({ err: (err as Error)?.message, stack: (err as Error)?.stack }, "start failed");

@@ -12,7 +12,13 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { adminMetadata, createClient } from "@hookpost/client";
 import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import { ConfigError, loadSettings, processEnvironment, splitHostPort } from "@hookpost/core";
+import {
+  ConfigError,
+  loadSettings,
+  newSecretKeyEntry,
+  processEnvironment,
+  splitHostPort,
+} from "@hookpost/core";
 import { buildConsoleIfStale } from "./console-build.js";
 import { summarizeDeliveries } from "./delivered-summary.js";
 import { DEMO_SECRET, startDemoReceiver } from "./demo-receiver.js";
@@ -89,6 +95,24 @@ async function adminToken(): Promise<string> {
   return token;
 }
 
+/**
+ * The key that encrypts destinations' secrets at rest: SECRETS_KEYS or SECRETS_KEYS_FILE when set
+ * (the services read them), else one generated on the first run and kept beside the NATS data,
+ * readable by this user only (without it the stored secrets cannot be read).
+ */
+async function secretsKeyFile(): Promise<{ file: string | undefined; where: string }> {
+  if (settings.SECRETS_KEYS !== undefined) return { file: undefined, where: "SECRETS_KEYS (set by you)" };
+  if (settings.SECRETS_KEYS_FILE !== undefined) {
+    return { file: undefined, where: `${settings.SECRETS_KEYS_FILE}   (SECRETS_KEYS_FILE, set by you)` };
+  }
+  const file = join(dataDir, "secrets-keys");
+  if (existsSync(file)) return { file, where: file };
+  const entry = newSecretKeyEntry(`local-${new Date().toISOString().slice(0, 10).replaceAll("-", "")}`);
+  await writeFile(file, `${entry}\n`, { mode: 0o600, flag: "wx" });
+  await chmod(file, 0o600);
+  return { file, where: `${file}   (generated now: keep it with .data)` };
+}
+
 /** Every child process; they run in their own process groups, so none may outlive us. */
 const children: ChildProcess[] = [];
 process.on("exit", () => {
@@ -127,6 +151,7 @@ async function main(): Promise<void> {
   }
 
   const token = await adminToken();
+  const secretsKey = await secretsKeyFile();
   const receiverSetting = settings.DEMO_RECEIVER_ADDR;
   const receiver =
     receiverSetting === undefined
@@ -140,6 +165,7 @@ async function main(): Promise<void> {
     ...env,
     NATS_URL: natsUrl,
     ADMIN_TOKEN: token,
+    ...(secretsKey.file === undefined ? {} : { SECRETS_KEYS_FILE: secretsKey.file }),
     // Local trial: webhooks to this machine are allowed (the SSRF guard refuses them by default).
     WEBHOOK_ALLOWED_CIDRS: settings.WEBHOOK_ALLOWED_CIDRS.join(","),
   };
@@ -224,6 +250,7 @@ async function main(): Promise<void> {
   if (receiver)
     out(`  demo receiver      ${receiver.url}   (verifies X-Signature with secret "${DEMO_SECRET}")`);
   out(`  admin token        ${token}`);
+  out(`  secrets key        ${secretsKey.where}`);
   out("");
   // A restart on the same data: the demo source (and destination) exist already.
   const existing = await demoConfig(endpoint, token);

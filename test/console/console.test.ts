@@ -21,6 +21,8 @@ let base: string;
 let errors: string[];
 const requested: string[] = [];
 let source: { writeKey: string; client: IngestClient };
+/** Secrets the console showed once: never to be seen again (the audit log). */
+const shownSecrets: string[] = [];
 
 beforeAll(async () => {
   stack = await Stack.start({ ...STACK_OPTIONS, ingest: { httpAddress: "127.0.0.1:0" } });
@@ -118,6 +120,7 @@ describe("web console", () => {
     expect((await stack.admin.listSources({})).sources.map((s) => s.id)).toEqual(["web"]);
 
     source = { writeKey: key, client: ingestClient(stack.ingest.address, key) };
+    shownSecrets.push(key);
   });
 
   it("creates a destination through the UI and delivers calls sent over gRPC", async () => {
@@ -290,6 +293,36 @@ describe("web console", () => {
     await page.getByRole("button", { name: "Rotate secret" }).click();
     await page.getByText("The previous secret signs too until").waitFor();
     expect(await shown.textContent()).not.toBe(first);
+    shownSecrets.push(first, (await shown.textContent()) ?? "");
+  });
+
+  it("shows who changed what in the audit log, never a secret or header value", async () => {
+    await nav("Audit log");
+    const records = page.locator("[data-testid=audit-records] details");
+    await records.first().waitFor();
+    const rotations = page.locator('[data-testid=audit-records] details[data-action="RotateSecret"]');
+    expect(await rotations.count()).toBe(2);
+    expect(await records.first().getAttribute("data-action")).toBe("RotateSecret");
+    // The settings change: header names shown, their values redacted, before → after.
+    const edit = page
+      .locator('[data-testid=audit-records] details[data-action="UpdateDestination"]')
+      .filter({ hasText: "changed headers" });
+    await edit.locator("summary").click();
+    expect(await edit.locator("summary").textContent()).toMatch(/admin [0-9a-f]{8}/);
+    expect(await edit.locator("[data-testid=after]").textContent()).toContain('"X-Tenant": "[redacted]"');
+    await page.locator("input[name=resource]").fill("hook");
+    await page.getByRole("button", { name: "Filter" }).click();
+    await page.waitForURL(/\/console\/audit\?resource=hook$/);
+    await page
+      .locator('[data-testid=audit-records] details[data-action="CreateDestination"]')
+      .first()
+      .waitFor();
+    expect(
+      await page.locator('[data-testid=audit-records] details[data-action="CreateSource"]').count(),
+    ).toBe(0);
+    await expectNoSidewaysScroll("audit");
+    const text = (await page.content()) + (await page.locator("main").innerText());
+    for (const s of [...shownSecrets, "acme-eu", STACK_ADMIN_TOKEN]) expect(text).not.toContain(s);
   });
 
   it("asks which source when two sources sent the same message id, then shows that source's call", async () => {

@@ -1,6 +1,6 @@
 import { DELIVERIES_STREAM } from "@hookpost/core";
 import { restoreUncounted } from "@hookpost/dispatcher";
-import { AckPolicy, DeliverPolicy, headers } from "nats";
+import { AckPolicy, type ConsumerInfo, DeliverPolicy, headers } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Pipeline, pipeline } from "./helpers.js";
 
@@ -39,8 +39,14 @@ describe("storing again what a consumer passed without counting", () => {
       deliver_policy: DeliverPolicy.All,
     });
     const real = await p.jsm.consumers.info(DELIVERIES_STREAM, "lane_restore-me");
-    const floor = { stream_seq: passed[1]!, consumer_seq: 2 };
-    const info = { ...real, num_pending: 0, num_ack_pending: 0, ack_floor: floor, delivered: floor };
+    const floor = { ...real.delivered, stream_seq: passed[1]!, consumer_seq: 2 };
+    const info: ConsumerInfo = {
+      ...real,
+      num_pending: 0,
+      num_ack_pending: 0,
+      ack_floor: floor,
+      delivered: floor,
+    };
     // Stored after the look: not passed, left alone.
     await put("c");
 

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHmac } from "node:crypto";
-import { readdir, rm } from "node:fs/promises";
+import { readdir, readFile, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -150,6 +150,11 @@ describe("npm start", () => {
     const demoUrl = printed(/^ {2}demo receiver\s+(\S+)/)[1]!;
     const token = printed(/^ {2}admin token\s+(\S+)$/)[1]!;
     for (const a of [ingestOps, dispatcherOps]) expect(a).toMatch(/^127\.0\.0\.1:[1-9]\d*$/);
+    // The key that encrypts secrets at rest: generated on this first run, readable by its owner only.
+    const keyFile = printed(/^ {2}secrets key\s+(\S+) {3}\(generated now: keep it with \.data\)$/)[1]!;
+    expect(keyFile).toBe(join(dir, ".data", "secrets-keys"));
+    expect((await stat(keyFile)).mode & 0o777).toBe(0o600);
+    expect(await readFile(keyFile, "utf8")).toMatch(/^local-\d{8}:[A-Za-z0-9+/]{43}=\n$/);
     expect(demoUrl).toMatch(/^http:\/\/127\.0\.0\.1:[1-9]\d*\/webhook$/);
     expect(token).toMatch(/^[0-9a-f]{48}$/);
     expect(await httpStatus(`http://${ingestOps}/readyz`)).toBe(200);
@@ -289,7 +294,12 @@ describe("npm start", () => {
 
   it("restarted on the same data, it does not tell you to create the demo source again", async () => {
     lines.length = 0;
+    const keyFile = join(dir, ".data", "secrets-keys");
+    const key = await readFile(keyFile, "utf8");
     const proc = await npmStart();
+    // The same key, kept: the secrets stored on the first run are read with it.
+    expect(printed(/^ {2}secrets key\s+(.+)$/)[1]).toBe(keyFile);
+    expect(await readFile(keyFile, "utf8")).toBe(key);
     expect(
       lines.some((l) => l.startsWith("Welcome back: the demo source and destination are still here.")),
     ).toBe(true);

@@ -32,7 +32,7 @@ export interface AttemptView {
  * The CLI's word for a value of a proto enum: its name in lower case, `_` as `-` ("client-error",
  * "dead-letter", "half-open"); "unknown" for UNSPECIFIED and for a value newer than this CLI.
  */
-function enumWord(e: Record<number, string>, value: number): string {
+export function enumWord(e: Record<number, string>, value: number): string {
   const name = e[value];
   return name === undefined || name === "UNSPECIFIED" ? "unknown" : name.toLowerCase().replaceAll("_", "-");
 }

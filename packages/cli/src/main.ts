@@ -3,10 +3,12 @@ import { clientSetting } from "@hookpost/contract";
 import { Command, CommanderError, Option } from "commander";
 import { applyCommand } from "./commands/apply.js";
 import { attemptsCommand } from "./commands/attempts.js";
+import { auditCommand } from "./commands/audit.js";
 import { deadLettersCommand } from "./commands/dead-letters.js";
 import { deleteUserCommand } from "./commands/delete-user.js";
 import { destinationsCommand } from "./commands/destinations.js";
 import { messagesCommand } from "./commands/messages.js";
+import { secretsCommand } from "./commands/secrets.js";
 import { sendCommand } from "./commands/send.js";
 import { sourcesCommand } from "./commands/sources.js";
 import {
@@ -80,7 +82,8 @@ Examples:
   hookpost destinations create --name CRM --source web --url https://crm.example.com/hooks --secret-env CRM_SECRET
   hookpost apply -f hookpost.yaml
   hookpost send track --write-key "$KEY" --user-id u1 --event "Signed Up" --properties '{"plan":"pro"}'
-  hookpost dead-letters list --destination crm`,
+  hookpost dead-letters list --destination crm
+  hookpost audit list --resource crm`,
     );
 
   for (const cmd of [
@@ -92,6 +95,8 @@ Examples:
     deadLettersCommand(session),
     attemptsCommand(session),
     messagesCommand(session),
+    auditCommand(session),
+    secretsCommand(session),
   ]) {
     program.addCommand(cmd);
   }

@@ -3,6 +3,7 @@ import "./style.css";
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { onUnauthenticated } from "./api.js";
+import { AuditPage } from "./pages/audit.js";
 import { DeadLettersPage } from "./pages/dead-letters.js";
 import { DestinationPage, NewDestination } from "./pages/destination.js";
 import { MessagePage } from "./pages/message.js";
@@ -17,6 +18,7 @@ const NAV: Array<[string, string]> = [
   ["/dead-letters", "Dead letters"],
   ["/messages", "Messages"],
   ["/sources", "Sources"],
+  ["/audit", "Audit log"],
 ];
 
 function Page({ path, query }: { path: string; query: URLSearchParams }) {
@@ -27,6 +29,8 @@ function Page({ path, query }: { path: string; query: URLSearchParams }) {
   if (seg[0] === "messages") return <MessagePage id={seg[1] ?? ""} source={query.get("source") ?? ""} />;
   if (seg[0] === "dead-letters") return <DeadLettersPage destination={query.get("destination") ?? ""} />;
   if (seg[0] === "sources") return <SourcesPage />;
+  if (seg[0] === "audit")
+    return <AuditPage resource={query.get("resource") ?? ""} key={query.get("resource") ?? ""} />;
   return (
     <p class="notice notice-info">
       No page here. <a href="/console/">Back to the overview</a>.

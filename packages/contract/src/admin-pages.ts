@@ -19,6 +19,7 @@ export const ADMIN_PAGES = {
   sources: { default: 100, max: 1000 },
   destinations: { default: 100, max: 1000 },
   destinationHealth: { default: 100, max: 1000 },
+  auditRecords: { default: 100, max: 1000 },
 } as const satisfies Record<string, PageLimit>;
 
 /** The page size a request asks for, or undefined when out of range (a field violation). */

@@ -41,10 +41,21 @@ export {
   type Stored,
   statusClass,
 } from "./attempts/record.js";
+export { AuditLog, type AuditPage, type AuditQuery, auditEntryBytes } from "./audit/audit-log.js";
+export type {
+  AuditActor,
+  AuditChange,
+  AuditEntry,
+  AuditOutcomeRecord,
+  AuditRequestRecord,
+  AuditStoredRecord,
+} from "./audit/record.js";
+export { changedFields, REDACTED, redact, redactFieldKeys } from "./audit/redact.js";
 export {
   AlreadyExistsError,
   type ConfigChange,
   ConfigStore,
+  type ConfigStoreOptions,
   ConflictError,
   MAX_CHANGE_ATTEMPTS,
 } from "./config/config-store.js";
@@ -84,6 +95,7 @@ export { DEFAULT_GRPC_LIMITS, grpcLimitsFrom } from "./env/grpc-env.js";
 export { listenError } from "./env/listen-error.js";
 export { DEFAULT_OPS_LIMITS, opsLimitsFrom } from "./env/ops-env.js";
 export { ConfigError } from "./env/read-env.js";
+export { keyringFrom, PLAIN_SECRETS_WARNING } from "./env/secrets-env.js";
 export { topologyFrom } from "./env/topology-env.js";
 export { tracingEnabledFromEnv } from "./env/tracing-env.js";
 export { DomainError, type DomainErrorCode } from "./errors.js";
@@ -166,6 +178,10 @@ export {
 export { StreamFeed, type StreamFeedOptions } from "./nats/stream-feed.js";
 export { countIfFull, registerStreamFull, StreamWatch } from "./nats/stream-watch.js";
 export {
+  AUDIT_STREAM,
+  AUDIT_SUBJECTS,
+  auditOutcomeSubject,
+  auditRequestSubject,
   CONFIG_BUCKET,
   DEAD_STREAM,
   DEFAULT_TOPOLOGY,
@@ -226,6 +242,21 @@ export {
   startOpsServer,
 } from "./ops/ops-server.js";
 export { stopOnSignals } from "./ops/signals.js";
+export { type Envelope, openEnvelope, sealEnvelope } from "./secrets/envelope.js";
+export {
+  Keyring,
+  newSecretKeyEntry,
+  parseSecretKeys,
+  SECRET_KEY_BYTES,
+  type SecretKey,
+} from "./secrets/keyring.js";
+export {
+  openDestination,
+  type StoredDestination,
+  sealDestination,
+  sealedWith,
+} from "./secrets/sealed-destination.js";
+export { SecretsKeyError } from "./secrets/secrets-key-error.js";
 export {
   extractTraceContext,
   grpcTraceContext,

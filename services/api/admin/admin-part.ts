@@ -17,6 +17,8 @@ export function startAdmin(deps: {
   adminAuth: AdminAuth;
   natsConnected: () => boolean;
   log: Logger;
+  /** An admin write's audit outcome could not be stored (a metric). */
+  onAuditOutcomeLost?: () => void;
 }): AdminPart {
   const { stores, log } = deps;
   const health = new HealthAggregate(deps.nc, log);
@@ -35,6 +37,8 @@ export function startAdmin(deps: {
     natsConnected: deps.natsConnected,
     onSourceDeleted: (id) => stores.index.forgetSource(id),
     deadLetters: stores.deadLetters,
+    auditLog: stores.auditLog,
+    ...(deps.onAuditOutcomeLost ? { onAuditOutcomeLost: deps.onAuditOutcomeLost } : {}),
   });
   return { service, close: () => health.close() };
 }

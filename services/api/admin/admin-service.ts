@@ -1,12 +1,22 @@
 import { Code, HookpostError } from "@hookpost/contract";
-import type { AttemptReader, CallContext, DeadLetters, HealthAggregate, ServiceImpl } from "@hookpost/core";
+import type {
+  AttemptReader,
+  AuditLog,
+  CallContext,
+  DeadLetters,
+  HealthAggregate,
+  ServiceImpl,
+} from "@hookpost/core";
 import { ConflictError, DomainError } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import type { AdminAuth } from "../auth.js";
 import { attemptHandlers } from "./attempts.js";
+import { auditRecordHandlers } from "./audit-records.js";
+import { audited } from "./audited.js";
 import { deadLetterHandlers } from "./dead-letters.js";
 import { destinationHandlers } from "./destinations.js";
 import { healthHandlers } from "./health.js";
+import { reencryptSecretsHandler } from "./reencrypt-secrets.js";
 import { rotateSecretHandler } from "./rotate-secret.js";
 import { type AdminDeps, type AdminMethods, sourceHandlers } from "./sources.js";
 
@@ -22,6 +32,12 @@ export interface AdminServiceDeps extends AdminDeps {
   health: HealthAggregate;
   /** Consumer lookups (backlog) for ListDestinationHealth. */
   jsm: JetStreamManager;
+  /** Where every write is recorded (audited.ts), and what ListAuditRecords reads. */
+  auditLog: Pick<AuditLog, "append" | "page">;
+  /** Waits between attempts to store an audit outcome (tests shorten them). */
+  auditOutcomeRetryMs?: readonly number[];
+  /** An audit outcome could not be stored (a metric). */
+  onAuditOutcomeLost?: () => void;
 }
 
 function unreachable(what: string): HookpostError {
@@ -33,7 +49,13 @@ function isNatsError(err: unknown): boolean {
   return err instanceof Error && typeof (err as { code?: unknown }).code === "string";
 }
 
-/** AdminService: every RPC first checks `authorization: Bearer <ADMIN_TOKEN>`. */
+/** Reads; every other method is a write, and is audited (so is any write added later). */
+const READ = /^(get|list)[A-Z]/;
+
+/**
+ * AdminService: every RPC first checks `authorization: Bearer <ADMIN_TOKEN>`; every write is
+ * recorded in the audit log with who made it (audited.ts).
+ */
 export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> {
   const handlers: Record<string, (req: unknown, ctx: CallContext) => Promise<unknown>> = {
     ...deadLetterHandlers(deps),
@@ -42,14 +64,20 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
     ...rotateSecretHandler(deps),
     ...attemptHandlers(deps),
     ...healthHandlers(deps),
+    ...auditRecordHandlers(deps),
+    ...reencryptSecretsHandler(deps),
   } as Record<string, (req: unknown, ctx: CallContext) => Promise<unknown>>;
+  const audit = {
+    auditLog: deps.auditLog,
+    log: deps.log,
+    ...(deps.now ? { now: deps.now } : {}),
+    ...(deps.auditOutcomeRetryMs ? { outcomeRetryMs: deps.auditOutcomeRetryMs } : {}),
+    ...(deps.onAuditOutcomeLost ? { onOutcomeLost: deps.onAuditOutcomeLost } : {}),
+  };
   const guarded: Record<string, unknown> = {};
   for (const [name, fn] of Object.entries(handlers)) {
-    const changes = /^(create|update|delete|rotate|replay)/.test(name);
-    guarded[name] = async (req: unknown, ctx: CallContext) => {
-      deps.adminAuth.check(ctx.metadata);
-      // Reads are served from memory; changes need the configuration bucket.
-      if (changes && !deps.natsConnected()) throw unreachable("nothing was changed");
+    const action = name.charAt(0).toUpperCase() + name.slice(1);
+    const answer = async (req: unknown, ctx: CallContext) => {
       try {
         return await fn(req, ctx);
       } catch (err) {
@@ -58,6 +86,14 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
         deps.log.warn({ method: name, err: (err as Error).message }, "configuration write failed");
         throw unreachable("the change may or may not have been saved; check, then retry");
       }
+    };
+    guarded[name] = async (req: unknown, ctx: CallContext) => {
+      const actor = deps.adminAuth.check(ctx.metadata);
+      // Reads are served from memory or the streams, and leave no record.
+      if (READ.test(name)) return answer(req, ctx);
+      // Changes need the configuration bucket (and the audit log).
+      if (!deps.natsConnected()) throw unreachable("nothing was changed");
+      return audited(audit, { action, actor, req, ctx }, () => answer(req, ctx));
     };
   }
   return guarded as ServiceImpl<AdminMethods>;

@@ -24,6 +24,7 @@ import {
   signingSecrets,
 } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
+import { auditChange } from "./audit-changes.js";
 import { generateId, idViolations, nameViolations, requiredIdViolations } from "./ids.js";
 import { pageOf } from "./paging.js";
 import type { AdminDeps, AdminMethods } from "./sources.js";
@@ -117,7 +118,7 @@ export function destinationHandlers(
   };
 
   return {
-    createDestination: async (req) => {
+    createDestination: async (req, ctx) => {
       const d = req.destination;
       if (!d) throw missingDestination();
       const { violations, signing } = readFields(d, new Set(UPDATABLE));
@@ -153,6 +154,7 @@ export function destinationHandlers(
         if (err instanceof AlreadyExistsError) throw alreadyExists(id);
         throw err;
       }
+      auditChange(ctx, id, { type: "destination", after: record });
       log.info(
         { destinationId: id, sourceIds: record.sourceIds, enabled: record.enabled },
         "destination created",
@@ -173,7 +175,7 @@ export function destinationHandlers(
       return { destinations: page.map(destinationToProto), nextPageToken };
     },
 
-    updateDestination: async (req) => {
+    updateDestination: async (req, ctx) => {
       const d = req.destination;
       if (!d) throw missingDestination();
       throwIfInvalid(requiredIdViolations(d.id, `${P}id`));
@@ -199,8 +201,10 @@ export function destinationHandlers(
       // Compare-and-set on the stored revision: a change made meanwhile (another admin call,
       // auto-disable) is read again and this update applied on top of it, never over it.
       let next: DestinationRecord | undefined;
+      let prior: DestinationRecord | undefined;
       const revision = await store.changeDestination(d.id, (current) => {
         const at = now();
+        prior = current;
         next = { ...current, updatedAt: at.toISOString() };
         if (fields.has("name")) next.name = d.name.trim();
         if (fields.has("source_ids")) next.sourceIds = [...d.sourceIds];
@@ -238,15 +242,18 @@ export function destinationHandlers(
         return next;
       });
       if (revision === undefined || next === undefined) throw notFound(d.id);
+      auditChange(ctx, next.id, { type: "destination", before: prior, after: next });
 
       log.info({ destinationId: next.id, fields: [...fields] }, "destination updated");
       return { destination: destinationToProto(next), revision: BigInt(revision) };
     },
 
-    deleteDestination: async (req) => {
+    deleteDestination: async (req, ctx) => {
       throwIfInvalid(requiredIdViolations(req.id));
-      if (!store.destination(req.id)) throw notFound(req.id);
+      const before = store.destination(req.id);
+      if (!before) throw notFound(req.id);
       const revision = await store.deleteDestination(req.id);
+      auditChange(ctx, req.id, { type: "destination", before });
       log.info({ destinationId: req.id }, "destination deleted");
       return { revision: BigInt(revision) };
     },

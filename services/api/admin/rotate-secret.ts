@@ -10,6 +10,7 @@ import {
 import { type DestinationRecord, type ServiceImpl, type Signing, signingSecrets } from "@hookpost/core";
 import { generateStandardWebhookSecret } from "@hookpost/receiver";
 import { throwIfInvalid } from "../invalid.js";
+import { auditChange } from "./audit-changes.js";
 import { requiredIdViolations } from "./ids.js";
 import type { AdminDeps, AdminMethods } from "./sources.js";
 import { destinationToProto } from "./to-proto.js";
@@ -27,7 +28,7 @@ export function rotateSecretHandler(deps: AdminDeps): Pick<ServiceImpl<AdminMeth
   const { store, log } = deps;
   const now = deps.now ?? (() => new Date());
   return {
-    rotateSecret: async (req) => {
+    rotateSecret: async (req, ctx) => {
       throwIfInvalid(requiredIdViolations(req.destinationId, "destination_id"));
       const violations: FieldViolation[] = [];
       const overlapMs = overlap(req.previousValidFor, violations);
@@ -41,8 +42,10 @@ export function rotateSecretHandler(deps: AdminDeps): Pick<ServiceImpl<AdminMeth
       // call has just answered with.
       let base: string | undefined | null = null;
       let next: DestinationRecord | undefined;
+      let prior: DestinationRecord | undefined;
       let secret = "";
       const revision = await store.changeDestination(req.destinationId, (current) => {
+        prior = current;
         if (base === null) base = current.sharedSecret;
         else if (current.sharedSecret !== base) throw concurrentRotation(req.destinationId);
         if (req.newSecret !== "") secret = req.newSecret;
@@ -69,6 +72,7 @@ export function rotateSecretHandler(deps: AdminDeps): Pick<ServiceImpl<AdminMeth
         return next;
       });
       if (revision === undefined || next === undefined) throw notFound(req.destinationId);
+      auditChange(ctx, next.id, { type: "destination", before: prior, after: next });
       log.info(
         { destinationId: next.id, overlapMs, previousUntil: next.previousSecretExpiresAt },
         "destination secret rotated",

@@ -5,6 +5,7 @@ import type { Logger } from "@hookpost/core";
 import {
   AlreadyExistsError,
   type ConfigStore,
+  type DestinationRecord,
   generateWriteKey,
   hashWriteKey,
   type ServiceImpl,
@@ -12,6 +13,7 @@ import {
   writeKeyPrefix,
 } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
+import { auditChange } from "./audit-changes.js";
 import { generateId, idViolations, nameViolations, requiredIdViolations } from "./ids.js";
 import { pageOf } from "./paging.js";
 import { sourceToProto } from "./to-proto.js";
@@ -55,7 +57,7 @@ export function sourceHandlers(
   };
 
   return {
-    createSource: async (req) => {
+    createSource: async (req, ctx) => {
       throwIfInvalid([
         ...nameViolations(req.name, "name"),
         ...(req.id === "" ? [] : idViolations(req.id, "id")),
@@ -77,6 +79,7 @@ export function sourceHandlers(
         if (err instanceof AlreadyExistsError) throw alreadyExists(id);
         throw err;
       }
+      auditChange(ctx, id, { type: "source", after: record });
       log.info({ sourceId: id }, "source created");
       return { source: sourceToProto(record), writeKey, revision: BigInt(revision) };
     },
@@ -90,22 +93,28 @@ export function sourceHandlers(
       return { sources: page.map(sourceToProto), nextPageToken };
     },
 
-    deleteSource: async (req) => {
+    deleteSource: async (req, ctx) => {
       const source = existing(req.id);
       let revision = await store.deleteSource(source.id);
+      auditChange(ctx, source.id, { type: "source", before: source });
       const connected = store.destinationsForSource(source.id);
       for (const d of connected) {
         // Revision-checked: a change made to the destination meanwhile is kept.
-        revision =
-          (await store.changeDestination(d.id, (cur) =>
-            cur.sourceIds.includes(source.id)
-              ? {
-                  ...cur,
-                  sourceIds: cur.sourceIds.filter((s) => s !== source.id),
-                  updatedAt: now().toISOString(),
-                }
-              : undefined,
-          )) ?? revision;
+        let change: { before: DestinationRecord; after: DestinationRecord } | undefined;
+        const changed = await store.changeDestination(d.id, (cur) => {
+          if (!cur.sourceIds.includes(source.id)) return undefined;
+          const after = {
+            ...cur,
+            sourceIds: cur.sourceIds.filter((s) => s !== source.id),
+            updatedAt: now().toISOString(),
+          };
+          change = { before: cur, after };
+          return after;
+        });
+        if (changed !== undefined && change) {
+          revision = changed;
+          auditChange(ctx, d.id, { type: "destination", ...change });
+        }
       }
       await deps.onSourceDeleted?.(source.id);
       log.info(
@@ -115,15 +124,17 @@ export function sourceHandlers(
       return { revision: BigInt(revision) };
     },
 
-    rotateWriteKey: async (req) => {
+    rotateWriteKey: async (req, ctx) => {
       const source = existing(req.id);
       const writeKey = generateWriteKey();
       // Compare-and-set: a rotation that lost the race is refused (ABORTED), not applied over
       // the winner, whose key would then be answered yet never accepted.
       let base: string | undefined;
       let record: SourceRecord | undefined;
+      let prior: SourceRecord = source;
       const revision = await store.changeSource(source.id, (current) => {
         base ??= current.writeKeyHash;
+        prior = current;
         if (current.writeKeyHash !== base) throw concurrentChange(source.id);
         record = {
           ...current,
@@ -133,6 +144,7 @@ export function sourceHandlers(
         return record;
       });
       if (revision === undefined || record === undefined) throw sourceNotFound(source.id);
+      auditChange(ctx, source.id, { type: "source", before: prior, after: record });
       log.info({ sourceId: source.id }, "write key rotated");
       return { source: sourceToProto(record), writeKey, revision: BigInt(revision) };
     },

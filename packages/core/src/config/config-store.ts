@@ -6,6 +6,14 @@ import { hashWriteKey, type SourceRecord } from "../model/source.js";
 import { isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
 import { countIfFull } from "../nats/stream-watch.js";
 import { CONFIG_BUCKET, kvStream } from "../nats/topology.js";
+import type { Keyring } from "../secrets/keyring.js";
+import {
+  openDestination,
+  type StoredDestination,
+  sealDestination,
+  sealedWith,
+} from "../secrets/sealed-destination.js";
+import { SecretsKeyError } from "../secrets/secrets-key-error.js";
 
 export type ConfigChange =
   | { kind: "source"; id: string; record: SourceRecord | undefined }
@@ -32,21 +40,54 @@ export class ConflictError extends DomainError {
   }
 }
 
+export interface ConfigStoreOptions {
+  replicas?: number;
+  /**
+   * SECRETS_KEYS: destinations' secrets and header values are sealed with its first key when
+   * written, and opened with the key each names when read. Absent: written in clear (records
+   * sealed earlier then cannot be read: SecretsKeyError).
+   */
+  keyring?: Keyring | undefined;
+}
+
+/** How a record is turned into the bucket's bytes and back. */
+interface Codec<T> {
+  decode(stored: unknown): T;
+  encode(record: T): string;
+}
+
 /** Read-modify-write attempts on one record before giving up with ConflictError. */
 export const MAX_CHANGE_ATTEMPTS = 10;
 
 const SOURCE = "source.";
 const DESTINATION = "destination.";
 
+/** Sources hold no secret (only their write key's hash): stored as they are. */
+const SOURCES: Codec<SourceRecord> = {
+  decode: (stored) => stored as SourceRecord,
+  encode: (record) => JSON.stringify(record),
+};
+
 /**
  * Sources and destinations live in a JetStream KV bucket (replicated with the cluster).
  * Every replica watches the whole bucket and serves reads from memory, so a change made
  * anywhere is seen everywhere within milliseconds, and the hot path never waits on KV.
  *
- * Events: "change" (ConfigChange) after the snapshot changed.
+ * Secrets at rest: destinations are sealed and opened here, and only here (sealed-destination.ts),
+ * so every reader gets them in clear in memory and nothing else knows they are encrypted.
+ *
+ * Events: "change" (ConfigChange) after the snapshot changed; "unreadable" (SecretsKeyError) when
+ * a record written after the start cannot be opened with this replica's keys (it is not applied).
  */
-export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
+export class ConfigStore extends EventEmitter<{ change: [ConfigChange]; unreadable: [SecretsKeyError] }> {
   readonly #kv: KV;
+  readonly #keyring: Keyring | undefined;
+  readonly #destinationCodec: Codec<DestinationRecord>;
+  /** The key each destination is stored sealed with; undefined: in clear. */
+  readonly #sealedWith = new Map<string, string | undefined>();
+  /** A record of the initial contents this replica cannot open: open() fails with it. */
+  #openError: SecretsKeyError | undefined;
+  #initialized = false;
   readonly #sources = new Map<string, SourceRecord>();
   readonly #destinations = new Map<string, DestinationRecord>();
   /** destinationsForSource() answers, built on demand and dropped for the sources a change touches. */
@@ -63,16 +104,29 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   #rewatching = false;
   #advisories: Subscription | undefined;
 
-  private constructor(kv: KV) {
+  private constructor(kv: KV, keyring: Keyring | undefined) {
     super();
     this.#kv = kv;
+    this.#keyring = keyring;
+    this.#destinationCodec = {
+      decode: (stored) => openDestination(stored as StoredDestination, keyring),
+      encode: (record) => JSON.stringify(sealDestination(record, keyring)),
+    };
   }
 
-  /** Opens (creating if needed) the bucket and resolves once the current contents are loaded. */
-  static async open(nc: NatsConnection, options: { replicas?: number } = {}): Promise<ConfigStore> {
+  /**
+   * Opens (creating if needed) the bucket and resolves once the current contents are loaded.
+   * Rejects with SecretsKeyError when a stored destination's secrets do not open with the keyring.
+   */
+  static async open(nc: NatsConnection, options: ConfigStoreOptions = {}): Promise<ConfigStore> {
     const kv = await nc.jetstream().views.kv(CONFIG_BUCKET, { history: 1, replicas: options.replicas ?? 1 });
-    const store = new ConfigStore(kv);
+    const store = new ConfigStore(kv, options.keyring);
     await store.#watch();
+    store.#initialized = true;
+    if (store.#openError) {
+      store.close();
+      throw store.#openError;
+    }
     store.#rewatchOnReconnect(nc);
     store.#rewatchOnLeaderChange(nc);
     return store;
@@ -150,13 +204,31 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
 
   #apply(e: KvEntry): void {
     const removed = e.operation !== "PUT";
-    this.#applied(e.revision);
     if (e.key.startsWith(SOURCE)) {
-      const id = e.key.slice(SOURCE.length);
-      this.#setSource(id, removed ? undefined : (e.json() as SourceRecord));
+      this.#applied(e.revision);
+      this.#setSource(e.key.slice(SOURCE.length), removed ? undefined : (e.json() as SourceRecord));
     } else if (e.key.startsWith(DESTINATION)) {
       const id = e.key.slice(DESTINATION.length);
-      this.#setDestination(id, removed ? undefined : (e.json() as DestinationRecord), e.revision);
+      if (removed) {
+        this.#applied(e.revision);
+        this.#setDestination(id, undefined, e.revision, undefined);
+        return;
+      }
+      const stored = e.json() as StoredDestination;
+      let record: DestinationRecord;
+      try {
+        record = this.#destinationCodec.decode(stored);
+      } catch (err) {
+        if (!(err instanceof SecretsKeyError)) throw err;
+        // Neither applied nor counted as applied: the previous version (if any) stays in force.
+        if (this.#initialized) this.emit("unreadable", err);
+        else this.#openError ??= err;
+        return;
+      }
+      this.#applied(e.revision);
+      this.#setDestination(id, record, e.revision, sealedWith(stored));
+    } else {
+      this.#applied(e.revision);
     }
   }
 
@@ -172,7 +244,13 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
     this.emit("change", { kind: "source", id, record });
   }
 
-  #setDestination(id: string, record: DestinationRecord | undefined, revision: number): void {
+  #setDestination(
+    id: string,
+    record: DestinationRecord | undefined,
+    revision: number,
+    /** The key it is stored sealed with; undefined: in clear. */
+    sealedKey: string | undefined,
+  ): void {
     // Only the sources this destination leaves or joins get their list built again: with
     // thousands of destinations, dropping every list at each change made routing O(destinations).
     for (const s of this.#destinations.get(id)?.sourceIds ?? []) {
@@ -190,8 +268,10 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
         ids.add(id);
         this.#bySource.delete(s);
       }
+      this.#sealedWith.set(id, sealedKey);
     } else {
       this.#destinations.delete(id);
+      this.#sealedWith.delete(id);
     }
     this.#destinationRevisions.set(id, revision);
     this.emit("change", { kind: "destination", id, record });
@@ -251,6 +331,21 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
     return list;
   }
 
+  /** The id of the key secrets are sealed with when written; undefined: stored in clear (no SECRETS_KEYS). */
+  get encryptionKeyId(): string | undefined {
+    return this.#keyring?.primary.id;
+  }
+
+  /**
+   * Destinations whose secrets are not stored sealed with the newest key (in clear, or sealed with
+   * an older key): what re-encryption rewrites. Empty without a keyring.
+   */
+  destinationsToReencrypt(): string[] {
+    const newest = this.#keyring?.primary.id;
+    if (newest === undefined) return [];
+    return [...this.#sealedWith].filter(([, key]) => key !== newest).map(([id]) => id);
+  }
+
   // Writes: to KV, then applied locally at once so the writer reads its own write.
 
   /** Every write resolves to the configuration revision it created. */
@@ -266,7 +361,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
    * creating the same id at once cannot both succeed. Throws AlreadyExistsError.
    */
   async createSource(record: SourceRecord): Promise<number> {
-    const revision = await this.#create(SOURCE + record.id, record);
+    const revision = await this.#create(SOURCE + record.id, SOURCES.encode(record));
     this.#setSource(record.id, record);
     return revision;
   }
@@ -278,9 +373,9 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   }
 
   async putDestination(record: DestinationRecord): Promise<number> {
-    const revision = await full(this.#kv.put(DESTINATION + record.id, JSON.stringify(record)));
+    const revision = await full(this.#kv.put(DESTINATION + record.id, this.#destinationCodec.encode(record)));
     this.#applied(revision);
-    this.#setDestination(record.id, record, revision);
+    this.#setDestination(record.id, record, revision, this.#keyring?.primary.id);
     return revision;
   }
 
@@ -297,8 +392,8 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
     id: string,
     change: (current: DestinationRecord) => DestinationRecord | undefined,
   ): Promise<number | undefined> {
-    const done = await this.#change<DestinationRecord>(DESTINATION + id, change);
-    if (done) this.#setDestination(id, done.record, done.revision);
+    const done = await this.#change(DESTINATION + id, change, this.#destinationCodec);
+    if (done) this.#setDestination(id, done.record, done.revision, this.#keyring?.primary.id);
     return done?.revision;
   }
 
@@ -307,7 +402,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
     id: string,
     change: (current: SourceRecord) => SourceRecord | undefined,
   ): Promise<number | undefined> {
-    const done = await this.#change<SourceRecord>(SOURCE + id, change);
+    const done = await this.#change(SOURCE + id, change, SOURCES);
     if (done) this.#setSource(id, done.record);
     return done?.revision;
   }
@@ -315,14 +410,15 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
   async #change<T>(
     key: string,
     change: (current: T) => T | undefined,
+    codec: Codec<T>,
   ): Promise<{ revision: number; record: T } | undefined> {
     for (let attempt = 0; attempt < MAX_CHANGE_ATTEMPTS; attempt++) {
       const entry = await this.#kv.get(key);
       if (entry?.operation !== "PUT") return undefined;
-      const next = change(entry.json() as T);
+      const next = change(codec.decode(entry.json()));
       if (!next) return undefined;
       try {
-        const revision = await full(this.#kv.update(key, JSON.stringify(next), entry.revision));
+        const revision = await full(this.#kv.update(key, codec.encode(next), entry.revision));
         this.#applied(revision);
         return { revision, record: next };
       } catch (err) {
@@ -336,8 +432,8 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
 
   /** Like putDestination, but only when no destination has this id. Throws AlreadyExistsError. */
   async createDestination(record: DestinationRecord): Promise<number> {
-    const revision = await this.#create(DESTINATION + record.id, record);
-    this.#setDestination(record.id, record, revision);
+    const revision = await this.#create(DESTINATION + record.id, this.#destinationCodec.encode(record));
+    this.#setDestination(record.id, record, revision, this.#keyring?.primary.id);
     return revision;
   }
 
@@ -349,9 +445,9 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
     return revision;
   }
 
-  async #create(key: string, record: SourceRecord | DestinationRecord): Promise<number> {
+  async #create(key: string, value: string): Promise<number> {
     try {
-      const revision = await full(this.#kv.create(key, JSON.stringify(record)));
+      const revision = await full(this.#kv.create(key, value));
       this.#applied(revision);
       return revision;
     } catch (err) {
@@ -364,7 +460,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
 
   async deleteDestination(id: string): Promise<number> {
     const revision = await this.#delete(DESTINATION + id);
-    this.#setDestination(id, undefined, revision);
+    this.#setDestination(id, undefined, revision, undefined);
     return revision;
   }
 
@@ -375,6 +471,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange] }> {
     this.#stop = undefined;
   }
 }
+
 /** A write refused because the bucket is full: counted, and RESOURCE_EXHAUSTED for the caller. */
 async function full<T>(write: Promise<T>): Promise<T> {
   try {

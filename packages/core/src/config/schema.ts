@@ -8,6 +8,7 @@
 import { CLIENT_SETTINGS, parseDuration } from "@hookpost/contract";
 import { z } from "zod";
 import { ConfigError } from "../env/read-env.js";
+import { parseSecretKeys, type SecretKey } from "../secrets/keyring.js";
 
 /** Who reads a variable: ingest (api), the dispatcher, `npm start`'s launcher, the CLI/client. */
 export type Service = "api" | "dispatcher" | "local" | "client";
@@ -29,6 +30,8 @@ interface Setting<T> {
   description: string;
   /** Older names still read (a deprecation warning is logged once). */
   aliases?: readonly string[];
+  /** Holds keys: a bad value is never quoted back (in the error line, hence the log). */
+  secret?: true;
   check: Check<T>;
 }
 
@@ -108,6 +111,15 @@ function address({ off = false } = {}): Check<string | undefined> {
     return t;
   };
 }
+
+/** `id:base64key` entries (packages/core/src/secrets/keyring.ts). */
+const secretKeys: Check<SecretKey[]> = (t) => {
+  try {
+    return parseSecretKeys(t);
+  } catch (err) {
+    return bad((err as Error).message);
+  }
+};
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 const logLevel: Check<string> = (t) =>
@@ -201,6 +213,19 @@ export const SETTINGS = {
     description: "DEAD stream size; when full, the oldest dead letters are dropped first",
     check: size(),
   }),
+  AUDIT_LOG_MAX_AGE: define({
+    services: BOTH,
+    default: "90d",
+    description: "how long the audit log keeps the record of each admin write (no API deletes one sooner)",
+    check: durationMs(),
+  }),
+  AUDIT_LOG_MAX_BYTES: define({
+    services: BOTH,
+    default: GIB,
+    description:
+      "audit log size; when full, admin writes get `RESOURCE_EXHAUSTED` (nothing changed; old records are never dropped for room)",
+    check: size(),
+  }),
   CONFIG_MAX_BYTES: define({
     services: BOTH,
     default: "256MiB",
@@ -220,6 +245,23 @@ export const SETTINGS = {
     description:
       "stored audience / computed trait memberships; when full, a sync storing a new one gets `RESOURCE_EXHAUSTED`",
     check: size(),
+  }),
+  SECRETS_KEYS: define({
+    services: [...BOTH, "local"],
+    default: undefined,
+    shownDefault: "unset: stored in plain text (`npm start` generates a key, see `SECRETS_KEYS_FILE`)",
+    description:
+      "keys that encrypt destinations' shared secrets and header values at rest (AES-256-GCM): comma-separated `id:base64key` entries, each key 32 bytes (`openssl rand -base64 32`); the first encrypts, every one decrypts (rotation: docs/operations.md#rotating-the-secrets-key)",
+    secret: true,
+    check: secretKeys,
+  }),
+  SECRETS_KEYS_FILE: define({
+    services: [...BOTH, "local"],
+    default: undefined,
+    shownDefault: "unset (`npm start`: `.data/secrets-keys`, generated on first run)",
+    description:
+      "a file holding the `SECRETS_KEYS` entries (separated by commas or new lines), read at start; set one of the two, not both",
+    check: text,
   }),
   OPS_ADDR: define({
     services: BOTH,
@@ -724,7 +766,8 @@ function zodSchema(service: Service) {
         if (value === undefined) return undefined;
         const out = s.check(value);
         if (out instanceof Invalid) {
-          ctx.addIssue({ code: "custom", message: `${out.message}, got "${value}"` });
+          const got = s.secret ? "" : `, got "${value}"`;
+          ctx.addIssue({ code: "custom", message: `${out.message}${got}` });
           return z.NEVER;
         }
         return out;
@@ -825,7 +868,7 @@ export function renderSettingsDocs(): string {
       const shown =
         d === undefined
           ? "unset"
-          : d.startsWith("`") || d === "unset" || d.startsWith("empty") || d.startsWith("generated")
+          : d.startsWith("`") || d.startsWith("unset") || d.startsWith("empty") || d.startsWith("generated")
             ? d
             : `\`${d}\``;
       out.push(`| \`${name}\` | ${cell(shown)} | ${cell(description)} |`);

@@ -18,5 +18,7 @@ export function topologyFrom(s: Settings): TopologySettings {
     userIndexMaxBytes: s.USER_INDEX_MAX_BYTES,
     membershipsMaxBytes: s.MEMBERSHIPS_MAX_BYTES,
     orderedMaxBytes: s.ORDERED_MAX_BYTES,
+    auditLogMaxAgeMs: s.AUDIT_LOG_MAX_AGE,
+    auditLogMaxBytes: s.AUDIT_LOG_MAX_BYTES,
   };
 }

@@ -64,6 +64,17 @@ export const routedSubject = (hash: string) => `hookpost.routed.${hash}`;
 /** `*` for every replica. */
 export const healthSubject = (replica: string) => `hookpost.health.${replica}`;
 
+/**
+ * The audit log: every admin write, append-only (the stream denies message deletes and purges,
+ * and nats-server refuses to lift that later). Two records per admin call, joined by its audit id:
+ *   hookpost.audit.requests.<audit id>   who asked for what, stored before the change is made
+ *   hookpost.audit.outcomes.<audit id>   what came of it (before → after, revision, error)
+ */
+export const AUDIT_STREAM = "HOOKPOST_AUDIT";
+export const AUDIT_SUBJECTS = ["hookpost.audit.>"];
+export const auditRequestSubject = (auditId: string) => `hookpost.audit.requests.${auditId}`;
+export const auditOutcomeSubject = (auditId: string) => `hookpost.audit.outcomes.${auditId}`;
+
 import type { EventType } from "@hookpost/contract";
 
 export type { EventType };
@@ -192,6 +203,10 @@ export interface TopologySettings {
   membershipsMaxBytes: number;
   /** ORDERED size limit (PER_USER destinations); when full, routing waits (ORDERED_MAX_BYTES). */
   orderedMaxBytes: number;
+  /** How long audit records are kept (AUDIT_LOG_MAX_AGE). */
+  auditLogMaxAgeMs: number;
+  /** Audit log size limit; when full, admin writes are refused (AUDIT_LOG_MAX_BYTES). */
+  auditLogMaxBytes: number;
 }
 
 export const DEFAULT_TOPOLOGY: TopologySettings = {
@@ -209,6 +224,8 @@ export const DEFAULT_TOPOLOGY: TopologySettings = {
   userIndexMaxBytes: 1024 ** 3,
   membershipsMaxBytes: 1024 ** 3,
   orderedMaxBytes: 1024 ** 3,
+  auditLogMaxAgeMs: 90 * 86_400_000,
+  auditLogMaxBytes: 1024 ** 3,
 };
 
 /** The dispatchers bucket holds one small key per live replica: a fixed limit is plenty. */
@@ -231,6 +248,7 @@ export function streamLimits(s: TopologySettings): StreamLimit[] {
     { stream: ORDERED_STREAM, maxBytes: s.orderedMaxBytes, policy: "refuse_new" },
     { stream: DEAD_STREAM, maxBytes: s.deadLetterMaxBytes, policy: "drop_oldest" },
     { stream: ATTEMPTS_STREAM, maxBytes: s.attemptLogMaxBytes, policy: "drop_oldest" },
+    { stream: AUDIT_STREAM, maxBytes: s.auditLogMaxBytes, policy: "refuse_new" },
     { stream: kvStream(CONFIG_BUCKET), maxBytes: s.configMaxBytes, policy: "refuse_new" },
     { stream: kvStream(USER_SOURCES_BUCKET), maxBytes: s.userIndexMaxBytes, policy: "refuse_new" },
     { stream: objectStream(MEMBERSHIPS_BUCKET), maxBytes: s.membershipsMaxBytes, policy: "refuse_new" },
@@ -305,6 +323,21 @@ function streamConfigs(s: TopologySettings): Partial<StreamConfig>[] {
       discard: DiscardPolicy.Old,
       max_age: nanos(s.attemptLogMaxAgeMs),
       max_bytes: s.attemptLogMaxBytes,
+      storage: StorageType.File,
+      num_replicas: s.replicas,
+    },
+    {
+      name: AUDIT_STREAM,
+      subjects: AUDIT_SUBJECTS,
+      retention: RetentionPolicy.Limits,
+      // Append-only: no API (ours or NATS's) deletes or purges a record; records leave only
+      // by age. When full, admin writes are refused rather than old records dropped, so that
+      // flooding the log cannot push out the record of an earlier change.
+      deny_delete: true,
+      deny_purge: true,
+      discard: DiscardPolicy.New,
+      max_age: nanos(s.auditLogMaxAgeMs),
+      max_bytes: s.auditLogMaxBytes,
       storage: StorageType.File,
       num_replicas: s.replicas,
     },

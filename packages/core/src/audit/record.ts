@@ -1,0 +1,69 @@
+/**
+ * The audit log's records, stored as JSON on the AUDIT stream. Each admin call leaves two, joined
+ * by its audit id: a request record stored before the call may change anything, and an outcome
+ * record stored once it answered. Every value in them is already redacted (redact.ts).
+ */
+
+/**
+ * Who made a call. `admin`: the admin token, by its fingerprint (never the token). Portal links
+ * (a later issue) will be `{ kind: "portal_link", id: <link id> }`.
+ */
+export interface AuditActor {
+  kind: "admin";
+  /** Identifies the credential without revealing it (e.g. 8 hex digits of an HMAC of the token). */
+  id: string;
+}
+
+/** What one call changed in one resource: the redacted records before and after. */
+export interface AuditChange {
+  resourceType: "source" | "destination";
+  resourceId: string;
+  /** Absent: the resource did not exist (created). */
+  before?: unknown;
+  /** Absent: the resource was deleted. */
+  after?: unknown;
+  /** Top-level fields whose value changed, secrets included (their values are not shown). */
+  changedFields: string[];
+}
+
+export interface AuditRequestRecord {
+  kind: "request";
+  auditId: string;
+  /** ISO time, before anything was changed. */
+  time: string;
+  actor: AuditActor;
+  /** The RPC, e.g. "UpdateDestination". */
+  action: string;
+  /** "source", "destination", or "" when the RPC is not known to be about either. */
+  resourceType: string;
+  /** From the request; "" when the request names none (a create with a generated id). */
+  resourceId: string;
+  /** The request, redacted. */
+  request: unknown;
+}
+
+export interface AuditOutcomeRecord {
+  kind: "outcome";
+  auditId: string;
+  time: string;
+  ok: boolean;
+  /** When not ok: the error's code name and message. */
+  error?: string;
+  /** The resource the call was about as it turned out (e.g. a generated id). */
+  resourceId: string;
+  /** The configuration revision the change created; 0 when none. */
+  revision: number;
+  changes: AuditChange[];
+  /** Scalar fields of the answer other than the revision, redacted (e.g. `{ replayed: 3 }`). */
+  result?: Record<string, unknown>;
+}
+
+export type AuditStoredRecord = AuditRequestRecord | AuditOutcomeRecord;
+
+/** One call as listed: its request record with its outcome, when one was stored. */
+export interface AuditEntry {
+  /** Stream sequence of the request record. */
+  sequence: number;
+  request: AuditRequestRecord;
+  outcome?: AuditOutcomeRecord;
+}
