@@ -65,6 +65,8 @@ export class Lanes {
   #closed = false;
   /** Lanes whose consumer did not count their first stored delivery on the last look: its sequence. */
   readonly #strandSuspects = new Map<string, Suspicion>();
+  /** Lanes whose last recovery stored deliveries again: if that did not help, the next creates the consumer again. */
+  readonly #strandRestored = new Set<string>();
   #strandCursor = 0;
 
   constructor(deps: LanesDeps) {
@@ -206,6 +208,7 @@ export class Lanes {
   async #checkStranded(stored: Map<string, number>): Promise<void> {
     const d = this.#d;
     for (const id of this.#strandSuspects.keys()) if (!stored.has(id)) this.#strandSuspects.delete(id);
+    for (const id of this.#strandRestored) if (!stored.has(id)) this.#strandRestored.delete(id);
     const ids = [...stored.keys()].filter((id) => this.#lanes.has(id));
     for (let i = 0; i < Math.min(STRAND_CHECKS, ids.length); i++) {
       const id = ids[this.#strandCursor++ % ids.length]!;
@@ -218,8 +221,12 @@ export class Lanes {
         continue;
       }
       this.#strandSuspects.delete(id);
-      const restored = await restoreUncounted(d, laneSubject(id), look.info);
+      // Stored again (its replica may lack them) and created again (its state may be wrong) take turns.
+      const restored = this.#strandRestored.delete(id)
+        ? 0
+        : await restoreUncounted(d, laneSubject(id), look.info);
       if (restored > 0) {
+        this.#strandRestored.add(id);
         d.onStrandedRecreated?.();
         d.logger.warn(
           { destinationId: id, restored, ...lookFields(look) },

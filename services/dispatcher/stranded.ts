@@ -92,6 +92,8 @@ export interface StrandedDeps {
 export class StrandedRescue {
   readonly #d: StrandedDeps;
   readonly #suspicions = new Map<number, Suspicion>();
+  /** Partitions whose last recovery stored deliveries again: if that did not help, the next creates the consumer again. */
+  readonly #restored = new Set<number>();
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
 
@@ -140,11 +142,16 @@ export class StrandedRescue {
     if (!v.recreate) {
       if (v.suspicion) this.#suspicions.set(p, v.suspicion);
       else this.#suspicions.delete(p);
+      // A consumer may count copies for a moment and then skip them: the turn ends with the backlog.
+      if (look.firstSeq === 0) this.#restored.delete(p);
       return false;
     }
     this.#suspicions.delete(p);
-    const restored = await restoreUncounted(d, partitionFilter(p), look.info);
+    // Storing again helps when the consumer's replica lacks them; creating the consumer again
+    // when its state is wrong. The two take turns until the consumer counts everything.
+    const restored = this.#restored.delete(p) ? 0 : await restoreUncounted(d, partitionFilter(p), look.info);
     if (restored > 0) {
+      this.#restored.add(p);
       d.onRecreated?.();
       d.logger.warn(
         { consumer: name, restored, ...lookFields(look) },
