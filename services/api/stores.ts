@@ -2,6 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import {
   ConfigStore,
   DeadLetters,
+  DeletionStore,
   ensureBucketLimits,
   ensureTopology,
   type Logger,
@@ -11,7 +12,7 @@ import {
   UserSourceIndex,
 } from "@hookpost/core";
 import type { JetStreamManager, NatsConnection } from "nats";
-import { DEFAULT_STREAM_CHECK_MS } from "./config.js";
+import { DEFAULT_ERASURE, DEFAULT_STREAM_CHECK_MS } from "./config.js";
 import type { IngestMetrics } from "./metrics.js";
 
 /** What the API keeps in JetStream: the streams, the configuration and the other buckets. */
@@ -22,6 +23,8 @@ export interface Stores {
   readonly index: UserSourceIndex;
   readonly memberships: MembershipStore;
   readonly deadLetters: DeadLetters;
+  /** Deletion requests: erasure's to-do list and GetDeletion's status. */
+  readonly deletions: DeletionStore;
   close(): void;
 }
 
@@ -31,12 +34,13 @@ export interface Stores {
  */
 export async function openStores(
   nc: NatsConnection,
-  settings: { topology: TopologySettings; streamCheckMs?: number },
+  settings: { topology: TopologySettings; streamCheckMs?: number; erasure?: { statusMaxAgeMs: number } },
   deps: { metrics: IngestMetrics; log: Logger },
 ): Promise<Stores> {
   const { topology } = settings;
   const replicas = { replicas: topology.replicas };
-  const [config, index, memberships, deadLetters] = await untilReady(
+  const statusMaxAgeMs = settings.erasure?.statusMaxAgeMs ?? DEFAULT_ERASURE.statusMaxAgeMs;
+  const [config, index, memberships, deadLetters, deletions] = await untilReady(
     deps.log,
     "create streams and load configuration",
     async () => {
@@ -46,6 +50,7 @@ export async function openStores(
         UserSourceIndex.open(nc, replicas),
         MembershipStore.open(nc, replicas),
         DeadLetters.open(nc),
+        DeletionStore.open(nc, { ...replicas, maxAgeMs: statusMaxAgeMs }),
       ]);
       // The stores create their buckets without a byte limit.
       await ensureBucketLimits(await nc.jetstreamManager(), topology);
@@ -62,6 +67,7 @@ export async function openStores(
     index,
     memberships,
     deadLetters,
+    deletions,
     close: () => {
       watch.close();
       config.close();

@@ -35,6 +35,7 @@ export function startAdmin(deps: {
     natsConnected: deps.natsConnected,
     onSourceDeleted: (id) => stores.index.forgetSource(id),
     deadLetters: stores.deadLetters,
+    deletions: stores.deletions,
   });
   return { service, close: () => health.close() };
 }

@@ -1,10 +1,18 @@
 import { Code, HookpostError } from "@hookpost/contract";
-import type { AttemptReader, CallContext, DeadLetters, HealthAggregate, ServiceImpl } from "@hookpost/core";
+import type {
+  AttemptReader,
+  CallContext,
+  DeadLetters,
+  DeletionStore,
+  HealthAggregate,
+  ServiceImpl,
+} from "@hookpost/core";
 import { ConflictError, DomainError } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import type { AdminAuth } from "../auth.js";
 import { attemptHandlers } from "./attempts.js";
 import { deadLetterHandlers } from "./dead-letters.js";
+import { deletionHandlers } from "./deletions.js";
 import { destinationHandlers } from "./destinations.js";
 import { healthHandlers } from "./health.js";
 import { rotateSecretHandler } from "./rotate-secret.js";
@@ -22,6 +30,8 @@ export interface AdminServiceDeps extends AdminDeps {
   health: HealthAggregate;
   /** Consumer lookups (backlog) for ListDestinationHealth. */
   jsm: JetStreamManager;
+  /** Deletion requests, for GetDeletion. */
+  deletions: DeletionStore;
 }
 
 function unreachable(what: string): HookpostError {
@@ -42,6 +52,7 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
     ...rotateSecretHandler(deps),
     ...attemptHandlers(deps),
     ...healthHandlers(deps),
+    ...deletionHandlers(deps),
   } as Record<string, (req: unknown, ctx: CallContext) => Promise<unknown>>;
   const guarded: Record<string, unknown> = {};
   for (const [name, fn] of Object.entries(handlers)) {

@@ -13,6 +13,7 @@ import {
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
+  USER_HASH_HEADER,
 } from "./delivery-headers.js";
 import type { DeadLetter, DeadLetterRecord } from "./record.js";
 
@@ -71,8 +72,12 @@ export class DeadLetters {
    * recording and acking records it once when the delivery comes back.
    */
   async record(record: DeadLetterRecord, dedupKey: string): Promise<number> {
+    // The user also as a header: erasure matches dead letters without parsing them.
+    const h = record.userHash ? headers() : undefined;
+    if (h && record.userHash) h.set(USER_HASH_HEADER, record.userHash);
     const ack = await this.#js.publish(deadSubject(record.destinationId), JSON.stringify(record), {
       msgID: `dead:${dedupKey}`,
+      ...(h ? { headers: h } : {}),
     });
     return ack.seq;
   }
@@ -170,6 +175,7 @@ export class DeadLetters {
     h.set(MESSAGE_ID_HEADER, letter.messageId);
     h.set(SOURCE_ID_HEADER, letter.sourceId);
     if (letter.notRendered !== undefined) h.set(NOT_RENDERED_HEADER, letter.notRendered);
+    if (letter.userHash) h.set(USER_HASH_HEADER, letter.userHash);
     // A fresh id (the original is still in the dedup window), yet the same for a repeated
     // replay of the same record, so retrying a replay request does not deliver twice.
     const msgID = `${deliveryMsgId(letter.sourceId, letter.messageId, letter.destinationId)}:replay:${letter.sequence}`;

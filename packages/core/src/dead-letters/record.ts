@@ -43,6 +43,11 @@ export interface DeadLetterRecord {
   /** When the delivery was stored on DELIVERIES, i.e. when the retry window started. */
   firstAttemptTime: string;
   deadTime: string;
+  /**
+   * The call's user (users/user-hash.ts, the delivery's USER_HASH_HEADER), also stored as that
+   * header on the dead letter, for erasure. Absent in older records and deletion notices.
+   */
+  userHash?: string;
 }
 
 /** A stored dead letter with its DEAD stream sequence (the handle for replay). */
