@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { Code, HookpostError, serverCall } from "@hookpost/contract";
-import { MAX_USER_ID_LENGTH, NO_ERASURES, toHookpostError, userHash } from "@hookpost/core";
+import { isStreamFull, MAX_USER_ID_LENGTH, NO_ERASURES, toHookpostError, userHash } from "@hookpost/core";
 import type { DeleteDeps } from "../sync/deps.js";
 import { jetStreamPublisher } from "../sync/publish.js";
 
@@ -57,9 +57,13 @@ export async function deleteUser(deps: DeleteDeps, userId: string): Promise<Dele
       passes: 0,
     });
   } catch (err) {
+    // Full bucket: RESOURCE_EXHAUSTED (operations.md "Streams when full"); otherwise NATS trouble.
+    const code = isStreamFull(err) ? Code.RESOURCE_EXHAUSTED : Code.UNAVAILABLE;
     throw (
       toHookpostError(err) ??
-      new HookpostError(Code.UNAVAILABLE, `deletion request not stored: ${(err as Error).message}; retry`)
+      new HookpostError(code, `deletion request not stored: ${(err as Error).message}; retry`, [], {
+        cause: err,
+      })
     );
   }
   deps.onRequested?.();
