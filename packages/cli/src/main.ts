@@ -5,6 +5,7 @@ import { applyCommand } from "./commands/apply.js";
 import { attemptsCommand } from "./commands/attempts.js";
 import { deadLettersCommand } from "./commands/dead-letters.js";
 import { deleteUserCommand } from "./commands/delete-user.js";
+import { deletionCommand } from "./commands/deletion.js";
 import { destinationsCommand } from "./commands/destinations.js";
 import { messagesCommand } from "./commands/messages.js";
 import { sendCommand } from "./commands/send.js";
@@ -89,6 +90,7 @@ Examples:
     applyCommand(session),
     sendCommand(session),
     deleteUserCommand(session),
+    deletionCommand(session),
     deadLettersCommand(session),
     attemptsCommand(session),
     messagesCommand(session),
