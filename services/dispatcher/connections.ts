@@ -38,12 +38,18 @@ export interface Connections {
 
 /** Connects to NATS (waiting until it is up), opens the stores and the publishers. */
 export async function openConnections(
-  settings: { natsUrl: string; topology: TopologySettings },
+  settings: { natsUrl: string; topology: TopologySettings; deadLetterBodies?: boolean },
   logger: Logger,
 ): Promise<Connections> {
   const nc = await connectNats(settings.natsUrl, "hookpost-dispatcher", logger);
   const jsm = await nc.jetstreamManager();
-  const { store, deadLetters, registry } = await openStores(nc, jsm, settings.topology, logger);
+  const { store, deadLetters, registry } = await openStores(
+    nc,
+    jsm,
+    settings.topology,
+    settings.deadLetterBodies ?? true,
+    logger,
+  );
   const connection = new ConnectionState(nc);
   connection.onChange((up) =>
     up
@@ -101,13 +107,14 @@ async function openStores(
   nc: NatsConnection,
   jsm: JetStreamManager,
   topology: TopologySettings,
+  deadLetterBodies: boolean,
   logger: Logger,
 ): Promise<{ store: ConfigStore; deadLetters: DeadLetters; registry: ReplicaRegistry }> {
   let registry: ReplicaRegistry | undefined;
   for (let i = 1; ; i++) {
     try {
       await ensureTopology(jsm, topology);
-      const deadLetters = await DeadLetters.open(nc);
+      const deadLetters = await DeadLetters.open(nc, { bodies: deadLetterBodies });
       // Opened once: it heartbeats from then on.
       registry ??= await ReplicaRegistry.open(nc, { replicas: topology.replicas, logger });
       // Last: once open it watches, so a failure after it would leave a watcher behind.

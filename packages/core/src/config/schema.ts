@@ -679,6 +679,13 @@ export const SETTINGS = {
     description: "keep the signed request body in attempt records (`off` for privacy)",
     check: onOff,
   }),
+  DEAD_LETTER_BODIES: define({
+    services: ["dispatcher"],
+    default: "on",
+    description:
+      "keep the webhook body in dead letters (`off`: metadata only; a replay then takes the body from the attempt log's routing record when `ATTEMPT_LOG_BODIES` kept it, else skips the letter)",
+    check: onOff,
+  }),
 
   // npm start.
   INGEST_OPS_ADDR: define({

@@ -29,8 +29,10 @@ export interface DeadLetterRecord {
   messageId: string;
   destinationId: string;
   sourceId: string;
-  /** The exact webhook body, byte for byte what was (or would have been) sent. */
+  /** The exact webhook body, byte for byte what was (or would have been) sent; "" when `bodyOmitted`. */
   body: string;
+  /** Written with DEAD_LETTER_BODIES=off: the body was not kept (a replay looks for it in the attempt log). */
+  bodyOmitted?: boolean;
   /**
    * Set when no webhook body could be rendered (NOT_RENDERED_HEADER): `body` is then the stored
    * call, and a replay marks it again rather than send it to the endpoint as if it were one.
