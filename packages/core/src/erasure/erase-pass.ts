@@ -1,33 +1,58 @@
-import type { NatsConnection, StoredMsg } from "nats";
+import type { NatsConnection } from "nats";
 import { isAlreadyDeleted, isNotFound } from "../nats/jetstream-errors.js";
 import { scanStream } from "../nats/scan-stream.js";
+import { readStream } from "../nats/stream-cursor.js";
 import {
+  ATTEMPT_SUBJECTS,
   ATTEMPTS_STREAM,
   DEAD_STREAM,
   DELIVERIES_STREAM,
+  deadSubject,
   EVENTS_STREAM,
   healthSubject,
   ORDERED_STREAM,
+  ORDERED_SUBJECT_PREFIX,
 } from "../nats/topology.js";
 import { type ErasedCounts, NO_ERASURES } from "./deletion-record.js";
 import { type RawMessage, userOfDeadLetter, userOfDelivery, userOfLogRecord } from "./user-of-record.js";
 
-/** Where a user's calls are kept, how a message names its user, and what its removal counts as. */
+/** Health summaries carry no calls: not even read. */
+const HEALTH_PREFIX = healthSubject("");
+
+/**
+ * Where a user's calls are kept, how a message names its user, and what its removal counts as.
+ * Streams with limits retention are read through a consumer on `filters` (fast); work-queue
+ * streams, which take no second consumer, one lookup per message (they hold only what is pending).
+ */
 const STORES: readonly {
   stream: string;
+  filters?: readonly string[];
   userOf: (m: RawMessage) => string | undefined;
   counts: keyof ErasedCounts;
 }[] = [
   // Not routed yet: erased before the router fans it out.
   { stream: EVENTS_STREAM, userOf: userOfDelivery, counts: "pendingCalls" },
   { stream: DELIVERIES_STREAM, userOf: userOfDelivery, counts: "pendingCalls" },
-  { stream: ORDERED_STREAM, userOf: userOfDelivery, counts: "pendingCalls" },
-  { stream: DEAD_STREAM, userOf: userOfDeadLetter, counts: "deadLetters" },
-  { stream: ATTEMPTS_STREAM, userOf: userOfLogRecord, counts: "attemptRecords" },
+  {
+    stream: ORDERED_STREAM,
+    filters: [`${ORDERED_SUBJECT_PREFIX}>`],
+    userOf: userOfDelivery,
+    counts: "pendingCalls",
+  },
+  { stream: DEAD_STREAM, filters: [deadSubject(">")], userOf: userOfDeadLetter, counts: "deadLetters" },
+  {
+    stream: ATTEMPTS_STREAM,
+    filters: ATTEMPT_SUBJECTS.filter((f) => !f.startsWith(HEALTH_PREFIX)),
+    userOf: userOfLogRecord,
+    counts: "attemptRecords",
+  },
 ];
 
-/** Health summaries carry no calls: not even read. */
-const HEALTH_PREFIX = healthSubject("");
+/** What a pass needs of a stored message, whichever way it was read. */
+interface Visited extends RawMessage {
+  subject: string;
+  seq: number;
+}
 
 /**
  * One pass over every store that holds calls: erases (deletes and overwrites) each message of a
@@ -42,9 +67,9 @@ export async function erasePass(
   const jsm = await nc.jetstreamManager();
   const erased = new Map<string, ErasedCounts>();
   for (const store of STORES) {
-    await scanStream(jsm, store.stream, async (m: StoredMsg) => {
+    const visit = async (m: Visited) => {
       if (m.subject.startsWith(HEALTH_PREFIX)) return;
-      const user = store.userOf({ data: m.data, headers: m.header });
+      const user = store.userOf(m);
       if (user === undefined || !users.has(user)) return;
       let gone: boolean;
       try {
@@ -57,7 +82,18 @@ export async function erasePass(
       const c = { ...(erased.get(user) ?? NO_ERASURES) };
       c[store.counts]++;
       erased.set(user, c);
-    });
+    };
+    if (!store.filters) {
+      await scanStream(jsm, store.stream, (m) =>
+        visit({ subject: m.subject, seq: m.seq, data: m.data, headers: m.header }),
+      );
+      continue;
+    }
+    for (const filter of store.filters) {
+      await readStream(nc, store.stream, filter, (m) =>
+        visit({ subject: m.subject, seq: m.seq, data: m.data, headers: m.headers }),
+      );
+    }
   }
   return erased;
 }
