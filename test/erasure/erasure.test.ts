@@ -125,13 +125,28 @@ describe("erasure of a deleted user", () => {
     const r = await admin.delete({ userId: ERASED_USER });
     expect(r.sourceIds).toEqual([src.id]);
 
+    // The user goes on sending (new data, after the request): that does not hold the deletion open.
+    let sending = true;
+    const after = (async () => {
+      for (let i = 0; sending; i++) {
+        await src.client.track({
+          userId: ERASED_USER,
+          event: "Later",
+          properties: { note: "after-deletion", i },
+        });
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    })();
     const status = await until(
       async () => {
         const s = await stack.admin.getDeletion({ requestId: r.requestId });
         return s.doneTime ? s : undefined;
       },
       { timeout: 60_000, interval: 200, message: "GetDeletion says done" },
-    );
+    ).finally(() => {
+      sending = false;
+    });
+    await after;
     expect(status.requestId).toBe(r.requestId);
     expect(status.notifiedSourceIds).toEqual([src.id]);
     expect(status.erasedDeadLetters).toBeGreaterThan(0n);
@@ -143,6 +158,8 @@ describe("erasure of a deleted user", () => {
     expect(await rawMatches(jsm, ERASED)).toBe(0);
     expect(await rawMatches(jsm, KEPT)).toBeGreaterThanOrEqual(Math.min(keptBefore, 1));
     expect(await rawMatches(jsm, KEPT, [DEAD_STREAM])).toBeGreaterThan(0);
+    // What the user sent once the request had settled is new data: kept.
+    expect(await rawMatches(jsm, "after-deletion")).toBeGreaterThan(0);
     // The deletion notice itself reached the working destination.
     await until(() => receivers[0]!.requests.some((q) => q.body.toString().includes('"type":"delete"')), {
       message: "deletion notice delivered",

@@ -52,17 +52,23 @@ const STORES: readonly {
 interface Visited extends RawMessage {
   subject: string;
   seq: number;
+  /** When the message was stored in this stream (ms). */
+  timeMs: number;
 }
 
 /**
  * One pass over every store that holds calls: erases (deletes and overwrites) each message of a
- * user in `users` (user hashes), one by one by sequence — never a filtered purge
+ * user in `users` (user hash → time of the deletion request, ms) that belongs to a call accepted
+ * before the request: on EVENTS, stored before it; elsewhere, stored before it plus `settleMs`
+ * (what was in flight at the request is stored by then). Later calls of the same user are new
+ * data, not erased, so a user who keeps sending does not hold the deletion open. One by one by sequence — never a filtered purge
  * (nats/delete-messages.ts says why). Returns what was erased per user. Idempotent: a message
  * already gone (another replica's pass, a delivery acked meanwhile) is not counted.
  */
 export async function erasePass(
   nc: NatsConnection,
-  users: ReadonlySet<string>,
+  users: ReadonlyMap<string, number>,
+  settleMs: number,
 ): Promise<Map<string, ErasedCounts>> {
   const jsm = await nc.jetstreamManager();
   const erased = new Map<string, ErasedCounts>();
@@ -70,7 +76,9 @@ export async function erasePass(
     const visit = async (m: Visited) => {
       if (m.subject.startsWith(HEALTH_PREFIX)) return;
       const user = store.userOf(m);
-      if (user === undefined || !users.has(user)) return;
+      const requested = user === undefined ? undefined : users.get(user);
+      if (user === undefined || requested === undefined) return;
+      if (m.timeMs >= requested + (store.stream === EVENTS_STREAM ? 0 : settleMs)) return;
       let gone: boolean;
       try {
         gone = await jsm.streams.deleteMessage(store.stream, m.seq, true);
@@ -85,13 +93,19 @@ export async function erasePass(
     };
     if (!store.filters) {
       await scanStream(jsm, store.stream, (m) =>
-        visit({ subject: m.subject, seq: m.seq, data: m.data, headers: m.header }),
+        visit({ subject: m.subject, seq: m.seq, data: m.data, headers: m.header, timeMs: m.time.getTime() }),
       );
       continue;
     }
     for (const filter of store.filters) {
       await readStream(nc, store.stream, filter, (m) =>
-        visit({ subject: m.subject, seq: m.seq, data: m.data, headers: m.headers }),
+        visit({
+          subject: m.subject,
+          seq: m.seq,
+          data: m.data,
+          headers: m.headers,
+          timeMs: m.info.timestampNanos / 1e6,
+        }),
       );
     }
   }

@@ -76,7 +76,11 @@ export class ErasureWorker {
     const pending = await this.#store.pending();
     if (pending.length === 0) return;
     const started = Date.now();
-    const erased = await erasePass(this.#nc, new Set(pending.map((r) => r.userHash)));
+    // Per user, the latest request: calls accepted before it are erased.
+    const users = new Map<string, number>();
+    for (const r of pending)
+      users.set(r.userHash, Math.max(users.get(r.userHash) ?? 0, Date.parse(r.requestTime)));
+    const erased = await erasePass(this.#nc, users, this.#o.settleMs);
     // Two requests for one user: the first is credited with what was found.
     const credited = new Set<string>();
     for (const r of pending) {
