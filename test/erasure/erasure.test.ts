@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { adminMetadata, createClient } from "@hookpost/client";
 import { Ordering } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
-import { DEAD_STREAM, DEFAULT_TOPOLOGY, DELIVERIES_STREAM } from "@hookpost/core";
+import { DEAD_STREAM, DEFAULT_TOPOLOGY, DELIVERIES_STREAM, ORDERED_STREAM } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
@@ -120,7 +120,7 @@ describe("erasure of a deleted user", () => {
     // Before: the marker is in the attempt log, dead letters and pending deliveries.
     expect(await rawMatches(jsm, ERASED)).toBeGreaterThan(0);
     const keptBefore = await rawMatches(jsm, KEPT);
-    expect(await rawMatches(jsm, KEPT, [DELIVERIES_STREAM])).toBeGreaterThan(0);
+    expect(await rawMatches(jsm, KEPT, [DELIVERIES_STREAM, ORDERED_STREAM])).toBeGreaterThan(0);
 
     const r = await admin.delete({ userId: ERASED_USER });
     expect(r.sourceIds).toEqual([src.id]);
