@@ -48,6 +48,8 @@ describe("dead letters without bodies", () => {
       reason: expect.any(String),
     });
     expect(JSON.stringify(letter)).not.toContain("4111-payload");
+    const listed = await stack.admin.listDeadLetters({ destinationId: d.id });
+    expect(listed.deadLetters.map((l) => [l.body, l.bodyOmitted])).toEqual([["", true]]);
 
     receiver.respond = () => ({ status: 200 });
     const before = receiver.requests.length;
