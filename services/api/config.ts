@@ -48,7 +48,22 @@ export interface IngestConfig {
   streamCheckMs?: number;
   /** SECRETS_KEYS (or SECRETS_KEYS_FILE): encrypt secrets at rest; absent: stored in plain text. */
   keyring?: Keyring;
+  /** ERASURE_INTERVAL, ERASURE_SETTLE, DELETION_STATUS_MAX_AGE; DEFAULT_ERASURE when absent. */
+  erasure?: ErasureSettings;
 }
+
+export interface ErasureSettings {
+  intervalMs: number;
+  settleMs: number;
+  statusMaxAgeMs: number;
+}
+
+/** The schema's defaults (packages/core/src/config/schema.ts), for configurations built in code. */
+export const DEFAULT_ERASURE: ErasureSettings = {
+  intervalMs: 15_000,
+  settleMs: 60_000,
+  statusMaxAgeMs: 30 * 86_400_000,
+};
 
 const DEFAULT_NATS_URL = "nats://127.0.0.1:4222";
 
@@ -94,6 +109,11 @@ export function ingestConfigFrom(s: Settings): IngestConfig {
       refreshMs: s.SOURCE_QUOTA_REFRESH,
     },
     streamCheckMs: s.STREAM_CHECK_INTERVAL,
+    erasure: {
+      intervalMs: s.ERASURE_INTERVAL,
+      settleMs: s.ERASURE_SETTLE,
+      statusMaxAgeMs: s.DELETION_STATUS_MAX_AGE,
+    },
     grpc: grpcLimitsFrom(s),
     opsLimits: opsLimitsFrom(s),
     sync: syncLimitsFrom(s),

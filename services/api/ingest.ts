@@ -6,6 +6,7 @@ import {
   createLogger,
   DEFAULT_OPS_LIMITS,
   drainNats,
+  ErasureWorker,
   type GrpcListenerStats,
   type Logger,
   type OpsServer,
@@ -18,7 +19,7 @@ import { startAdmin } from "./admin/admin-part.js";
 import { AdminAuth } from "./auth.js";
 import { startCallsPath } from "./calls/calls-path.js";
 import { EventPublisher } from "./calls/publish.js";
-import type { IngestConfig } from "./config.js";
+import { DEFAULT_ERASURE, type IngestConfig } from "./config.js";
 import { createConsoleHandler } from "./console/console-handler.js";
 import { grpcServer } from "./grpc/grpc-server.js";
 import { startHttp } from "./http/http-part.js";
@@ -104,7 +105,20 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
       }
     });
 
-    const calls = await startCallsPath(config, { nc, stores, publisher, adminAuth, metrics, log });
+    // Erasure of deleted users' calls: every replica works through the pending requests.
+    const erasure = new ErasureWorker(nc, stores.deletions, { ...(config.erasure ?? DEFAULT_ERASURE), log });
+    erasure.start();
+    started.push(() => erasure.close());
+
+    const calls = await startCallsPath(config, {
+      nc,
+      stores,
+      publisher,
+      adminAuth,
+      metrics,
+      log,
+      onDeletionRequested: () => erasure.nudge(),
+    });
     started.push(() => calls.close());
     const sync = await startSync(config.sync, { nc, stores, publisher, quota: calls.quota, metrics, log });
     grpc.add(IngestService, { ...calls.service, ...sync });
@@ -159,6 +173,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
           stores.close();
           admin.close();
           calls.close();
+          erasure.close();
           await drainNats(nc, DRAIN_TIMEOUT_MS);
           log.info("ingest stopped");
         })();

@@ -3,6 +3,7 @@ import {
   AuditLog,
   ConfigStore,
   DeadLetters,
+  DeletionStore,
   ensureBucketLimits,
   ensureTopology,
   type Keyring,
@@ -14,7 +15,7 @@ import {
   UserSourceIndex,
 } from "@hookpost/core";
 import type { JetStreamManager, NatsConnection } from "nats";
-import { DEFAULT_STREAM_CHECK_MS } from "./config.js";
+import { DEFAULT_ERASURE, DEFAULT_STREAM_CHECK_MS } from "./config.js";
 import type { IngestMetrics } from "./metrics.js";
 
 /** What the API keeps in JetStream: the streams, the configuration and the other buckets. */
@@ -27,6 +28,8 @@ export interface Stores {
   readonly deadLetters: DeadLetters;
   /** The audit log of admin writes (append and read only). */
   readonly auditLog: AuditLog;
+  /** Deletion requests: erasure's to-do list and GetDeletion's status. */
+  readonly deletions: DeletionStore;
   close(): void;
 }
 
@@ -36,12 +39,18 @@ export interface Stores {
  */
 export async function openStores(
   nc: NatsConnection,
-  settings: { topology: TopologySettings; streamCheckMs?: number; keyring?: Keyring | undefined },
+  settings: {
+    topology: TopologySettings;
+    streamCheckMs?: number;
+    keyring?: Keyring | undefined;
+    erasure?: { statusMaxAgeMs: number };
+  },
   deps: { metrics: IngestMetrics; log: Logger },
 ): Promise<Stores> {
   const { topology } = settings;
   const replicas = { replicas: topology.replicas };
-  const [config, index, memberships, deadLetters, auditLog] = await untilReady(
+  const statusMaxAgeMs = settings.erasure?.statusMaxAgeMs ?? DEFAULT_ERASURE.statusMaxAgeMs;
+  const [config, index, memberships, deadLetters, auditLog, deletions] = await untilReady(
     deps.log,
     "create streams and load configuration",
     async () => {
@@ -52,6 +61,7 @@ export async function openStores(
         MembershipStore.open(nc, replicas),
         DeadLetters.open(nc),
         AuditLog.open(nc),
+        DeletionStore.open(nc, { ...replicas, maxAgeMs: statusMaxAgeMs }),
       ]);
       // The stores create their buckets without a byte limit.
       await ensureBucketLimits(await nc.jetstreamManager(), topology);
@@ -69,6 +79,7 @@ export async function openStores(
     memberships,
     deadLetters,
     auditLog,
+    deletions,
     close: () => {
       watch.close();
       config.close();

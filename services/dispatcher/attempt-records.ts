@@ -35,6 +35,8 @@ export interface DeliveryFacts {
   destinationId: string;
   sourceId: string;
   attemptNumber: number;
+  /** The call's user, for erasure (USER_HASH_HEADER). */
+  userHash?: string;
   /** When the delivery is tried again (set on the last URL's record only). */
   nextAttemptMs?: number;
 }
@@ -76,6 +78,7 @@ export function attemptRecords(f: DeliveryFacts, outcomes: readonly AttemptOutco
         retryable: o.retryable,
         responseBody: o.responseExcerpt,
       };
+      if (f.userHash) r.userHash = f.userHash;
       if (f.nextAttemptMs !== undefined && i === all.length - 1) {
         r.nextAttemptTime = new Date(f.nextAttemptMs).toISOString();
       }

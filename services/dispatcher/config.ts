@@ -51,6 +51,8 @@ export interface DispatcherConfig {
   attemptLog: boolean;
   /** Keep the request body in attempt records (ATTEMPT_LOG_BODIES, on|off). */
   attemptLogBodies: boolean;
+  /** Keep the webhook body in dead letters (DEAD_LETTER_BODIES, on|off); default on. */
+  deadLetterBodies?: boolean;
   /** Stream settings; retryWindowMs (RETRY_WINDOW) and retryMaxDelayMs (RETRY_MAX_DELAY) live here. */
   topology: TopologySettings;
   /** SECRETS_KEYS (or SECRETS_KEYS_FILE): open the secrets stored encrypted; absent: stored in plain text. */
@@ -94,6 +96,7 @@ export function dispatcherConfigFrom(s: Settings): DispatcherConfig {
     shutdownGraceMs: s.SHUTDOWN_GRACE,
     attemptLog: s.ATTEMPT_LOG,
     attemptLogBodies: s.ATTEMPT_LOG_BODIES,
+    deadLetterBodies: s.DEAD_LETTER_BODIES,
     topology,
     opsLimits: opsLimitsFrom(s),
     ...(s.AUTO_DISABLE_AFTER === undefined ? {} : { autoDisableAfterMs: s.AUTO_DISABLE_AFTER }),

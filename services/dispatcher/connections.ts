@@ -40,7 +40,12 @@ export interface Connections {
 
 /** Connects to NATS (waiting until it is up), opens the stores and the publishers. */
 export async function openConnections(
-  settings: { natsUrl: string; topology: TopologySettings; keyring?: Keyring | undefined },
+  settings: {
+    natsUrl: string;
+    topology: TopologySettings;
+    keyring?: Keyring | undefined;
+    deadLetterBodies?: boolean;
+  },
   logger: Logger,
 ): Promise<Connections> {
   const nc = await connectNats(settings.natsUrl, "hookpost-dispatcher", logger);
@@ -107,15 +112,16 @@ export function backlogOf(
 async function openStores(
   nc: NatsConnection,
   jsm: JetStreamManager,
-  settings: { topology: TopologySettings; keyring?: Keyring | undefined },
+  settings: { topology: TopologySettings; keyring?: Keyring | undefined; deadLetterBodies?: boolean },
   logger: Logger,
 ): Promise<{ store: ConfigStore; deadLetters: DeadLetters; registry: ReplicaRegistry }> {
   const { topology, keyring } = settings;
+  const deadLetterBodies = settings.deadLetterBodies ?? true;
   let registry: ReplicaRegistry | undefined;
   for (let i = 1; ; i++) {
     try {
       await ensureTopology(jsm, topology);
-      const deadLetters = await DeadLetters.open(nc);
+      const deadLetters = await DeadLetters.open(nc, { bodies: deadLetterBodies });
       // Opened once: it heartbeats from then on.
       registry ??= await ReplicaRegistry.open(nc, { replicas: topology.replicas, logger });
       // Last: once open it watches, so a failure after it would leave a watcher behind.

@@ -9,6 +9,7 @@ import {
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
   startDeliverySpan,
+  userHashField,
 } from "@hookpost/core";
 import type { JsMsg } from "nats";
 import { attemptRecorder, lastOutcome, readableReason, readableReasons } from "./attempt-records.js";
@@ -174,7 +175,7 @@ export class DeliveryHandler {
       clearInterval(keepAlive);
     }
     observeLatency(d.metrics, destinationId, result);
-    const facts = { messageId, destinationId, sourceId, attemptNumber };
+    const facts = { messageId, destinationId, sourceId, attemptNumber, ...userHashField(headers) };
     this.#observe(destinationId, result.outcomes);
     const record = attemptRecorder(d.attemptLog, facts, result.outcomes);
 
@@ -290,6 +291,7 @@ export class DeliveryHandler {
       reason,
       firstAttemptTime: new Date(state.firstTimeMs).toISOString(),
       deadTime: new Date().toISOString(),
+      ...userHashField(msg.headers),
     };
     let deadSequence: number;
     try {

@@ -12,6 +12,7 @@ import {
   MESSAGE_ID_HEADER,
   nextMessage,
   SOURCE_ID_HEADER,
+  userHashField,
 } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import { removeDestinationDeliveries } from "./consumers.js";
@@ -132,6 +133,7 @@ export class Janitor {
         reason: "destination disabled for the whole retry window",
         firstAttemptTime: new Date(state.firstTimeMs).toISOString(),
         deadTime: new Date().toISOString(),
+        ...userHashField(m.header),
       };
       const deadSequence = await d.deadLetters.record(letter, `${destinationId}:${m.seq}`);
       d.attemptLog?.dead(deadRecordOf(letter, deadSequence));

@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { consentDecision, isEventType, type StoredCall } from "@hookpost/contract";
 import type {
   AttemptLog,
@@ -22,6 +21,8 @@ import {
   partitionSubject,
   SOURCE_ID_HEADER,
   startRouteSpan,
+  USER_HASH_HEADER,
+  userHash,
 } from "@hookpost/core";
 import { headers, type JsMsg } from "nats";
 import { renderBody } from "./body.js";
@@ -110,6 +111,8 @@ export class Router {
       span.end("filtered");
       return;
     }
+    // Erasure finds a user's deliveries by this (never a deletion notice: it must reach them all).
+    const user = erasable(call) ? userHash(call) : undefined;
     let body: string | Uint8Array;
     let notRendered: string | undefined;
     try {
@@ -133,6 +136,7 @@ export class Router {
           h.set(MESSAGE_ID_HEADER, call.messageId);
           h.set(SOURCE_ID_HEADER, call.sourceId);
           if (notRendered !== undefined) h.set(NOT_RENDERED_HEADER, notRendered);
+          if (user !== undefined) h.set(USER_HASH_HEADER, user);
           span.inject(h); // tracing hook: the trace goes on to DELIVERIES
           const ordered = dest.ordering === "PER_USER";
           // The accepted order, which the ordered worker follows even if routers store out of it.
@@ -185,6 +189,7 @@ export class Router {
       kind: "routed",
       messageId: call.messageId,
       sourceId: call.sourceId,
+      ...(erasable(call) ? { userHash: userHash(call) } : {}),
       receivedAt: call.receivedAt,
       time: new Date().toISOString(),
       destinations,
@@ -210,14 +215,9 @@ function byConsent(
   return { targets, consentFiltered };
 }
 
-/**
- * The subject token of a call's user for PER_USER ordering: the first 128 bits of SHA-256 of
- * userId, else anonymousId (calls with neither share one key). Hashed: ids may hold any
- * character and personal data; subjects must not.
- */
-export function userHash(call: Pick<StoredCall, "userId" | "anonymousId">): string {
-  const key = call.userId ? `u:${call.userId}` : call.anonymousId ? `a:${call.anonymousId}` : "none";
-  return createHash("sha256").update(key).digest("hex").slice(0, 32);
+/** Whether a call's records carry its user for erasure: any call that names a user but a deletion notice. */
+function erasable(call: StoredCall): boolean {
+  return call.type !== "delete" && Boolean(call.userId || call.anonymousId);
 }
 
 /** The stored call, or what is wrong with it. */

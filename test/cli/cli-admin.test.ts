@@ -579,12 +579,24 @@ describe("send and delete-user", () => {
     ok(await user.run(sendTrack(key, "cli-1")));
   });
 
-  it("delete-user prints the request id and the sources", async () => {
+  it("delete-user prints the request id and the sources; deletion shows its erasure", async () => {
     ok(await user.run(["send", "identify", "--write-key", key, "--user-id", "gone"]));
     const r = ok(await user.run(["delete-user", "gone"]));
     expect(r.stdout).toMatch(
-      /^Deletion request del_\S+ for user gone\.\nDestinations of source web will be notified\.\n$/,
+      /^Deletion request del_\S+ for user gone\.\nDestinations of source web will be notified\.\nTheir calls are being erased from Hookpost's stores: hookpost deletion del_\S+\n$/,
     );
+    const requestId = /^Deletion request (del_\S+) for/.exec(r.stdout)![1]!;
+    const shown = ok(await user.run(["deletion", requestId]));
+    expect(shown.stdout).toMatch(
+      new RegExp(`^Deletion request ${requestId}, made \\S+\\.\nNotified: web\\.\nErased: `),
+    );
+    const json = JSON.parse(ok(await user.run(["--json", "deletion", requestId])).stdout) as {
+      notifiedSourceIds: string[];
+      erased: { deadLetters: number };
+    };
+    expect(json.notifiedSourceIds).toEqual(["web"]);
+    expect(json.erased.deadLetters).toBeGreaterThanOrEqual(0);
+    expect((await user.run(["deletion", "del_unknown"])).code).toBe(1);
     const none = JSON.parse(ok(await user.run(["--json", "delete-user", "never-seen"])).stdout) as {
       sourceIds: string[];
     };

@@ -2,13 +2,20 @@ import type { DeleteDeps } from "@hookpost/api";
 import { deleteUser } from "@hookpost/api";
 import { Code, HookpostError } from "@hookpost/contract";
 import type { ConfigStore } from "@hookpost/core";
-import { eventSubject, USER_SOURCES_STREAM, UserSourceIndex, userSourceKey } from "@hookpost/core";
+import {
+  DeletionStore,
+  eventSubject,
+  USER_SOURCES_STREAM,
+  UserSourceIndex,
+  userSourceKey,
+} from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { until } from "../helpers/until.js";
 import { type Env, log, openConfig, purgeEvents, readEvents, startEnv } from "./helpers.js";
 
 let env: Env;
 let config: ConfigStore;
+let deletions: DeletionStore;
 
 const kvMessages = async () => (await env.jsm.streams.info(USER_SOURCES_STREAM)).state.messages;
 const source = (id: string) => ({
@@ -22,6 +29,7 @@ const source = (id: string) => ({
 beforeAll(async () => {
   env = await startEnv();
   config = await openConfig(env.nc);
+  deletions = await DeletionStore.open(env.nc, { maxAgeMs: 86_400_000 });
   for (const id of ["web", "ios", "android", "server"]) await config.putSource(source(id));
 });
 
@@ -109,7 +117,7 @@ describe("user-source index", () => {
 });
 
 describe("deleteUser", () => {
-  const deps = (): DeleteDeps => ({ nc: env.nc, config, log, index: env.index });
+  const deps = (): DeleteDeps => ({ nc: env.nc, config, log, index: env.index, deletions });
 
   it("notifies exactly the existing sources the user was seen in, then forgets them", async () => {
     await purgeEvents(env.jsm);

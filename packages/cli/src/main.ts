@@ -6,6 +6,7 @@ import { attemptsCommand } from "./commands/attempts.js";
 import { auditCommand } from "./commands/audit.js";
 import { deadLettersCommand } from "./commands/dead-letters.js";
 import { deleteUserCommand } from "./commands/delete-user.js";
+import { deletionCommand } from "./commands/deletion.js";
 import { destinationsCommand } from "./commands/destinations.js";
 import { messagesCommand } from "./commands/messages.js";
 import { secretsCommand } from "./commands/secrets.js";
@@ -92,6 +93,7 @@ Examples:
     applyCommand(session),
     sendCommand(session),
     deleteUserCommand(session),
+    deletionCommand(session),
     deadLettersCommand(session),
     attemptsCommand(session),
     messagesCommand(session),

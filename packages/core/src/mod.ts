@@ -84,6 +84,8 @@ export {
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
+  USER_HASH_HEADER,
+  userHashField,
 } from "./dead-letters/delivery-headers.js";
 export type {
   DeadLetter,
@@ -98,6 +100,15 @@ export { ConfigError } from "./env/read-env.js";
 export { keyringFrom, PLAIN_SECRETS_WARNING } from "./env/secrets-env.js";
 export { topologyFrom } from "./env/topology-env.js";
 export { tracingEnabledFromEnv } from "./env/tracing-env.js";
+export {
+  addCounts,
+  type DeletionRecord,
+  type ErasedCounts,
+  NO_ERASURES,
+} from "./erasure/deletion-record.js";
+export { DeletionStore, type DeletionStoreOptions } from "./erasure/deletion-store.js";
+export { erasePass } from "./erasure/erase-pass.js";
+export { ErasureWorker, type ErasureWorkerOptions } from "./erasure/erasure-worker.js";
 export { DomainError, type DomainErrorCode } from "./errors.js";
 export { connectImpl, peerKey, toConnectError } from "./grpc/connect-service.js";
 export { domainStatus, toHookpostError } from "./grpc/domain-status.js";
@@ -175,6 +186,7 @@ export {
   PublishError,
   type ReplyLite,
 } from "./nats/pipelined-publisher.js";
+export { scanStream } from "./nats/scan-stream.js";
 export { StreamFeed, type StreamFeedOptions } from "./nats/stream-feed.js";
 export { countIfFull, registerStreamFull, StreamWatch } from "./nats/stream-watch.js";
 export {
@@ -185,6 +197,7 @@ export {
   CONFIG_BUCKET,
   DEAD_STREAM,
   DEFAULT_TOPOLOGY,
+  DELETIONS_BUCKET,
   DELIVERIES_STREAM,
   DELIVERY_SUBJECT_PREFIX,
   DISPATCHERS_BUCKET,
@@ -276,6 +289,7 @@ export {
   startRouteSpan,
 } from "./tracing/spans.js";
 export { startTracing, type Tracing, type TracingOptions } from "./tracing/start.js";
+export { userHash } from "./users/user-hash.js";
 export {
   MAX_USER_ID_LENGTH,
   USER_FORGOTTEN_SUBJECT,

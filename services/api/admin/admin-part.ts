@@ -39,6 +39,7 @@ export function startAdmin(deps: {
     deadLetters: stores.deadLetters,
     auditLog: stores.auditLog,
     ...(deps.onAuditOutcomeLost ? { onAuditOutcomeLost: deps.onAuditOutcomeLost } : {}),
+    deletions: stores.deletions,
   });
   return { service, close: () => health.close() };
 }

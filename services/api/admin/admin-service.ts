@@ -4,6 +4,7 @@ import type {
   AuditLog,
   CallContext,
   DeadLetters,
+  DeletionStore,
   HealthAggregate,
   ServiceImpl,
 } from "@hookpost/core";
@@ -14,6 +15,7 @@ import { attemptHandlers } from "./attempts.js";
 import { auditRecordHandlers } from "./audit-records.js";
 import { audited } from "./audited.js";
 import { deadLetterHandlers } from "./dead-letters.js";
+import { deletionHandlers } from "./deletions.js";
 import { destinationHandlers } from "./destinations.js";
 import { healthHandlers } from "./health.js";
 import { reencryptSecretsHandler } from "./reencrypt-secrets.js";
@@ -38,6 +40,8 @@ export interface AdminServiceDeps extends AdminDeps {
   auditOutcomeRetryMs?: readonly number[];
   /** An audit outcome could not be stored (a metric). */
   onAuditOutcomeLost?: () => void;
+  /** Deletion requests, for GetDeletion. */
+  deletions: DeletionStore;
 }
 
 function unreachable(what: string): HookpostError {
@@ -66,6 +70,7 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
     ...healthHandlers(deps),
     ...auditRecordHandlers(deps),
     ...reencryptSecretsHandler(deps),
+    ...deletionHandlers(deps),
   } as Record<string, (req: unknown, ctx: CallContext) => Promise<unknown>>;
   const audit = {
     auditLog: deps.auditLog,

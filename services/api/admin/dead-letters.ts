@@ -110,5 +110,6 @@ function toProto(d: DeadLetter): MessageInitShape<typeof DeadLetterSchema> {
     reason: d.reason,
     firstAttemptTime: timestampFromDate(new Date(d.firstAttemptTime)),
     deadTime: timestampFromDate(new Date(d.deadTime)),
+    bodyOmitted: d.bodyOmitted ?? false,
   };
 }

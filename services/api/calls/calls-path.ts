@@ -31,6 +31,8 @@ export async function startCallsPath(
     adminAuth: AdminAuth;
     metrics: IngestMetrics;
     log: Logger;
+    /** Told when a deletion request is recorded. */
+    onDeletionRequested?: () => void;
   },
 ): Promise<CallsPath> {
   const { nc, stores, publisher, adminAuth, metrics, log } = deps;
@@ -52,6 +54,8 @@ export async function startCallsPath(
     index: stores.index,
     intake,
     maxBatchCalls,
+    deletions: stores.deletions,
+    ...(deps.onDeletionRequested ? { onDeletionRequested: deps.onDeletionRequested } : {}),
   });
   return { quota, intake, maxBatchCalls, service, close: () => quota.close() };
 }

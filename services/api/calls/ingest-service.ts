@@ -11,7 +11,7 @@ import {
   protoCallViolations,
 } from "@hookpost/contract";
 import type { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
-import type { ConfigStore, Logger, UserSourceIndex } from "@hookpost/core";
+import type { ConfigStore, DeletionStore, Logger, UserSourceIndex } from "@hookpost/core";
 import { type CallContext, grpcTraceContext, rawHandler, type ServiceImpl } from "@hookpost/core";
 import type { NatsConnection } from "nats";
 import type { AdminAuth } from "../auth.js";
@@ -35,6 +35,10 @@ export interface IngestDeps {
   intake: CallIntake;
   /** MAX_BATCH_CALLS: calls one Batch may carry. */
   maxBatchCalls: number;
+  /** Deletion requests, for erasure and GetDeletion. */
+  deletions: DeletionStore;
+  /** Told when a deletion request is recorded (the erasure worker looks sooner). */
+  onDeletionRequested?: () => void;
 }
 
 /**
@@ -91,7 +95,15 @@ export function ingestService(deps: IngestDeps): ServiceImpl<IngestMethods> {
     delete: async (req, ctx) => {
       deps.adminAuth.check(ctx.metadata);
       const r = await deleteUser(
-        { nc: deps.nc, config: deps.store, log: deps.log, index: deps.index, publish },
+        {
+          nc: deps.nc,
+          config: deps.store,
+          log: deps.log,
+          index: deps.index,
+          deletions: deps.deletions,
+          ...(deps.onDeletionRequested ? { onRequested: deps.onDeletionRequested } : {}),
+          publish,
+        },
         req.userId,
       );
       deps.log.info({ requestId: r.requestId, sources: r.sourceIds }, "deletion request stored");

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { Code, HookpostError, serverCall } from "@hookpost/contract";
-import { MAX_USER_ID_LENGTH, toHookpostError } from "@hookpost/core";
+import { isStreamFull, MAX_USER_ID_LENGTH, NO_ERASURES, toHookpostError, userHash } from "@hookpost/core";
 import type { DeleteDeps } from "../sync/deps.js";
 import { jetStreamPublisher } from "../sync/publish.js";
 
@@ -29,6 +29,10 @@ export function deletionMessageId(requestId: string, sourceId: string): string {
  * deletion with no calls in between notifies nobody). Entries are removed only for the sources
  * that were confirmed (and for sources that no longer exist): if one publish fails the request
  * fails with UNAVAILABLE / RESOURCE_EXHAUSTED, and a retry notifies only the sources still left.
+ *
+ * Before any notification, the request is stored in the deletions bucket (user hash only): the
+ * erasure worker (docs/design/erasure.md) then erases the user's calls from every store, on any
+ * replica, after a crash too; GetDeletion shows its progress. Not stored: nothing is sent either.
  */
 export async function deleteUser(deps: DeleteDeps, userId: string): Promise<DeleteUserResult> {
   if (typeof userId !== "string" || userId === "") {
@@ -42,6 +46,27 @@ export async function deleteUser(deps: DeleteDeps, userId: string): Promise<Dele
   const requestId = `del_${randomBytes(16).toString("base64url")}`;
   const at = (deps.now?.() ?? new Date()).toISOString();
   const publish = deps.publish ?? jetStreamPublisher(deps.nc, deps.publishTimeoutMs);
+
+  try {
+    await deps.deletions.create({
+      requestId,
+      userHash: userHash({ userId }),
+      requestTime: at,
+      notifiedSources: [],
+      erased: NO_ERASURES,
+      passes: 0,
+    });
+  } catch (err) {
+    // Full bucket: RESOURCE_EXHAUSTED (operations.md "Streams when full"); otherwise NATS trouble.
+    const code = isStreamFull(err) ? Code.RESOURCE_EXHAUSTED : Code.UNAVAILABLE;
+    throw (
+      toHookpostError(err) ??
+      new HookpostError(code, `deletion request not stored: ${(err as Error).message}; retry`, [], {
+        cause: err,
+      })
+    );
+  }
+  deps.onRequested?.();
 
   // Direct lookups for the sources that exist (cost independent of how many users are known).
   const live = await deps.index.sourcesOf(
@@ -57,6 +82,17 @@ export async function deleteUser(deps: DeleteDeps, userId: string): Promise<Dele
     }),
   );
   const notified = live.filter((_, i) => results[i]!.status === "fulfilled");
+  if (notified.length > 0) {
+    try {
+      await deps.deletions.update(requestId, (r) => ({ ...r, notifiedSources: [...notified].sort() }));
+    } catch (err) {
+      // The erasure goes on regardless; only GetDeletion's list of sources is incomplete.
+      deps.log.warn(
+        { requestId, err: (err as Error).message },
+        "deletion: could not record the notified sources",
+      );
+    }
+  }
   const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
 
   try {

@@ -1,5 +1,5 @@
 import type { StoredCall } from "@hookpost/contract";
-import type { ConfigStore, Logger, MembershipStore, UserSourceIndex } from "@hookpost/core";
+import type { ConfigStore, DeletionStore, Logger, MembershipStore, UserSourceIndex } from "@hookpost/core";
 import type { NatsConnection } from "nats";
 
 /**
@@ -43,6 +43,10 @@ export interface DeleteDeps {
   config: ConfigStore;
   log: Logger;
   index: UserSourceIndex;
+  /** Where the request is recorded for erasure and GetDeletion. */
+  deletions: DeletionStore;
+  /** Told once the request is recorded (the local erasure worker looks sooner). */
+  onRequested?: () => void;
   publish?: PublishCall;
   publishTimeoutMs?: number;
   now?: () => Date;

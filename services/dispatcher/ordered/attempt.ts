@@ -5,6 +5,7 @@ import {
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
   startDeliverySpan,
+  userHashField,
 } from "@hookpost/core";
 import type { StoredMsg } from "nats";
 import { attemptRecorder, lastOutcome, readableReasons } from "../attempt-records.js";
@@ -46,6 +47,7 @@ export function headFacts(head: StoredMsg, destinationId: string) {
     sourceId: head.header?.get(SOURCE_ID_HEADER) ?? "",
     destinationId,
     firstTimeMs: head.time.getTime(),
+    ...userHashField(head.header),
   };
 }
 
@@ -145,6 +147,7 @@ export async function deadLetterHead(
     reason,
     firstAttemptTime: head.time.toISOString(),
     deadTime: new Date().toISOString(),
+    ...userHashField(head.header),
   };
   let deadSequence: number;
   try {

@@ -1,6 +1,6 @@
-import { EVENTS_STREAM, isNotFound, ROUTER_CONSUMER } from "@hookpost/core";
+import { EVENTS_STREAM, isNotFound, ROUTER_CONSUMER, userHash } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
-import { parseStoredCall, userHash } from "../router.js";
+import { parseStoredCall } from "../router.js";
 
 /** How often the floor may be read again while someone waits for it to rise. */
 const REFRESH_MS = 20;

@@ -17,5 +17,6 @@ export function deleteUserCommand(session: Session): Command {
           ? "No source has seen this user: nothing to notify."
           : `Destinations of ${res.sourceIds.length === 1 ? "source" : "sources"} ${res.sourceIds.join(", ")} will be notified.`,
       );
+      ctx.out.line(`Their calls are being erased from Hookpost's stores: hookpost deletion ${res.requestId}`);
     });
 }

@@ -46,6 +46,8 @@ export interface AttemptRecord {
   reason: string;
   retryable: boolean;
   responseBody: string;
+  /** The call's user (users/user-hash.ts), for erasure; absent in older records and deletion notices. */
+  userHash?: string;
   /**
    * Only in records written before the dispatcher left it to the routed record (the same bytes
    * go to every destination); AttemptReader.requestBodies joins it from there.
@@ -64,15 +66,34 @@ export interface DeadRecord {
   deadSequence: number;
   reason: string;
   time: string;
+  /** As on AttemptRecord. */
+  userHash?: string;
 }
 
 /** The attempt log's record of a dead letter stored at `deadSequence` on DEAD. */
 export function deadRecordOf(
-  letter: { messageId: string; destinationId: string; sourceId: string; reason: string; deadTime: string },
+  letter: {
+    messageId: string;
+    destinationId: string;
+    sourceId: string;
+    reason: string;
+    deadTime: string;
+    userHash?: string;
+  },
   deadSequence: number,
 ): DeadRecord {
-  const { messageId, destinationId, sourceId, reason, deadTime } = letter;
-  return { kind: "dead", messageId, destinationId, sourceId, deadSequence, reason, time: deadTime };
+  const { messageId, destinationId, sourceId, reason, deadTime, userHash } = letter;
+  const r: DeadRecord = {
+    kind: "dead",
+    messageId,
+    destinationId,
+    sourceId,
+    deadSequence,
+    reason,
+    time: deadTime,
+  };
+  if (userHash) r.userHash = userHash;
+  return r;
 }
 
 /** What the router did with a call: which destinations it went to, or why none. */
@@ -82,6 +103,8 @@ export interface RoutedRecord {
   sourceId: string;
   receivedAt: string;
   time: string;
+  /** As on AttemptRecord. */
+  userHash?: string;
   destinations: string[];
   /** The call's integrations turned webhooks off: `destinations` were filtered, not sent to. */
   filtered: boolean;

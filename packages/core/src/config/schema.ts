@@ -373,6 +373,27 @@ export const SETTINGS = {
     description: "with `TLS_CERT_FILE`: gRPC over TLS (both or neither)",
     check: text,
   }),
+  ERASURE_INTERVAL: define({
+    services: ["api"],
+    default: "15s",
+    description:
+      "how often pending deletion requests are erased from the stores (one pass over dead letters, attempt log and pending calls)",
+    check: durationMs(100),
+  }),
+  ERASURE_SETTLE: define({
+    services: ["api"],
+    default: "1m",
+    description:
+      "a deletion is done after a pass that found nothing, started at least this long after the request (deliveries in flight finish first)",
+    check: durationMs(),
+  }),
+  DELETION_STATUS_MAX_AGE: define({
+    services: ["api"],
+    default: "30d",
+    description:
+      "how long a deletion request and its status (`GetDeletion`) are kept; they hold user hashes, no ids",
+    check: durationMs(60_000),
+  }),
   PUBLISH_TIMEOUT: define({
     services: ["api"],
     default: "8s",
@@ -698,6 +719,13 @@ export const SETTINGS = {
     services: ["dispatcher"],
     default: "on",
     description: "keep the signed request body in attempt records (`off` for privacy)",
+    check: onOff,
+  }),
+  DEAD_LETTER_BODIES: define({
+    services: ["dispatcher"],
+    default: "on",
+    description:
+      "keep the webhook body in dead letters (`off`: metadata only; a replay then takes the body from the attempt log's routing record when `ATTEMPT_LOG_BODIES` kept it, else skips the letter)",
     check: onOff,
   }),
 

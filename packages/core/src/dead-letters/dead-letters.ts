@@ -6,13 +6,22 @@ import {
   type NatsConnection,
   type StoredMsg,
 } from "nats";
+import { messageHash, type RoutedRecord } from "../attempts/record.js";
 import { isNotFound } from "../nats/jetstream-errors.js";
-import { DEAD_STREAM, deadSubject, partitionSubject } from "../nats/topology.js";
+import { nextMessage } from "../nats/next-message.js";
+import {
+  ATTEMPTS_STREAM,
+  DEAD_STREAM,
+  deadSubject,
+  partitionSubject,
+  routedSubject,
+} from "../nats/topology.js";
 import {
   deliveryMsgId,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
+  USER_HASH_HEADER,
 } from "./delivery-headers.js";
 import type { DeadLetter, DeadLetterRecord } from "./record.js";
 
@@ -56,23 +65,32 @@ export function deadLetterBytes(l: DeadLetterRecord): number {
 export class DeadLetters {
   readonly #js: JetStreamClient;
   readonly #jsm: JetStreamManager;
+  readonly #bodies: boolean;
 
-  private constructor(js: JetStreamClient, jsm: JetStreamManager) {
+  private constructor(js: JetStreamClient, jsm: JetStreamManager, bodies: boolean) {
     this.#js = js;
     this.#jsm = jsm;
+    this.#bodies = bodies;
   }
 
-  static async open(nc: NatsConnection): Promise<DeadLetters> {
-    return new DeadLetters(nc.jetstream(), await nc.jetstreamManager());
+  /** `bodies` (DEAD_LETTER_BODIES, default true): false records metadata only. */
+  static async open(nc: NatsConnection, o: { bodies?: boolean } = {}): Promise<DeadLetters> {
+    return new DeadLetters(nc.jetstream(), await nc.jetstreamManager(), o.bodies ?? true);
   }
 
   /**
    * Stores a record. `dedupKey` names the failed delivery, so a dispatcher that crashes between
    * recording and acking records it once when the delivery comes back.
    */
-  async record(record: DeadLetterRecord, dedupKey: string): Promise<number> {
+  async record(full: DeadLetterRecord, dedupKey: string): Promise<number> {
+    // Payload-free mode: nothing of the call's content is kept here.
+    const record: DeadLetterRecord = this.#bodies ? full : { ...full, body: "", bodyOmitted: true };
+    // The user also as a header: erasure matches dead letters without parsing them.
+    const h = record.userHash ? headers() : undefined;
+    if (h && record.userHash) h.set(USER_HASH_HEADER, record.userHash);
     const ack = await this.#js.publish(deadSubject(record.destinationId), JSON.stringify(record), {
       msgID: `dead:${dedupKey}`,
+      ...(h ? { headers: h } : {}),
     });
     return ack.seq;
   }
@@ -166,21 +184,42 @@ export class DeadLetters {
   }
 
   async #replayOne(letter: DeadLetter): Promise<boolean> {
+    const body = letter.bodyOmitted ? await this.#routedBody(letter) : letter.body;
+    // Kept without its body and the attempt log has none either: nothing to send.
+    if (body === undefined) return false;
     const h = headers();
     h.set(MESSAGE_ID_HEADER, letter.messageId);
     h.set(SOURCE_ID_HEADER, letter.sourceId);
     if (letter.notRendered !== undefined) h.set(NOT_RENDERED_HEADER, letter.notRendered);
+    if (letter.userHash) h.set(USER_HASH_HEADER, letter.userHash);
     // A fresh id (the original is still in the dedup window), yet the same for a repeated
     // replay of the same record, so retrying a replay request does not deliver twice.
     const msgID = `${deliveryMsgId(letter.sourceId, letter.messageId, letter.destinationId)}:replay:${letter.sequence}`;
     // Partition 0 exists whatever DELIVERY_PARTITIONS is; any partition reaches every destination.
-    await this.#js.publish(partitionSubject(0, letter.destinationId), letter.body, { msgID, headers: h });
+    await this.#js.publish(partitionSubject(0, letter.destinationId), body, { msgID, headers: h });
     try {
       return await this.#jsm.streams.deleteMessage(DEAD_STREAM, letter.sequence, false);
     } catch (err) {
       // Replayed concurrently by someone else: the delivery was deduplicated, nothing lost.
       if (isNotFound(err)) return false;
       throw err;
+    }
+  }
+
+  /**
+   * The body of a letter recorded without it: the same bytes went to every destination, and the
+   * call's routing record keeps them when ATTEMPT_LOG_BODIES is on (until the log ages it out).
+   */
+  async #routedBody(letter: DeadLetter): Promise<string | undefined> {
+    const subject = routedSubject(messageHash(letter.messageId));
+    for (let seq = 1; ; ) {
+      const m = await nextMessage(this.#jsm, ATTEMPTS_STREAM, subject, seq);
+      if (!m) return undefined;
+      const r = JSON.parse(new TextDecoder().decode(m.data)) as RoutedRecord;
+      if (r.messageId === letter.messageId && r.sourceId === letter.sourceId && r.body !== undefined) {
+        return r.body;
+      }
+      seq = m.seq + 1;
     }
   }
 

@@ -17,6 +17,19 @@ export const NOT_RENDERED_HEADER = "Hookpost-Not-Rendered";
 export const FIRST_TIME_HEADER = "Hookpost-First-Time";
 
 /**
+ * The call's user (users/user-hash.ts), set by the router on every delivery of a call that names
+ * a user, except deletion notices, and carried on to parked deliveries and dead letters: erasure
+ * finds a user's pending deliveries and dead letters by it without reading bodies. Absent on
+ * messages stored before erasure existed (erasure then reads the body).
+ */
+export const USER_HASH_HEADER = "Hookpost-User-Hash";
+/** `{ userHash }` from a delivery's headers, for the records made of it; `{}` when it has none. */
+export function userHashField(h: { get(name: string): string } | undefined): { userHash?: string } {
+  const v = h?.get(USER_HASH_HEADER);
+  return v ? { userHash: v } : {};
+}
+
+/**
  * On HOOKPOST_ORDERED only: the call's sequence on EVENTS (the order it was accepted in). Routers
  * may store a user's calls out of that order (two replicas, a retried publish); the ordered worker
  * sends by it (services/dispatcher/ordered/).

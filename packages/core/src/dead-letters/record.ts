@@ -29,8 +29,10 @@ export interface DeadLetterRecord {
   messageId: string;
   destinationId: string;
   sourceId: string;
-  /** The exact webhook body, byte for byte what was (or would have been) sent. */
+  /** The exact webhook body, byte for byte what was (or would have been) sent; "" when `bodyOmitted`. */
   body: string;
+  /** Written with DEAD_LETTER_BODIES=off: the body was not kept (a replay looks for it in the attempt log). */
+  bodyOmitted?: boolean;
   /**
    * Set when no webhook body could be rendered (NOT_RENDERED_HEADER): `body` is then the stored
    * call, and a replay marks it again rather than send it to the endpoint as if it were one.
@@ -43,6 +45,11 @@ export interface DeadLetterRecord {
   /** When the delivery was stored on DELIVERIES, i.e. when the retry window started. */
   firstAttemptTime: string;
   deadTime: string;
+  /**
+   * The call's user (users/user-hash.ts, the delivery's USER_HASH_HEADER), also stored as that
+   * header on the dead letter, for erasure. Absent in older records and deletion notices.
+   */
+  userHash?: string;
 }
 
 /** A stored dead letter with its DEAD stream sequence (the handle for replay). */

@@ -27,6 +27,11 @@ export const USER_SOURCES_BUCKET = "hookpost_user_sources";
 export const MEMBERSHIPS_BUCKET = "hookpost_memberships";
 /** KV bucket where dispatcher replicas announce themselves (one key per replica). */
 export const DISPATCHERS_BUCKET = "hookpost_dispatchers";
+/**
+ * KV bucket of deletion requests (one key per request id): erasure's durable to-do list and the
+ * status GetDeletion reads. Holds user hashes, never user ids.
+ */
+export const DELETIONS_BUCKET = "hookpost_deletions";
 /** The streams behind buckets: KV buckets are streams named `KV_<bucket>`, object stores `OBJ_<bucket>`. */
 export const kvStream = (bucket: string) => `KV_${bucket}`;
 export const objectStream = (bucket: string) => `OBJ_${bucket}`;
@@ -231,6 +236,9 @@ export const DEFAULT_TOPOLOGY: TopologySettings = {
 /** The dispatchers bucket holds one small key per live replica: a fixed limit is plenty. */
 const DISPATCHERS_MAX_BYTES = 8 * 1024 ** 2;
 
+/** Deletion requests are small (≈ 300 bytes each): a fixed limit holds millions. */
+const DELETIONS_MAX_BYTES = 256 * 1024 ** 2;
+
 /** What a stream does when a write would exceed its byte limit. */
 export type FullPolicy = "refuse_new" | "drop_oldest";
 
@@ -253,6 +261,7 @@ export function streamLimits(s: TopologySettings): StreamLimit[] {
     { stream: kvStream(USER_SOURCES_BUCKET), maxBytes: s.userIndexMaxBytes, policy: "refuse_new" },
     { stream: objectStream(MEMBERSHIPS_BUCKET), maxBytes: s.membershipsMaxBytes, policy: "refuse_new" },
     { stream: kvStream(DISPATCHERS_BUCKET), maxBytes: DISPATCHERS_MAX_BYTES, policy: "refuse_new" },
+    { stream: kvStream(DELETIONS_BUCKET), maxBytes: DELETIONS_MAX_BYTES, policy: "refuse_new" },
   ];
 }
 

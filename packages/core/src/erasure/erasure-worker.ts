@@ -1,0 +1,105 @@
+import type { NatsConnection } from "nats";
+import type { Logger } from "../log/logger.js";
+import { addCounts, type ErasedCounts, isZero, NO_ERASURES } from "./deletion-record.js";
+import type { DeletionStore } from "./deletion-store.js";
+import { erasePass } from "./erase-pass.js";
+
+export interface ErasureWorkerOptions {
+  /** ERASURE_INTERVAL: how often pending deletion requests are looked for. */
+  intervalMs: number;
+  /**
+   * ERASURE_SETTLE: a request is done only after a pass that started at least this long after it
+   * found nothing: a delivery in flight when it was made (a send under way, a fan-out not acked
+   * yet) has written its dead letter, attempt record or parked copy by then.
+   */
+  settleMs: number;
+  log: Logger;
+}
+
+/**
+ * Works through pending deletion requests (DeletionStore): every interval, one pass over the
+ * stores erases the calls of every pending request's user (erase-pass.ts), adds up the counts and
+ * marks requests done. Every API replica runs one; passes are idempotent, so replicas working at
+ * once, or a replica that restarts mid-pass, only repeat work, never lose or double-count it.
+ */
+export class ErasureWorker {
+  readonly #nc: NatsConnection;
+  readonly #store: DeletionStore;
+  readonly #o: ErasureWorkerOptions;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #running: Promise<void> | undefined;
+  #closed = false;
+
+  constructor(nc: NatsConnection, store: DeletionStore, o: ErasureWorkerOptions) {
+    this.#nc = nc;
+    this.#store = store;
+    this.#o = o;
+  }
+
+  start(): void {
+    this.#schedule(0);
+  }
+
+  /** A request was just stored: look sooner than the interval (still after a short wait). */
+  nudge(): void {
+    if (this.#closed || this.#running) return;
+    this.#schedule(Math.min(1000, this.#o.intervalMs));
+  }
+
+  /**
+   * No more passes. One under way is not waited for (it may take a while on large stores): cut
+   * short by the connection closing, it is repeated by the next pass anywhere.
+   */
+  close(): void {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+  }
+
+  #schedule(ms: number): void {
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => {
+      this.#running = this.runOnce()
+        .catch((err) => {
+          if (!this.#closed)
+            this.#o.log.warn({ err: (err as Error).message }, "erasure pass failed; retrying");
+        })
+        .finally(() => {
+          this.#running = undefined;
+          if (!this.#closed) this.#schedule(this.#o.intervalMs);
+        });
+    }, ms);
+    this.#timer.unref();
+  }
+
+  /** One pass for every pending request; resolves when their records are updated. */
+  async runOnce(): Promise<void> {
+    const pending = await this.#store.pending();
+    if (pending.length === 0) return;
+    const started = Date.now();
+    // Per user, the latest request: calls accepted before it are erased.
+    const users = new Map<string, number>();
+    for (const r of pending)
+      users.set(r.userHash, Math.max(users.get(r.userHash) ?? 0, Date.parse(r.requestTime)));
+    const erased = await erasePass(this.#nc, users, this.#o.settleMs);
+    // Two requests for one user: the first is credited with what was found.
+    const credited = new Set<string>();
+    for (const r of pending) {
+      const found: ErasedCounts = credited.has(r.userHash)
+        ? NO_ERASURES
+        : (erased.get(r.userHash) ?? NO_ERASURES);
+      credited.add(r.userHash);
+      const settled = started - Date.parse(r.requestTime) >= this.#o.settleMs;
+      const updated = await this.#store.update(r.requestId, (cur) => ({
+        ...cur,
+        erased: addCounts(cur.erased, found),
+        passes: cur.passes + 1,
+        ...(cur.doneTime === undefined && settled && isZero(found)
+          ? { doneTime: new Date().toISOString() }
+          : {}),
+      }));
+      if (updated?.doneTime && r.doneTime === undefined) {
+        this.#o.log.info({ requestId: r.requestId, erased: updated.erased }, "deletion request erased");
+      }
+    }
+  }
+}

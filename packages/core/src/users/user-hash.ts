@@ -1,0 +1,12 @@
+import { createHash } from "node:crypto";
+
+/**
+ * The pseudonymous key of a call's user: the first 128 bits of SHA-256 of userId, else
+ * anonymousId (calls with neither share one key). It is what PER_USER ordering puts in subjects
+ * and what erasure finds a user's records by (USER_HASH_HEADER, `userHash` fields): ids may hold
+ * any character and personal data, and subjects, headers and deletion requests must not.
+ */
+export function userHash(call: { userId?: string | undefined; anonymousId?: string | undefined }): string {
+  const key = call.userId ? `u:${call.userId}` : call.anonymousId ? `a:${call.anonymousId}` : "none";
+  return createHash("sha256").update(key).digest("hex").slice(0, 32);
+}

@@ -1,0 +1,149 @@
+import {
+  ATTEMPTS_STREAM,
+  attemptSubject,
+  DEAD_STREAM,
+  DEFAULT_TOPOLOGY,
+  DELIVERIES_STREAM,
+  type DeadLetterRecord,
+  DeadLetters,
+  DeletionStore,
+  deliveryMsgId,
+  ErasureWorker,
+  ensureTopology,
+  laneSubject,
+  MESSAGE_ID_HEADER,
+  messageHash,
+  NO_ERASURES,
+  routedSubject,
+  SOURCE_ID_HEADER,
+  USER_HASH_HEADER,
+  userHash,
+} from "@hookpost/core";
+import { headers } from "nats";
+import { pino } from "pino";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useNats } from "../helpers/use-nats.js";
+
+/*
+ * The erasure worker on its own, on a real nats-server: a request recorded by a replica that then
+ * crashed is picked up by another (the bucket is the to-do list), two workers at once erase
+ * each record once and count it once, and records written before erasure existed (no user hash
+ * header or field) are found by the call in their body.
+ */
+
+const nats = useNats();
+const log = pino({ level: "silent" });
+const enc = new TextEncoder();
+let deletions: DeletionStore;
+
+beforeAll(async () => {
+  await ensureTopology(await nats.nc.jetstreamManager(), DEFAULT_TOPOLOGY);
+  deletions = await DeletionStore.open(nats.nc, { maxAgeMs: 86_400_000 });
+});
+
+const letter = (messageId: string, body: object, hash?: string): DeadLetterRecord => ({
+  messageId,
+  destinationId: "d1",
+  sourceId: "s1",
+  body: JSON.stringify(body),
+  attempts: 1,
+  outcomes: [],
+  reason: "400",
+  firstAttemptTime: new Date().toISOString(),
+  deadTime: new Date().toISOString(),
+  ...(hash ? { userHash: hash } : {}),
+});
+
+async function store(userId: string, tag: string): Promise<void> {
+  const js = nats.nc.jetstream();
+  const dead = await DeadLetters.open(nats.nc);
+  const hash = userHash({ userId });
+  const track = (id: string) => ({ type: "track", userId, event: "E", properties: { tag }, messageId: id });
+  // New records: the user hash in a header or field.
+  await dead.record(letter(`${tag}-1`, track(`${tag}-1`), hash), `${tag}-1`);
+  const h = headers();
+  h.set(MESSAGE_ID_HEADER, `${tag}-2`);
+  h.set(SOURCE_ID_HEADER, "s1");
+  h.set(USER_HASH_HEADER, hash);
+  await js.publish(laneSubject("d1"), enc.encode(JSON.stringify(track(`${tag}-2`))), {
+    headers: h,
+    msgID: deliveryMsgId("s1", `${tag}-2`, "d1"),
+  });
+  await js.publish(
+    routedSubject(messageHash(`${tag}-2`)),
+    enc.encode(
+      JSON.stringify({
+        kind: "routed",
+        messageId: `${tag}-2`,
+        userHash: hash,
+        body: JSON.stringify(track(`${tag}-2`)),
+      }),
+    ),
+  );
+  // Older records: only the call in the body says whose it is.
+  await dead.record(letter(`${tag}-3`, track(`${tag}-3`)), `${tag}-3`);
+  await js.publish(
+    attemptSubject("d1", messageHash(`${tag}-3`)),
+    enc.encode(
+      JSON.stringify({
+        kind: "attempt",
+        messageId: `${tag}-3`,
+        requestBody: JSON.stringify(track(`${tag}-3`)),
+      }),
+    ),
+  );
+  // A deletion notice of the user is never erased.
+  await dead.record(letter(`${tag}-del`, { type: "delete", userId }), `${tag}-del`);
+}
+
+async function contents(stream: string): Promise<string[]> {
+  const jsm = await nats.nc.jetstreamManager();
+  const { state } = await jsm.streams.info(stream);
+  const out: string[] = [];
+  for (let seq = state.first_seq; seq <= state.last_seq && state.messages > 0; seq++) {
+    const m = await jsm.streams.getMessage(stream, { seq }).catch(() => undefined);
+    if (m) out.push(new TextDecoder().decode(m.data));
+  }
+  return out;
+}
+
+describe("the erasure worker", () => {
+  it("finishes a request another replica recorded, with two workers at once counting each record once", async () => {
+    await store("gone", "tag-gone");
+    await store("stays", "tag-stays");
+    // As delete-user.ts records it; the replica that did so is gone.
+    const requestId = "del_worker-test";
+    await deletions.create({
+      requestId,
+      userHash: userHash({ userId: "gone" }),
+      requestTime: new Date().toISOString(),
+      notifiedSources: ["s1"],
+      erased: NO_ERASURES,
+      passes: 0,
+    });
+    const workers = [0, 1].map(
+      () => new ErasureWorker(nats.nc, deletions, { intervalMs: 100, settleMs: 500, log }),
+    );
+    for (const w of workers) w.start();
+    try {
+      const deadline = Date.now() + 20_000;
+      let r = await deletions.get(requestId);
+      while (!r?.doneTime && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        r = await deletions.get(requestId);
+      }
+      expect(r?.doneTime).toBeDefined();
+      // Two dead letters (header, body), one pending delivery, two log records (field, body).
+      expect(r?.erased).toEqual({ deadLetters: 2, attemptRecords: 2, pendingCalls: 1 });
+    } finally {
+      for (const w of workers) w.close();
+    }
+    // Of the erased user, only the deletion notice is left.
+    for (const stream of [DEAD_STREAM, ATTEMPTS_STREAM, DELIVERIES_STREAM]) {
+      const left = (await contents(stream)).filter((t) => t.includes("tag-gone"));
+      expect(left, stream).toEqual(stream === DEAD_STREAM ? [expect.stringContaining("tag-gone-del")] : []);
+    }
+    expect((await contents(DEAD_STREAM)).filter((t) => t.includes("tag-stays"))).toHaveLength(3);
+    expect((await contents(ATTEMPTS_STREAM)).filter((t) => t.includes("tag-stays"))).toHaveLength(2);
+  });
+});
