@@ -134,7 +134,7 @@ describe("erasure of a deleted user", () => {
           event: "Later",
           properties: { note: "after-deletion", i },
         });
-        await new Promise((resolve) => setTimeout(resolve, 250));
+        await new Promise((resolve) => setTimeout(resolve, 250)); // not a wait: the user's app sends a call every 250 ms
       }
     })();
     const status = await until(

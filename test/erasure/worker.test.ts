@@ -22,6 +22,7 @@ import {
 import { headers } from "nats";
 import { pino } from "pino";
 import { beforeAll, describe, expect, it } from "vitest";
+import { until } from "../helpers/until.js";
 import { useNats } from "../helpers/use-nats.js";
 
 /*
@@ -126,13 +127,14 @@ describe("the erasure worker", () => {
     );
     for (const w of workers) w.start();
     try {
-      const deadline = Date.now() + 20_000;
-      let r = await deletions.get(requestId);
-      while (!r?.doneTime && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        r = await deletions.get(requestId);
-      }
-      expect(r?.doneTime).toBeDefined();
+      const r = await until(
+        async () => {
+          const cur = await deletions.get(requestId);
+          return cur?.doneTime ? cur : undefined;
+        },
+        { timeout: 20_000, message: "the request done" },
+      );
+      expect(r.doneTime).toBeDefined();
       // Two dead letters (header, body), one pending delivery, two log records (field, body).
       expect(r?.erased).toEqual({ deadLetters: 2, attemptRecords: 2, pendingCalls: 1 });
     } finally {
