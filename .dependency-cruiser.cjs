@@ -1,5 +1,6 @@
 // Import direction of the workspaces (issue 23), checked by `npm run lint`:
-//   contract <- client, receiver;  contract <- core <- api, dispatcher;  cli uses contract and client.
+//   contract <- client, receiver;  contract, receiver <- core <- api, dispatcher;  cli uses contract and client.
+//   (core signs webhooks with the receiver package: the signer is the verifier customers use.)
 // Across packages only through package names and their public entry points ("exports").
 const DIR = {
   contract: "packages/contract",
@@ -16,7 +17,7 @@ const ALLOWED = {
   contract: [],
   client: ["contract"],
   receiver: ["contract"],
-  core: ["contract"],
+  core: ["contract", "receiver"],
   cli: ["contract", "client"],
   console: ["contract"],
   api: ["contract", "core", "receiver", "console"],

@@ -4,6 +4,7 @@ import type { AttemptOutcome } from "./sender.js";
 
 /** A reason a person reads: "422 is not retried", "timeout after 5000 ms", "connection failed: …". */
 export function readableReason(o: AttemptOutcome): string {
+  if (o.error === "filtered") return `filtered: ${o.detail}`;
   if (o.ok) return `delivered (${o.status})`;
   switch (o.error) {
     case "connection":
@@ -79,6 +80,7 @@ export function attemptRecords(f: DeliveryFacts, outcomes: readonly AttemptOutco
         responseBody: o.responseExcerpt,
       };
       if (f.userHash) r.userHash = f.userHash;
+      if (o.requestBody !== undefined) r.requestBody = o.requestBody;
       if (f.nextAttemptMs !== undefined && i === all.length - 1) {
         r.nextAttemptTime = new Date(f.nextAttemptMs).toISOString();
       }

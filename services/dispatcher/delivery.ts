@@ -167,7 +167,7 @@ export class DeliveryHandler {
       result = await sendAttempt(
         d.sender,
         dest,
-        { data: msg.data, messageId, notRendered },
+        { data: msg.data, messageId, sourceId, notRendered },
         d.shutdown,
         span.context,
       );
@@ -180,11 +180,13 @@ export class DeliveryHandler {
     const record = attemptRecorder(d.attemptLog, facts, result.outcomes);
 
     if (result.delivered) {
-      d.autoDisable?.succeeded(destinationId);
+      // Filtered now (the filter changed while it waited): done, but says nothing of the endpoint.
+      if (result.filtered === undefined) d.autoDisable?.succeeded(destinationId);
       msg.ack();
       record();
-      d.metrics.deliveries.inc({ outcome: "delivered", destination: destinationId });
-      span.end("delivered");
+      const outcome = result.filtered === undefined ? "delivered" : "filtered";
+      d.metrics.deliveries.inc({ outcome, destination: destinationId });
+      span.end(outcome);
       return;
     }
     if (d.shutdown.aborted || result.outcomes.some((o) => o.aborted)) {
@@ -257,7 +259,8 @@ export class DeliveryHandler {
   #observe(destinationId: string, outcomes: AttemptOutcome[]): void {
     const h = this.#d.health;
     const last = outcomes.at(-1);
-    if (!last || last.aborted || last.error === "not_sent") h.released(destinationId);
+    if (!last || last.aborted || last.error === "not_sent" || last.error === "filtered")
+      h.released(destinationId);
     else if (last.ok || !last.retryable) h.answered(destinationId);
     else {
       const stalled = outcomes.some((o) => o.error === "timeout" || o.error === "connection");

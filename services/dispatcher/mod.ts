@@ -1,5 +1,5 @@
 /** The public entry point of @hookpost/dispatcher: what other packages may import. */
-export { bodyObject, renderBody } from "./body.js";
+export { bodyObject, NEXT_SIGNATURE_HEADER, renderBody, signatureHeaders, USER_AGENT } from "@hookpost/core";
 export {
   type DispatcherConfig,
   defaultDispatcherConfig,
@@ -27,9 +27,7 @@ export {
   type DeliveryResult,
   notSentOutcome,
   type SenderOptions,
-  USER_AGENT,
   WebhookSender,
 } from "./sender.js";
-export { NEXT_SIGNATURE_HEADER, signatureHeaders } from "./signing.js";
 export { AddressPolicy, SsrfRefusedError } from "./ssrf.js";
 export { type Look, type Suspicion, verdict } from "./stranded.js";

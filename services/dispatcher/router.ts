@@ -9,23 +9,26 @@ import type {
 } from "@hookpost/core";
 import {
   ATTR,
+  bodyObject,
   countIfFull,
   DELIVERIES_STREAM,
   deliveryMsgId,
   deliveryPartition,
   EVENT_SEQ_HEADER,
+  filterExpressionPasses,
+  filterListsOf,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   orderedSubject,
   partitionOf,
   partitionSubject,
+  renderBody,
   SOURCE_ID_HEADER,
   startRouteSpan,
   USER_HASH_HEADER,
   userHash,
 } from "@hookpost/core";
 import { headers, type JsMsg } from "nats";
-import { renderBody } from "./body.js";
 import { webhooksEnabled } from "./integrations.js";
 import type { DispatcherMetrics } from "./metrics.js";
 
@@ -102,7 +105,7 @@ export class Router {
       span.end("no_destination");
       return;
     }
-    const { targets, consentFiltered } = byConsent(call, connected);
+    const { targets, consentFiltered } = await byConsentAndFilter(call, connected);
     if (targets.length === 0) {
       // Every destination requires consent the call does not grant: filtered, as by integrations.
       msg.ack();
@@ -200,17 +203,28 @@ export class Router {
   }
 }
 
-/** The destinations whose consent categories the call grants, and the others with the reason. */
-function byConsent(
+/**
+ * The destinations whose consent categories the call grants and whose filter passes it, and the
+ * others with the reason (docs/design/shaping.md section 3). A filter expression that fails here
+ * routes the call: delivery evaluates it again and records the failure, never a silent drop.
+ */
+async function byConsentAndFilter(
   call: StoredCall,
   destinations: readonly DestinationRecord[],
-): { targets: DestinationRecord[]; consentFiltered: ConsentFiltered[] } {
+): Promise<{ targets: DestinationRecord[]; consentFiltered: ConsentFiltered[] }> {
   const targets: DestinationRecord[] = [];
   const consentFiltered: ConsentFiltered[] = [];
+  let body: ReturnType<typeof bodyObject> | undefined;
   for (const dest of destinations) {
     const decision = consentDecision(call, dest);
-    if (decision.deliver) targets.push(dest);
-    else consentFiltered.push({ destinationId: dest.id, reason: decision.reason ?? "consent" });
+    let reason = decision.deliver ? filterListsOf(dest, call) : (decision.reason ?? "consent");
+    if (reason === undefined && dest.filter?.expression) {
+      body ??= bodyObject(call);
+      const ids = { messageId: call.messageId, sourceId: call.sourceId, destinationId: dest.id };
+      if ((await filterExpressionPasses(dest, body, ids)) === false) reason = "filter: expression";
+    }
+    if (reason === undefined) targets.push(dest);
+    else consentFiltered.push({ destinationId: dest.id, reason });
   }
   return { targets, consentFiltered };
 }

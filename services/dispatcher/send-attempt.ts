@@ -12,7 +12,7 @@ import { type DeliveryResult, notSentOutcome, type WebhookSender } from "./sende
 export async function sendAttempt(
   sender: WebhookSender,
   dest: DestinationRecord,
-  call: { data: Uint8Array; messageId: string; notRendered: string | undefined },
+  call: { data: Uint8Array; messageId: string; sourceId: string; notRendered: string | undefined },
   signal: AbortSignal,
   trace: Parameters<WebhookSender["deliver"]>[4],
 ): Promise<DeliveryResult> {
@@ -22,7 +22,8 @@ export async function sendAttempt(
   });
   if (call.notRendered) return notSent(`the webhook body could not be rendered: ${call.notRendered}`);
   try {
-    return await sender.deliver(dest, call.data, call.messageId, signal, trace);
+    const ids = { messageId: call.messageId, sourceId: call.sourceId, destinationId: dest.id };
+    return await sender.deliver(dest, call.data, ids, signal, trace);
   } catch (err) {
     return notSent(preparationError(err));
   }
@@ -35,7 +36,7 @@ export function observeLatency(
   result: DeliveryResult,
 ): void {
   for (const o of result.outcomes) {
-    if (o.aborted || o.error === "not_sent") continue;
+    if (o.aborted || o.error === "not_sent" || o.error === "filtered") continue;
     const labels = { destination: destinationId, result: statusClass(o.status, o.error) };
     metrics.attemptSeconds.observe(labels, o.durationMs / 1000);
   }

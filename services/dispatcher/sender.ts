@@ -1,19 +1,22 @@
-import type { DestinationRecord, Logger, UrlOutcomeRecord } from "@hookpost/core";
-import { endRequestSpan, RESPONSE_EXCERPT_BYTES, startRequestSpan, type TraceContext } from "@hookpost/core";
+import type { Method } from "@hookpost/contract";
+import type { DestinationRecord, Logger, Prepared, UrlOutcomeRecord, WebhookIds } from "@hookpost/core";
+import {
+  endRequestSpan,
+  prepareRequests,
+  RESPONSE_EXCERPT_BYTES,
+  RenderError,
+  startRequestSpan,
+  type TraceContext,
+} from "@hookpost/core";
 import type { Dispatcher } from "undici";
 import { logUrl, maskUrl } from "./redact-url.js";
 import { parseRetryAfter } from "./retry.js";
-import { signatureHeaders } from "./signing.js";
 import { SsrfRefusedError } from "./ssrf.js";
 
-export const USER_AGENT = "Hookpost/1.0";
 /** The whole exchange is aborted this long after WEBHOOK_TIMEOUT: undici times out at 0.5 s steps above 1 s and must go first. */
 const ABORT_AFTER_TIMEOUT_MS = 1000;
 /** Response bodies are read up to this much, then dropped. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
-/** Names a static header may not take (the admin API refuses them too; this is the backstop). */
-const RESERVED =
-  /^(content-type|content-length|host|user-agent|x-signature|x-signature-next|idempotency-key|transfer-encoding|connection|webhook-.*)$/i;
 
 export interface AttemptOutcome extends UrlOutcomeRecord {
   ok: boolean;
@@ -26,10 +29,15 @@ export interface AttemptOutcome extends UrlOutcomeRecord {
   responseExcerpt: string;
   /** Cut short by shutdown: says nothing about the endpoint. */
   aborted: boolean;
+  /** The body sent when a mapping made it differ from the routed record's (attempt log). */
+  requestBody?: string;
 }
 
 export interface DeliveryResult {
+  /** Done with: a 2xx, or filtered (no request sent). */
   delivered: boolean;
+  /** Set when the destination's filter refused the call at this attempt (the reason). */
+  filtered?: string;
   /** Outcomes of the URLs tried, in order; the last one is the success when delivered. */
   outcomes: AttemptOutcome[];
 }
@@ -49,10 +57,16 @@ export class WebhookSender {
     this.#o = o;
   }
 
+  /**
+   * One attempt: the requests prepared (core's prepareRequests: filter, mapping, templates,
+   * signatures; the same path as the dry run), then each URL in order until one answers 2xx. A
+   * call the destination's filter now refuses is `delivered` with one "filtered" outcome and no
+   * request sent.
+   */
   async deliver(
     dest: DestinationRecord,
     body: Uint8Array,
-    messageId: string,
+    ids: WebhookIds,
     signal: AbortSignal,
     trace?: TraceContext,
   ): Promise<DeliveryResult> {
@@ -60,55 +74,36 @@ export class WebhookSender {
     if (!Array.isArray(dest.urls) || dest.urls.length === 0) {
       return { delivered: false, outcomes: [notSentOutcome("", "the destination has no URLs")] };
     }
-    for (const url of dest.urls) {
+    let prepared: Prepared;
+    try {
+      prepared = await prepareRequests(dest, body, ids);
+    } catch (err) {
+      // The request could not be prepared (a mapping that fails, a secret this signing cannot
+      // use): no URL would fare better.
+      const why =
+        err instanceof RenderError ? err.message : `${(err as Error).name}: ${(err as Error).message}`;
+      return { delivered: false, outcomes: [notSentOutcome(dest.urls[0]!, why)] };
+    }
+    if ("filtered" in prepared) {
+      return { delivered: true, filtered: prepared.filtered, outcomes: [filteredOutcome(prepared.filtered)] };
+    }
+    // A mapped body is not the routed record's: the attempt record keeps what was sent.
+    const mapped = prepared.requests[0]?.body !== body;
+    for (const request of prepared.requests) {
       // Tracing hook: a client span per request; the receiver gets its `traceparent`.
-      let headers: Record<string, string>;
-      try {
-        headers = this.#headers(dest, body, messageId, url);
-      } catch (err) {
-        // The request could not be prepared (a secret this signing cannot use, say): no URL
-        // would fare better.
-        outcomes.push(notSentOutcome(url, (err as Error).message));
-        break;
-      }
-      const span = startRequestSpan(trace, url, dest.id, messageId);
+      const span = startRequestSpan(trace, request.url, dest.id, ids.messageId);
+      const headers = { ...request.headers };
       span.inject(headers);
-      const outcome = await this.attempt(url, headers, body, signal);
+      const outcome = await this.attempt(request.url, headers, request.body, signal, request.method);
       endRequestSpan(span, outcome);
+      if (mapped) outcome.requestBody = Buffer.from(request.body).toString("utf8");
       outcomes.push(outcome);
       this.#o.onAttempt?.(outcome);
-      this.#log(dest, messageId, outcome);
+      this.#log(dest, ids.messageId, outcome);
       if (outcome.ok) return { delivered: true, outcomes };
       if (outcome.aborted) break;
     }
     return { delivered: false, outcomes };
-  }
-
-  #headers(
-    dest: DestinationRecord,
-    body: Uint8Array,
-    messageId: string,
-    url: string,
-  ): Record<string, string> {
-    const h: Record<string, string> = {};
-    for (const [name, value] of Object.entries(dest.headers ?? {})) if (!RESERVED.test(name)) h[name] = value;
-    const u = safeParse(url);
-    // Credentials in the URL become Basic auth, as curl does (the request line never carries them).
-    if (u?.username && !Object.keys(h).some((k) => k.toLowerCase() === "authorization")) {
-      const user = decodeURIComponent(u.username);
-      const pass = decodeURIComponent(u.password);
-      h.Authorization = `Basic ${Buffer.from(`${user}:${pass}`).toString("base64")}`;
-    }
-    h["Content-Type"] = "application/json";
-    h["User-Agent"] = USER_AGENT;
-    h["Idempotency-Key"] = messageId;
-    // Every secret that signs now: two during a rotation's overlap (signing.ts).
-    try {
-      Object.assign(h, signatureHeaders(dest, body, messageId));
-    } catch (err) {
-      throw new Error(`signing failed: ${(err as Error).message}`);
-    }
-    return h;
   }
 
   /** One request. Never throws: every failure becomes an outcome. */
@@ -117,6 +112,7 @@ export class WebhookSender {
     headers: Record<string, string>,
     body: Uint8Array,
     signal: AbortSignal,
+    method: Method = "POST",
   ): Promise<AttemptOutcome> {
     const started = performance.now();
     const startedAt = Date.now();
@@ -151,7 +147,7 @@ export class WebhookSender {
       const res = await this.#o.agent.request({
         origin: u.origin,
         path: `${u.pathname}${u.search}`,
-        method: "POST",
+        method,
         headers,
         body,
         signal: ac.signal,
@@ -215,6 +211,22 @@ export function notSentOutcome(url: string, why: string): AttemptOutcome {
   return {
     url: url === "" ? "" : maskUrl(url),
     ...notSent(why),
+    durationMs: 0,
+    startedAt: Date.now(),
+    responseExcerpt: "",
+    aborted: false,
+  };
+}
+
+/** No request: the destination's filter refuses the call now (docs/design/shaping.md section 3). */
+export function filteredOutcome(reason: string): AttemptOutcome {
+  return {
+    url: "",
+    ok: true,
+    retryable: false,
+    status: 0,
+    error: "filtered",
+    detail: reason,
     durationMs: 0,
     startedAt: Date.now(),
     responseExcerpt: "",

@@ -27,7 +27,12 @@ function sender(o: { allowed?: string[]; caFile?: string; timeoutMs?: number } =
 }
 
 async function send(s: WebhookSender, ...urls: string[]) {
-  return s.deliver(destination({ id: "d", urls }), body, "m1", never);
+  return s.deliver(
+    destination({ id: "d", urls }),
+    body,
+    { messageId: "m1", sourceId: "s", destinationId: "d" },
+    never,
+  );
 }
 
 beforeAll(async () => {

@@ -5,6 +5,8 @@ import type { FieldViolation } from "@hookpost/contract";
 // refused half-way through an apply.
 import {
   consentCategoriesViolations,
+  expressionViolations,
+  filterViolations,
   headersViolations,
   sharedSecretViolations,
   urlsViolations,
@@ -15,6 +17,9 @@ import { InputError, type InputProblem } from "./errors.js";
 import {
   CONSENT_MISSING_NAMES,
   type ConsentMissingName,
+  type FilterView,
+  METHOD_NAMES,
+  type MethodName,
   ORDERING_NAMES,
   type OrderingName,
   SIGNING_NAMES,
@@ -37,6 +42,9 @@ import {
  *       ordering: unordered          # or per-user
  *       consentCategories: [Analytics]   # calls must grant these; omit for none
  *       consentMissing: deliver      # or filter: calls without a consent object
+ *       filter: { types: [track], events: [Signed Up], expression: 'properties.plan = "pro"' }
+ *       mapping: '{"id": userId, "event": event}'   # JSONata; omit for the default body
+ *       method: PUT                  # POST (default), PUT or PATCH
  *       enabled: true
  *
  * Ids are required so that a second apply finds what the first one created. The whole file is
@@ -69,6 +77,12 @@ export interface DesiredDestination {
   consentCategories: string[];
   /** Absent from the file: deliver. */
   consentMissing: ConsentMissingName;
+  /** Absent from the file: every call. */
+  filter: FilterView | null;
+  /** Absent from the file: "" (the default body). */
+  mapping: string;
+  /** Absent from the file: POST. */
+  method: MethodName;
   enabled: boolean;
   path: string;
 }
@@ -90,8 +104,12 @@ const DESTINATION_KEYS = [
   "ordering",
   "consentCategories",
   "consentMissing",
+  "filter",
+  "mapping",
+  "method",
   "enabled",
 ];
+const FILTER_KEYS = ["types", "events", "expression"];
 
 /** Reads and checks a file (`-` is stdin). Throws InputError listing every problem. */
 export async function loadApplyFile(
@@ -237,6 +255,9 @@ class Checker {
     const ordering = this.word(value, path, "ordering", ORDERING_NAMES) ?? "unordered";
     const consentMissing = this.word(value, path, "consentMissing", CONSENT_MISSING_NAMES) ?? "deliver";
     const consentCategories = this.consentCategories(value.consentCategories, [...path, "consentCategories"]);
+    const method = this.word(value, path, "method", METHOD_NAMES) ?? "POST";
+    const filter = this.filter(value.filter, [...path, "filter"]);
+    const mapping = this.text(value.mapping, [...path, "mapping"]);
     let enabled = true;
     if (value.enabled !== undefined) {
       if (typeof value.enabled === "boolean") enabled = value.enabled;
@@ -259,6 +280,9 @@ class Checker {
       ordering,
       consentCategories: consentCategories!,
       consentMissing,
+      filter: filter ?? null,
+      mapping: mapping ?? "",
+      method,
       enabled,
       path: pathText(path),
     };
@@ -358,6 +382,34 @@ class Checker {
     return this.violations(path, consentCategoriesViolations(categories, pathText(path)))
       ? categories
       : undefined;
+  }
+
+  /** `filter: { types, events, expression }`: the parts given; undefined when absent (or wrong: a problem). */
+  filter(value: unknown, path: Path): FilterView | undefined {
+    if (value === undefined || value === null) return undefined;
+    if (!isObject(value))
+      return void this.problem(path, "must be a mapping with types, events and/or expression");
+    this.unknownKeys(value, path, FILTER_KEYS);
+    const out: FilterView = {};
+    for (const key of ["types", "events"] as const) {
+      const v = value[key];
+      if (v === undefined) continue;
+      if (!Array.isArray(v) || v.some((x) => typeof x !== "string"))
+        this.problem([...path, key], "must be a list of names");
+      else if (v.length > 0) out[key] = v as string[];
+    }
+    const expression = this.text(value.expression, [...path, "expression"]);
+    if (expression) out.expression = expression;
+    // Empty parts are no filter, as the server stores them: a re-apply then finds no change.
+    const ok = this.violations(path, filterViolations(out, pathText(path)));
+    return ok && Object.keys(out).length > 0 ? out : undefined;
+  }
+
+  /** An optional JSONata text (a mapping or a filter expression); compiled by the server. */
+  text(value: unknown, path: Path): string | undefined {
+    if (value === undefined || value === null) return undefined;
+    if (typeof value !== "string") return void this.problem(path, "must be text (a JSONata expression)");
+    return this.violations(path, expressionViolations(value, pathText(path))) ? value : undefined;
   }
 
   headers(value: unknown, path: Path): Record<string, string> | undefined {

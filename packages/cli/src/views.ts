@@ -1,4 +1,5 @@
 import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
+import { methodOf } from "@hookpost/contract";
 import {
   ConsentMissing,
   type DeadLetter,
@@ -48,6 +49,17 @@ export const {
   value: consentMissingValue,
 } = consentMissing;
 
+/** The HTTP methods a destination may use (flags, apply files, output). */
+export const METHOD_NAMES = ["POST", "PUT", "PATCH"] as const;
+export type MethodName = (typeof METHOD_NAMES)[number];
+
+/** A destination's filter in the CLI's words: only the parts that are set. */
+export interface FilterView {
+  types?: string[];
+  events?: string[];
+  expression?: string;
+}
+
 /** Plain objects for `--json` and tables: the CLI's vocabulary, not the wire's. */
 export interface SourceView {
   id: string;
@@ -71,6 +83,11 @@ export interface DestinationView {
   consentCategories: string[];
   /** What a call without a consent object gets (with consent categories). */
   consentMissing: ConsentMissingName;
+  /** Which calls it gets; null: every call. */
+  filter: FilterView | null;
+  /** JSONata rendering the body; "": the default body. */
+  mapping: string;
+  method: MethodName;
   createTime: string | null;
   updateTime: string | null;
   /** Lifecycle (README "Destination lifecycle"). */
@@ -102,6 +119,16 @@ export function sourceView(s: Source): SourceView {
   return { id: s.id, name: s.name, writeKeyPrefix: s.writeKeyPrefix, createTime: iso(s.createTime) };
 }
 
+function filterView(d: Destination): FilterView | null {
+  const f = d.filter;
+  if (!f) return null;
+  const out: FilterView = {};
+  if (f.types.length > 0) out.types = [...f.types];
+  if (f.events.length > 0) out.events = [...f.events];
+  if (f.expression !== "") out.expression = f.expression;
+  return Object.keys(out).length > 0 ? out : null;
+}
+
 export function destinationView(d: Destination): DestinationView {
   return {
     id: d.id,
@@ -115,6 +142,9 @@ export function destinationView(d: Destination): DestinationView {
     ordering: orderingName(d.ordering),
     consentCategories: [...d.consentCategories],
     consentMissing: consentMissingName(d.consentMissing),
+    filter: filterView(d),
+    mapping: d.mapping,
+    method: methodOf(d.method) ?? "POST",
     createTime: iso(d.createTime),
     updateTime: iso(d.updateTime),
     rateLimitPerSecond: d.rateLimitPerSecond ?? null,

@@ -8,6 +8,7 @@ import type { FieldViolation } from "./grpc/hookpost-error.js";
 /** How a destination's webhooks are signed. */
 export type Signing = "segment" | "standard-webhooks";
 
+import { fillTemplate, isTemplate, parseTemplate, urlPathStart } from "./template.js";
 import { hasLineBreakOrNul, hasSpaceOrControl, isHeaderValueText } from "./text.js";
 
 /** The rules of SPEC section 4 for a webhook destination, one function per field. */
@@ -205,9 +206,20 @@ function listViolations(
   return out;
 }
 
-function urlProblem(raw: string): string | undefined {
-  if (raw === "") return "is empty";
-  if (raw.length > MAX_URL_CHARS) return `is too long: at most ${MAX_URL_CHARS} characters`;
+function urlProblem(template: string): string | undefined {
+  if (template === "") return "is empty";
+  if (template.length > MAX_URL_CHARS) return `is too long: at most ${MAX_URL_CHARS} characters`;
+  // Templates (template.ts): checked as the URL they render to, placeholders after the host only.
+  let raw = template;
+  if (isTemplate(template)) {
+    const parts = parseTemplate(template);
+    if (typeof parts === "string") return parts;
+    const first = template.indexOf("{{");
+    if (first < urlPathStart(template)) {
+      return "placeholders ({{ }}) are allowed in the path and query only, not in the scheme, host or port";
+    }
+    raw = fillTemplate(parts, "x");
+  }
   // URL parsing silently drops tabs and line breaks and trims spaces: refuse them instead,
   // so the URL stored is the URL called.
   if (hasSpaceOrControl(raw)) return "must not contain spaces or control characters";
@@ -251,8 +263,11 @@ export function headersViolations(
     else if (RESERVED_HEADERS.has(lower) || lower.startsWith("webhook-")) {
       bad(f, `"${name}" is set by Hookpost and cannot be configured`);
     } else if (seen.has(lower)) bad(f, `duplicates header "${seen.get(lower)}" (names are case-insensitive)`);
+    const parts = isTemplate(value) ? parseTemplate(value) : undefined;
     if (value.length > MAX_HEADER_VALUE_CHARS) {
       bad(f, `value is too long: at most ${MAX_HEADER_VALUE_CHARS} characters`);
+    } else if (typeof parts === "string") {
+      bad(f, `value: ${parts}`);
     } else if (hasLineBreakOrNul(value)) {
       bad(f, "value must not contain CR, LF or NUL");
     } else if (!isHeaderValueText(value)) {

@@ -77,7 +77,25 @@ export {
   callSizeProblem,
   validateCall,
 } from "./rules.js";
+export {
+  expressionViolations,
+  type FilterSettings,
+  filterListsDecision,
+  filterViolations,
+  httpMethodOf,
+  MAX_EXPRESSION_CHARS,
+  type Method,
+  methodOf,
+  methodViolations,
+} from "./shaping-rules.js";
 export { type ServerCallIds, type Stamp, serverCall, toStoredCall } from "./stored-call.js";
+export {
+  fillTemplate,
+  isTemplate,
+  MAX_PLACEHOLDER_CHARS,
+  parseTemplate,
+  type TemplatePart,
+} from "./template.js";
 export { hasControlChar, hasLineBreakOrNul, hasSpaceOrControl, isHeaderValueText } from "./text.js";
 export {
   fromDate,

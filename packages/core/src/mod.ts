@@ -157,7 +157,12 @@ export {
   type StoredMembership,
 } from "./membership/membership-store.js";
 export { PublishWindow } from "./membership/publish-window.js";
-export { type DestinationRecord, type Signing, signingSecrets } from "./model/destination.js";
+export {
+  type DestinationFilterRecord,
+  type DestinationRecord,
+  type Signing,
+  signingSecrets,
+} from "./model/destination.js";
 export { generateWriteKey, hashWriteKey, type SourceRecord, writeKeyPrefix } from "./model/source.js";
 export { type ConfirmingMsg, confirmingAck } from "./nats/confirmed-ack.js";
 export { connectNats, drainNats } from "./nats/connect.js";
@@ -300,3 +305,23 @@ export {
   userKeyPrefix,
   userSourceKey,
 } from "./users/user-source-index.js";
+export { bodyObject, renderBody } from "./webhook/body.js";
+export {
+  compileExpression,
+  EXPRESSION_MAX_DEPTH,
+  EXPRESSION_TIMEOUT_MS,
+  type Expression,
+  ExpressionError,
+  evaluateExpression,
+} from "./webhook/expression.js";
+export {
+  MAX_MAPPED_BODY_BYTES,
+  type Prepared,
+  prepareRequests,
+  RenderError,
+  USER_AGENT,
+  type WebhookIds,
+  type WebhookRequest,
+} from "./webhook/request.js";
+export { filterExpressionPasses, filterListsOf, shapingProblems } from "./webhook/shaping.js";
+export { NEXT_SIGNATURE_HEADER, signatureHeaders } from "./webhook/signing.js";

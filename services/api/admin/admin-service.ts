@@ -53,8 +53,8 @@ function isNatsError(err: unknown): boolean {
   return err instanceof Error && typeof (err as { code?: unknown }).code === "string";
 }
 
-/** Reads; every other method is a write, and is audited (so is any write added later). */
-const READ = /^(get|list)[A-Z]/;
+/** Reads (a dry run changes nothing); every other method is a write, and is audited (so is any write added later). */
+const READ = /^(get|list|dryRun)[A-Z]/;
 
 /**
  * AdminService: every RPC first checks `authorization: Bearer <ADMIN_TOKEN>`; every write is

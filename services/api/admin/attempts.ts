@@ -53,6 +53,7 @@ const OUTCOMES: Record<OutcomeKind, AttemptOutcome> = {
   ssrf: AttemptOutcome.SSRF,
   invalid_response: AttemptOutcome.INVALID_RESPONSE,
   not_sent: AttemptOutcome.NOT_SENT,
+  filtered: AttemptOutcome.FILTERED,
 };
 
 /**
@@ -193,6 +194,9 @@ async function deliveryState(
   }
   if (last.kind !== "attempt") return { ...base, state: DeliveryState.PENDING };
   if (last.outcome === "success") return { ...base, state: DeliveryState.DELIVERED };
+  // The filter, changed while the call waited, refused it at its attempt: done, not sent.
+  if (last.outcome === "filtered")
+    return { ...base, state: DeliveryState.FILTERED, filterReason: last.reason };
   if (last.nextAttemptTime) {
     return {
       ...base,

@@ -25,6 +25,13 @@ import {
 } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
 import { auditChange } from "./audit-changes.js";
+import {
+  compiledViolations,
+  SHAPING_FIELDS,
+  setShaping,
+  shapingFieldViolations,
+} from "./destination-shaping.js";
+import { dryRun, dryRunCall, missingDryRunDestination } from "./dry-run.js";
 import { generateId, idViolations, nameViolations, requiredIdViolations } from "./ids.js";
 import { pageOf } from "./paging.js";
 import type { AdminDeps, AdminMethods } from "./sources.js";
@@ -44,6 +51,7 @@ const UPDATABLE = [
   "ordering",
   "consent_categories",
   "consent_missing",
+  ...SHAPING_FIELDS,
 ] as const;
 type Updatable = (typeof UPDATABLE)[number];
 const OUTPUT_ONLY = new Set([
@@ -82,7 +90,12 @@ export function destinationHandlers(
   deps: AdminDeps,
 ): Pick<
   ServiceImpl<AdminMethods>,
-  "createDestination" | "getDestination" | "listDestinations" | "updateDestination" | "deleteDestination"
+  | "createDestination"
+  | "getDestination"
+  | "listDestinations"
+  | "updateDestination"
+  | "deleteDestination"
+  | "dryRunDestination"
 > {
   const { store, log } = deps;
   const now = deps.now ?? (() => new Date());
@@ -105,6 +118,7 @@ export function destinationHandlers(
       violations.push(...consentCategoriesViolations(d.consentCategories, `${P}consent_categories`));
     if (fields.has("consent_missing"))
       violations.push(...consentMissingViolations(d.consentMissing, `${P}consent_missing`));
+    violations.push(...shapingFieldViolations(d, fields, P));
     if (fields.has("signing")) {
       signing = signingFromProto(d.signing);
       if (signing === undefined) {
@@ -117,36 +131,46 @@ export function destinationHandlers(
     return { violations, signing };
   };
 
+  /** A create's destination validated (like a create, compiled expressions included) as it would be stored. */
+  const newRecord = (d: Destination | undefined, draft = false): DestinationRecord => {
+    if (!d) throw missingDestination();
+    // A dry run's draft is never stored: its id, if any, is not checked against stored ones.
+    if (draft) d = { ...d, id: "" };
+    const { violations, signing } = readFields(d, new Set(UPDATABLE));
+    if (d.id !== "") violations.push(...idViolations(d.id, `${P}id`));
+    const secret = d.sharedSecret === "" ? undefined : d.sharedSecret;
+    if (signing) violations.push(...sharedSecretViolations(secret, signing, `${P}shared_secret`));
+    throwIfInvalid(violations);
+
+    const id = d.id === "" ? generateId("dst") : d.id;
+    if (store.destination(id)) throw alreadyExists(id);
+    const at = now().toISOString();
+    const record: DestinationRecord = {
+      id,
+      name: d.name.trim(),
+      sourceIds: [...d.sourceIds],
+      urls: [...d.urls],
+      headers: { ...d.headers },
+      signing: signing!,
+      // A destination is on unless asked otherwise (the seed's last setup step switches it on).
+      enabled: d.enabled ?? true,
+      createdAt: at,
+      updatedAt: at,
+    };
+    if (secret !== undefined) record.sharedSecret = secret;
+    setLimits(record, d, false);
+    setOrdering(record, d.ordering, false);
+    setConsentCategories(record, d.consentCategories);
+    setConsentMissing(record, d.consentMissing, false);
+    setShaping(record, d, new Set(UPDATABLE), false);
+    throwIfInvalid(compiledViolations(record, P));
+    return record;
+  };
+
   return {
     createDestination: async (req, ctx) => {
-      const d = req.destination;
-      if (!d) throw missingDestination();
-      const { violations, signing } = readFields(d, new Set(UPDATABLE));
-      if (d.id !== "") violations.push(...idViolations(d.id, `${P}id`));
-      const secret = d.sharedSecret === "" ? undefined : d.sharedSecret;
-      if (signing) violations.push(...sharedSecretViolations(secret, signing, `${P}shared_secret`));
-      throwIfInvalid(violations);
-
-      const id = d.id === "" ? generateId("dst") : d.id;
-      if (store.destination(id)) throw alreadyExists(id);
-      const at = now().toISOString();
-      const record: DestinationRecord = {
-        id,
-        name: d.name.trim(),
-        sourceIds: [...d.sourceIds],
-        urls: [...d.urls],
-        headers: { ...d.headers },
-        signing: signing!,
-        // A destination is on unless asked otherwise (the seed's last setup step switches it on).
-        enabled: d.enabled ?? true,
-        createdAt: at,
-        updatedAt: at,
-      };
-      if (secret !== undefined) record.sharedSecret = secret;
-      setLimits(record, d, false);
-      setOrdering(record, d.ordering, false);
-      setConsentCategories(record, d.consentCategories);
-      setConsentMissing(record, d.consentMissing, false);
+      const record = newRecord(req.destination);
+      const id = record.id;
       let revision: number;
       try {
         revision = await store.createDestination(record);
@@ -221,6 +245,7 @@ export function destinationHandlers(
         if (fields.has("ordering")) setOrdering(next, d.ordering, !replaceAll);
         if (fields.has("consent_categories")) setConsentCategories(next, d.consentCategories);
         if (fields.has("consent_missing")) setConsentMissing(next, d.consentMissing, !replaceAll);
+        setShaping(next, d, fields, !replaceAll);
         if (signing) next.signing = signing;
         // Empty mask: an empty secret keeps the current one. Mask naming it: empty clears it.
         const secretChanges = replaceAll ? d.sharedSecret !== "" : fields.has("shared_secret");
@@ -232,6 +257,9 @@ export function destinationHandlers(
           delete next.previousSecretExpiresAt;
         }
         const violations = [...fieldViolations];
+        // Expressions and templates compile on the record as it would be stored (a mask may
+        // change urls without the mapping, or the other way round).
+        if (violations.length === 0) violations.push(...compiledViolations(next, P));
         if (secretChanges || fields.has("signing")) {
           violations.push(
             ...sharedSecretViolations(next.sharedSecret, next.signing, `${P}shared_secret`, !secretChanges),
@@ -246,6 +274,20 @@ export function destinationHandlers(
 
       log.info({ destinationId: next.id, fields: [...fields] }, "destination updated");
       return { destination: destinationToProto(next), revision: BigInt(revision) };
+    },
+
+    dryRunDestination: async (req) => {
+      const at = now();
+      let dest: DestinationRecord;
+      if (req.destination.case === "destinationId") {
+        throwIfInvalid(requiredIdViolations(req.destination.value, "destination_id"));
+        const stored = store.destination(req.destination.value);
+        if (!stored) throw notFound(req.destination.value);
+        dest = stored;
+      } else if (req.destination.case === "draft") {
+        dest = newRecord(req.destination.value, true);
+      } else throw missingDryRunDestination();
+      return dryRun(dest, dryRunCall(req.callJson, dest.sourceIds[0] ?? "", at), at);
     },
 
     deleteDestination: async (req, ctx) => {

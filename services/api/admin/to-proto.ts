@@ -8,6 +8,7 @@ import {
   type SourceSchema,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import type { DestinationRecord, SourceRecord, Signing as StoredSigning } from "@hookpost/core";
+import { shapingToProto } from "./destination-shaping.js";
 
 export function sourceToProto(s: SourceRecord): MessageInitShape<typeof SourceSchema> {
   return {
@@ -36,6 +37,7 @@ export function destinationToProto(d: DestinationRecord): MessageInitShape<typeo
     ordering: d.ordering === "PER_USER" ? Ordering.PER_USER : Ordering.UNORDERED,
     consentCategories: [...(d.consentCategories ?? [])],
     consentMissing: d.consentMissing === "FILTER" ? ConsentMissing.FILTER : ConsentMissing.DELIVER,
+    ...shapingToProto(d),
     ...(d.rateLimitPerSecond === undefined ? {} : { rateLimitPerSecond: d.rateLimitPerSecond }),
     ...(d.maxInFlight === undefined ? {} : { maxInFlight: d.maxInFlight }),
     ...(d.disabledAt === undefined ? {} : { disabledTime: timestampFromDate(new Date(d.disabledAt)) }),

@@ -67,6 +67,7 @@ export async function attemptHead(
   const call = {
     data: head.data,
     messageId: f.messageId,
+    sourceId: f.sourceId,
     notRendered: head.header?.get(NOT_RENDERED_HEADER),
   };
   const result = await sendAttempt(d.sender, dest, call, signal, span.context);
@@ -75,10 +76,12 @@ export async function attemptHead(
   const count = (outcome: string) => d.metrics.deliveries.inc({ outcome, destination: dest.id });
 
   if (result.delivered) {
-    d.autoDisable.succeeded(dest.id);
+    // Filtered now (the filter changed while it waited): done, but says nothing of the endpoint.
+    if (result.filtered === undefined) d.autoDisable.succeeded(dest.id);
     record();
-    count("delivered");
-    span.end("delivered");
+    const outcome = result.filtered === undefined ? "delivered" : "filtered";
+    count(outcome);
+    span.end(outcome);
     return { kind: "delivered" };
   }
   if (signal.aborted || result.outcomes.some((o) => o.aborted)) {

@@ -1,5 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { allPages } from "@hookpost/contract";
+import { allPages, httpMethodOf } from "@hookpost/contract";
 import type { DestinationSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { Command } from "commander";
 import { type ApplyFile, type DesiredDestination, loadApplyFile } from "../apply-file.js";
@@ -56,6 +56,9 @@ The file (YAML or JSON):
       ordering: unordered            # or per-user (each user's calls in the order accepted)
       consentCategories: [Analytics] # calls must grant these (context.consent); omit for none
       consentMissing: deliver        # or filter: what calls without a consent object get
+      filter: { types: [track], events: [Signed Up], expression: 'properties.plan = "pro"' }
+      mapping: '{"id": userId, "event": event}'   # JSONata on the default body; omit for it
+      method: PUT                    # POST (default), PUT or PATCH
       enabled: true
 
 Nothing is deleted: sources and destinations missing from the file are left alone.
@@ -193,6 +196,17 @@ function toInit(d: DesiredDestination): MessageInitShape<typeof DestinationSchem
     ordering: orderingValue(d.ordering),
     consentCategories: d.consentCategories,
     consentMissing: consentMissingValue(d.consentMissing),
+    ...(d.filter
+      ? {
+          filter: {
+            types: d.filter.types ?? [],
+            events: d.filter.events ?? [],
+            expression: d.filter.expression ?? "",
+          },
+        }
+      : {}),
+    mapping: d.mapping,
+    method: httpMethodOf(d.method),
     enabled: d.enabled,
   };
 }
@@ -215,6 +229,9 @@ export function diff(current: DestinationView, want: DesiredDestination, updateS
   if (current.ordering !== want.ordering) changes.push("ordering");
   if (!sameList(current.consentCategories, want.consentCategories)) changes.push("consent_categories");
   if (current.consentMissing !== want.consentMissing) changes.push("consent_missing");
+  if (JSON.stringify(current.filter) !== JSON.stringify(want.filter)) changes.push("filter");
+  if (current.mapping !== want.mapping) changes.push("mapping");
+  if (current.method !== want.method) changes.push("method");
   if (current.enabled !== want.enabled) changes.push("enabled");
   return changes;
 }

@@ -1,3 +1,4 @@
+import { readFile } from "node:fs/promises";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import {
@@ -293,6 +294,49 @@ export function destinationsCommand(session: Session): Command {
   );
 
   cmd
+    .command("dry-run")
+    .description(
+      "show the exact request(s) a destination would send for one call (method, URL, headers with signatures, body), or why it is filtered; nothing is sent",
+    )
+    .argument("<id>", "destination id")
+    .requiredOption(
+      "--call <json|@file>",
+      'the call as JSON (e.g. \'{"type":"track","userId":"u1","event":"E"}\'), or @file to read it',
+    )
+    .action(async (id: string, opts: { call: string }, command: Command) => {
+      const callJson = opts.call.startsWith("@") ? await readCallFile(opts.call.slice(1)) : opts.call;
+      const ctx = session.context(command);
+      const res = await ctx
+        .admin()
+        .dryRunDestination({ destination: { case: "destinationId", value: id }, callJson });
+      const requests = res.requests.map((r) => ({
+        method: r.method,
+        url: r.url,
+        headers: { ...r.headers },
+        body: r.body,
+      }));
+      if (ctx.out.json) {
+        return ctx.out.data({
+          id,
+          requests,
+          filteredReason: res.filteredReason || null,
+          error: res.error || null,
+        });
+      }
+      if (res.filteredReason) return ctx.out.line(`Filtered: ${res.filteredReason} (nothing would be sent).`);
+      if (res.error) return ctx.out.line(`Not sent: ${res.error}`);
+      requests.forEach((r, i) => {
+        if (requests.length > 1)
+          ctx.out.line(i === 0 ? "First URL:" : `If the previous URL fails, URL ${i + 1}:`);
+        ctx.out.line(`${r.method} ${r.url}`);
+        for (const [name, value] of Object.entries(r.headers)) ctx.out.line(`${name}: ${value}`);
+        ctx.out.line();
+        ctx.out.line(r.body);
+        if (i < requests.length - 1) ctx.out.line();
+      });
+    });
+
+  cmd
     .command("rotate-secret")
     .description(
       "set a new shared secret; the previous one keeps signing beside it for the overlap, so receivers can switch at any moment",
@@ -389,4 +433,15 @@ export function printDestination(ctx: Context, d: DestinationView): void {
   });
   ctx.out.line(headers.length === 0 ? "headers: (none)" : "headers:");
   for (const [k, v] of headers) ctx.out.line(`  ${k}: ${v}`);
+}
+
+/** A dry run's call from a file (`--call @call.json`); a missing file is a usage error. */
+async function readCallFile(file: string): Promise<string> {
+  try {
+    return await readFile(file, "utf8");
+  } catch (err) {
+    throw new UsageError(
+      `--call @${file}: ${(err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message}`,
+    );
+  }
 }

@@ -15,6 +15,7 @@ const OUTCOME: Record<number, [string, "ok" | "bad" | "warn"]> = {
   [AttemptOutcome.SSRF]: ["refused (SSRF)", "warn"],
   [AttemptOutcome.INVALID_RESPONSE]: ["invalid response", "bad"],
   [AttemptOutcome.NOT_SENT]: ["not sent", "bad"],
+  [AttemptOutcome.FILTERED]: ["filtered", "warn"],
 };
 
 export function OutcomeBadge({ a }: { a: Attempt }) {

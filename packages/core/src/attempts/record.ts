@@ -29,7 +29,8 @@ export type OutcomeKind =
   | "tls"
   | "ssrf"
   | "invalid_response"
-  | "not_sent";
+  | "not_sent"
+  | "filtered";
 
 /** One HTTP attempt on one URL, or a refusal before any request. Times are ISO 8601. */
 export interface AttemptRecord {
@@ -133,7 +134,7 @@ export const RESPONSE_EXCERPT_BYTES = 4096;
 
 /** The outcome kind of a status (0: no response) and error kind from the sender. */
 export function outcomeKind(status: number, error: string): OutcomeKind {
-  if (error === "invalid_response" || error === "not_sent") return error;
+  if (error === "invalid_response" || error === "not_sent" || error === "filtered") return error;
   if (status >= 200 && status < 300) return "success";
   if (status >= 300 && status < 400) return "redirect";
   if (status >= 400 && status < 500) return "client_error";

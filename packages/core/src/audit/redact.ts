@@ -22,6 +22,12 @@ const SAFE_KEYS = new Set([
   "ordering",
   "consentCategories",
   "consentMissing",
+  // Shaping (issue 27): what a destination receives is configuration worth auditing, not a secret.
+  "types",
+  "events",
+  "expression",
+  "mapping",
+  "method",
   "createdAt",
   "updatedAt",
   "disabledReason",

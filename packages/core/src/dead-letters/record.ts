@@ -9,7 +9,9 @@ export type FailureKind =
   /** The status was outside 100-599. */
   | "invalid_response"
   /** No request: it could not be prepared (signing, body, configuration). */
-  | "not_sent";
+  | "not_sent"
+  /** No request: the destination's filter refused the call at the attempt (not a failure). */
+  | "filtered";
 
 /** The last outcome of one URL (maps 1:1 onto hookpost.v1.UrlOutcome). */
 export interface UrlOutcomeRecord {

@@ -1,4 +1,4 @@
-import type { Signing } from "@hookpost/contract";
+import type { FilterSettings, Method, Signing } from "@hookpost/contract";
 
 export type { Signing };
 
@@ -35,12 +35,25 @@ export interface DestinationRecord {
   consentCategories?: string[];
   /** "FILTER": a call without a consent object is filtered. Absent: delivered (the default). */
   consentMissing?: "FILTER";
+  /** Which calls it gets (docs/design/shaping.md); absent: every call. Never stored empty. */
+  filter?: DestinationFilterRecord;
+  /** A JSONata expression rendering the body from the default body; absent: the default body. */
+  mapping?: string;
+  /** Absent: POST. */
+  method?: Exclude<Method, "POST">;
   /** Set when Hookpost paused the destination (410 Gone, failing too long); cleared on enable. */
   disabledReason?: string;
   /** ISO time of that pause. */
   disabledAt?: string;
   createdAt: string;
   updatedAt: string;
+}
+
+/** A destination's filter as stored: only the parts that are set. */
+export interface DestinationFilterRecord extends FilterSettings {
+  types?: string[];
+  events?: string[];
+  expression?: string;
 }
 
 /**

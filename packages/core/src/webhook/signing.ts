@@ -1,5 +1,5 @@
-import { type DestinationRecord, signingSecrets } from "@hookpost/core";
 import { signSegment, signStandardWebhook } from "@hookpost/receiver";
+import { type DestinationRecord, signingSecrets } from "../model/destination.js";
 
 /** Carries the new secret's Segment signature while the previous secret still signs X-Signature. */
 export const NEXT_SIGNATURE_HEADER = "X-Signature-Next";

@@ -1,0 +1,98 @@
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { HttpMethod } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ok, useCliUser } from "../cli/run-cli.js";
+import { Receiver } from "../helpers/receiver.js";
+import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
+
+/**
+ * Shaping through the CLI (issue 27): `apply -f` with the field names of the contract, a re-apply
+ * that changes nothing, and `destinations dry-run` printing the request a call would make.
+ */
+
+let stack: Stack;
+let rx: Receiver;
+const user = useCliUser(() => stack.ingest.address, STACK_ADMIN_TOKEN);
+
+beforeAll(async () => {
+  stack = await Stack.start();
+  rx = await Receiver.http();
+});
+
+afterAll(async () => {
+  await stack?.close();
+  await rx?.close();
+});
+
+describe("shaping through the CLI", () => {
+  it("apply -f sets filter, mapping and method; a second apply changes nothing; dry-run prints the request", async () => {
+    const file = join(user.dir, "hookpost.yaml");
+    await writeFile(
+      file,
+      [
+        "sources:",
+        "  - { id: web, name: Web }",
+        "destinations:",
+        "  - id: crm",
+        "    name: CRM",
+        "    sources: [web]",
+        `    urls: ["${rx.url("/contacts/{{ userId }}")}"]`,
+        "    method: PUT",
+        "    filter: { types: [identify, track], events: [Signed Up], expression: 'userId != \"bot\"' }",
+        `    mapping: '{"id": userId, "what": type}'`,
+        "",
+      ].join("\n"),
+    );
+    ok(await user.run(["apply", "-f", file]));
+    const { destination } = await stack.admin.getDestination({ id: "crm" });
+    expect(destination?.method).toBe(HttpMethod.PUT);
+    expect(destination?.mapping).toBe(`{"id": userId, "what": type}`);
+    expect(destination?.filter).toMatchObject({
+      types: ["identify", "track"],
+      events: ["Signed Up"],
+      expression: `userId != "bot"`,
+    });
+    const again = ok(await user.run(["apply", "-f", file, "--dry-run"]));
+    expect(again.stdout).toContain("destination crm: unchanged");
+
+    const dry = ok(
+      await user.run(["destinations", "dry-run", "crm", "--call", '{"type":"identify","userId":"u 1"}']),
+    );
+    expect(dry.stdout).toContain(`PUT ${rx.url("/contacts/u%201")}`);
+    expect(dry.stdout).toContain(`{"id":"u 1","what":"identify"}`);
+    const filtered = ok(
+      await user.run(["destinations", "dry-run", "crm", "--call", '{"type":"identify","userId":"bot"}']),
+    );
+    expect(filtered.stdout).toContain("Filtered: filter: expression");
+    const json = ok(
+      await user.run(["--json", "destinations", "dry-run", "crm", "--call", '{"type":"page","userId":"u"}']),
+    );
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      id: "crm",
+      requests: [],
+      filteredReason: "filter: type",
+    });
+  });
+
+  it("apply -f refuses an expression that does not compile, naming the file's path", async () => {
+    const file = join(user.dir, "bad.yaml");
+    await writeFile(
+      file,
+      [
+        "sources:",
+        "  - { id: web2, name: Web }",
+        "destinations:",
+        "  - id: bad",
+        "    name: Bad",
+        "    sources: [web2]",
+        `    urls: ["${rx.url("/bad")}"]`,
+        "    mapping: '{\"a\": '",
+        "",
+      ].join("\n"),
+    );
+    const r = await user.run(["apply", "-f", file]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/mapping.*position \d+/);
+  });
+});
