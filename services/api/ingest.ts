@@ -130,6 +130,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
       natsConnected: () => publisher.connected,
       log,
       onAuditOutcomeLost: () => metrics.auditOutcomeLost(),
+      retryBounds: { windowMs: config.topology.retryWindowMs, maxDelayMs: config.topology.retryMaxDelayMs },
     });
     started.push(() => admin.close());
     grpc.add(AdminService, admin.service);

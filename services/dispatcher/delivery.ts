@@ -16,7 +16,7 @@ import { attemptRecorder, lastOutcome, readableReason, readableReasons } from ".
 import type { AutoDisabler } from "./auto-disable.js";
 import type { DispatcherMetrics } from "./metrics.js";
 import { type DeliveryState, deliveryState, type Parking } from "./parking.js";
-import { type DeadCause, decideAfterAttempt, type RetryPolicy } from "./retry.js";
+import { type DeadCause, decideAfterAttempt, policyFor, type RetryPolicy } from "./retry.js";
 import { observeLatency, sendAttempt } from "./send-attempt.js";
 import type { AttemptOutcome, WebhookSender } from "./sender.js";
 
@@ -210,7 +210,7 @@ export class DeliveryHandler {
     const decision = decideAfterAttempt(result.outcomes, {
       attempt: attemptNumber,
       firstTimeMs: state.firstTimeMs,
-      policy: d.policy,
+      policy: policyFor(d.policy, dest),
     });
     if (decision.action === "retry") {
       const due = Date.now() + decision.delayMs;

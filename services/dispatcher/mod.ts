@@ -19,6 +19,7 @@ export {
   type Decision,
   decide,
   parseRetryAfter,
+  policyFor,
   type RetryPolicy,
 } from "./retry.js";
 export { parseStoredCall, Router, type RouterDeps } from "./router.js";

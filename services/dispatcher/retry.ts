@@ -4,6 +4,26 @@ export interface RetryPolicy {
   baseDelayMs: number;
   maxDelayMs: number;
   windowMs: number;
+  /** A destination's own delays (the last repeats), instead of the doubling backoff. */
+  delaysMs?: readonly number[] | undefined;
+}
+
+/**
+ * The policy for one destination: its own schedule (admin API: within RETRY_WINDOW and
+ * RETRY_MAX_DELAY; clamped here too, in case this replica runs with smaller bounds), else the
+ * server's.
+ */
+export function policyFor(
+  server: RetryPolicy,
+  dest: { retry?: { windowMs?: number; delaysMs?: readonly number[] } },
+): RetryPolicy {
+  const r = dest.retry;
+  if (!r) return server;
+  return {
+    ...server,
+    windowMs: Math.min(server.windowMs, r.windowMs ?? server.windowMs),
+    ...(r.delaysMs?.length ? { delaysMs: r.delaysMs.map((d) => Math.min(d, server.maxDelayMs)) } : {}),
+  };
 }
 
 /**
@@ -22,6 +42,9 @@ export function backoffMs(
   elapsedMs = Number.POSITIVE_INFINITY,
   random: () => number = Math.random,
 ): number {
+  // A destination's schedule is exact (it is what its owner wrote): no jitter, no doubling.
+  if (p.delaysMs && p.delaysMs.length > 0)
+    return p.delaysMs[Math.min(Math.max(attempt - 1, 0), p.delaysMs.length - 1)]!;
   const doubled = p.baseDelayMs * 2 ** Math.min(Math.max(attempt - 1, 0), 52);
   const exp = Math.min(p.maxDelayMs, doubled, Math.max(0, elapsedMs) + p.baseDelayMs);
   return Math.round(exp / 2 + random() * (exp / 2));

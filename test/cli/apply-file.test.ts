@@ -44,6 +44,10 @@ describe("apply file", () => {
         ordering: "unordered",
         consentCategories: [],
         consentMissing: "deliver",
+        filter: null,
+        mapping: "",
+        method: "POST",
+        retry: null,
         enabled: true,
         path: "destinations[0]",
       },
@@ -57,6 +61,36 @@ describe("apply file", () => {
     expect(problems(file("PER_USER"))).toEqual([
       "f.yaml has 1 problem; nothing was changed",
       "destinations[0].ordering: must be one of unordered, per-user (line 8)",
+    ]);
+  });
+
+  it("reads filter, mapping, method and retry; wrong ones are problems at their paths", () => {
+    const [d] = parseApplyFile(
+      oneDestination(
+        "    filter: { types: [track], events: [], expression: 'event = \"A\"' }\n    mapping: '{\"a\": 1}'\n    method: PATCH\n    retry: { window: 7200s, delays: [60s] }",
+      ),
+      "f.yaml",
+      {},
+    ).destinations;
+    // Empty parts are left out and durations normalised, as the server shows them: re-applies compare equal.
+    expect(d).toMatchObject({
+      filter: { types: ["track"], expression: 'event = "A"' },
+      mapping: '{"a": 1}',
+      method: "PATCH",
+      retry: { window: "2h", delays: ["1m"] },
+    });
+    expect(
+      problems(
+        oneDestination(
+          "    filter: { types: [purchase], event: [x] }\n    mapping: 3\n    method: DELETE\n    retry: { delays: [soon] }",
+        ),
+      ).slice(1),
+    ).toEqual([
+      "destinations[0].method: must be one of POST, PUT, PATCH (line 10)",
+      'destinations[0].filter.event: unknown key (did you mean "events"?); expected types, events, expression (line 8)',
+      'destinations[0].filter.types[0]: unknown call type "purchase": use identify, track, page, screen, group, alias, delete (line 8)',
+      "destinations[0].mapping: must be text (a JSONata expression) (line 9)",
+      'destinations[0].retry.delays[0]: not a duration: "soon" (use e.g. 30s, 10m, 4h) (line 11)',
     ]);
   });
 
@@ -179,6 +213,7 @@ describe("apply diff", () => {
     filter: null,
     mapping: "",
     method: "POST",
+    retry: null,
     enabled: true,
     createTime: null,
     updateTime: null,
@@ -197,6 +232,7 @@ describe("apply diff", () => {
     filter: null,
     mapping: "",
     method: "POST" as const,
+    retry: null,
     enabled: true,
     path: "destinations[0]",
   };

@@ -41,6 +41,7 @@ describe("shaping through the CLI", () => {
         "    method: PUT",
         "    filter: { types: [identify, track], events: [Signed Up], expression: 'userId != \"bot\"' }",
         `    mapping: '{"id": userId, "what": type}'`,
+        "    retry: { window: 120m, delays: [30s, 60s] }",
         "",
       ].join("\n"),
     );
@@ -53,6 +54,8 @@ describe("shaping through the CLI", () => {
       events: ["Signed Up"],
       expression: `userId != "bot"`,
     });
+    expect(destination?.retry?.delays.map((d) => Number(d.seconds))).toEqual([30, 60]);
+    expect(Number(destination?.retry?.window?.seconds)).toBe(7200);
     const again = ok(await user.run(["apply", "-f", file, "--dry-run"]));
     expect(again.stdout).toContain("destination crm: unchanged");
 

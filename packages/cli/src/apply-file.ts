@@ -7,7 +7,9 @@ import {
   consentCategoriesViolations,
   expressionViolations,
   filterViolations,
+  formatDuration,
   headersViolations,
+  parseDuration,
   sharedSecretViolations,
   urlsViolations,
   userVariables,
@@ -22,6 +24,7 @@ import {
   type MethodName,
   ORDERING_NAMES,
   type OrderingName,
+  type RetryView,
   SIGNING_NAMES,
   type SigningName,
 } from "./views.js";
@@ -45,6 +48,7 @@ import {
  *       filter: { types: [track], events: [Signed Up], expression: 'properties.plan = "pro"' }
  *       mapping: '{"id": userId, "event": event}'   # JSONata; omit for the default body
  *       method: PUT                  # POST (default), PUT or PATCH
+ *       retry: { window: 2h, delays: [10s, 1m, 5m] }   # the last delay repeats; omit for the server's
  *       enabled: true
  *
  * Ids are required so that a second apply finds what the first one created. The whole file is
@@ -83,6 +87,8 @@ export interface DesiredDestination {
   mapping: string;
   /** Absent from the file: POST. */
   method: MethodName;
+  /** Absent from the file: the server's schedule. */
+  retry: RetryView | null;
   enabled: boolean;
   path: string;
 }
@@ -107,8 +113,10 @@ const DESTINATION_KEYS = [
   "filter",
   "mapping",
   "method",
+  "retry",
   "enabled",
 ];
+const RETRY_KEYS = ["window", "delays"];
 const FILTER_KEYS = ["types", "events", "expression"];
 
 /** Reads and checks a file (`-` is stdin). Throws InputError listing every problem. */
@@ -181,7 +189,7 @@ function pathText(path: Path): string {
 }
 
 /** One `[3]` or `["X-Team"]` step of a field path. */
-const SUFFIX = /^\[(?:(\d+)|("(?:[^"\\]|\\.)*"))\]/;
+const SUFFIX = /^(?:\[(?:(\d+)|("(?:[^"\\]|\\.)*"))\]|\.([A-Za-z_]+))/;
 
 /** Walks the parsed value; every problem is recorded with its path, and checking goes on. */
 class Checker {
@@ -258,6 +266,7 @@ class Checker {
     const method = this.word(value, path, "method", METHOD_NAMES) ?? "POST";
     const filter = this.filter(value.filter, [...path, "filter"]);
     const mapping = this.text(value.mapping, [...path, "mapping"]);
+    const retry = this.retry(value.retry, [...path, "retry"]);
     let enabled = true;
     if (value.enabled !== undefined) {
       if (typeof value.enabled === "boolean") enabled = value.enabled;
@@ -283,6 +292,7 @@ class Checker {
       filter: filter ?? null,
       mapping: mapping ?? "",
       method,
+      retry: retry ?? null,
       enabled,
       path: pathText(path),
     };
@@ -405,6 +415,36 @@ class Checker {
     return ok && Object.keys(out).length > 0 ? out : undefined;
   }
 
+  /**
+   * `retry: { window: 2h, delays: [10s, 1m] }`: durations as the CLI writes them, normalised ("60s"
+   * is "1m") so that a re-apply compares equal; the server checks its bounds.
+   */
+  retry(value: unknown, path: Path): RetryView | undefined {
+    if (value === undefined || value === null) return undefined;
+    if (!isObject(value)) return void this.problem(path, "must be a mapping with window and/or delays");
+    this.unknownKeys(value, path, RETRY_KEYS);
+    const duration = (v: unknown, at: Path): string | undefined => {
+      try {
+        if (typeof v !== "string") throw new Error("must be a duration such as 30s, 5m or 2h");
+        return formatDuration(parseDuration(v));
+      } catch (err) {
+        return void this.problem(at, (err as Error).message);
+      }
+    };
+    const out: RetryView = {};
+    if (value.window !== undefined) {
+      const w = duration(value.window, [...path, "window"]);
+      if (w) out.window = w;
+    }
+    if (value.delays !== undefined) {
+      if (!Array.isArray(value.delays))
+        return void this.problem([...path, "delays"], "must be a list of durations");
+      const delays = value.delays.map((v, i) => duration(v, [...path, "delays", i]));
+      if (delays.every((d) => d !== undefined) && delays.length > 0) out.delays = delays as string[];
+    }
+    return Object.keys(out).length > 0 ? out : undefined;
+  }
+
   /** An optional JSONata text (a mapping or a filter expression); compiled by the server. */
   text(value: unknown, path: Path): string | undefined {
     if (value === undefined || value === null) return undefined;
@@ -436,7 +476,9 @@ class Checker {
       const path = [...base];
       let rest = v.field.startsWith(prefix) ? v.field.slice(prefix.length) : "";
       for (let m = SUFFIX.exec(rest); m && rest !== ""; m = SUFFIX.exec(rest)) {
-        path.push(m[1] !== undefined ? Number(m[1]) : (JSON.parse(m[2]!) as string));
+        path.push(
+          m[1] !== undefined ? Number(m[1]) : m[2] !== undefined ? (JSON.parse(m[2]) as string) : m[3]!,
+        );
         rest = rest.slice(m[0].length);
       }
       this.problem(path, v.description);

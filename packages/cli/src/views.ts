@@ -1,5 +1,5 @@
-import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
-import { methodOf } from "@hookpost/contract";
+import { durationMs, type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
+import { formatDuration, methodOf } from "@hookpost/contract";
 import {
   ConsentMissing,
   type DeadLetter,
@@ -60,6 +60,12 @@ export interface FilterView {
   expression?: string;
 }
 
+/** A destination's own retry schedule in the CLI's words (durations as "30s", "2h"). */
+export interface RetryView {
+  window?: string;
+  delays?: string[];
+}
+
 /** Plain objects for `--json` and tables: the CLI's vocabulary, not the wire's. */
 export interface SourceView {
   id: string;
@@ -88,6 +94,8 @@ export interface DestinationView {
   /** JSONata rendering the body; "": the default body. */
   mapping: string;
   method: MethodName;
+  /** Its own retry schedule; null: the server's. */
+  retry: RetryView | null;
   createTime: string | null;
   updateTime: string | null;
   /** Lifecycle (README "Destination lifecycle"). */
@@ -119,6 +127,15 @@ export function sourceView(s: Source): SourceView {
   return { id: s.id, name: s.name, writeKeyPrefix: s.writeKeyPrefix, createTime: iso(s.createTime) };
 }
 
+function retryView(d: Destination): RetryView | null {
+  const r = d.retry;
+  if (!r) return null;
+  const out: RetryView = {};
+  if (r.window) out.window = formatDuration(durationMs(r.window));
+  if (r.delays.length > 0) out.delays = r.delays.map((x) => formatDuration(durationMs(x)));
+  return Object.keys(out).length > 0 ? out : null;
+}
+
 function filterView(d: Destination): FilterView | null {
   const f = d.filter;
   if (!f) return null;
@@ -145,6 +162,7 @@ export function destinationView(d: Destination): DestinationView {
     filter: filterView(d),
     mapping: d.mapping,
     method: methodOf(d.method) ?? "POST",
+    retry: retryView(d),
     createTime: iso(d.createTime),
     updateTime: iso(d.updateTime),
     rateLimitPerSecond: d.rateLimitPerSecond ?? null,

@@ -87,6 +87,8 @@ export {
   type Method,
   methodOf,
   methodViolations,
+  type RetrySettings,
+  retryViolations,
 } from "./shaping-rules.js";
 export { type ServerCallIds, type Stamp, serverCall, toStoredCall } from "./stored-call.js";
 export {

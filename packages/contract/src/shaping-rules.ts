@@ -3,6 +3,8 @@
  * filter, mapping and method. Shape only: the admin API also compiles the expressions (core's
  * webhook module), which the CLI cannot do without the server's JSONata.
  */
+
+import { formatDuration } from "./duration.js";
 import { HttpMethod } from "./gen/hookpost/v1/admin_pb.js";
 import type { FieldViolation } from "./grpc/hookpost-error.js";
 import { EVENT_TYPES } from "./model/stored-call.js";
@@ -107,4 +109,50 @@ export function filterListsDecision(
     return "filter: event";
   }
   return undefined;
+}
+
+export const MAX_RETRY_DELAYS = 20;
+export const MIN_RETRY_WINDOW_MS = 60_000;
+export const MIN_RETRY_DELAY_MS = 1_000;
+
+/** A destination's retry schedule as stored (core's DestinationRecord); absent parts: the server's. */
+export interface RetrySettings {
+  windowMs?: number | undefined;
+  delaysMs?: readonly number[] | undefined;
+}
+
+/**
+ * A destination's retry schedule within the server's bounds: window 1 minute to RETRY_WINDOW,
+ * 1 to 20 delays of 1 s to RETRY_MAX_DELAY each (the last repeats).
+ */
+export function retryViolations(
+  retry: RetrySettings,
+  bounds: { windowMs: number; maxDelayMs: number },
+  field: string,
+): FieldViolation[] {
+  const out: FieldViolation[] = [];
+  const w = retry.windowMs;
+  if (w !== undefined && (w < MIN_RETRY_WINDOW_MS || w > bounds.windowMs)) {
+    out.push({
+      field: `${field}.window`,
+      description: `must be ${formatDuration(MIN_RETRY_WINDOW_MS)} to ${formatDuration(bounds.windowMs)} (RETRY_WINDOW), got ${formatDuration(w)}`,
+    });
+  }
+  const delays = retry.delaysMs ?? [];
+  if (delays.length > MAX_RETRY_DELAYS) {
+    out.push({
+      field: `${field}.delays`,
+      description: `at most ${MAX_RETRY_DELAYS} delays, got ${delays.length}`,
+    });
+    return out;
+  }
+  delays.forEach((d, i) => {
+    if (d < MIN_RETRY_DELAY_MS || d > bounds.maxDelayMs) {
+      out.push({
+        field: `${field}.delays[${i}]`,
+        description: `must be ${formatDuration(MIN_RETRY_DELAY_MS)} to ${formatDuration(bounds.maxDelayMs)} (RETRY_MAX_DELAY), got ${formatDuration(d)}`,
+      });
+    }
+  });
+  return out;
 }

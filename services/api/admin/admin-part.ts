@@ -19,6 +19,8 @@ export function startAdmin(deps: {
   log: Logger;
   /** An admin write's audit outcome could not be stored (a metric). */
   onAuditOutcomeLost?: () => void;
+  /** RETRY_WINDOW and RETRY_MAX_DELAY: what a destination's own retry schedule must stay within. */
+  retryBounds?: { windowMs: number; maxDelayMs: number };
 }): AdminPart {
   const { stores, log } = deps;
   const health = new HealthAggregate(deps.nc, log);
@@ -40,6 +42,7 @@ export function startAdmin(deps: {
     auditLog: stores.auditLog,
     ...(deps.onAuditOutcomeLost ? { onAuditOutcomeLost: deps.onAuditOutcomeLost } : {}),
     deletions: stores.deletions,
+    ...(deps.retryBounds ? { retryBounds: deps.retryBounds } : {}),
   });
   return { service, close: () => health.close() };
 }

@@ -118,7 +118,7 @@ export function destinationHandlers(
       violations.push(...consentCategoriesViolations(d.consentCategories, `${P}consent_categories`));
     if (fields.has("consent_missing"))
       violations.push(...consentMissingViolations(d.consentMissing, `${P}consent_missing`));
-    violations.push(...shapingFieldViolations(d, fields, P));
+    violations.push(...shapingFieldViolations(d, fields, P, deps.retryBounds));
     if (fields.has("signing")) {
       signing = signingFromProto(d.signing);
       if (signing === undefined) {

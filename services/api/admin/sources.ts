@@ -26,6 +26,8 @@ export interface AdminDeps {
   /** Called after a source is deleted (forgets which users it has seen). */
   onSourceDeleted?: (id: string) => Promise<void>;
   now?: () => Date;
+  /** RETRY_WINDOW and RETRY_MAX_DELAY (default: the default topology's). */
+  retryBounds?: { windowMs: number; maxDelayMs: number };
 }
 
 export function sourceNotFound(id: string): HookpostError {

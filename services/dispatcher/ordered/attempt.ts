@@ -11,7 +11,7 @@ import type { StoredMsg } from "nats";
 import { attemptRecorder, lastOutcome, readableReasons } from "../attempt-records.js";
 import type { AutoDisabler } from "../auto-disable.js";
 import type { DispatcherMetrics } from "../metrics.js";
-import { type DeadCause, decideAfterAttempt, type RetryPolicy } from "../retry.js";
+import { type DeadCause, decideAfterAttempt, policyFor, type RetryPolicy } from "../retry.js";
 import { observeLatency, sendAttempt } from "../send-attempt.js";
 import type { AttemptOutcome, WebhookSender } from "../sender.js";
 
@@ -99,7 +99,7 @@ export async function attemptHead(
   const decision = decideAfterAttempt(result.outcomes, {
     attempt,
     firstTimeMs: f.firstTimeMs,
-    policy: d.policy,
+    policy: policyFor(d.policy, dest),
   });
   if (decision.action === "retry") {
     record(Date.now() + decision.delayMs);

@@ -1,5 +1,6 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { allPages, httpMethodOf } from "@hookpost/contract";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import { allPages, httpMethodOf, parseDuration } from "@hookpost/contract";
 import type { DestinationSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { Command } from "commander";
 import { type ApplyFile, type DesiredDestination, loadApplyFile } from "../apply-file.js";
@@ -59,6 +60,7 @@ The file (YAML or JSON):
       filter: { types: [track], events: [Signed Up], expression: 'properties.plan = "pro"' }
       mapping: '{"id": userId, "event": event}'   # JSONata on the default body; omit for it
       method: PUT                    # POST (default), PUT or PATCH
+      retry: { window: 2h, delays: [10s, 1m, 5m] }   # the last delay repeats; omit for the server's
       enabled: true
 
 Nothing is deleted: sources and destinations missing from the file are left alone.
@@ -207,6 +209,14 @@ function toInit(d: DesiredDestination): MessageInitShape<typeof DestinationSchem
       : {}),
     mapping: d.mapping,
     method: httpMethodOf(d.method),
+    ...(d.retry
+      ? {
+          retry: {
+            ...(d.retry.window ? { window: durationFromMs(parseDuration(d.retry.window)) } : {}),
+            delays: (d.retry.delays ?? []).map((x) => durationFromMs(parseDuration(x))),
+          },
+        }
+      : {}),
     enabled: d.enabled,
   };
 }
@@ -232,6 +242,7 @@ export function diff(current: DestinationView, want: DesiredDestination, updateS
   if (JSON.stringify(current.filter) !== JSON.stringify(want.filter)) changes.push("filter");
   if (current.mapping !== want.mapping) changes.push("mapping");
   if (current.method !== want.method) changes.push("method");
+  if (JSON.stringify(current.retry) !== JSON.stringify(want.retry)) changes.push("retry");
   if (current.enabled !== want.enabled) changes.push("enabled");
   return changes;
 }

@@ -1,4 +1,4 @@
-import type { FilterSettings, Method, Signing } from "@hookpost/contract";
+import type { FilterSettings, Method, RetrySettings, Signing } from "@hookpost/contract";
 
 export type { Signing };
 
@@ -41,6 +41,8 @@ export interface DestinationRecord {
   mapping?: string;
   /** Absent: POST. */
   method?: Exclude<Method, "POST">;
+  /** Its own retry schedule within the server's bounds; absent: the server's. Never stored empty. */
+  retry?: RetrySettings & { windowMs?: number; delaysMs?: number[] };
   /** Set when Hookpost paused the destination (410 Gone, failing too long); cleared on enable. */
   disabledReason?: string;
   /** ISO time of that pause. */
