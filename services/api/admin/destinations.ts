@@ -25,6 +25,7 @@ import {
 } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
 import { auditChange } from "./audit-changes.js";
+import { ensureSigningKey, oneNewKey } from "./ed25519-signing-key.js";
 import { generateId, idViolations, nameViolations, requiredIdViolations } from "./ids.js";
 import { pageOf } from "./paging.js";
 import type { AdminDeps, AdminMethods } from "./sources.js";
@@ -54,6 +55,7 @@ const OUTPUT_ONLY = new Set([
   "disabled_reason",
   "disabled_time",
   "previous_secret_expire_time",
+  "signing_public_keys",
 ]);
 
 const P = "destination.";
@@ -76,7 +78,8 @@ function notFound(id: string): HookpostError {
  * - with paths: only those fields change; `shared_secret` with an empty value clears the
  *   secret. Unknown or output-only paths are refused.
  * Either way the result must be consistent: standard-webhooks signing needs a valid
- * `whsec_` secret, whether it was just given or kept.
+ * `whsec_` secret, whether it was just given or kept; standard-webhooks-ed25519 a `whsk_` key,
+ * which is generated when none is given or kept (ensureSigningKey).
  */
 export function destinationHandlers(
   deps: AdminDeps,
@@ -110,7 +113,7 @@ export function destinationHandlers(
       if (signing === undefined) {
         violations.push({
           field: `${P}signing`,
-          description: `unknown signing ${d.signing}: use SIGNING_SEGMENT or SIGNING_STANDARD_WEBHOOKS`,
+          description: `unknown signing ${d.signing}: use SIGNING_SEGMENT, SIGNING_STANDARD_WEBHOOKS or SIGNING_STANDARD_WEBHOOKS_ED25519`,
         });
       }
     }
@@ -143,6 +146,7 @@ export function destinationHandlers(
         updatedAt: at,
       };
       if (secret !== undefined) record.sharedSecret = secret;
+      ensureSigningKey(record, secret !== undefined, oneNewKey());
       setLimits(record, d, false);
       setOrdering(record, d.ordering, false);
       setConsentCategories(record, d.consentCategories);
@@ -202,6 +206,7 @@ export function destinationHandlers(
       // auto-disable) is read again and this update applied on top of it, never over it.
       let next: DestinationRecord | undefined;
       let prior: DestinationRecord | undefined;
+      const signingKey = oneNewKey();
       const revision = await store.changeDestination(d.id, (current) => {
         const at = now();
         prior = current;
@@ -231,6 +236,7 @@ export function destinationHandlers(
           delete next.previousSecret;
           delete next.previousSecretExpiresAt;
         }
+        ensureSigningKey(next, secretChanges && d.sharedSecret !== "", signingKey);
         const violations = [...fieldViolations];
         if (secretChanges || fields.has("signing")) {
           violations.push(

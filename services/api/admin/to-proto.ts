@@ -8,6 +8,7 @@ import {
   type SourceSchema,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import type { DestinationRecord, SourceRecord, Signing as StoredSigning } from "@hookpost/core";
+import { signingPublicKeys } from "./ed25519-signing-key.js";
 
 export function sourceToProto(s: SourceRecord): MessageInitShape<typeof SourceSchema> {
   return {
@@ -40,6 +41,7 @@ export function destinationToProto(d: DestinationRecord): MessageInitShape<typeo
     ...(d.maxInFlight === undefined ? {} : { maxInFlight: d.maxInFlight }),
     ...(d.disabledAt === undefined ? {} : { disabledTime: timestampFromDate(new Date(d.disabledAt)) }),
     ...(previousUntil === undefined ? {} : { previousSecretExpireTime: timestampFromDate(previousUntil) }),
+    signingPublicKeys: signingPublicKeys(d),
   };
 }
 
@@ -51,6 +53,7 @@ export function previousSecretExpiry(d: DestinationRecord, now = Date.now()): Da
 }
 
 export function signingToProto(s: StoredSigning): Signing {
+  if (s === "standard-webhooks-ed25519") return Signing.STANDARD_WEBHOOKS_ED25519;
   return s === "standard-webhooks" ? Signing.STANDARD_WEBHOOKS : Signing.SEGMENT;
 }
 
@@ -62,6 +65,8 @@ export function signingFromProto(s: Signing): StoredSigning | undefined {
       return "segment";
     case Signing.STANDARD_WEBHOOKS:
       return "standard-webhooks";
+    case Signing.STANDARD_WEBHOOKS_ED25519:
+      return "standard-webhooks-ed25519";
     default:
       return undefined;
   }
