@@ -181,6 +181,29 @@ ${extra}`;
     expect(ok.destinations[0]!.secret).toBe("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
   });
 
+  it("standard-webhooks-ed25519: a key is optional (the server generates one); a given one must be whsk_", () => {
+    const file = (extra: string) => oneDestination(`    signing: standard-webhooks-ed25519\n${extra}`);
+    const generated = parseApplyFile(file(""), "f.yaml", {}).destinations[0]!;
+    expect(generated.signing).toBe("standard-webhooks-ed25519");
+    expect(generated.secret).toBeUndefined();
+    const key = `whsk_${Buffer.alloc(32, 1).toString("base64")}`;
+    expect(parseApplyFile(file("    secretEnv: KEY"), "f.yaml", { KEY: key }).destinations[0]!.secret).toBe(
+      key,
+    );
+    expect(
+      problems(file("    secretEnv: KEY"), "f.yaml", { KEY: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" }),
+    ).toEqual([
+      "f.yaml has 1 problem; nothing was changed",
+      "destinations[0].secretEnv: the shared secret is not an Ed25519 secret key (whsk_): it must start with whsk_ (line 9)",
+    ]);
+    expect(problems(file("    secret: whsk_AAAA"))[1]).toBe(
+      "destinations[0].secret: the shared secret is not an Ed25519 secret key (whsk_): it decodes to 3 bytes; an Ed25519 private key is 32 (or 64: private then public key) (line 9)",
+    );
+    expect(problems(oneDestination("    signing: ed25519"))[1]).toBe(
+      "destinations[0].signing: must be one of segment, standard-webhooks, standard-webhooks-ed25519 (line 8)",
+    );
+  });
+
   it("refuses empty files, non-mappings, unknown top-level keys and bad syntax", () => {
     expect(problems("")).toEqual([
       "f.yaml has 1 problem; nothing was changed",
@@ -217,6 +240,7 @@ describe("apply diff", () => {
     enabled: true,
     createTime: null,
     updateTime: null,
+    signingPublicKeys: [],
   };
   const want = {
     id: "d1",
@@ -243,6 +267,23 @@ describe("apply diff", () => {
     const { secret: _secret, ...noSecret } = want;
     expect(diff(current, noSecret, false)).toEqual(["shared_secret"]);
     expect(diff({ ...current, sharedSecretSet: false }, noSecret, false)).toEqual([]);
+  });
+
+  it("leaves a server-generated Ed25519 key alone when the file gives none", () => {
+    const { secret: _secret, ...noSecret } = want;
+    const ed = { ...noSecret, signing: "standard-webhooks-ed25519" as const };
+    const edCurrent = {
+      ...current,
+      signing: "standard-webhooks-ed25519" as const,
+      signingPublicKeys: ["whpk_k"],
+    };
+    // Re-applying does not clear (and so replace) the key.
+    expect(diff(edCurrent, ed, false)).toEqual([]);
+    // Switching to it changes only the signing: the server then makes the key.
+    expect(diff(current, ed, false)).toEqual(["signing"]);
+    // A key in the file is a secret like any other: sent on a switch, or with --update-secrets.
+    expect(diff(current, { ...ed, secret: "whsk_x" }, false)).toEqual(["shared_secret", "signing"]);
+    expect(diff(edCurrent, { ...ed, secret: "whsk_x" }, true)).toEqual(["shared_secret"]);
   });
 
   it("names every changed field as an update-mask path", () => {

@@ -1,3 +1,4 @@
+import { Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { AttemptLog } from "@hookpost/core";
 import pino from "pino";
 import type { Browser, BrowserContext, Page } from "playwright-core";
@@ -323,6 +324,43 @@ describe("web console", () => {
     await expectNoSidewaysScroll("audit");
     const text = (await page.content()) + (await page.locator("main").innerText());
     for (const s of [...shownSecrets, "acme-eu", STACK_ADMIN_TOKEN]) expect(text).not.toContain(s);
+  });
+
+  it("an Ed25519-signed destination shows its public key, and after a rotation both; never a private key", async () => {
+    await nav("Overview");
+    await page.getByRole("link", { name: "New destination" }).click();
+    await page.locator("input[name=id]").fill("ed-hook");
+    await page.locator("input[name=name]").fill("Ed25519 hook");
+    await page.locator("textarea[name=urls]").fill(stack.receiver.url("/ed-hook"));
+    await page.locator("select[name=signing]").selectOption({ label: "Standard Webhooks, Ed25519" });
+    await page.getByRole("button", { name: "Create destination" }).click();
+    await page.waitForURL(/\/console\/destinations\/ed-hook$/);
+    const keys = page.locator("[data-testid=public-key]");
+    await keys.first().waitFor();
+    const d = (await stack.admin.getDestination({ id: "ed-hook" })).destination!;
+    expect(await keys.allTextContents()).toEqual(d.signingPublicKeys);
+    expect(d.signingPublicKeys[0]).toMatch(/^whpk_/);
+    await expectNoSidewaysScroll("destination-ed25519");
+    // The form shows the mode it has, so saving other settings keeps it (and its key).
+    expect(await page.locator("select[name=signing] option:checked").textContent()).toBe(
+      "Standard Webhooks, Ed25519",
+    );
+    await page.locator("input[name=name]").fill("Ed25519 hook (EU)");
+    await page.getByRole("button", { name: "Save settings" }).click();
+    await page.getByText("Saved.").waitFor();
+    const saved = (await stack.admin.getDestination({ id: "ed-hook" })).destination!;
+    expect([saved.name, saved.signing]).toEqual(["Ed25519 hook (EU)", Signing.STANDARD_WEBHOOKS_ED25519]);
+    expect(saved.signingPublicKeys).toEqual(d.signingPublicKeys);
+
+    await page.getByRole("button", { name: "Rotate secret" }).click();
+    await page.getByText("The previous secret signs too until").waitFor();
+    await until(async () => (await keys.count()) === 2, { message: "both public keys on the page" });
+    const rotated = (await stack.admin.getDestination({ id: "ed-hook" })).destination!.signingPublicKeys;
+    expect(await keys.allTextContents()).toEqual(rotated);
+    expect(rotated[1]).toBe(d.signingPublicKeys[0]);
+    // Nothing secret to show once: the private key never leaves the server.
+    expect(await page.locator("[data-testid=shown-once]").count()).toBe(0);
+    expect(await page.content()).not.toMatch(/whsk_[A-Za-z0-9+/]{8}/);
   });
 
   it("asks which source when two sources sent the same message id, then shows that source's call", async () => {

@@ -55,6 +55,18 @@ async function createWith(name: string, flags: string[]) {
   return JSON.parse(created.stdout) as { id: string } & Record<string, unknown>;
 }
 
+/** Runs `body` with an apply file holding `yaml`, removed afterwards. */
+async function withApplyFile(yaml: string, body: (file: string) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "hookpost-apply-"));
+  try {
+    const file = join(dir, "hookpost.yaml");
+    writeFileSync(file, yaml);
+    await body(file);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /** Publishes one call of source `src` and returns the request the receiver got for it. */
 async function deliveredRequest(src: string) {
   const call = track({ sourceId: src });
@@ -76,20 +88,15 @@ describe("hookpost destinations (lifecycle)", () => {
       newSecret: fresh,
       previousValidFor: durationFromMs(3600_000),
     });
-    const dir = mkdtempSync(join(tmpdir(), "hookpost-apply-"));
-    try {
-      const file = join(dir, "hookpost.yaml");
-      writeFileSync(
-        file,
-        `destinations:
+    const yaml = `destinations:
   - id: ${d.id}
     name: ${d.name}
     sources: [${src}]
     urls: [${d.urls[0]}]
     secretEnv: SW
     signing: standard-webhooks
-`,
-      );
+`;
+    await withApplyFile(yaml, async (file) => {
       // The server refuses signing alone (test/lifecycle/rotation.test.ts); apply sends the
       // file's secret with a signing change, which is a hard switch.
       const applied = await cli(["--json", "apply", "-f", file], { SW: fresh });
@@ -102,9 +109,7 @@ describe("hookpost destinations (lifecycle)", () => {
       await waitForRevision((await kv.get(`destination.${d.id}`))!.revision, stack.dispatchers);
       const req = await deliveredRequest(src);
       expect(verifyStandardWebhook(req.body, req.headers, fresh)).toBeDefined();
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   }, 60_000);
 
   it("rotate-secret prints a generated secret once, or takes one from --secret-env; both sign during the overlap", async () => {
@@ -134,6 +139,52 @@ describe("hookpost destinations (lifecycle)", () => {
     const bad = await hookpost(["destinations", "rotate-secret", d.id, "--overlap", "soon"], env);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--overlap/);
+  }, 120_000);
+
+  it("standard-webhooks-ed25519: create and get show the public key, rotate-secret both, and no private key is ever printed; apply -f keeps the generated key", async () => {
+    const created = await createWith("ed", ["--signing", "standard-webhooks-ed25519"]);
+    expect(created).toMatchObject({ signing: "standard-webhooks-ed25519", sharedSecretSet: true });
+    const [key] = created.signingPublicKeys as [string];
+    expect(key).toMatch(/^whpk_/);
+    const get = await cli(["destinations", "get", created.id]);
+    expect(get.stdout).toMatch(/^signing:\s+standard-webhooks-ed25519$/m);
+    expect(get.stdout).toContain(`  ${key}\n`);
+    const src = (created.sourceIds as string[])[0]!;
+    await stack.waitForDestination(created.id);
+    const req = await deliveredRequest(src);
+    expect(verifyStandardWebhook(req.body, req.headers, key).id).toBe(req.headers["idempotency-key"]);
+
+    const rotated = await cli(["destinations", "rotate-secret", created.id, "--overlap", "1h"]);
+    expect(rotated.stdout).not.toMatch(/New secret|whsk_/);
+    const keys = [...rotated.stdout.matchAll(/^ {2}(whpk_\S+)/gm)].map((m) => m[1]);
+    expect(keys).toHaveLength(2);
+    expect(keys[1]).toBe(key);
+    expect(rotated.stdout).toContain(`  ${key} (previous, signs until the overlap ends)`);
+    const json = JSON.parse((await cli(["--json", "destinations", "rotate-secret", created.id])).stdout) as {
+      secret: string | null;
+      signingPublicKeys: string[];
+    };
+    expect(json.secret).toBeNull();
+    expect(json.signingPublicKeys).toHaveLength(2);
+    expect(json.signingPublicKeys[1]).toBe(keys[0]);
+
+    // apply -f without a key: created once, then re-applied without replacing the key.
+    const yaml = `destinations:
+  - id: ed-applied
+    name: Ed25519 applied
+    sources: [${src}]
+    urls: [${stack.receiver.url("/ed-applied")}]
+    signing: standard-webhooks-ed25519
+`;
+    await withApplyFile(yaml, async (file) => {
+      await cli(["apply", "-f", file]);
+      const first = (await stack.admin.getDestination({ id: "ed-applied" })).destination!.signingPublicKeys;
+      expect(first).toHaveLength(1);
+      const again = await cli(["apply", "-f", file]);
+      expect(again.stdout).toContain("destination ed-applied: unchanged");
+      const kept = (await stack.admin.getDestination({ id: "ed-applied" })).destination!.signingPublicKeys;
+      expect(kept).toEqual(first);
+    });
   }, 120_000);
 
   it("update --rate-limit/--max-in-flight, and get shows an automatic pause with its reason", async () => {

@@ -41,7 +41,7 @@ import {
  *       urls: [https://crm.example.com/hooks]
  *       headers: { X-Team: growth }
  *       secretEnv: CRM_SECRET        # or secret: …
- *       signing: segment             # or standard-webhooks
+ *       signing: segment             # or standard-webhooks, standard-webhooks-ed25519
  *       ordering: unordered          # or per-user
  *       consentCategories: [Analytics]   # calls must grant these; omit for none
  *       consentMissing: deliver      # or filter: calls without a consent object

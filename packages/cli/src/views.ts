@@ -10,28 +10,30 @@ import {
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 
 /**
- * A two-valued proto enum and the CLI's two words for it, both ways; anything but the second
- * value or word reads as the first (the default).
+ * A proto enum and the CLI's words for it, both ways; a value or word not listed reads as the
+ * first (the default).
  */
-function twoWords<E, W extends string>(first: [E, W], second: [E, W]) {
+function enumWords<E, W extends string>(first: [E, W], ...rest: [E, W][]) {
+  const all = [first, ...rest];
   return {
-    words: [first[1], second[1]] as readonly W[],
-    name: (e: E): W => (e === second[0] ? second[1] : first[1]),
-    value: (w: W): E => (w === second[1] ? second[0] : first[0]),
+    words: all.map(([, w]) => w) as readonly W[],
+    name: (e: E): W => (all.find(([v]) => v === e) ?? first)[1],
+    value: (w: W): E => (all.find(([, n]) => n === w) ?? first)[0],
   };
 }
 
 /** The CLI's words for the signing modes (flags, apply files, output). */
-export type SigningName = "segment" | "standard-webhooks";
-const signing = twoWords<Signing, SigningName>(
+export type SigningName = "segment" | "standard-webhooks" | "standard-webhooks-ed25519";
+const signing = enumWords<Signing, SigningName>(
   [Signing.SEGMENT, "segment"],
   [Signing.STANDARD_WEBHOOKS, "standard-webhooks"],
+  [Signing.STANDARD_WEBHOOKS_ED25519, "standard-webhooks-ed25519"],
 );
 export const { words: SIGNING_NAMES, name: signingName, value: signingValue } = signing;
 
 /** The CLI's words for delivery order (flags, apply files, output). */
 export type OrderingName = "unordered" | "per-user";
-const ordering = twoWords<Ordering, OrderingName>(
+const ordering = enumWords<Ordering, OrderingName>(
   [Ordering.UNORDERED, "unordered"],
   [Ordering.PER_USER, "per-user"],
 );
@@ -39,7 +41,7 @@ export const { words: ORDERING_NAMES, name: orderingName, value: orderingValue }
 
 /** The CLI's words for what a call without a consent object gets (flags, apply files, output). */
 export type ConsentMissingName = "deliver" | "filter";
-const consentMissing = twoWords<ConsentMissing, ConsentMissingName>(
+const consentMissing = enumWords<ConsentMissing, ConsentMissingName>(
   [ConsentMissing.DELIVER, "deliver"],
   [ConsentMissing.FILTER, "filter"],
 );
@@ -104,6 +106,8 @@ export interface DestinationView {
   disabledReason?: string;
   disabledTime?: string | null;
   previousSecretExpireTime?: string | null;
+  /** With standard-webhooks-ed25519: the whpk_ keys receivers verify with, current first. */
+  signingPublicKeys: string[];
 }
 
 export interface DeadLetterView {
@@ -170,6 +174,7 @@ export function destinationView(d: Destination): DestinationView {
     disabledReason: d.disabledReason,
     disabledTime: iso(d.disabledTime),
     previousSecretExpireTime: iso(d.previousSecretExpireTime),
+    signingPublicKeys: [...d.signingPublicKeys],
   };
 }
 

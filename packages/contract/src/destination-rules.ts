@@ -6,10 +6,11 @@ interface SourceLookup {
 import { ConsentMissing, Ordering } from "./gen/hookpost/v1/admin_pb.js";
 import type { FieldViolation } from "./grpc/hookpost-error.js";
 /** How a destination's webhooks are signed. */
-export type Signing = "segment" | "standard-webhooks";
+export type Signing = "segment" | "standard-webhooks" | "standard-webhooks-ed25519";
 
+import { whskProblem } from "./ed25519-secret-key.js";
 import { fillTemplate, isTemplate, parseTemplate, urlPathStart } from "./template.js";
-import { hasLineBreakOrNul, hasSpaceOrControl, isHeaderValueText } from "./text.js";
+import { hasLineBreakOrNul, hasSpaceOrControl, isHeaderValueText, STANDARD_BASE64 } from "./text.js";
 
 /** The rules of SPEC section 4 for a webhook destination, one function per field. */
 
@@ -139,7 +140,6 @@ export function consentMissingViolations(value: number, field: string): FieldVio
 
 /** RFC 7230 token: one or more tchar. */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 type Bad = (field: string, description: string) => void;
 
@@ -281,7 +281,8 @@ export function headersViolations(
 /**
  * The shared secret for the signing chosen. `segment`: any text up to 1024 characters,
  * optional. `standard-webhooks`: required, `whsec_` + base64 of 24 to 64 bytes, so that
- * the reference Standard Webhooks libraries accept our signatures.
+ * the reference Standard Webhooks libraries accept our signatures. `standard-webhooks-ed25519`:
+ * a `whsk_` Ed25519 private key; optional, as the server generates one when none is given.
  * `current` says the secret kept from the stored record (updates), for the message.
  */
 export function sharedSecretViolations(
@@ -305,18 +306,31 @@ export function sharedSecretViolations(
     bad(field, `is too long: at most ${MAX_SECRET_CHARS} characters`);
     return out;
   }
-  if (signing === "standard-webhooks") {
-    const problem = whsecProblem(secret);
-    if (problem) bad(field, `${which} is not a Standard Webhooks secret: ${problem}`);
-  }
+  const problem = secretProblem(signing, secret);
+  if (problem) bad(field, `${which} is not ${SECRET_NOUN[signing]}: ${problem}`);
   return out;
+}
+
+/** What a secret of each signing is, for messages. */
+const SECRET_NOUN: Record<Signing, string> = {
+  segment: "a secret",
+  "standard-webhooks": "a Standard Webhooks secret",
+  "standard-webhooks-ed25519": "an Ed25519 secret key (whsk_)",
+};
+
+/** Why `secret` cannot sign with `signing`; undefined when it can. */
+function secretProblem(signing: Signing, secret: string): string | undefined {
+  if (signing === "standard-webhooks") return whsecProblem(secret);
+  if (signing === "standard-webhooks-ed25519") return whskProblem(secret);
+  return undefined;
 }
 
 /**
  * The previous secret of a rotation signs beside the current one until its overlap ends, so with
- * standard-webhooks signing it must be a Standard Webhooks secret too: otherwise every delivery
- * of the overlap would fail before a request is sent. Checked on the record a write would store
- * (create, update, rotate), with the secrets that still sign at the time of the write.
+ * standard-webhooks signing it must be a Standard Webhooks secret too (a whsk_ key with
+ * standard-webhooks-ed25519): otherwise every delivery of the overlap would fail before a request
+ * is sent. Checked on the record a write would store (create, update, rotate), with the secrets
+ * that still sign at the time of the write.
  */
 export function previousSecretViolations(
   record: {
@@ -329,16 +343,15 @@ export function previousSecretViolations(
   field: string,
 ): FieldViolation[] {
   const previous = record.previousSecret;
-  if (record.signing !== "standard-webhooks" || previous === undefined) return [];
-  if (!stillSigning.includes(previous)) return [];
-  const problem = whsecProblem(previous);
+  if (previous === undefined || !stillSigning.includes(previous)) return [];
+  const problem = secretProblem(record.signing, previous);
   if (!problem) return [];
   return [
     {
       field,
       description:
-        `standard-webhooks signing signs with every secret still valid, and the previous secret ` +
-        `(rotated out, valid until ${record.previousSecretExpiresAt}) is not a Standard Webhooks secret: ` +
+        `${record.signing} signing signs with every secret still valid, and the previous secret ` +
+        `(rotated out, valid until ${record.previousSecretExpiresAt}) is not ${SECRET_NOUN[record.signing]}: ` +
         `${problem}. Switch after the overlap, or first set shared_secret (which ends the overlap) ` +
         "or rotate with previous_valid_for 0",
     },
@@ -348,7 +361,7 @@ export function previousSecretViolations(
 function whsecProblem(secret: string): string | undefined {
   if (!secret.startsWith("whsec_")) return "it must start with whsec_";
   const b64 = secret.slice("whsec_".length);
-  if (!BASE64.test(b64) || b64 === "")
+  if (!STANDARD_BASE64.test(b64) || b64 === "")
     return "after whsec_ comes standard base64 (A-Z a-z 0-9 + /, = padding)";
   const bytes = Buffer.from(b64, "base64").length;
   if (bytes < WHSEC_MIN_BYTES || bytes > WHSEC_MAX_BYTES) {

@@ -51,6 +51,7 @@ export {
   WHSEC_MIN_BYTES,
 } from "./destination-rules.js";
 export { formatDuration, parseDuration } from "./duration.js";
+export { whskProblem } from "./ed25519-secret-key.js";
 export { Code, type FieldViolation, HookpostError } from "./grpc/hookpost-error.js";
 export { type JsonTextScan, scanJsonText } from "./json-text.js";
 export {

@@ -25,3 +25,6 @@ export function isHeaderValueText(text: string): boolean {
 export function hasLineBreakOrNul(text: string): boolean {
   return text.includes("\r") || text.includes("\n") || text.includes("\0");
 }
+
+/** Standard base64 (RFC 4648 section 4) with its padding, as the Standard Webhooks key formats use. */
+export const STANDARD_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;

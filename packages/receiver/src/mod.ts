@@ -16,6 +16,12 @@ export {
   verifyStandardWebhook,
 } from "./standard-webhooks.js";
 export {
+  generateStandardWebhookKeyPair,
+  PUBLIC_KEY_PREFIX,
+  SECRET_KEY_PREFIX,
+  standardWebhookPublicKey,
+} from "./standard-webhooks-ed25519.js";
+export {
   generateStandardWebhookSecret,
   SECRET_PREFIX,
   standardWebhookKey,

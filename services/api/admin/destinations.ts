@@ -32,6 +32,7 @@ import {
   shapingFieldViolations,
 } from "./destination-shaping.js";
 import { dryRun, dryRunCall, missingDryRunDestination } from "./dry-run.js";
+import { ensureSigningKey, oneNewKey } from "./ed25519-signing-key.js";
 import { generateId, idViolations, nameViolations, requiredIdViolations } from "./ids.js";
 import { pageOf } from "./paging.js";
 import type { AdminDeps, AdminMethods } from "./sources.js";
@@ -62,6 +63,7 @@ const OUTPUT_ONLY = new Set([
   "disabled_reason",
   "disabled_time",
   "previous_secret_expire_time",
+  "signing_public_keys",
 ]);
 
 const P = "destination.";
@@ -84,7 +86,8 @@ function notFound(id: string): HookpostError {
  * - with paths: only those fields change; `shared_secret` with an empty value clears the
  *   secret. Unknown or output-only paths are refused.
  * Either way the result must be consistent: standard-webhooks signing needs a valid
- * `whsec_` secret, whether it was just given or kept.
+ * `whsec_` secret, whether it was just given or kept; standard-webhooks-ed25519 a `whsk_` key,
+ * which is generated when none is given or kept (ensureSigningKey).
  */
 export function destinationHandlers(
   deps: AdminDeps,
@@ -124,7 +127,7 @@ export function destinationHandlers(
       if (signing === undefined) {
         violations.push({
           field: `${P}signing`,
-          description: `unknown signing ${d.signing}: use SIGNING_SEGMENT or SIGNING_STANDARD_WEBHOOKS`,
+          description: `unknown signing ${d.signing}: use SIGNING_SEGMENT, SIGNING_STANDARD_WEBHOOKS or SIGNING_STANDARD_WEBHOOKS_ED25519`,
         });
       }
     }
@@ -158,6 +161,7 @@ export function destinationHandlers(
       updatedAt: at,
     };
     if (secret !== undefined) record.sharedSecret = secret;
+    ensureSigningKey(record, secret !== undefined, oneNewKey());
     setLimits(record, d, false);
     setOrdering(record, d.ordering, false);
     setConsentCategories(record, d.consentCategories);
@@ -226,6 +230,7 @@ export function destinationHandlers(
       // auto-disable) is read again and this update applied on top of it, never over it.
       let next: DestinationRecord | undefined;
       let prior: DestinationRecord | undefined;
+      const signingKey = oneNewKey();
       const revision = await store.changeDestination(d.id, (current) => {
         const at = now();
         prior = current;
@@ -256,6 +261,7 @@ export function destinationHandlers(
           delete next.previousSecret;
           delete next.previousSecretExpiresAt;
         }
+        ensureSigningKey(next, secretChanges && d.sharedSecret !== "", signingKey);
         const violations = [...fieldViolations];
         // Expressions and templates compile on the record as it would be stored (a mask may
         // change urls without the mapping, or the other way round).

@@ -8,7 +8,7 @@ import {
   sharedSecretViolations,
 } from "@hookpost/contract";
 import { type DestinationRecord, type ServiceImpl, type Signing, signingSecrets } from "@hookpost/core";
-import { generateStandardWebhookSecret } from "@hookpost/receiver";
+import { generateStandardWebhookKeyPair, generateStandardWebhookSecret } from "@hookpost/receiver";
 import { throwIfInvalid } from "../invalid.js";
 import { auditChange } from "./audit-changes.js";
 import { requiredIdViolations } from "./ids.js";
@@ -23,6 +23,8 @@ export const MAX_OVERLAP_MS = 30 * 24 * 3600_000;
  * RotateSecret: the new secret becomes the current one and the previous one keeps signing beside
  * it until `previous_valid_for` has passed, so receivers can switch at any moment during the overlap
  * (see README "Destination lifecycle"). Rotating again during an overlap drops the oldest secret.
+ * With Ed25519 signing the new secret is a key pair: the answer shows its public key, never the
+ * private one.
  */
 export function rotateSecretHandler(deps: AdminDeps): Pick<ServiceImpl<AdminMethods>, "rotateSecret"> {
   const { store, log } = deps;
@@ -79,7 +81,8 @@ export function rotateSecretHandler(deps: AdminDeps): Pick<ServiceImpl<AdminMeth
       );
       return {
         destination: destinationToProto(next),
-        secret,
+        // An Ed25519 private key never leaves: receivers need only its public key (destination).
+        secret: next.signing === "standard-webhooks-ed25519" ? "" : secret,
         ...(next.previousSecretExpiresAt === undefined
           ? {}
           : { previousSecretExpireTime: timestampFromDate(new Date(next.previousSecretExpiresAt)) }),
@@ -90,6 +93,7 @@ export function rotateSecretHandler(deps: AdminDeps): Pick<ServiceImpl<AdminMeth
 }
 
 function newSecret(signing: Signing): string {
+  if (signing === "standard-webhooks-ed25519") return generateStandardWebhookKeyPair().secretKey;
   return signing === "standard-webhooks" ? generateStandardWebhookSecret() : randomBytes(32).toString("hex");
 }
 

@@ -9,6 +9,7 @@ import {
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import type { DestinationRecord, SourceRecord, Signing as StoredSigning } from "@hookpost/core";
 import { shapingToProto } from "./destination-shaping.js";
+import { signingPublicKeys } from "./ed25519-signing-key.js";
 
 export function sourceToProto(s: SourceRecord): MessageInitShape<typeof SourceSchema> {
   return {
@@ -42,6 +43,7 @@ export function destinationToProto(d: DestinationRecord): MessageInitShape<typeo
     ...(d.maxInFlight === undefined ? {} : { maxInFlight: d.maxInFlight }),
     ...(d.disabledAt === undefined ? {} : { disabledTime: timestampFromDate(new Date(d.disabledAt)) }),
     ...(previousUntil === undefined ? {} : { previousSecretExpireTime: timestampFromDate(previousUntil) }),
+    signingPublicKeys: signingPublicKeys(d),
   };
 }
 
@@ -53,6 +55,7 @@ export function previousSecretExpiry(d: DestinationRecord, now = Date.now()): Da
 }
 
 export function signingToProto(s: StoredSigning): Signing {
+  if (s === "standard-webhooks-ed25519") return Signing.STANDARD_WEBHOOKS_ED25519;
   return s === "standard-webhooks" ? Signing.STANDARD_WEBHOOKS : Signing.SEGMENT;
 }
 
@@ -64,6 +67,8 @@ export function signingFromProto(s: Signing): StoredSigning | undefined {
       return "segment";
     case Signing.STANDARD_WEBHOOKS:
       return "standard-webhooks";
+    case Signing.STANDARD_WEBHOOKS_ED25519:
+      return "standard-webhooks-ed25519";
     default:
       return undefined;
   }

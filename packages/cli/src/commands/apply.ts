@@ -53,7 +53,9 @@ The file (YAML or JSON):
       urls: [https://crm.example.com/hooks]   # 1 to 5, tried in order
       headers: { X-Team: growth }    # at most 5
       secretEnv: CRM_SECRET          # or secret: …; omit for none
-      signing: segment               # or standard-webhooks (secret: whsec_…)
+      signing: segment               # or standard-webhooks (secret: whsec_…), or
+                                     # standard-webhooks-ed25519 (secret: whsk_…, generated
+                                     # when omitted; \`destinations get\` shows the public keys)
       ordering: unordered            # or per-user (each user's calls in the order accepted)
       consentCategories: [Analytics] # calls must grant these (context.consent); omit for none
       consentMissing: deliver        # or filter: what calls without a consent object get
@@ -230,9 +232,11 @@ export function diff(current: DestinationView, want: DesiredDestination, updateS
   if (!sameHeaders(current.headers, want.headers)) changes.push("headers");
   const signingChanges = current.signing !== want.signing;
   // A new signing mode is checked against the secret: send the file's secret along with it.
+  // Without one in the file an Ed25519 key is the server's to keep (it generated it): clearing it
+  // on every apply would replace the key each time.
   const secretChanges =
     want.secret === undefined
-      ? current.sharedSecretSet
+      ? current.sharedSecretSet && want.signing !== "standard-webhooks-ed25519"
       : !current.sharedSecretSet || updateSecrets || signingChanges;
   if (secretChanges) changes.push("shared_secret");
   if (signingChanges) changes.push("signing");

@@ -69,7 +69,12 @@ function addDestinationFlags(cmd: Command, verb: "create" | "update"): Command {
       `a static header "Name: value", repeatable, at most 5${replaces}`,
       collectHeader,
     )
-    .addOption(new Option("--secret <secret>", "shared secret used to sign requests").conflicts("secretEnv"))
+    .addOption(
+      new Option(
+        "--secret <secret>",
+        "shared secret used to sign requests (standard-webhooks-ed25519: a whsk_ private key, generated when omitted)",
+      ).conflicts("secretEnv"),
+    )
     .option(
       "--secret-env <var>",
       "read the shared secret from this environment variable (keeps it out of ps)",
@@ -226,10 +231,10 @@ export function destinationsCommand(session: Session): Command {
         ).conflicts("consentCategory"),
       )
       .addOption(
-        new Option("--clear-secret", "remove the shared secret (requests go unsigned)").conflicts([
-          "secret",
-          "secretEnv",
-        ]),
+        new Option(
+          "--clear-secret",
+          "remove the shared secret (requests go unsigned; standard-webhooks-ed25519: a new key pair replaces the key at once)",
+        ).conflicts(["secret", "secretEnv"]),
       )
       .addOption(new Option("--enable", "enable the destination").conflicts("disable"))
       .option("--disable", "disable the destination (nothing is delivered to it)"),
@@ -362,14 +367,23 @@ export function destinationsCommand(session: Session): Command {
         previousValidFor: durationFromMs(overlapMs),
       });
       const until = iso(res.previousSecretExpireTime);
-      // Printed once: Hookpost never shows a secret again. Not echoed when the caller gave it.
-      const shown = newSecret === "" ? res.secret : undefined;
+      // Printed once: Hookpost never shows a secret again. Not echoed when the caller gave it;
+      // empty for an Ed25519 key pair, whose private key never leaves (its public keys are shown).
+      const shown = newSecret === "" && res.secret !== "" ? res.secret : undefined;
+      const publicKeys = res.destination?.signingPublicKeys ?? [];
       if (ctx.out.json) {
         const revision = Number(res.revision);
-        return ctx.out.data({ id, secret: shown ?? null, previousSecretExpireTime: until, revision });
+        return ctx.out.data({
+          id,
+          secret: shown ?? null,
+          previousSecretExpireTime: until,
+          revision,
+          signingPublicKeys: [...publicKeys],
+        });
       }
       ctx.out.line(`Rotated the shared secret of destination ${id}.`);
       if (shown !== undefined) ctx.out.line(`New secret (shown once): ${shown}`);
+      if (publicKeys.length > 0) printPublicKeys(ctx, publicKeys);
       ctx.out.line(
         until ? `The previous secret keeps signing until ${until}.` : "The previous secret no longer signs.",
       );
@@ -433,6 +447,15 @@ export function printDestination(ctx: Context, d: DestinationView): void {
   });
   ctx.out.line(headers.length === 0 ? "headers: (none)" : "headers:");
   for (const [k, v] of headers) ctx.out.line(`  ${k}: ${v}`);
+  if (d.signingPublicKeys.length > 0) printPublicKeys(ctx, d.signingPublicKeys);
+}
+
+/** The whpk_ keys receivers verify with, the new one first; during an overlap both sign. */
+function printPublicKeys(ctx: Context, keys: readonly string[]): void {
+  ctx.out.line("public keys (receivers verify v1a signatures with these; trust every one listed):");
+  keys.forEach((k, i) => {
+    ctx.out.line(`  ${k}${i === 0 ? "" : " (previous, signs until the overlap ends)"}`);
+  });
 }
 
 /** A dry run's call from a file (`--call @call.json`); a missing file is a usage error. */

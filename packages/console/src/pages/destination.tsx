@@ -12,6 +12,7 @@ import { AttemptList } from "../ui/attempt-list.js";
 import { ShowOnce } from "../ui/bits.js";
 import { DestinationForm, type DestinationValues } from "../ui/destination-form.js";
 import { ErrorNotice } from "../ui/notice.js";
+import { PublicKeys } from "../ui/public-keys.js";
 import { useApi } from "../ui/use-api.js";
 
 const REFRESH_MS = 5_000;
@@ -165,6 +166,7 @@ export function DestinationPage({ id }: { id: string }) {
       </p>
       <ErrorNotice error={actionError} />
       {secret ? <ShowOnce label="New shared secret" value={secret} /> : null}
+      <PublicKeys keys={dest.signingPublicKeys} />
       <details class="settings" open>
         <summary>Settings</summary>
         <DestinationForm

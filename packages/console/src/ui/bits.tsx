@@ -12,8 +12,23 @@ export function Badge({ kind, children }: { kind: "ok" | "bad" | "warn" | "idle"
   return <span class={`badge badge-${kind}`}>{children}</span>;
 }
 
-/** A secret shown once with a copy button (clipboard when allowed, else the text is selected). */
+/** A secret shown once with a copy button. */
 export function ShowOnce({ label, value }: { label: string; value: string }) {
+  return (
+    <div class="notice notice-ok show-once">
+      <p>
+        <strong>{label}</strong> — shown once; copy it now.
+      </p>
+      <code class="secret" data-testid="shown-once">
+        {value}
+      </code>{" "}
+      <CopyButton value={value} />
+    </div>
+  );
+}
+
+/** Copies `value`: to the clipboard when allowed, else the <code> beside the button is selected. */
+export function CopyButton({ value }: { value: string }) {
   const [copied, setCopied] = useState(false);
   const copy = async (e: Event) => {
     const code = (e.currentTarget as HTMLElement).parentElement?.querySelector("code");
@@ -25,16 +40,8 @@ export function ShowOnce({ label, value }: { label: string; value: string }) {
     }
   };
   return (
-    <div class="notice notice-ok show-once">
-      <p>
-        <strong>{label}</strong> — shown once; copy it now.
-      </p>
-      <code class="secret" data-testid="shown-once">
-        {value}
-      </code>{" "}
-      <button type="button" class="secondary small" onClick={copy}>
-        {copied ? "Copied" : "Copy"}
-      </button>
-    </div>
+    <button type="button" class="secondary small" onClick={copy}>
+      {copied ? "Copied" : "Copy"}
+    </button>
   );
 }

@@ -20,6 +20,13 @@ export const FORM_FIELDS = ["id", "name", "source_ids", "urls", "headers", "sign
   (f) => `destination.${f}`,
 );
 
+/** The signing modes the form offers, with their labels. */
+const SIGNING_OPTIONS: [Signing, string][] = [
+  [Signing.SEGMENT, "X-Signature (HMAC-SHA1)"],
+  [Signing.STANDARD_WEBHOOKS, "Standard Webhooks"],
+  [Signing.STANDARD_WEBHOOKS_ED25519, "Standard Webhooks, Ed25519"],
+];
+
 /** `Name: value` per line; a line without a colon is a name with an empty value (the API says why). */
 function parseHeaders(text: string): Record<string, string> {
   const out: Record<string, string> = {};
@@ -119,9 +126,14 @@ export function DestinationForm(props: {
       <div class="grid">
         <label>
           Signing
-          <select name="signing" defaultValue={String(d?.signing || Signing.SEGMENT)}>
-            <option value={String(Signing.SEGMENT)}>X-Signature (HMAC-SHA1)</option>
-            <option value={String(Signing.STANDARD_WEBHOOKS)}>Standard Webhooks</option>
+          {/* `selected` per option: Preact sets no defaultValue on a <select>, and a form saved
+              showing the wrong mode would switch the destination to it. */}
+          <select name="signing">
+            {SIGNING_OPTIONS.map(([value, label]) => (
+              <option key={value} value={String(value)} selected={value === (d?.signing || Signing.SEGMENT)}>
+                {label}
+              </option>
+            ))}
           </select>
           <FieldError error={props.error} field="destination.signing" />
         </label>
@@ -129,6 +141,7 @@ export function DestinationForm(props: {
           Shared secret{" "}
           <span class="muted">
             {creating ? "(optional)" : d.sharedSecretSet ? "(set; empty keeps it)" : "(not set)"}
+            {" (Ed25519: a whsk_ key; generated when none)"}
           </span>
           <input name="secret" type="password" autoComplete="new-password" />
           <FieldError error={props.error} field="destination.shared_secret" />
