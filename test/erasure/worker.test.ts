@@ -11,9 +11,14 @@ import {
   ErasureWorker,
   ensureTopology,
   laneSubject,
+  MEMBERSHIPS_BUCKET,
+  MEMBERSHIPS_STREAM,
   MESSAGE_ID_HEADER,
+  MembershipStore,
+  membershipObjectName,
   messageHash,
   NO_ERASURES,
+  objectChunkSubject,
   routedSubject,
   SOURCE_ID_HEADER,
   USER_HASH_HEADER,
@@ -29,18 +34,47 @@ import { useNats } from "../helpers/use-nats.js";
  * The erasure worker on its own, on a real nats-server: a request recorded by a replica that then
  * crashed is picked up by another (the bucket is the to-do list), two workers at once erase
  * each record once and count it once, and records written before erasure existed (no user hash
- * header or field) are found by the call in their body.
+ * header or field) are found by the call in their body. Memberships lose the user's line, and
+ * chunks an upload left behind (no list refers to them) are erased.
  */
 
 const nats = useNats();
 const log = pino({ level: "silent" });
 const enc = new TextEncoder();
 let deletions: DeletionStore;
+let memberships: MembershipStore;
+/** A short timeout: chunks no list refers to count as abandoned after 3 of them. */
+const MEMBERSHIP_TIMEOUT_MS = 1000;
+/** Longer than that: the pass that finds the request done has seen the leftover abandoned. */
+const SETTLE_MS = 3 * MEMBERSHIP_TIMEOUT_MS + 500;
 
 beforeAll(async () => {
   await ensureTopology(await nats.nc.jetstreamManager(), DEFAULT_TOPOLOGY);
   deletions = await DeletionStore.open(nats.nc, { maxAgeMs: 86_400_000 });
+  memberships = await MembershipStore.open(nats.nc, { timeoutMs: MEMBERSHIP_TIMEOUT_MS });
 });
+
+/** Member lists of an audience and a computed trait, and the chunks of an upload that died. */
+async function storeMemberships(): Promise<void> {
+  const lines = (text: string) =>
+    (async function* () {
+      yield enc.encode(text);
+    })();
+  const audience = membershipObjectName("s1", "audience", "buyers");
+  await memberships.write(audience, lines("gone\nstays\n"), undefined);
+  const trait = membershipObjectName("s1", "trait", "score");
+  await memberships.write(trait, lines("gone\t1\nstays\t2\n"), undefined);
+  // A sync that died after uploading its chunks: no meta record refers to them.
+  await nats.nc
+    .jetstream()
+    .publish(objectChunkSubject(MEMBERSHIPS_BUCKET, "DIEDMIDUPLOAD"), enc.encode("gone\n"));
+}
+
+async function membershipText(name: string): Promise<string> {
+  const parts: Buffer[] = [];
+  for await (const c of memberships.chunks((await memberships.info(name))!)) parts.push(Buffer.from(c));
+  return Buffer.concat(parts).toString("utf8");
+}
 
 const letter = (messageId: string, body: object, hash?: string): DeadLetterRecord => ({
   messageId,
@@ -112,6 +146,7 @@ describe("the erasure worker", () => {
   it("finishes a request another replica recorded, with two workers at once counting each record once", async () => {
     await store("gone", "tag-gone");
     await store("stays", "tag-stays");
+    await storeMemberships();
     // As delete-user.ts records it; the replica that did so is gone.
     const requestId = "del_worker-test";
     await deletions.create({
@@ -123,7 +158,7 @@ describe("the erasure worker", () => {
       passes: 0,
     });
     const workers = [0, 1].map(
-      () => new ErasureWorker(nats.nc, deletions, { intervalMs: 100, settleMs: 500, log }),
+      () => new ErasureWorker(nats.nc, deletions, { intervalMs: 100, settleMs: SETTLE_MS, memberships, log }),
     );
     for (const w of workers) w.start();
     try {
@@ -135,8 +170,9 @@ describe("the erasure worker", () => {
         { timeout: 20_000, message: "the request done" },
       );
       expect(r.doneTime).toBeDefined();
-      // Two dead letters (header, body), one pending delivery, two log records (field, body).
-      expect(r?.erased).toEqual({ deadLetters: 2, attemptRecords: 2, pendingCalls: 1 });
+      // Two dead letters (header, body), one pending delivery, two log records (field, body), two
+      // member lists and the leftover chunks.
+      expect(r?.erased).toEqual({ deadLetters: 2, attemptRecords: 2, pendingCalls: 1, memberships: 3 });
     } finally {
       for (const w of workers) w.close();
     }
@@ -147,5 +183,9 @@ describe("the erasure worker", () => {
     }
     expect((await contents(DEAD_STREAM)).filter((t) => t.includes("tag-stays"))).toHaveLength(3);
     expect((await contents(ATTEMPTS_STREAM)).filter((t) => t.includes("tag-stays"))).toHaveLength(2);
+    // The lists keep the other member; no chunk of any version or leftover names the erased one.
+    expect(await membershipText(membershipObjectName("s1", "audience", "buyers"))).toBe("stays\n");
+    expect(await membershipText(membershipObjectName("s1", "trait", "score"))).toBe("stays\t2\n");
+    expect((await contents(MEMBERSHIPS_STREAM)).filter((t) => /(^|\n)gone(\n|\t)/.test(t))).toEqual([]);
   });
 });

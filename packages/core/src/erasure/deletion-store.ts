@@ -1,7 +1,7 @@
 import type { KV, NatsConnection } from "nats";
 import { isWrongLastSequence } from "../nats/jetstream-errors.js";
 import { DELETIONS_BUCKET } from "../nats/topology.js";
-import type { DeletionRecord } from "./deletion-record.js";
+import { type DeletionRecord, NO_ERASURES } from "./deletion-record.js";
 
 export interface DeletionStoreOptions {
   /** Bucket replicas (1 for a single server, 3 for a cluster); default 1. */
@@ -46,7 +46,9 @@ export class DeletionStore {
   async #read(requestId: string): Promise<{ record: DeletionRecord; revision: number } | undefined> {
     const e = await this.#kv.get(requestId);
     if (e?.operation !== "PUT" || e.value.length === 0) return undefined;
-    return { record: e.json<DeletionRecord>(), revision: e.revision };
+    const record = e.json<DeletionRecord>();
+    // Requests stored before a kind of store was erased have no count for it.
+    return { record: { ...record, erased: { ...NO_ERASURES, ...record.erased } }, revision: e.revision };
   }
 
   /** Requests not done yet, oldest first. */
