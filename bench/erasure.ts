@@ -172,7 +172,7 @@ export async function benchErasure(params: string[] = []): Promise<Figure[]> {
         name: `memberships, one audience of ${members} members: the user's line removed`,
         value: seconds(onList.ms),
         unit: "s",
-        note: `read, hashed, rewritten; erased from ${onList.value.get(DELETED) ?? 0} list`,
+        note: `read, hashed, rewritten; erased from ${onList.value.erased.get(DELETED) ?? 0} list`,
       },
       {
         name: "one worker pass over all of the above, nothing left to erase",

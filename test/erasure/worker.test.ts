@@ -54,12 +54,14 @@ beforeAll(async () => {
   memberships = await MembershipStore.open(nats.nc, { timeoutMs: MEMBERSHIP_TIMEOUT_MS });
 });
 
+/** A member list's content, as a write takes it. */
+const lines = (text: string) =>
+  (async function* () {
+    yield enc.encode(text);
+  })();
+
 /** Member lists of an audience and a computed trait, and the chunks of an upload that died. */
 async function storeMemberships(): Promise<void> {
-  const lines = (text: string) =>
-    (async function* () {
-      yield enc.encode(text);
-    })();
   const audience = membershipObjectName("s1", "audience", "buyers");
   await memberships.write(audience, lines("gone\nstays\n"), undefined);
   const trait = membershipObjectName("s1", "trait", "score");
@@ -187,5 +189,59 @@ describe("the erasure worker", () => {
     expect(await membershipText(membershipObjectName("s1", "audience", "buyers"))).toBe("stays\n");
     expect(await membershipText(membershipObjectName("s1", "trait", "score"))).toBe("stays\t2\n");
     expect((await contents(MEMBERSHIPS_STREAM)).filter((t) => /(^|\n)gone(\n|\t)/.test(t))).toEqual([]);
+  });
+
+  it("keeps a request pending while a member list is unreadable, erasing the rest meanwhile", async () => {
+    const name = membershipObjectName("s1", "audience", "broken");
+    const broken = await memberships.write(name, lines("gone2\nstays2\n"), undefined);
+    // Its only chunk lost (removed by hand): the list is corrupt, syncs of it fail too.
+    const jsm = await nats.nc.jetstreamManager();
+    const chunk = await jsm.streams.getMessage(MEMBERSHIPS_STREAM, {
+      last_by_subj: objectChunkSubject(MEMBERSHIPS_BUCKET, broken.nuid),
+    });
+    await jsm.streams.deleteMessage(MEMBERSHIPS_STREAM, chunk.seq);
+    await store("gone2", "tag-gone2");
+    const requestId = "del_worker-corrupt";
+    const requested = Date.now();
+    await deletions.create({
+      requestId,
+      userHash: userHash({ userId: "gone2" }),
+      requestTime: new Date(requested).toISOString(),
+      notifiedSources: ["s1"],
+      erased: NO_ERASURES,
+      passes: 0,
+    });
+    const worker = new ErasureWorker(nats.nc, deletions, {
+      intervalMs: 100,
+      settleMs: 500,
+      memberships,
+      log,
+    });
+    worker.start();
+    try {
+      // Passes that start after the settle time would finish it, were it not for the list.
+      const settledPasses = await until(
+        async () => (Date.now() - requested > 500 ? (await deletions.get(requestId))!.passes : undefined),
+        { message: "the settle time over" },
+      );
+      const r = await until(
+        async () => {
+          const cur = (await deletions.get(requestId))!;
+          return cur.passes >= settledPasses + 2 ? cur : undefined;
+        },
+        { timeout: 20_000, message: "two passes after the settle time" },
+      );
+      expect(r.doneTime).toBeUndefined();
+      expect(r.erased).toEqual({ deadLetters: 2, attemptRecords: 2, pendingCalls: 1, memberships: 0 });
+
+      // The operator removes the list (`nats object rm`): the request is done at the next pass.
+      await (await nats.nc.jetstream().views.os(MEMBERSHIPS_BUCKET)).delete(name);
+      await until(async () => (await deletions.get(requestId))?.doneTime, {
+        timeout: 20_000,
+        message: "the request done",
+      });
+    } finally {
+      worker.close();
+    }
   });
 });

@@ -107,7 +107,7 @@ export {
   NO_ERASURES,
 } from "./erasure/deletion-record.js";
 export { DeletionStore, type DeletionStoreOptions } from "./erasure/deletion-store.js";
-export { eraseMemberships } from "./erasure/erase-memberships.js";
+export { eraseMemberships, type MembershipErasure } from "./erasure/erase-memberships.js";
 export { erasePass } from "./erasure/erase-pass.js";
 export { ErasureWorker, type ErasureWorkerOptions } from "./erasure/erasure-worker.js";
 export { DomainError, type DomainErrorCode } from "./errors.js";

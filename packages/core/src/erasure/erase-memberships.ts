@@ -45,6 +45,21 @@ async function* without(
   if (bytes > 0) yield encoder.encode(batch.join(""));
 }
 
+/** What a pass over the memberships did. */
+export interface MembershipErasure {
+  /** Per user hash: the lists (and leftovers) the user was removed from. */
+  erased: Map<string, number>;
+  /**
+   * Lists that could not be read (CORRUPT: a chunk missing, a digest that does not match): they
+   * may still hold a user, so no request is done while there are any. Syncs of them fail too.
+   */
+  unreadable: string[];
+}
+
+/** A list whose content fails its checks (or is not text): not one a pass can rewrite. */
+const isUnreadable = (err: unknown) =>
+  (err instanceof DomainError && err.code === "CORRUPT") || err instanceof TypeError;
+
 /**
  * Removes the users of pending deletions (user hash → time of the request, ms) from audience and
  * computed-trait memberships (MembershipStore): the member lists of the last syncs, which hold
@@ -53,7 +68,7 @@ async function* without(
  * compare-and-set against the version read, and the old version's chunks are erased. Then
  * leftover chunks no list refers to (a write that failed or died) are erased whole. Idempotent
  * like the rest of the pass: a replica that loses the swap, or finds the user gone, counts
- * nothing. Returns per user how many lists (and leftovers) they were removed from.
+ * nothing. An unreadable list is passed over (and reported), not allowed to stop the others.
  *
  * The next sync then compares against a list without the user: a user the customer no longer
  * lists gets no "left" identify call, one still listed joins again (new data).
@@ -62,8 +77,9 @@ export async function eraseMemberships(
   store: MembershipStore,
   users: ReadonlyMap<string, number>,
   settleMs: number,
-): Promise<Map<string, number>> {
+): Promise<MembershipErasure> {
   const erased = new Map<string, number>();
+  const unreadable: string[] = [];
   const credit = (found: Iterable<string>) => {
     for (const user of found) erased.set(user, (erased.get(user) ?? 0) + 1);
   };
@@ -77,9 +93,9 @@ export async function eraseMemberships(
     const dropping = new Set<string>();
     for (const [user, requested] of users) if (storedMs < requested + settleMs) dropping.add(user);
     if (dropping.size === 0) continue;
-    const found = await membersIn(store.chunks(membership), dropping);
-    if (found.size === 0) continue;
     try {
+      const found = await membersIn(store.chunks(membership), dropping);
+      if (found.size === 0) continue;
       const written = await store.write(
         membership.name,
         without(store.chunks(membership), found),
@@ -89,13 +105,14 @@ export async function eraseMemberships(
       referenced.delete(membership.nuid);
       referenced.add(written.nuid);
       rewritten.add(written.revision);
+      credit(found);
     } catch (err) {
       // A sync swapped in a new list after this pass started: stored after the pass began, it is
       // read by the next pass if it is early enough to be erased, and the request is not done yet.
       if (err instanceof DomainError && err.code === "CONFLICT") continue;
-      throw err;
+      if (!isUnreadable(err)) throw err;
+      unreadable.push(membership.name);
     }
-    credit(found);
   }
   const everyone = new Set(users.keys());
   for (const left of await store.leftovers(referenced)) {
@@ -106,5 +123,5 @@ export async function eraseMemberships(
     });
     if (await store.eraseLeftover(left)) credit(found);
   }
-  return erased;
+  return { erased, unreadable };
 }

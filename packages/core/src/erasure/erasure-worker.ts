@@ -87,8 +87,15 @@ export class ErasureWorker {
     // Member lists first (small, and quick): a sync diffed against a list that still holds the
     // user may send a "left" call for them (docs/design/erasure.md).
     const lists = await eraseMemberships(this.#o.memberships, users, this.#o.settleMs);
+    if (lists.unreadable.length > 0) {
+      this.#o.log.warn(
+        { memberships: lists.unreadable },
+        "membership lists are unreadable (corrupt): deletion requests stay pending until they are removed (nats object rm hookpost_memberships <name>)",
+      );
+    }
     const erased = await erasePass(this.#nc, users, this.#o.settleMs);
-    for (const [user, n] of lists) erased.set(user, { ...(erased.get(user) ?? NO_ERASURES), memberships: n });
+    for (const [user, n] of lists.erased)
+      erased.set(user, { ...(erased.get(user) ?? NO_ERASURES), memberships: n });
     // Two requests for one user: the first is credited with what was found.
     const credited = new Set<string>();
     for (const r of pending) {
@@ -101,7 +108,7 @@ export class ErasureWorker {
         ...cur,
         erased: addCounts(cur.erased, found),
         passes: cur.passes + 1,
-        ...(cur.doneTime === undefined && settled && isZero(found)
+        ...(cur.doneTime === undefined && settled && isZero(found) && lists.unreadable.length === 0
           ? { doneTime: new Date().toISOString() }
           : {}),
       }));
