@@ -33,6 +33,7 @@ const suites: Record<string, (params: string[]) => Promise<Figure[]>> = {
   health: async () => (await import("./health.js")).benchHealth(),
   ordered: async () => (await import("./ordered.js")).benchOrdered(),
   scale: async (params) => (await import("./scale.js")).benchScale(params),
+  erasure: async (params) => (await import("./erasure.js")).benchErasure(params),
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");

@@ -106,7 +106,11 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     });
 
     // Erasure of deleted users' calls: every replica works through the pending requests.
-    const erasure = new ErasureWorker(nc, stores.deletions, { ...(config.erasure ?? DEFAULT_ERASURE), log });
+    const erasure = new ErasureWorker(nc, stores.deletions, {
+      ...(config.erasure ?? DEFAULT_ERASURE),
+      memberships: stores.memberships,
+      log,
+    });
     erasure.start();
     started.push(() => erasure.close());
 

@@ -1,4 +1,6 @@
+import { adminMetadata, createClient } from "@hookpost/client";
 import { Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { AttemptLog } from "@hookpost/core";
 import pino from "pino";
 import type { Browser, BrowserContext, Page } from "playwright-core";
@@ -26,7 +28,14 @@ let source: { writeKey: string; client: IngestClient };
 const shownSecrets: string[] = [];
 
 beforeAll(async () => {
-  stack = await Stack.start({ ...STACK_OPTIONS, ingest: { httpAddress: "127.0.0.1:0" } });
+  stack = await Stack.start({
+    ...STACK_OPTIONS,
+    // Quick erasure passes: the deletion page sees a request through to done.
+    ingest: {
+      httpAddress: "127.0.0.1:0",
+      erasure: { intervalMs: 300, settleMs: 1_000, statusMaxAgeMs: 86_400_000 },
+    },
+  });
   base = `http://${stack.ingest.httpAddress}/console/`;
   browser = await launchChromium();
   context = await browser.newContext({ viewport: WIDE });
@@ -379,6 +388,43 @@ describe("web console", () => {
     expect(text).toContain(other.id);
     expect(text).toContain("From the second");
     expect(text).not.toContain("From the first");
+  });
+
+  it("looks a deletion request up by id: notified sources, erased counts and passes until done", async () => {
+    await source.client.track({ userId: "u-forget", event: "Soon Forgotten" });
+    const ingestAdmin = createClient(IngestService, stack.ingest.address, {
+      metadata: adminMetadata(STACK_ADMIN_TOKEN),
+    });
+    const { requestId } = await ingestAdmin.delete({ userId: "u-forget" }).finally(() => ingestAdmin.close());
+
+    await nav("Deletions");
+    await page.getByText("Enter the request id").waitFor();
+    await page.locator("input[name=request]").fill(requestId);
+    await page.getByRole("button", { name: "Look up" }).click();
+    await page.waitForURL(new RegExp(`/console/deletions/${requestId}$`));
+    // The page asks again while erasing: it turns done by itself.
+    const status = page.locator('[data-testid=deletion-status][data-done="true"]');
+    await status.waitFor({ timeout: 30_000 });
+    const shown = await stack.admin.getDeletion({ requestId });
+    expect(await status.locator("[data-testid=notified-sources]").textContent()).toBe("web");
+    expect(await status.locator("[data-testid=passes]").textContent()).toBe(String(shown.passes));
+    expect(await status.locator("[data-testid=done-time]").textContent()).not.toBe("not yet");
+    const erased = async (key: string) =>
+      status.locator(`[data-testid=erased] tr[data-erased="${key}"] td`).textContent();
+    expect(await erased("attempt-records")).toBe(String(shown.erasedAttemptRecords));
+    expect(await erased("dead-letters")).toBe(String(shown.erasedDeadLetters));
+    expect(await erased("pending-calls")).toBe(String(shown.erasedPendingCalls));
+    expect(await erased("memberships")).toBe(String(shown.erasedMemberships));
+    expect(await status.textContent()).toContain(requestId);
+    await expectNoSidewaysScroll("deletion");
+
+    // Unknown and malformed ids: a readable notice, never a blank page.
+    await go("deletions/del_unknown");
+    expect(await page.locator('.notice[data-code="NotFound"]').textContent()).toContain("del_unknown");
+    await go("deletions/not-a-request");
+    expect(await page.locator('.notice[data-code="InvalidArgument"]').textContent()).toContain(
+      "not a deletion request id",
+    );
   });
 
   it("renders every page without errors, the message page too (search by id)", async () => {

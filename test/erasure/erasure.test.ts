@@ -2,7 +2,13 @@ import { randomBytes } from "node:crypto";
 import { adminMetadata, createClient } from "@hookpost/client";
 import { Ordering } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
-import { DEAD_STREAM, DEFAULT_TOPOLOGY, DELIVERIES_STREAM, ORDERED_STREAM } from "@hookpost/core";
+import {
+  DEAD_STREAM,
+  DEFAULT_TOPOLOGY,
+  DELIVERIES_STREAM,
+  MEMBERSHIPS_STREAM,
+  ORDERED_STREAM,
+} from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
@@ -17,7 +23,9 @@ import { until } from "../helpers/until.js";
  * answers 500 (retried, then dead-lettered at a short retry window), a paused destination (calls
  * wait on its lane) and a PER_USER destination answering 500 (calls wait on ORDERED). One user is
  * deleted; once GetDeletion says done, no message of any stream or bucket holds that user's
- * marker, while the other user's records are all still there.
+ * marker, while the other user's records are all still there. Both users are also members of an
+ * audience and a computed trait: the stored member lists lose the deleted user's id, and the next
+ * sync does not tell the destinations that user left.
  */
 
 let stack: Stack;
@@ -77,6 +85,13 @@ beforeAll(async () => {
       await src.client.track({ userId, event: "Clicked", properties: { note: marker, i } });
     }
   }
+  // Both users are members (the lists stored for the next sync hold their ids).
+  await src.client.syncAudience([{ audienceName: "Buyers" }, { userIds: [ERASED_USER, KEPT_USER] }]);
+  await src.client.syncComputedTrait([
+    { traitName: "Score" },
+    { values: { [ERASED_USER]: { kind: { case: "numberValue", value: 1 } } } },
+    { values: { [KEPT_USER]: { kind: { case: "numberValue", value: 2 } } } },
+  ]);
   // Both users' calls reached the working receiver, and some are dead letters already.
   await ok!.waitFor(8);
   await until(async () => (await rawMatches(await stack.nc.jetstreamManager(), ERASED, [DEAD_STREAM])) >= 4, {
@@ -121,6 +136,7 @@ describe("erasure of a deleted user", () => {
     expect(await rawMatches(jsm, ERASED)).toBeGreaterThan(0);
     const keptBefore = await rawMatches(jsm, KEPT);
     expect(await rawMatches(jsm, KEPT, [DELIVERIES_STREAM, ORDERED_STREAM])).toBeGreaterThan(0);
+    expect(await rawMatches(jsm, ERASED_USER, [MEMBERSHIPS_STREAM])).toBeGreaterThan(0);
 
     const r = await admin.delete({ userId: ERASED_USER });
     expect(r.sourceIds).toEqual([src.id]);
@@ -152,12 +168,19 @@ describe("erasure of a deleted user", () => {
     expect(status.erasedDeadLetters).toBeGreaterThan(0n);
     expect(status.erasedAttemptRecords).toBeGreaterThan(0n);
     expect(status.erasedPendingCalls).toBeGreaterThan(0n);
+    expect(status.erasedMemberships).toBe(2n);
     expect(status.passes).toBeGreaterThan(1);
 
     // Nothing of the erased user anywhere; the kept user's records are all there.
     expect(await rawMatches(jsm, ERASED)).toBe(0);
     expect(await rawMatches(jsm, KEPT)).toBeGreaterThanOrEqual(Math.min(keptBefore, 1));
     expect(await rawMatches(jsm, KEPT, [DEAD_STREAM])).toBeGreaterThan(0);
+    // The member lists no longer hold the user's id (in no version or chunk); the other's stay.
+    expect(await rawMatches(jsm, ERASED_USER, [MEMBERSHIPS_STREAM])).toBe(0);
+    expect(await rawMatches(jsm, KEPT_USER, [MEMBERSHIPS_STREAM])).toBe(2);
+    // The customer's next sync, without the user: no "left" call for someone already deleted.
+    const next = await src.client.syncAudience([{ audienceName: "Buyers" }, { userIds: [KEPT_USER] }]);
+    expect(next).toMatchObject({ members: 1n, joined: 0n, left: 0n });
     // What the user sent once the request had settled is new data: kept.
     expect(await rawMatches(jsm, "after-deletion")).toBeGreaterThan(0);
     // The deletion notice itself reached the working destination.

@@ -70,4 +70,22 @@ describe("membership store", () => {
     expect((await env.memberships.info(name))?.revision).toBe(v2.revision);
     expect(await readMine(name)).toBe("a\n");
   });
+
+  it("writes bytes made on the fly in whole chunks, and lists each stored membership once", async () => {
+    const content = text(30_000); // ~350 KiB: three chunks
+    // Uneven pieces, as a filter hands them over.
+    async function* pieces() {
+      for (let i = 0; i < content.length; i += 7_001) yield Buffer.from(content.slice(i, i + 7_001));
+    }
+    const name = membershipObjectName("web", "audience", "on_the_fly");
+    const v1 = await env.memberships.write(name, pieces(), undefined);
+    expect(v1.chunks).toBe(Math.ceil(Buffer.byteLength(content) / (128 * 1024)));
+    expect(await readMine(name)).toBe(content);
+    await env.memberships.write(name, pieces(), v1);
+
+    const listed: string[] = [];
+    for await (const v of env.memberships.list()) listed.push(v.membership.name);
+    expect(listed.filter((n) => n === name)).toHaveLength(1);
+    expect(listed).toContain(membershipObjectName("web", "audience", "race"));
+  });
 });

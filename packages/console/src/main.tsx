@@ -5,6 +5,7 @@ import { useEffect, useState } from "preact/hooks";
 import { onUnauthenticated } from "./api.js";
 import { AuditPage } from "./pages/audit.js";
 import { DeadLettersPage } from "./pages/dead-letters.js";
+import { DeletionPage } from "./pages/deletion.js";
 import { DestinationPage, NewDestination } from "./pages/destination.js";
 import { MessagePage } from "./pages/message.js";
 import { Overview } from "./pages/overview.js";
@@ -19,6 +20,7 @@ const NAV: Array<[string, string]> = [
   ["/messages", "Messages"],
   ["/sources", "Sources"],
   ["/audit", "Audit log"],
+  ["/deletions", "Deletions"],
 ];
 
 function Page({ path, query }: { path: string; query: URLSearchParams }) {
@@ -29,6 +31,7 @@ function Page({ path, query }: { path: string; query: URLSearchParams }) {
   if (seg[0] === "messages") return <MessagePage id={seg[1] ?? ""} source={query.get("source") ?? ""} />;
   if (seg[0] === "dead-letters") return <DeadLettersPage destination={query.get("destination") ?? ""} />;
   if (seg[0] === "sources") return <SourcesPage />;
+  if (seg[0] === "deletions") return <DeletionPage id={seg[1] ?? ""} />;
   if (seg[0] === "audit")
     return <AuditPage resource={query.get("resource") ?? ""} key={query.get("resource") ?? ""} />;
   return (

@@ -107,6 +107,7 @@ export {
   NO_ERASURES,
 } from "./erasure/deletion-record.js";
 export { DeletionStore, type DeletionStoreOptions } from "./erasure/deletion-store.js";
+export { eraseMemberships, type MembershipErasure } from "./erasure/erase-memberships.js";
 export { erasePass } from "./erasure/erase-pass.js";
 export { ErasureWorker, type ErasureWorkerOptions } from "./erasure/erasure-worker.js";
 export { DomainError, type DomainErrorCode } from "./errors.js";
@@ -148,11 +149,13 @@ export {
   unescapeField,
 } from "./membership/lines.js";
 export {
+  type LeftoverChunks,
   MEMBERSHIPS_BUCKET,
   MEMBERSHIPS_STREAM,
   type MembershipKind,
   MembershipStore,
   type MembershipStoreOptions,
+  type MembershipVersion,
   membershipObjectName,
   type StoredMembership,
 } from "./membership/membership-store.js";
@@ -232,6 +235,7 @@ export {
   legacyDestinationConsumer,
   ORDERED_STREAM,
   ORDERED_SUBJECT_PREFIX,
+  objectChunkSubject,
   objectStream,
   orderedDestinationFilter,
   orderedDestinationOf,

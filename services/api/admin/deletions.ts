@@ -34,6 +34,7 @@ export function deletionHandlers(deps: DeletionDeps): Pick<ServiceImpl<AdminMeth
         erasedDeadLetters: BigInt(r.erased.deadLetters),
         erasedAttemptRecords: BigInt(r.erased.attemptRecords),
         erasedPendingCalls: BigInt(r.erased.pendingCalls),
+        erasedMemberships: BigInt(r.erased.memberships),
         passes: r.passes,
       };
     },

@@ -21,6 +21,7 @@ export function deletionCommand(session: Session): Command {
           deadLetters: Number(r.erasedDeadLetters),
           attemptRecords: Number(r.erasedAttemptRecords),
           pendingCalls: Number(r.erasedPendingCalls),
+          memberships: Number(r.erasedMemberships),
         },
         passes: r.passes,
       };
@@ -32,7 +33,7 @@ export function deletionCommand(session: Session): Command {
           : `Notified: ${view.notifiedSourceIds.join(", ")}.`,
       );
       ctx.out.line(
-        `Erased: ${view.erased.deadLetters} dead letters, ${view.erased.attemptRecords} attempt records, ${view.erased.pendingCalls} pending calls.`,
+        `Erased: ${view.erased.deadLetters} dead letters, ${view.erased.attemptRecords} attempt records, ${view.erased.pendingCalls} pending calls, ${view.erased.memberships} memberships.`,
       );
       ctx.out.line(
         view.doneTime ? `Done at ${view.doneTime}.` : `Still erasing (${view.passes} passes so far).`,

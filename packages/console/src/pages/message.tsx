@@ -3,9 +3,9 @@ import type { MessageDelivery } from "@hookpost/contract/gen/hookpost/v1/admin_p
 import { DeliveryState } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { admin, messageHref } from "../api.js";
 import { absolute, prettyBody } from "../format.js";
-import { navigate } from "../router.js";
 import { AttemptList } from "../ui/attempt-list.js";
 import { Badge, Time } from "../ui/bits.js";
+import { IdSearch } from "../ui/id-search.js";
 import { ErrorNotice } from "../ui/notice.js";
 import { useApi } from "../ui/use-api.js";
 
@@ -27,20 +27,10 @@ function stateBadge(d: MessageDelivery) {
 
 /** /messages and /messages/:id — search by message id, then its timeline across destinations. */
 export function MessagePage({ id, source }: { id: string; source: string }) {
-  const search = (e: Event) => {
-    e.preventDefault();
-    const v = String(new FormData(e.currentTarget as HTMLFormElement).get("message") ?? "").trim();
-    if (v) navigate(`/messages/${encodeURIComponent(v)}`);
-  };
   return (
     <section>
       <h2>Message</h2>
-      <search>
-        <form onSubmit={search} class="search">
-          <input name="message" placeholder="Message id" defaultValue={id} key={id} aria-label="Message id" />
-          <button type="submit">Find</button>
-        </form>
-      </search>
+      <IdSearch path="/messages" name="message" label="Message id" button="Find" id={id} />
       {id ? (
         <Timeline id={id} source={source} />
       ) : (

@@ -377,7 +377,7 @@ export const SETTINGS = {
     services: ["api"],
     default: "15s",
     description:
-      "how often pending deletion requests are erased from the stores (one pass over dead letters, attempt log and pending calls)",
+      "how often pending deletion requests are erased from the stores (one pass over memberships, dead letters, attempt log and pending calls)",
     check: durationMs(100),
   }),
   ERASURE_SETTLE: define({

@@ -6,9 +6,20 @@ export interface ErasedCounts {
   attemptRecords: number;
   /** Calls not delivered yet: on EVENTS, DELIVERIES (partitions and lanes) and ORDERED. */
   pendingCalls: number;
+  /**
+   * Audience and computed-trait memberships (the member lists of the last syncs) the user was
+   * removed from, and leftover copies of such lists erased. Absent in requests stored before
+   * memberships were erased: read as 0.
+   */
+  memberships: number;
 }
 
-export const NO_ERASURES: ErasedCounts = { deadLetters: 0, attemptRecords: 0, pendingCalls: 0 };
+export const NO_ERASURES: ErasedCounts = {
+  deadLetters: 0,
+  attemptRecords: 0,
+  pendingCalls: 0,
+  memberships: 0,
+};
 
 /**
  * A deletion request as stored in DELETIONS_BUCKET (key: the request id). Written before the
@@ -33,7 +44,9 @@ export function addCounts(a: ErasedCounts, b: ErasedCounts): ErasedCounts {
     deadLetters: a.deadLetters + b.deadLetters,
     attemptRecords: a.attemptRecords + b.attemptRecords,
     pendingCalls: a.pendingCalls + b.pendingCalls,
+    memberships: a.memberships + b.memberships,
   };
 }
 
-export const isZero = (c: ErasedCounts) => c.deadLetters + c.attemptRecords + c.pendingCalls === 0;
+export const isZero = (c: ErasedCounts) =>
+  c.deadLetters + c.attemptRecords + c.pendingCalls + c.memberships === 0;

@@ -1,7 +1,7 @@
 import type { KV, NatsConnection } from "nats";
 import { isWrongLastSequence } from "../nats/jetstream-errors.js";
 import { DELETIONS_BUCKET } from "../nats/topology.js";
-import type { DeletionRecord } from "./deletion-record.js";
+import { type DeletionRecord, NO_ERASURES } from "./deletion-record.js";
 
 export interface DeletionStoreOptions {
   /** Bucket replicas (1 for a single server, 3 for a cluster); default 1. */
@@ -20,6 +20,11 @@ const MAX_CAS_ATTEMPTS = 10;
  */
 export class DeletionStore {
   readonly #kv: KV;
+  /**
+   * The bucket's state (see #state) when a listing last found nothing pending: while it is
+   * unchanged, nothing can be, and `pending` answers without listing the keys.
+   */
+  #idleAt: string | undefined;
 
   private constructor(kv: KV) {
     this.#kv = kv;
@@ -46,17 +51,40 @@ export class DeletionStore {
   async #read(requestId: string): Promise<{ record: DeletionRecord; revision: number } | undefined> {
     const e = await this.#kv.get(requestId);
     if (e?.operation !== "PUT" || e.value.length === 0) return undefined;
-    return { record: e.json<DeletionRecord>(), revision: e.revision };
+    const record = e.json<DeletionRecord>();
+    // Requests stored before a kind of store was erased have no count for it.
+    return { record: { ...record, erased: { ...NO_ERASURES, ...record.erased } }, revision: e.revision };
   }
 
-  /** Requests not done yet, oldest first. */
+  /**
+   * Requests not done yet, oldest first. Asked every ERASURE_INTERVAL on every replica, mostly
+   * when there is none: then it costs one stream info, not a key listing.
+   */
   async pending(): Promise<DeletionRecord[]> {
+    // Read before listing: a request stored meanwhile changes it, so the next call lists again.
+    const state = await this.#state();
+    if (state === this.#idleAt) return [];
+    // Keys first, records after: nats.js drops the keys not read yet when its listing ends while
+    // the loop awaits a read, so a request stored after another was missed (nats.js 2.29).
+    const keys: string[] = [];
+    for await (const key of await this.#kv.keys()) keys.push(key);
     const out: DeletionRecord[] = [];
-    for await (const key of await this.#kv.keys()) {
+    for (const key of keys) {
       const r = await this.get(key);
       if (r && r.doneTime === undefined) out.push(r);
     }
+    this.#idleAt = out.length === 0 ? state : undefined;
     return out.sort((a, b) => a.requestTime.localeCompare(b.requestTime));
+  }
+
+  /**
+   * What changes whenever a request could have become pending: every write, on any replica, takes
+   * the next sequence (expiry only removes requests); the creation time tells a stream recreated
+   * (NATS lost its store) from the old one at the same sequence.
+   */
+  async #state(): Promise<string> {
+    const si = (await this.#kv.status()).streamInfo;
+    return `${si.created} ${si.state.last_seq}`;
   }
 
   /** Applies `change` to the stored request (compare-and-set, retried); undefined when it is gone. */

@@ -1,7 +1,9 @@
 import type { NatsConnection } from "nats";
 import type { Logger } from "../log/logger.js";
+import type { MembershipStore } from "../membership/membership-store.js";
 import { addCounts, type ErasedCounts, isZero, NO_ERASURES } from "./deletion-record.js";
 import type { DeletionStore } from "./deletion-store.js";
+import { eraseMemberships } from "./erase-memberships.js";
 import { erasePass } from "./erase-pass.js";
 
 export interface ErasureWorkerOptions {
@@ -13,13 +15,15 @@ export interface ErasureWorkerOptions {
    * yet) has written its dead letter, attempt record or parked copy by then.
    */
   settleMs: number;
+  /** Audience and computed-trait memberships, which hold member ids (erase-memberships.ts). */
+  memberships: MembershipStore;
   log: Logger;
 }
 
 /**
  * Works through pending deletion requests (DeletionStore): every interval, one pass over the
- * stores erases the calls of every pending request's user (erase-pass.ts), adds up the counts and
- * marks requests done. Every API replica runs one; passes are idempotent, so replicas working at
+ * stores erases the calls of every pending request's user (erase-pass.ts) and removes them from
+ * the stored memberships (erase-memberships.ts), adds up the counts and marks requests done. Every API replica runs one; passes are idempotent, so replicas working at
  * once, or a replica that restarts mid-pass, only repeat work, never lose or double-count it.
  */
 export class ErasureWorker {
@@ -80,7 +84,18 @@ export class ErasureWorker {
     const users = new Map<string, number>();
     for (const r of pending)
       users.set(r.userHash, Math.max(users.get(r.userHash) ?? 0, Date.parse(r.requestTime)));
+    // Member lists first (small, and quick): a sync diffed against a list that still holds the
+    // user may send a "left" call for them (docs/design/erasure.md).
+    const lists = await eraseMemberships(this.#o.memberships, users, this.#o.settleMs);
+    if (lists.unreadable.length > 0) {
+      this.#o.log.warn(
+        { memberships: lists.unreadable },
+        "membership lists are unreadable (corrupt): deletion requests stay pending until they are removed (nats object rm hookpost_memberships <name>)",
+      );
+    }
     const erased = await erasePass(this.#nc, users, this.#o.settleMs);
+    for (const [user, n] of lists.erased)
+      erased.set(user, { ...(erased.get(user) ?? NO_ERASURES), memberships: n });
     // Two requests for one user: the first is credited with what was found.
     const credited = new Set<string>();
     for (const r of pending) {
@@ -93,7 +108,7 @@ export class ErasureWorker {
         ...cur,
         erased: addCounts(cur.erased, found),
         passes: cur.passes + 1,
-        ...(cur.doneTime === undefined && settled && isZero(found)
+        ...(cur.doneTime === undefined && settled && isZero(found) && lists.unreadable.length === 0
           ? { doneTime: new Date().toISOString() }
           : {}),
       }));

@@ -5,12 +5,13 @@ import {
   type JetStreamClient,
   type JetStreamManager,
   JsHeaders,
-  type MsgRequest,
   type NatsConnection,
+  type StoredMsg,
 } from "nats";
 import { DomainError } from "../errors.js";
 import { deleteMessages } from "../nats/delete-messages.js";
-import { isNotFound, isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
+import { isAlreadyDeleted, isNotFound, isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
+import { nextMessage } from "../nats/next-message.js";
 import { countIfFull } from "../nats/stream-watch.js";
 import {
   MEMBERSHIPS_BUCKET,
@@ -49,6 +50,19 @@ export interface StoredMembership {
   mtime: string;
 }
 
+/** A stored membership and when its current version was stored (stream time, ms). */
+export interface MembershipVersion {
+  membership: StoredMembership;
+  storedMs: number;
+}
+
+/** Chunks that no stored membership refers to (see `leftovers`). */
+export interface LeftoverChunks {
+  nuid: string;
+  /** Sequence of its first chunk. */
+  firstSeq: number;
+}
+
 interface ServerObjectMeta {
   name: string;
   description: string;
@@ -72,6 +86,13 @@ export interface MembershipStoreOptions {
   /** How long JetStream has to answer one request; default 10 000 ms. */
   timeoutMs?: number;
 }
+
+/**
+ * An upload stores its chunks back to back and its meta record right after (each write waits at
+ * most the timeout): chunks that no meta refers to and that got no new chunk for this many
+ * timeouts belong to an upload that failed or died, not to one under way.
+ */
+const ABANDONED_AFTER_TIMEOUTS = 3;
 
 /**
  * Stores membership lists (sorted, newline-delimited text, see lines.ts) as objects of a
@@ -118,24 +139,98 @@ export class MembershipStore {
 
   /** The stored membership under `name`, or undefined when there is none (first sync). */
   async info(name: string): Promise<StoredMembership | undefined> {
-    let m: Awaited<ReturnType<JetStreamManager["streams"]["getMessage"]>>;
+    let m: StoredMsg;
     try {
       m = await this.#jsm.streams.getMessage(MEMBERSHIPS_STREAM, { last_by_subj: this.#metaSubject(name) });
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw natsFailure("could not read the stored membership", err);
     }
-    const meta = m.json<ServerObjectMeta>();
-    if (meta.deleted) return undefined;
-    return {
-      name,
-      revision: m.seq,
-      nuid: meta.nuid,
-      digest: meta.digest,
-      size: meta.size,
-      chunks: meta.chunks,
-      mtime: meta.mtime,
-    };
+    return versionOf(name, m)?.membership;
+  }
+
+  /**
+   * Every stored membership, in the order they were last written. A meta record is rolled up on
+   * each write (one per name), so walking the meta subjects visits each name once.
+   */
+  async *list(): AsyncGenerator<MembershipVersion> {
+    const metas = objectMetaSubject(MEMBERSHIPS_BUCKET, ">");
+    for (let seq = 1; ; ) {
+      const m = await this.#next(metas, seq);
+      if (!m) return;
+      seq = m.seq + 1;
+      const v = versionOf(m.json<ServerObjectMeta>().name, m);
+      if (v) yield v;
+    }
+  }
+
+  /**
+   * Chunks that no stored membership (in `referenced`, the nuids of every meta record) refers to
+   * and that an upload under way cannot be writing any more: left by a write that failed or a
+   * process that died between the swap and the removal of the old chunks. Nobody can read them,
+   * but they hold member ids.
+   */
+  async leftovers(referenced: ReadonlySet<string>): Promise<LeftoverChunks[]> {
+    const prefix = this.#chunkSubject("");
+    let subjects: Record<string, number>;
+    try {
+      const si = await this.#jsm.streams.info(MEMBERSHIPS_STREAM, { subjects_filter: `${prefix}>` });
+      subjects = si.state.subjects ?? {};
+    } catch (err) {
+      throw natsFailure("could not list the membership chunks", err);
+    }
+    const abandoned = Date.now() - ABANDONED_AFTER_TIMEOUTS * this.#timeoutMs;
+    const out: LeftoverChunks[] = [];
+    for (const subject of Object.keys(subjects)) {
+      const nuid = subject.slice(prefix.length);
+      if (referenced.has(nuid)) continue;
+      let last: StoredMsg;
+      try {
+        last = await this.#jsm.streams.getMessage(MEMBERSHIPS_STREAM, { last_by_subj: subject });
+      } catch (err) {
+        if (isNotFound(err)) continue;
+        throw natsFailure("could not read the membership chunks", err);
+      }
+      if (last.time.getTime() >= abandoned) continue;
+      const first = await this.#next(subject, 1);
+      if (first) out.push({ nuid, firstSeq: first.seq });
+    }
+    return out;
+  }
+
+  /** The content of leftover chunks, in order (no meta record: nothing to check it against). */
+  async *leftoverContent(left: LeftoverChunks): AsyncGenerator<Uint8Array> {
+    for (let seq = left.firstSeq; ; ) {
+      const m = await this.#next(this.#chunkSubject(left.nuid), seq);
+      if (!m) return;
+      seq = m.seq + 1;
+      yield m.data;
+    }
+  }
+
+  /**
+   * Deletes and overwrites (erases) every chunk of `left`; throws when that fails (unlike the
+   * clean-up after a write, which is best effort). True when this call erased the first chunk:
+   * of replicas sweeping the same leftover at once, one is.
+   */
+  async eraseLeftover(left: LeftoverChunks): Promise<boolean> {
+    let first = false;
+    try {
+      first = await this.#jsm.streams.deleteMessage(MEMBERSHIPS_STREAM, left.firstSeq, true);
+    } catch (err) {
+      if (!isAlreadyDeleted(err)) throw err;
+    }
+    await deleteMessages(this.#jsm, MEMBERSHIPS_STREAM, this.#chunkSubject(left.nuid), { erase: true });
+    return first;
+  }
+
+  /** The first message on `subject` at or after `seq`. */
+  async #next(subject: string, seq: number): Promise<StoredMsg | undefined> {
+    try {
+      return await nextMessage(this.#jsm, MEMBERSHIPS_STREAM, subject, seq);
+    } catch (err) {
+      throw natsFailure("could not read the stored membership", err);
+    }
   }
 
   /** The raw content of a stored membership, one chunk at a time; the digest is checked at the end. */
@@ -146,17 +241,10 @@ export class MembershipStore {
     let seq = 1;
     let size = 0;
     for (let i = 0; i < info.chunks; i++) {
-      let data: Uint8Array;
-      try {
-        // STREAM.MSG.GET with next_by_subj (nats-server 2.9+): the client types omit it.
-        const req = { seq, next_by_subj: subject } as unknown as MsgRequest;
-        const m = await this.#jsm.streams.getMessage(MEMBERSHIPS_STREAM, req);
-        if (m.subject !== subject) throw new Error(`unexpected chunk subject ${m.subject}`);
-        seq = m.seq + 1;
-        data = m.data;
-      } catch (err) {
-        throw natsFailure("could not read the stored membership", err);
-      }
+      const m = await this.#next(subject, seq);
+      if (!m) break; // the size check below reports it
+      seq = m.seq + 1;
+      const data = m.data;
       sha.update(data);
       size += data.length;
       yield data;
@@ -173,14 +261,15 @@ export class MembershipStore {
   }
 
   /**
-   * Uploads `filePath` as the new content of `name`, replacing the stored version only if it is
-   * still `previous` (undefined: there must be none). Returns the new version.
+   * Uploads `content` (a local file's path, or bytes made on the fly) as the new content of
+   * `name`, replacing the stored version only if it is still `previous` (undefined: there must be
+   * none). Returns the new version.
    * Errors: ABORTED when another writer got there first, UNAVAILABLE when JetStream failed
    * (the old version is then intact).
    */
   async write(
     name: string,
-    filePath: string,
+    content: string | AsyncIterable<Uint8Array>,
     previous: StoredMembership | undefined,
   ): Promise<StoredMembership> {
     const nuid = randomBytes(16).toString("hex").toUpperCase();
@@ -191,9 +280,11 @@ export class MembershipStore {
     let chunks = 0;
     const window = new PublishWindow(UPLOAD_WINDOW);
     try {
-      for await (const buf of createReadStream(filePath, {
-        highWaterMark: maxChunk,
-      }) as AsyncIterable<Buffer>) {
+      const source =
+        typeof content === "string"
+          ? (createReadStream(content, { highWaterMark: maxChunk }) as AsyncIterable<Buffer>)
+          : rechunk(content, maxChunk);
+      for await (const buf of source) {
         sha.update(buf);
         size += buf.length;
         chunks++;
@@ -249,6 +340,41 @@ export class MembershipStore {
       // Left for a later cleanup.
     }
   }
+}
+
+/** The version a meta record describes; undefined when it says the object was deleted. */
+function versionOf(name: string, m: StoredMsg): MembershipVersion | undefined {
+  const meta = m.json<ServerObjectMeta>();
+  if (meta.deleted) return undefined;
+  return {
+    membership: {
+      name,
+      revision: m.seq,
+      nuid: meta.nuid,
+      digest: meta.digest,
+      size: meta.size,
+      chunks: meta.chunks,
+      mtime: meta.mtime,
+    },
+    storedMs: m.time.getTime(),
+  };
+}
+
+/** Bytes regrouped into chunks of `size` (the last one shorter): chunks are stored as they come. */
+async function* rechunk(source: AsyncIterable<Uint8Array>, size: number): AsyncGenerator<Buffer> {
+  let parts: Uint8Array[] = [];
+  let length = 0;
+  for await (const part of source) {
+    parts.push(part);
+    length += part.length;
+    while (length >= size) {
+      const all = Buffer.concat(parts, length);
+      yield all.subarray(0, size);
+      parts = [all.subarray(size)];
+      length -= size;
+    }
+  }
+  if (length > 0) yield Buffer.concat(parts, length);
 }
 
 function stripPadding(s: string): string {
