@@ -34,6 +34,7 @@ const suites: Record<string, (params: string[]) => Promise<Figure[]>> = {
   ordered: async () => (await import("./ordered.js")).benchOrdered(),
   scale: async (params) => (await import("./scale.js")).benchScale(params),
   erasure: async (params) => (await import("./erasure.js")).benchErasure(params),
+  shaping: async () => (await import("./shaping.js")).benchShaping(),
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");

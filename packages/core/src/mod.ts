@@ -312,7 +312,6 @@ export {
 export { bodyObject, renderBody } from "./webhook/body.js";
 export {
   compileExpression,
-  EXPRESSION_MAX_DEPTH,
   EXPRESSION_TIMEOUT_MS,
   type Expression,
   ExpressionError,
