@@ -8,7 +8,13 @@ import type {
   Logger,
   PipelinedPublisher,
 } from "@hookpost/core";
-import { DELIVERIES_STREAM, destinationOfSubject, partitionConsumer, partitionCount } from "@hookpost/core";
+import {
+  DELIVERIES_STREAM,
+  destinationOfSubject,
+  partitionConsumer,
+  partitionCount,
+  TEST_CALL_HEADER,
+} from "@hookpost/core";
 import type { JetStreamClient, JetStreamManager, JsMsg } from "nats";
 import type { Breakers } from "./breaker.js";
 import type { Capacity, Slot } from "./capacity.js";
@@ -222,6 +228,11 @@ export class Deliveries {
     if (!dest) {
       // Deleted: what is left of it is being purged.
       msg.term();
+      return;
+    }
+    // A test call goes now, whatever the destination's state (core's TEST_CALL_HEADER).
+    if (msg.headers?.has(TEST_CALL_HEADER)) {
+      await d.handler.test(id, msg);
       return;
     }
     const state = deliveryState(msg);

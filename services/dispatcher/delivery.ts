@@ -137,6 +137,44 @@ export class DeliveryHandler {
     });
   }
 
+  /**
+   * A test call (AdminService.SendTestCall): one attempt now, recorded, then acknowledged; never
+   * retried or dead-lettered, and not counted towards auto-disable (the operator is trying).
+   */
+  async test(destinationId: string, msg: JsMsg): Promise<void> {
+    const d = this.#d;
+    const dest = d.store.destination(destinationId);
+    if (!dest) {
+      msg.term();
+      return;
+    }
+    const headers = msg.headers;
+    const messageId = headers?.get(MESSAGE_ID_HEADER) || `seq-${msg.seq}`;
+    const sourceId = headers?.get(SOURCE_ID_HEADER) ?? "";
+    const span = startDeliverySpan(headers, destinationId, messageId, 1);
+    const result = await sendAttempt(
+      d.sender,
+      dest,
+      { data: msg.data, messageId, sourceId, notRendered: undefined },
+      d.shutdown,
+      span.context,
+    );
+    if (d.shutdown.aborted || result.outcomes.some((o) => o.aborted)) {
+      msg.nak();
+      span.end("handed_back");
+      return;
+    }
+    observeLatency(d.metrics, destinationId, result);
+    attemptRecorder(
+      d.attemptLog,
+      { messageId, destinationId, sourceId, attemptNumber: 1 },
+      result.outcomes,
+    )();
+    msg.ack();
+    d.metrics.deliveries.inc({ outcome: "test", destination: destinationId });
+    span.end(result.delivered ? "delivered" : "test_failed", !result.delivered);
+  }
+
   async handle(destinationId: string, msg: JsMsg, state: DeliveryState = deliveryState(msg)): Promise<void> {
     const d = this.#d;
     // Read at every attempt, so URL, header, secret and enabled changes apply to retries too.

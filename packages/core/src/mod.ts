@@ -328,3 +328,4 @@ export {
 } from "./webhook/request.js";
 export { filterExpressionPasses, filterListsOf, shapingProblems } from "./webhook/shaping.js";
 export { NEXT_SIGNATURE_HEADER, signatureHeaders } from "./webhook/signing.js";
+export { publishTestCall, TEST_CALL_HEADER } from "./webhook/test-call.js";

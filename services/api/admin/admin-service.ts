@@ -21,6 +21,7 @@ import { healthHandlers } from "./health.js";
 import { reencryptSecretsHandler } from "./reencrypt-secrets.js";
 import { rotateSecretHandler } from "./rotate-secret.js";
 import { type AdminDeps, type AdminMethods, sourceHandlers } from "./sources.js";
+import { testCallHandler } from "./test-call.js";
 
 export interface AdminServiceDeps extends AdminDeps {
   adminAuth: AdminAuth;
@@ -71,6 +72,7 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
     ...auditRecordHandlers(deps),
     ...reencryptSecretsHandler(deps),
     ...deletionHandlers(deps),
+    ...testCallHandler(deps),
   } as Record<string, (req: unknown, ctx: CallContext) => Promise<unknown>>;
   const audit = {
     auditLog: deps.auditLog,

@@ -10,6 +10,7 @@ import {
 } from "@hookpost/contract";
 import type { DestinationSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { Command, Option } from "commander";
+import { attemptView, resultText } from "../attempt-views.js";
 import type { Context, Session } from "../context.js";
 import { UsageError } from "../errors.js";
 import { collect, collectHeader, positiveInt } from "../parse.js";
@@ -339,6 +340,31 @@ export function destinationsCommand(session: Session): Command {
         ctx.out.line(r.body);
         if (i < requests.length - 1) ctx.out.line();
       });
+    });
+
+  cmd
+    .command("test")
+    .description(
+      "send one test call to a destination now, through the real delivery path (even when paused), and print its attempt; never retried",
+    )
+    .argument("<id>", "destination id")
+    .option("--call <json|@file>", 'the call as JSON, or @file (default: a track call "Hookpost Test Call")')
+    .action(async (id: string, opts: { call?: string }, command: Command) => {
+      const callJson =
+        opts.call === undefined
+          ? ""
+          : opts.call.startsWith("@")
+            ? await readCallFile(opts.call.slice(1))
+            : opts.call;
+      const ctx = session.context(command);
+      const res = await ctx.admin().sendTestCall({ destinationId: id, callJson });
+      const attempts = res.attempts.map(attemptView);
+      if (ctx.out.json) return ctx.out.data({ id, messageId: res.messageId, attempts });
+      const ok = attempts.at(-1)?.outcome === "success";
+      ctx.out.line(`Test call ${res.messageId} to ${id}: ${ok ? "delivered" : "not delivered"}.`);
+      for (const a of attempts) {
+        ctx.out.line(`  ${a.url}  ${resultText(a)}  ${a.durationMs} ms  ${a.reason}`.trimEnd());
+      }
     });
 
   cmd
