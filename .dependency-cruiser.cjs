@@ -26,12 +26,13 @@ const ALLOWED = {
 };
 const esc = (s) => s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
 // What other packages may reach: an entry point (mod.ts or its build), the generated code, or
-// the browser-safe admin paging and consent rules (the console must not pull grpc-js in through
-// mod.ts).
+// the browser-safe admin paging, consent rules and shaping wording (the console must not pull
+// grpc-js in through mod.ts).
 const PUBLIC = [
   "/src/mod\\.ts$",
   "^packages/contract/src/admin-pages\\.ts$",
   "^packages/contract/src/consent\\.ts$",
+  "^packages/contract/src/shaping-text\\.ts$",
   "^services/[^/]+/mod\\.ts$",
   "/dist/",
   "^packages/contract/src/gen/",

@@ -1,5 +1,5 @@
 import { adminMetadata, createClient } from "@hookpost/client";
-import { Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { HttpMethod, Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { AttemptLog } from "@hookpost/core";
 import pino from "pino";
@@ -74,6 +74,15 @@ async function track(event: string): Promise<string> {
   return r.messageId;
 }
 
+/** Opens the new-destination form from the overview, with its id, name and URL filled in. */
+async function newDestination(id: string, name: string, url: string): Promise<void> {
+  await nav("Overview");
+  await page.getByRole("link", { name: "New destination" }).click();
+  await page.locator("input[name=id]").fill(id);
+  await page.locator("input[name=name]").fill(name);
+  await page.locator("textarea[name=urls]").fill(url);
+}
+
 async function expectNoSidewaysScroll(name: string): Promise<void> {
   expect(await screenshots(page, name), `${name} scrolls sideways at 390 px`).toBeLessThanOrEqual(1);
 }
@@ -134,11 +143,7 @@ describe("web console", () => {
   });
 
   it("creates a destination through the UI and delivers calls sent over gRPC", async () => {
-    await nav("Overview");
-    await page.getByRole("link", { name: "New destination" }).click();
-    await page.locator("input[name=id]").fill("hook");
-    await page.locator("input[name=name]").fill("Customer hook");
-    await page.locator("textarea[name=urls]").fill("ftp://example.com/hook");
+    await newDestination("hook", "Customer hook", "ftp://example.com/hook");
     await page.locator("textarea[name=headers]").fill("X-Tenant: acme");
     await page.getByRole("button", { name: "Create destination" }).click();
     const urlError = page.locator('.field-error[data-field="destination.urls"]');
@@ -336,11 +341,7 @@ describe("web console", () => {
   });
 
   it("an Ed25519-signed destination shows its public key, and after a rotation both; never a private key", async () => {
-    await nav("Overview");
-    await page.getByRole("link", { name: "New destination" }).click();
-    await page.locator("input[name=id]").fill("ed-hook");
-    await page.locator("input[name=name]").fill("Ed25519 hook");
-    await page.locator("textarea[name=urls]").fill(stack.receiver.url("/ed-hook"));
+    await newDestination("ed-hook", "Ed25519 hook", stack.receiver.url("/ed-hook"));
     await page.locator("select[name=signing]").selectOption({ label: "Standard Webhooks, Ed25519" });
     await page.getByRole("button", { name: "Create destination" }).click();
     await page.waitForURL(/\/console\/destinations\/ed-hook$/);
@@ -370,6 +371,131 @@ describe("web console", () => {
     // Nothing secret to show once: the private key never leaves the server.
     expect(await page.locator("[data-testid=shown-once]").count()).toBe(0);
     expect(await page.content()).not.toMatch(/whsk_[A-Za-z0-9+/]{8}/);
+  });
+
+  /** Runs the dry run beside the destination form; its new outcome (the panel counts its runs). */
+  async function dryRun(outcome: "requests" | "filtered" | "invalid" | "error") {
+    const panel = page.locator("[data-testid=dry-run]");
+    const runs = Number(await panel.getAttribute("data-runs"));
+    await panel.getByRole("button", { name: "Dry run" }).click();
+    const result = panel.locator(`[data-testid=dry-run-result][data-run="${runs + 1}"]`);
+    await result.waitFor();
+    expect(await result.getAttribute("data-outcome")).toBe(outcome);
+    return result;
+  }
+
+  it("creates a destination with a mapping and PUT through the form; the dry run beside it shows the mapped request, as delivered", async () => {
+    stack.receiver.respond = () => ({ status: 200 });
+    await newDestination("crm", "CRM contacts", stack.receiver.url("/contacts/{{ userId }}"));
+    await page.locator("select[name=method]").selectOption({ label: "PUT" });
+    const mapping = '{ "id": userId, "what": event, "plan": properties.plan, "via": $sourceId }';
+    await page.locator("textarea[name=mapping]").fill(mapping);
+
+    // Before anything is saved: the form is tried as a draft (no secret: unsigned).
+    let result = await dryRun("requests");
+    expect(await result.locator("[data-testid=dry-run-note]").textContent()).toContain("as a draft");
+    expect(await result.locator("[data-testid=dry-run-method]").textContent()).toBe("PUT");
+    expect(await result.locator("[data-testid=dry-run-url]").textContent()).toBe(
+      stack.receiver.url("/contacts/u-1"),
+    );
+    expect(JSON.parse((await result.locator("[data-testid=dry-run-body]").textContent()) ?? "")).toEqual({
+      id: "u-1",
+      what: "Order Completed",
+      plan: "pro",
+      via: "web",
+    });
+    expect(await result.locator("[data-testid=dry-run-headers]").textContent()).not.toMatch(/signature/i);
+    expect((await stack.admin.listDestinations({})).destinations.map((x) => x.id)).not.toContain("crm");
+
+    await page.getByRole("button", { name: "Create destination" }).click();
+    await page.waitForURL(/\/console\/destinations\/crm$/);
+    const shaping = page.locator("[data-testid=shaping]");
+    expect(await shaping.locator("[data-testid=shaping-method]").textContent()).toBe("PUT");
+    expect(await shaping.locator("[data-testid=shaping-mapping]").textContent()).toBe(mapping);
+    expect(await page.locator("select[name=method] option:checked").textContent()).toBe("PUT");
+
+    // Unchanged form: the saved destination itself, whose request a real delivery sends.
+    await page
+      .locator("textarea[name=call-json]")
+      .fill('{"type":"track","userId":"u-7","event":"Plan Chosen","properties":{"plan":"team"}}');
+    result = await dryRun("requests");
+    expect(await result.locator("[data-testid=dry-run-note]").textContent()).toContain(
+      "The saved destination",
+    );
+    const previewed = (await result.locator("[data-testid=dry-run-body]").textContent()) ?? "";
+    await expectNoSidewaysScroll("destination-dry-run");
+    await stack.waitForDestination("crm");
+    await source.client.track({ userId: "u-7", event: "Plan Chosen", properties: { plan: "team" } });
+    const got = await until(() => stack.receiver.requests.find((r) => r.url === "/contacts/u-7"), {
+      timeout: 30_000,
+      message: "the mapped call at the receiver",
+    });
+    expect(got.method).toBe("PUT");
+    expect(got.body.toString()).toBe(previewed);
+  });
+
+  it("an invalid mapping is refused with the server's error and its position, at the field and in the dry run", async () => {
+    await go("destinations/crm");
+    await page.locator("textarea[name=mapping]").fill('{ "id": userId,');
+    await page.getByRole("button", { name: "Save settings" }).click();
+    const fieldError = page.locator('.field-error[data-field="destination.mapping"]');
+    expect(await fieldError.textContent()).toMatch(/position \d+/);
+    const result = await dryRun("invalid");
+    expect(await result.textContent()).toMatch(/destination\.mapping: position \d+/);
+    expect((await stack.admin.getDestination({ id: "crm" })).destination!.mapping).toContain("$sourceId");
+    // One that compiles but renders nothing for this call: what a delivery would record instead.
+    await page.locator("textarea[name=mapping]").fill("traits.email");
+    expect(await (await dryRun("error")).textContent()).toContain(
+      "not sent: mapping failed: it returned nothing for this call",
+    );
+
+    // A duration the browser cannot read is shown at its field, and nothing is sent.
+    await go("destinations/crm");
+    await page.locator("input[name=retry-delays]").fill("10s, soon");
+    await page.getByRole("button", { name: "Save settings" }).click();
+    expect(await page.locator('.field-error[data-field="destination.retry.delays"]').textContent()).toContain(
+      'not a duration: "soon"',
+    );
+    expect((await stack.admin.getDestination({ id: "crm" })).destination!.retry).toBeUndefined();
+  });
+
+  it("a call the filter refuses shows filtered in the dry run; the saved filter and retries show on the page", async () => {
+    await go("destinations/crm");
+    await page.locator("input[name=filter-type][value=identify]").check();
+    let result = await dryRun("filtered");
+    expect(await result.textContent()).toContain("filtered: filter (type)");
+    await page.locator("input[name=filter-type][value=identify]").uncheck();
+    await page.locator("input[name=filter-type][value=track]").check();
+    await page.locator("textarea[name=filter-events]").fill("Signed Up");
+    result = await dryRun("filtered");
+    expect(await result.textContent()).toContain("filtered: filter (event)");
+    await page
+      .locator("textarea[name=call-json]")
+      .fill('{"type":"track","userId":"u-1","event":"Signed Up"}');
+    result = await dryRun("requests");
+    expect(await result.locator("[data-testid=dry-run-url]").textContent()).toBe(
+      stack.receiver.url("/contacts/u-1"),
+    );
+
+    await page.locator("input[name=retry-window]").fill("2h");
+    await page.locator("input[name=retry-delays]").fill("10s, 1m");
+    await page.getByRole("button", { name: "Save settings" }).click();
+    await page.getByText("Saved.").waitFor();
+    const d = (await stack.admin.getDestination({ id: "crm" })).destination!;
+    expect([d.filter?.types, d.filter?.events]).toEqual([["track"], ["Signed Up"]]);
+    expect(d.retry?.window?.seconds).toBe(7200n);
+    expect(d.retry?.delays.map((x) => x.seconds)).toEqual([10n, 60n]);
+    expect(d.method).toBe(HttpMethod.PUT);
+    const shaping = page.locator("[data-testid=shaping]");
+    expect(await shaping.locator("[data-testid=shaping-filter]").textContent()).toContain(
+      'Track events: "Signed Up"',
+    );
+    expect(await shaping.locator("[data-testid=shaping-retry]").textContent()).toBe(
+      "for 2h, waiting 10s, 1m (the last repeats)",
+    );
+    // The form shows what was saved, so saving again changes nothing.
+    expect(await page.locator("input[name=retry-delays]").inputValue()).toBe("10s, 1m");
+    expect(await page.locator("input[name=filter-type][value=track]").isChecked()).toBe(true);
   });
 
   it("asks which source when two sources sent the same message id, then shows that source's call", async () => {

@@ -1,5 +1,5 @@
-import { durationMs, type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
-import { formatDuration, methodOf } from "@hookpost/contract";
+import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
+import { type FilterView, filterView, methodOf, type RetryView, retryView } from "@hookpost/contract";
 import {
   ConsentMissing,
   type DeadLetter,
@@ -55,18 +55,8 @@ export const {
 export const METHOD_NAMES = ["POST", "PUT", "PATCH"] as const;
 export type MethodName = (typeof METHOD_NAMES)[number];
 
-/** A destination's filter in the CLI's words: only the parts that are set. */
-export interface FilterView {
-  types?: string[];
-  events?: string[];
-  expression?: string;
-}
-
-/** A destination's own retry schedule in the CLI's words (durations as "30s", "2h"). */
-export interface RetryView {
-  window?: string;
-  delays?: string[];
-}
+/** Filters and retry schedules in the words the console uses too (apply files, output). */
+export type { FilterView, RetryView };
 
 /** Plain objects for `--json` and tables: the CLI's vocabulary, not the wire's. */
 export interface SourceView {
@@ -131,25 +121,6 @@ export function sourceView(s: Source): SourceView {
   return { id: s.id, name: s.name, writeKeyPrefix: s.writeKeyPrefix, createTime: iso(s.createTime) };
 }
 
-function retryView(d: Destination): RetryView | null {
-  const r = d.retry;
-  if (!r) return null;
-  const out: RetryView = {};
-  if (r.window) out.window = formatDuration(durationMs(r.window));
-  if (r.delays.length > 0) out.delays = r.delays.map((x) => formatDuration(durationMs(x)));
-  return Object.keys(out).length > 0 ? out : null;
-}
-
-function filterView(d: Destination): FilterView | null {
-  const f = d.filter;
-  if (!f) return null;
-  const out: FilterView = {};
-  if (f.types.length > 0) out.types = [...f.types];
-  if (f.events.length > 0) out.events = [...f.events];
-  if (f.expression !== "") out.expression = f.expression;
-  return Object.keys(out).length > 0 ? out : null;
-}
-
 export function destinationView(d: Destination): DestinationView {
   return {
     id: d.id,
@@ -163,10 +134,10 @@ export function destinationView(d: Destination): DestinationView {
     ordering: orderingName(d.ordering),
     consentCategories: [...d.consentCategories],
     consentMissing: consentMissingName(d.consentMissing),
-    filter: filterView(d),
+    filter: filterView(d.filter),
     mapping: d.mapping,
     method: methodOf(d.method) ?? "POST",
-    retry: retryView(d),
+    retry: retryView(d.retry),
     createTime: iso(d.createTime),
     updateTime: iso(d.updateTime),
     rateLimitPerSecond: d.rateLimitPerSecond ?? null,

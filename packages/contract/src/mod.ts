@@ -91,6 +91,13 @@ export {
   type RetrySettings,
   retryViolations,
 } from "./shaping-rules.js";
+export {
+  type FilterView,
+  filterView,
+  parseDurationList,
+  type RetryView,
+  retryView,
+} from "./shaping-text.js";
 export { type ServerCallIds, type Stamp, serverCall, toStoredCall } from "./stored-call.js";
 export {
   fillTemplate,

@@ -4,32 +4,25 @@ import {
   type Destination,
   Ordering,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { filterView, retryView } from "@hookpost/contract/shaping-text";
 import { useEffect, useState } from "preact/hooks";
 import { type ApiError, admin, allSources, call } from "../api.js";
 import { absolute } from "../format.js";
 import { navigate } from "../router.js";
 import { AttemptList } from "../ui/attempt-list.js";
 import { ShowOnce } from "../ui/bits.js";
-import { DestinationForm, type DestinationValues } from "../ui/destination-form.js";
+import {
+  DestinationForm,
+  type DestinationValues,
+  destinationInit,
+  methodName,
+} from "../ui/destination-form.js";
 import { ErrorNotice } from "../ui/notice.js";
 import { PublicKeys } from "../ui/public-keys.js";
 import { useApi } from "../ui/use-api.js";
 
 const REFRESH_MS = 5_000;
 const PAGE = 50;
-
-function destinationInit(v: DestinationValues) {
-  return {
-    id: v.id,
-    name: v.name,
-    sourceIds: v.sourceIds,
-    urls: v.urls,
-    headers: v.headers,
-    signing: v.signing,
-    sharedSecret: v.sharedSecret,
-    enabled: v.enabled,
-  };
-}
 
 /** /destinations/new */
 export function NewDestination() {
@@ -88,6 +81,10 @@ export function DestinationPage({ id }: { id: string }) {
       "urls",
       "headers",
       "signing",
+      "filter",
+      "mapping",
+      "method",
+      "retry",
       ...(v.sharedSecret ? ["shared_secret"] : []),
     ];
     const r = await call(() =>
@@ -167,6 +164,7 @@ export function DestinationPage({ id }: { id: string }) {
       <ErrorNotice error={actionError} />
       {secret ? <ShowOnce label="New shared secret" value={secret} /> : null}
       <PublicKeys keys={dest.signingPublicKeys} />
+      <Shaping d={dest} />
       <details class="settings" open>
         <summary>Settings</summary>
         <DestinationForm
@@ -182,6 +180,62 @@ export function DestinationPage({ id }: { id: string }) {
       </details>
       <AttemptLog destinationId={id} />
     </section>
+  );
+}
+
+/** The routing and shaping fields that are set (none: every call, the default body, POST, the server's retries). */
+function Shaping({ d }: { d: Destination }) {
+  const filter = filterView(d.filter);
+  const retry = retryView(d.retry);
+  const method = methodName(d.method);
+  if (!filter && !d.mapping && method === "POST" && !retry) return null;
+  return (
+    <article class="shaping-summary" data-testid="shaping">
+      <h3>Routing and shaping</h3>
+      <dl>
+        {filter ? (
+          <>
+            <dt>Filter</dt>
+            <dd data-testid="shaping-filter">
+              {filter.types ? <p>Call types: {filter.types.join(", ")}</p> : null}
+              {filter.events ? (
+                <p>Track events: {filter.events.map((e) => JSON.stringify(e)).join(", ")}</p>
+              ) : null}
+              {filter.expression ? (
+                <p>
+                  Expression: <code>{filter.expression}</code>
+                </p>
+              ) : null}
+            </dd>
+          </>
+        ) : null}
+        {method !== "POST" ? (
+          <>
+            <dt>Method</dt>
+            <dd data-testid="shaping-method">{method}</dd>
+          </>
+        ) : null}
+        {d.mapping ? (
+          <>
+            <dt>Mapping</dt>
+            <dd>
+              <pre data-testid="shaping-mapping">{d.mapping}</pre>
+            </dd>
+          </>
+        ) : null}
+        {retry ? (
+          <>
+            <dt>Retries</dt>
+            <dd data-testid="shaping-retry">
+              {retry.window ? `for ${retry.window}` : "for the server's window"},{" "}
+              {retry.delays
+                ? `waiting ${retry.delays.join(", ")} (the last repeats)`
+                : "with the server's backoff"}
+            </dd>
+          </>
+        ) : null}
+      </dl>
+    </article>
   );
 }
 

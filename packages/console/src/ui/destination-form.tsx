@@ -1,6 +1,18 @@
-import type { Destination, Source } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import { Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import type { ApiError } from "../api.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import type { Destination, DestinationSchema, Source } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { HttpMethod, Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import {
+  EVENT_TYPES,
+  filterView,
+  parseDuration,
+  parseDurationList,
+  retryView,
+} from "@hookpost/contract/shaping-text";
+import type { ComponentChildren } from "preact";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { type ApiError, Code } from "../api.js";
+import { DryRunPanel, type DryRunTarget } from "./dry-run.js";
 import { FieldError, FormError } from "./notice.js";
 
 /** What the form edits, as the request needs it. */
@@ -14,11 +26,28 @@ export interface DestinationValues {
   /** Empty: keep the current secret (edit) or none (create). */
   sharedSecret: string;
   enabled: boolean;
+  /** Empty parts let every call through. */
+  filter: { types: string[]; events: string[]; expression: string };
+  /** Empty: the default body. */
+  mapping: string;
+  method: HttpMethod;
+  /** Unset window and no delays: the server's schedule. */
+  retry: { windowMs?: number; delaysMs: number[] };
 }
 
-export const FORM_FIELDS = ["id", "name", "source_ids", "urls", "headers", "signing", "shared_secret"].map(
-  (f) => `destination.${f}`,
-);
+export const FORM_FIELDS = [
+  "id",
+  "name",
+  "source_ids",
+  "urls",
+  "headers",
+  "signing",
+  "shared_secret",
+  "filter",
+  "mapping",
+  "method",
+  "retry",
+].map((f) => `destination.${f}`);
 
 /** The signing modes the form offers, with their labels. */
 const SIGNING_OPTIONS: [Signing, string][] = [
@@ -26,6 +55,42 @@ const SIGNING_OPTIONS: [Signing, string][] = [
   [Signing.STANDARD_WEBHOOKS, "Standard Webhooks"],
   [Signing.STANDARD_WEBHOOKS_ED25519, "Standard Webhooks, Ed25519"],
 ];
+
+const METHODS = [HttpMethod.POST, HttpMethod.PUT, HttpMethod.PATCH];
+
+/** "POST", "PUT" or "PATCH" (unspecified reads as POST, as the server does). */
+export function methodName(m: HttpMethod): string {
+  return HttpMethod[m === HttpMethod.UNSPECIFIED ? HttpMethod.POST : m];
+}
+
+/** The request's destination for the form's values (create, update or a dry run's draft). */
+export function destinationInit(v: DestinationValues): MessageInitShape<typeof DestinationSchema> {
+  const { windowMs, delaysMs } = v.retry;
+  // No schedule at all, not an empty one: the update then removes the destination's own.
+  const retry =
+    windowMs === undefined && delaysMs.length === 0
+      ? {}
+      : {
+          retry: {
+            ...(windowMs === undefined ? {} : { window: durationFromMs(windowMs) }),
+            delays: delaysMs.map((ms) => durationFromMs(ms)),
+          },
+        };
+  return {
+    id: v.id,
+    name: v.name,
+    sourceIds: v.sourceIds,
+    urls: v.urls,
+    headers: v.headers,
+    signing: v.signing,
+    sharedSecret: v.sharedSecret,
+    enabled: v.enabled,
+    filter: v.filter,
+    mapping: v.mapping,
+    method: v.method,
+    ...retry,
+  };
+}
 
 /** `Name: value` per line; a line without a colon is a name with an empty value (the API says why). */
 function parseHeaders(text: string): Record<string, string> {
@@ -39,27 +104,93 @@ function parseHeaders(text: string): Record<string, string> {
   return out;
 }
 
-function read(form: HTMLFormElement): DestinationValues {
+const lines = (text: string) =>
+  text
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean);
+
+/** The form's values, or what the browser can already tell is wrong (durations), at its field. */
+function read(form: HTMLFormElement): { values: DestinationValues } | { error: ApiError } {
   const f = new FormData(form);
   const text = (k: string) => String(f.get(k) ?? "");
+  const violations: ApiError["violations"] = [];
+  const durations = <T,>(field: string, parse: () => T): T | undefined => {
+    try {
+      return parse();
+    } catch (err) {
+      violations.push({ field: `destination.retry.${field}`, description: (err as Error).message });
+      return undefined;
+    }
+  };
+  const windowText = text("retry-window").trim();
+  const windowMs = windowText ? durations("window", () => parseDuration(windowText)) : undefined;
+  const delaysMs = durations("delays", () => parseDurationList(text("retry-delays"))) ?? [];
+  if (violations.length > 0) {
+    const message = violations.map((v) => `${v.field}: ${v.description}`).join("; ");
+    return { error: { code: Code.InvalidArgument, message, violations } };
+  }
   return {
-    id: text("id").trim(),
-    name: text("name"),
-    sourceIds: f.getAll("source").map(String),
-    urls: text("urls")
-      .split("\n")
-      .map((u) => u.trim())
-      .filter(Boolean),
-    headers: parseHeaders(text("headers")),
-    signing: Number(text("signing")) as Signing,
-    sharedSecret: text("secret"),
-    enabled: f.get("enabled") === "on",
+    values: {
+      id: text("id").trim(),
+      name: text("name"),
+      sourceIds: f.getAll("source").map(String),
+      urls: lines(text("urls")),
+      headers: parseHeaders(text("headers")),
+      signing: Number(text("signing")) as Signing,
+      sharedSecret: text("secret"),
+      enabled: f.get("enabled") === "on",
+      filter: {
+        types: f.getAll("filter-type").map(String),
+        events: lines(text("filter-events")),
+        expression: text("filter-expression").trim(),
+      },
+      mapping: text("mapping").trim(),
+      method: Number(text("method")) as HttpMethod,
+      retry: windowMs === undefined ? { delaysMs } : { windowMs, delaysMs },
+    },
   };
 }
 
+/** A labelled textarea with its hint and the errors of its field (`destination.<field>`, `name` by default). */
+function TextArea(props: {
+  label: string;
+  hint: ComponentChildren;
+  name: string;
+  field?: string;
+  value: string;
+  rows?: number;
+  placeholder?: string;
+  error: ApiError | undefined;
+}) {
+  return (
+    <label>
+      {props.label} <span class="muted">({props.hint})</span>
+      <textarea
+        name={props.name}
+        rows={props.rows ?? 2}
+        defaultValue={props.value}
+        placeholder={props.placeholder}
+        spellcheck={false}
+      />
+      <FieldError error={props.error} field={`destination.${props.field ?? props.name}`} />
+    </label>
+  );
+}
+
+/** What a dry run of a draft signs with, in the panel's words. */
+function draftNote(v: DestinationValues, stored: boolean): string {
+  const signed = v.sharedSecret
+    ? "signed with the secret typed above"
+    : v.signing === Signing.STANDARD_WEBHOOKS_ED25519
+      ? `signed with a throwaway key${stored ? ", not this destination's" : ""}`
+      : "unsigned: a draft has no secret unless one is typed above";
+  return `${stored ? "Unsaved changes" : "This form"}, as a draft: ${signed}; $destinationId is a made-up id.`;
+}
+
 /**
- * The settings of a destination, for create (`initial` undefined) and edit. The shared secret
- * is write-only: the form only says whether one is set.
+ * The settings of a destination, for create (`initial` undefined) and edit, with the dry run
+ * beside them. The shared secret is write-only: the form only says whether one is set.
  */
 export function DestinationForm(props: {
   initial: Destination | undefined;
@@ -71,92 +202,215 @@ export function DestinationForm(props: {
 }) {
   const d = props.initial;
   const creating = d === undefined;
+  const form = useRef<HTMLFormElement>(null);
+  const [readError, setReadError] = useState<ApiError | undefined>(undefined);
+  // The values as loaded: a dry run of an unchanged form uses the stored destination, secrets included.
+  const loaded = useRef("");
+  useEffect(() => {
+    if (form.current) loaded.current = JSON.stringify(read(form.current));
+  }, []);
+  const error = readError ?? props.error;
+
   const submit = (e: Event) => {
     e.preventDefault();
-    props.onSubmit(read(e.currentTarget as HTMLFormElement));
+    const r = read(e.currentTarget as HTMLFormElement);
+    setReadError("error" in r ? r.error : undefined);
+    if ("values" in r) props.onSubmit(r.values);
   };
+  const dryRunTarget = (): DryRunTarget => {
+    const r = read(form.current!);
+    setReadError("error" in r ? r.error : undefined);
+    if ("error" in r) return r;
+    if (d && JSON.stringify(r) === loaded.current) {
+      return {
+        destination: { case: "destinationId", value: d.id },
+        note: `The saved destination${d.sharedSecretSet ? ", signed with its secret" : " (no secret set: unsigned)"}.`,
+      };
+    }
+    // The consent settings the form does not edit still decide what is filtered.
+    const kept = d ? { consentCategories: d.consentCategories, consentMissing: d.consentMissing } : {};
+    return {
+      destination: { case: "draft", value: { ...kept, ...destinationInit(r.values) } },
+      note: draftNote(r.values, d !== undefined),
+    };
+  };
+
   const headerText = d
     ? Object.entries(d.headers)
         .map(([k, v]) => `${k}: ${v}`)
         .join("\n")
     : "";
+  const filter = filterView(d?.filter);
+  const retry = retryView(d?.retry);
   return (
-    <form onSubmit={submit} class="destination-form" noValidate>
-      <FormError error={props.error} fields={FORM_FIELDS} />
-      {creating ? (
-        <label>
-          Id <span class="muted">(optional; letters, digits, - and _)</span>
-          <input name="id" autoComplete="off" />
-          <FieldError error={props.error} field="destination.id" />
-        </label>
-      ) : null}
-      <label>
-        Name
-        <input name="name" defaultValue={d?.name ?? ""} autoComplete="off" />
-        <FieldError error={props.error} field="destination.name" />
-      </label>
-      <fieldset>
-        <legend>Sources</legend>
-        {props.sources.length === 0 ? (
-          <p class="muted">No source yet: create one on the Sources page.</p>
-        ) : null}
-        {props.sources.map((s) => (
-          <label key={s.id} class="inline">
-            <input
-              type="checkbox"
-              name="source"
-              value={s.id}
-              defaultChecked={d?.sourceIds.includes(s.id) ?? props.sources.length === 1}
-            />
-            {s.name} <span class="muted">({s.id})</span>
+    <div class="form-with-dry-run">
+      <form onSubmit={submit} class="destination-form" noValidate ref={form}>
+        <FormError error={error} fields={FORM_FIELDS} />
+        {creating ? (
+          <label>
+            Id <span class="muted">(optional; letters, digits, - and _)</span>
+            <input name="id" autoComplete="off" />
+            <FieldError error={error} field="destination.id" />
           </label>
-        ))}
-        <FieldError error={props.error} field="destination.source_ids" />
-      </fieldset>
-      <label>
-        Webhook URLs <span class="muted">(one per line, tried in order; at most 5)</span>
-        <textarea name="urls" rows={2} defaultValue={d?.urls.join("\n") ?? ""} spellcheck={false} />
-        <FieldError error={props.error} field="destination.urls" />
-      </label>
-      <label>
-        Headers <span class="muted">(one "Name: value" per line; at most 5)</span>
-        <textarea name="headers" rows={2} defaultValue={headerText} spellcheck={false} />
-        <FieldError error={props.error} field="destination.headers" />
-      </label>
-      <div class="grid">
+        ) : null}
         <label>
-          Signing
-          {/* `selected` per option: Preact sets no defaultValue on a <select>, and a form saved
-              showing the wrong mode would switch the destination to it. */}
-          <select name="signing">
-            {SIGNING_OPTIONS.map(([value, label]) => (
-              <option key={value} value={String(value)} selected={value === (d?.signing || Signing.SEGMENT)}>
-                {label}
-              </option>
+          Name
+          <input name="name" defaultValue={d?.name ?? ""} autoComplete="off" />
+          <FieldError error={error} field="destination.name" />
+        </label>
+        <fieldset>
+          <legend>Sources</legend>
+          {props.sources.length === 0 ? (
+            <p class="muted">No source yet: create one on the Sources page.</p>
+          ) : null}
+          {props.sources.map((s) => (
+            <label key={s.id} class="inline">
+              <input
+                type="checkbox"
+                name="source"
+                value={s.id}
+                defaultChecked={d?.sourceIds.includes(s.id) ?? props.sources.length === 1}
+              />
+              {s.name} <span class="muted">({s.id})</span>
+            </label>
+          ))}
+          <FieldError error={error} field="destination.source_ids" />
+        </fieldset>
+        <TextArea
+          label="Webhook URLs"
+          hint={
+            <>
+              one per line, tried in order; at most 5; <code>{"{{ userId }}"}</code> in the path or query is
+              filled in per call
+            </>
+          }
+          name="urls"
+          value={d?.urls.join("\n") ?? ""}
+          error={error}
+        />
+        <TextArea
+          label="Headers"
+          hint='one "Name: value" per line; at most 5; values may hold templates'
+          name="headers"
+          value={headerText}
+          error={error}
+        />
+        <div class="grid">
+          <label>
+            Signing
+            {/* `selected` per option: Preact sets no defaultValue on a <select>, and a form saved
+                showing the wrong mode would switch the destination to it. */}
+            <select name="signing">
+              {SIGNING_OPTIONS.map(([value, label]) => (
+                <option
+                  key={value}
+                  value={String(value)}
+                  selected={value === (d?.signing || Signing.SEGMENT)}
+                >
+                  {label}
+                </option>
+              ))}
+            </select>
+            <FieldError error={error} field="destination.signing" />
+          </label>
+          <label>
+            Shared secret{" "}
+            <span class="muted">
+              {creating ? "(optional)" : d.sharedSecretSet ? "(set; empty keeps it)" : "(not set)"}
+              {" (Ed25519: a whsk_ key; generated when none)"}
+            </span>
+            <input name="secret" type="password" autoComplete="new-password" />
+            <FieldError error={error} field="destination.shared_secret" />
+          </label>
+        </div>
+        <fieldset class="shaping">
+          <legend>Routing and shaping</legend>
+          <p class="muted small-text">
+            Expressions are <a href="https://jsonata.org">JSONata</a> on the call's webhook body (
+            <code>type</code>, <code>userId</code>, <code>event</code>, <code>properties</code>, …), with{" "}
+            <code>$messageId</code>, <code>$sourceId</code> and <code>$destinationId</code>. Empty fields keep
+            the defaults.
+          </p>
+          <fieldset>
+            <legend>
+              Call types <span class="muted">(none ticked: every type)</span>
+            </legend>
+            {EVENT_TYPES.map((t) => (
+              <label key={t} class="inline">
+                <input
+                  type="checkbox"
+                  name="filter-type"
+                  value={t}
+                  defaultChecked={filter?.types?.includes(t) ?? false}
+                />
+                {t}
+              </label>
             ))}
-          </select>
-          <FieldError error={props.error} field="destination.signing" />
-        </label>
-        <label>
-          Shared secret{" "}
-          <span class="muted">
-            {creating ? "(optional)" : d.sharedSecretSet ? "(set; empty keeps it)" : "(not set)"}
-            {" (Ed25519: a whsk_ key; generated when none)"}
-          </span>
-          <input name="secret" type="password" autoComplete="new-password" />
-          <FieldError error={props.error} field="destination.shared_secret" />
-        </label>
-      </div>
-      {creating ? (
-        <label class="inline">
-          <input type="checkbox" name="enabled" defaultChecked /> Deliver (enabled)
-        </label>
-      ) : (
-        <input type="hidden" name="enabled" value={d.enabled === false ? "" : "on"} />
-      )}
-      <button type="submit" aria-busy={props.busy} disabled={props.busy}>
-        {props.submitLabel}
-      </button>
-    </form>
+            <FieldError error={error} field="destination.filter.types" />
+          </fieldset>
+          <TextArea
+            label="Track events"
+            hint="one name per line, exact; empty: every event"
+            name="filter-events"
+            field="filter.events"
+            value={filter?.events?.join("\n") ?? ""}
+            error={error}
+          />
+          <TextArea
+            label="Filter expression"
+            hint="a call passes when it is truthy"
+            name="filter-expression"
+            field="filter.expression"
+            value={filter?.expression ?? ""}
+            placeholder={'properties.plan in ["pro", "team"]'}
+            error={error}
+          />
+          <TextArea
+            label="Mapping"
+            hint="renders the request body; empty: the default body"
+            name="mapping"
+            rows={4}
+            value={d?.mapping ?? ""}
+            placeholder={'{ "id": userId, "event": event, "plan": properties.plan }'}
+            error={error}
+          />
+          <div class="grid">
+            <label>
+              Method
+              {/* `selected` per option, as for signing. */}
+              <select name="method">
+                {METHODS.map((m) => (
+                  <option key={m} value={String(m)} selected={m === (d?.method || HttpMethod.POST)}>
+                    {methodName(m)}
+                  </option>
+                ))}
+              </select>
+              <FieldError error={error} field="destination.method" />
+            </label>
+            <label>
+              Retry window <span class="muted">(e.g. 2h; empty: the server's)</span>
+              <input name="retry-window" defaultValue={retry?.window ?? ""} autoComplete="off" />
+              <FieldError error={error} field="destination.retry.window" />
+            </label>
+            <label>
+              Retry delays <span class="muted">(e.g. 30s, 1m, 5m; the last repeats)</span>
+              <input name="retry-delays" defaultValue={retry?.delays?.join(", ") ?? ""} autoComplete="off" />
+              <FieldError error={error} field="destination.retry.delays" />
+            </label>
+          </div>
+        </fieldset>
+        {creating ? (
+          <label class="inline">
+            <input type="checkbox" name="enabled" defaultChecked /> Deliver (enabled)
+          </label>
+        ) : (
+          <input type="hidden" name="enabled" value={d.enabled === false ? "" : "on"} />
+        )}
+        <button type="submit" aria-busy={props.busy} disabled={props.busy}>
+          {props.submitLabel}
+        </button>
+      </form>
+      <DryRunPanel target={dryRunTarget} stored={!creating} />
+    </div>
   );
 }
