@@ -553,6 +553,20 @@ describe("web console", () => {
     );
   });
 
+  it("sends a test call from the destination page and shows its attempt", async () => {
+    await go("destinations/hook");
+    await page.getByRole("button", { name: "Send test call" }).click();
+    const result = page.locator("[data-testid=test-call]");
+    await result.waitFor();
+    const text = (await result.textContent()) ?? "";
+    expect(text).toMatch(/Test call test_\S+: delivered/);
+    const messageId = /test_[A-Za-z0-9_-]+/.exec(text)![0];
+    // The same attempt the admin API recorded, shown once.
+    const recorded = await stack.admin.listAttempts({ destinationId: "hook", messageId });
+    expect(recorded.attempts).toHaveLength(1);
+    expect(await result.locator("details.attempt").count()).toBe(1);
+  });
+
   it("renders every page without errors, the message page too (search by id)", async () => {
     await go("messages");
     await page.locator("input[name=message]").fill(failedId);

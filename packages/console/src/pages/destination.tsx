@@ -1,5 +1,6 @@
 import {
   type Attempt,
+  AttemptOutcome,
   ConsentMissing,
   type Destination,
   Ordering,
@@ -67,6 +68,9 @@ export function DestinationPage({ id }: { id: string }) {
   const [busy, setBusy] = useState(false);
   const [secret, setSecret] = useState<string | undefined>(undefined);
   const [confirmDelete, setConfirmDelete] = useState(false);
+  const [testCall, setTestCall] = useState<
+    { messageId: string; attempts: Attempt[] } | "sending" | undefined
+  >(undefined);
   useEffect(() => setDest(loaded.data?.[0].destination), [loaded.data]);
 
   if (loaded.error && !dest) return <ErrorNotice error={loaded.error} what={`Destination "${id}"`} />;
@@ -114,6 +118,18 @@ export function DestinationPage({ id }: { id: string }) {
       setActionError(undefined);
     } else setActionError(r.error);
   };
+  // One synthetic call through the real delivery path, even while paused (AdminService.SendTestCall).
+  const sendTest = async () => {
+    setTestCall("sending");
+    const r = await call(() => admin.sendTestCall({ destinationId: id, callJson: "" }));
+    if (r.ok) {
+      setTestCall({ messageId: r.value.messageId, attempts: r.value.attempts });
+      setActionError(undefined);
+    } else {
+      setTestCall(undefined);
+      setActionError(r.error);
+    }
+  };
   const remove = async () => {
     const r = await call(() => admin.deleteDestination({ id }));
     if (r.ok) navigate("/");
@@ -137,6 +153,9 @@ export function DestinationPage({ id }: { id: string }) {
           </button>
           <button type="button" class="secondary small" onClick={rotate}>
             Rotate secret
+          </button>
+          <button type="button" class="secondary small" onClick={sendTest} disabled={testCall === "sending"}>
+            Send test call
           </button>
           {confirmDelete ? (
             <button type="button" class="danger small" onClick={remove}>
@@ -163,6 +182,7 @@ export function DestinationPage({ id }: { id: string }) {
       </p>
       <ErrorNotice error={actionError} />
       {secret ? <ShowOnce label="New shared secret" value={secret} /> : null}
+      <TestCallResult result={testCall} />
       <PublicKeys keys={dest.signingPublicKeys} />
       <Shaping d={dest} />
       <details class="settings" open>
@@ -298,6 +318,26 @@ function AttemptLog({ destinationId }: { destinationId: string }) {
         </button>
       ) : null}
       {first.data ? <p class="muted small-text">Refreshes every {REFRESH_MS / 1000} s.</p> : null}
+    </article>
+  );
+}
+
+/** What the last test call did: its attempt, one line per URL tried. */
+function TestCallResult({
+  result,
+}: {
+  result: { messageId: string; attempts: Attempt[] } | "sending" | undefined;
+}) {
+  if (result === undefined) return null;
+  if (result === "sending") return <p aria-busy="true">Sending a test call…</p>;
+  const delivered = result.attempts.at(-1)?.outcome === AttemptOutcome.SUCCESS;
+  return (
+    <article class="test-call" data-testid="test-call">
+      <p>
+        Test call <code>{result.messageId}</code>: {delivered ? "delivered" : "not delivered"} (never
+        retried).
+      </p>
+      <AttemptList attempts={result.attempts} />
     </article>
   );
 }
