@@ -37,6 +37,25 @@ export interface DeletionRecord {
   passes: number;
   /** Set when a pass started at least the settle time after the request found nothing left. */
   doneTime?: string;
+  /**
+   * Passes under way for this request (pass id → start time, ISO): a pass that found nothing
+   * marks the request done only when no other pass is under way, since another replica's pass
+   * may have erased what this one did not find and not have counted it yet. An entry older than
+   * STALE_PASS_MS (a replica that died mid-pass) is ignored and dropped.
+   */
+  activePasses?: Record<string, string>;
+}
+
+/** A pass registered longer ago than this is taken for dead (its replica crashed). */
+export const STALE_PASS_MS = 10 * 60_000;
+
+/** The record's passes under way but `except`, without the stale ones. */
+export function livePasses(r: DeletionRecord, now: number, except?: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [id, at] of Object.entries(r.activePasses ?? {})) {
+    if (id !== except && now - Date.parse(at) < STALE_PASS_MS) out[id] = at;
+  }
+  return out;
 }
 
 export function addCounts(a: ErasedCounts, b: ErasedCounts): ErasedCounts {

@@ -1,7 +1,15 @@
+import { randomUUID } from "node:crypto";
 import type { NatsConnection } from "nats";
 import type { Logger } from "../log/logger.js";
 import type { MembershipStore } from "../membership/membership-store.js";
-import { addCounts, type ErasedCounts, isZero, NO_ERASURES } from "./deletion-record.js";
+import {
+  addCounts,
+  type DeletionRecord,
+  type ErasedCounts,
+  isZero,
+  livePasses,
+  NO_ERASURES,
+} from "./deletion-record.js";
 import type { DeletionStore } from "./deletion-store.js";
 import { eraseMemberships } from "./erase-memberships.js";
 import { erasePass } from "./erase-pass.js";
@@ -80,6 +88,30 @@ export class ErasureWorker {
     const pending = await this.#store.pending();
     if (pending.length === 0) return;
     const started = Date.now();
+    // Registered on every request first: another replica's pass that finds nothing while this
+    // one is erasing must not mark a request done before this one counted what it erased.
+    const passId = randomUUID();
+    const at = new Date(started).toISOString();
+    for (const r of pending) {
+      await this.#store.update(r.requestId, (cur) => ({
+        ...cur,
+        activePasses: { ...livePasses(cur, started), [passId]: at },
+      }));
+    }
+    try {
+      await this.#pass(pending, started, passId);
+    } catch (err) {
+      // Deregistered, so that the others need not wait for this pass to go stale.
+      for (const r of pending) {
+        await this.#store
+          .update(r.requestId, (cur) => ({ ...cur, activePasses: livePasses(cur, Date.now(), passId) }))
+          .catch(() => undefined);
+      }
+      throw err;
+    }
+  }
+
+  async #pass(pending: readonly DeletionRecord[], started: number, passId: string): Promise<void> {
     // Per user, the latest request: calls accepted before it are erased.
     const users = new Map<string, number>();
     for (const r of pending)
@@ -104,14 +136,19 @@ export class ErasureWorker {
         : (erased.get(r.userHash) ?? NO_ERASURES);
       credited.add(r.userHash);
       const settled = started - Date.parse(r.requestTime) >= this.#o.settleMs;
-      const updated = await this.#store.update(r.requestId, (cur) => ({
-        ...cur,
-        erased: addCounts(cur.erased, found),
-        passes: cur.passes + 1,
-        ...(cur.doneTime === undefined && settled && isZero(found) && lists.unreadable.length === 0
-          ? { doneTime: new Date().toISOString() }
-          : {}),
-      }));
+      const updated = await this.#store.update(r.requestId, (cur) => {
+        const others = livePasses(cur, Date.now(), passId);
+        const quiet = settled && isZero(found) && lists.unreadable.length === 0;
+        return {
+          ...cur,
+          erased: addCounts(cur.erased, found),
+          passes: cur.passes + 1,
+          activePasses: others,
+          ...(cur.doneTime === undefined && quiet && Object.keys(others).length === 0
+            ? { doneTime: new Date().toISOString() }
+            : {}),
+        };
+      });
       if (updated?.doneTime && r.doneTime === undefined) {
         this.#o.log.info({ requestId: r.requestId, erased: updated.erased }, "deletion request erased");
       }
