@@ -90,7 +90,14 @@ describe("Ed25519 (v1a) signatures", () => {
       expect(r.headers["x-signature"]).toBeUndefined();
       expect(r.headers["x-signature-next"]).toBeUndefined();
     }
-    const attempts = (await t.stack.admin.listAttempts({ destinationId: dest.id })).attempts;
+    // Attempt records are stored without waiting: read them once all three are in.
+    const attempts = await until(
+      async () => {
+        const a = (await t.stack.admin.listAttempts({ destinationId: dest.id })).attempts;
+        return a.length >= 3 && a;
+      },
+      { message: "3 attempt records" },
+    );
     expect(attempts.map((a) => a.status)).toEqual([200, 200, 200]);
   });
 

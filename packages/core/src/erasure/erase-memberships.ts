@@ -77,8 +77,9 @@ export async function eraseMemberships(
   store: MembershipStore,
   users: ReadonlyMap<string, number>,
   settleMs: number,
+  /** Where the counts go as lists are rewritten: the caller keeps them if the pass fails half-way. */
+  erased: Map<string, number> = new Map(),
 ): Promise<MembershipErasure> {
-  const erased = new Map<string, number>();
   const unreadable: string[] = [];
   const credit = (found: Iterable<string>) => {
     for (const user of found) erased.set(user, (erased.get(user) ?? 0) + 1);

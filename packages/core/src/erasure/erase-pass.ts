@@ -69,9 +69,10 @@ export async function erasePass(
   nc: NatsConnection,
   users: ReadonlyMap<string, number>,
   settleMs: number,
+  /** Where the counts go as messages are erased: the caller keeps them if the pass fails half-way. */
+  erased: Map<string, ErasedCounts> = new Map(),
 ): Promise<Map<string, ErasedCounts>> {
   const jsm = await nc.jetstreamManager();
-  const erased = new Map<string, ErasedCounts>();
   for (const store of STORES) {
     const visit = async (m: Visited) => {
       if (m.subject.startsWith(HEALTH_PREFIX)) return;

@@ -98,36 +98,53 @@ export class ErasureWorker {
         activePasses: { ...livePasses(cur, started), [passId]: at },
       }));
     }
+    // What this pass erased so far: credited even when the pass fails half-way, or a later pass
+    // that finds nothing would mark the request done without it.
+    const acc = { lists: new Map<string, number>(), streams: new Map<string, ErasedCounts>() };
+    let unreadable = 0;
+    let failed = false;
     try {
-      await this.#pass(pending, started, passId);
-    } catch (err) {
-      // Deregistered, so that the others need not wait for this pass to go stale.
-      for (const r of pending) {
-        await this.#store
-          .update(r.requestId, (cur) => ({ ...cur, activePasses: livePasses(cur, Date.now(), passId) }))
-          .catch(() => undefined);
+      // Per user, the latest request: calls accepted before it are erased.
+      const users = new Map<string, number>();
+      for (const r of pending)
+        users.set(r.userHash, Math.max(users.get(r.userHash) ?? 0, Date.parse(r.requestTime)));
+      // Member lists first (small, and quick): a sync diffed against a list that still holds the
+      // user may send a "left" call for them (docs/design/erasure.md).
+      const lists = await eraseMemberships(this.#o.memberships, users, this.#o.settleMs, acc.lists);
+      unreadable = lists.unreadable.length;
+      if (unreadable > 0) {
+        this.#o.log.warn(
+          { memberships: lists.unreadable },
+          "membership lists are unreadable (corrupt): deletion requests stay pending until they are removed (nats object rm hookpost_memberships <name>)",
+        );
       }
+      await erasePass(this.#nc, users, this.#o.settleMs, acc.streams);
+    } catch (err) {
+      failed = true;
       throw err;
+    } finally {
+      const erased = acc.streams;
+      for (const [user, n] of acc.lists)
+        erased.set(user, { ...(erased.get(user) ?? NO_ERASURES), memberships: n });
+      const credit = this.#credit(pending, passId, erased, started, !failed && unreadable === 0);
+      // A failed pass still credits and deregisters (best effort: its error is the one reported).
+      if (failed) await credit.catch(() => undefined);
+      else await credit;
     }
   }
 
-  async #pass(pending: readonly DeletionRecord[], started: number, passId: string): Promise<void> {
-    // Per user, the latest request: calls accepted before it are erased.
-    const users = new Map<string, number>();
-    for (const r of pending)
-      users.set(r.userHash, Math.max(users.get(r.userHash) ?? 0, Date.parse(r.requestTime)));
-    // Member lists first (small, and quick): a sync diffed against a list that still holds the
-    // user may send a "left" call for them (docs/design/erasure.md).
-    const lists = await eraseMemberships(this.#o.memberships, users, this.#o.settleMs);
-    if (lists.unreadable.length > 0) {
-      this.#o.log.warn(
-        { memberships: lists.unreadable },
-        "membership lists are unreadable (corrupt): deletion requests stay pending until they are removed (nats object rm hookpost_memberships <name>)",
-      );
-    }
-    const erased = await erasePass(this.#nc, users, this.#o.settleMs);
-    for (const [user, n] of lists.erased)
-      erased.set(user, { ...(erased.get(user) ?? NO_ERASURES), memberships: n });
+  /**
+   * Adds a pass's counts to its requests and deregisters it; marks a request done when it may
+   * finish (the pass completed and read every list), found nothing, started after the settle time,
+   * and no other pass is under way on it.
+   */
+  async #credit(
+    pending: readonly DeletionRecord[],
+    passId: string,
+    erased: ReadonlyMap<string, ErasedCounts>,
+    started: number,
+    mayFinish: boolean,
+  ): Promise<void> {
     // Two requests for one user: the first is credited with what was found.
     const credited = new Set<string>();
     for (const r of pending) {
@@ -138,7 +155,7 @@ export class ErasureWorker {
       const settled = started - Date.parse(r.requestTime) >= this.#o.settleMs;
       const updated = await this.#store.update(r.requestId, (cur) => {
         const others = livePasses(cur, Date.now(), passId);
-        const quiet = settled && isZero(found) && lists.unreadable.length === 0;
+        const quiet = mayFinish && settled && isZero(found);
         return {
           ...cur,
           erased: addCounts(cur.erased, found),
