@@ -127,7 +127,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     const sync = await startSync(config.sync, { nc, stores, publisher, quota: calls.quota, metrics, log });
     grpc.add(IngestService, { ...calls.service, ...sync });
 
-    const admin = startAdmin({
+    const admin = await startAdmin({
       nc,
       stores,
       adminAuth,

@@ -38,6 +38,9 @@ export interface DeliveryFacts {
   attemptNumber: number;
   /** The call's user, for erasure (USER_HASH_HEADER). */
   userHash?: string;
+  /** The call's type and event (CALL_TYPE_HEADER, EVENT_HEADER), for search. */
+  callType?: string;
+  event?: string;
   /** When the delivery is tried again (set on the last URL's record only). */
   nextAttemptMs?: number;
 }
@@ -80,6 +83,8 @@ export function attemptRecords(f: DeliveryFacts, outcomes: readonly AttemptOutco
         responseBody: o.responseExcerpt,
       };
       if (f.userHash) r.userHash = f.userHash;
+      if (f.callType) r.callType = f.callType;
+      if (f.event !== undefined) r.event = f.event;
       if (o.requestBody !== undefined) r.requestBody = o.requestBody;
       if (f.nextAttemptMs !== undefined && i === all.length - 1) {
         r.nextAttemptTime = new Date(f.nextAttemptMs).toISOString();

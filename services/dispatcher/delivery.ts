@@ -7,9 +7,9 @@ import {
   laneSubject,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
+  recordFields,
   SOURCE_ID_HEADER,
   startDeliverySpan,
-  userHashField,
 } from "@hookpost/core";
 import type { JsMsg } from "nats";
 import { attemptRecorder, lastOutcome, readableReason, readableReasons } from "./attempt-records.js";
@@ -213,7 +213,7 @@ export class DeliveryHandler {
       clearInterval(keepAlive);
     }
     observeLatency(d.metrics, destinationId, result);
-    const facts = { messageId, destinationId, sourceId, attemptNumber, ...userHashField(headers) };
+    const facts = { messageId, destinationId, sourceId, attemptNumber, ...recordFields(headers) };
     this.#observe(destinationId, result.outcomes);
     const record = attemptRecorder(d.attemptLog, facts, result.outcomes);
 
@@ -332,7 +332,7 @@ export class DeliveryHandler {
       reason,
       firstAttemptTime: new Date(state.firstTimeMs).toISOString(),
       deadTime: new Date().toISOString(),
-      ...userHashField(msg.headers),
+      ...recordFields(msg.headers),
     };
     let deadSequence: number;
     try {

@@ -11,8 +11,8 @@ import {
   laneSubject,
   MESSAGE_ID_HEADER,
   nextMessage,
+  recordFields,
   SOURCE_ID_HEADER,
-  userHashField,
 } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import { removeDestinationDeliveries } from "./consumers.js";
@@ -133,7 +133,7 @@ export class Janitor {
         reason: "destination disabled for the whole retry window",
         firstAttemptTime: new Date(state.firstTimeMs).toISOString(),
         deadTime: new Date().toISOString(),
-        ...userHashField(m.header),
+        ...recordFields(m.header),
       };
       const deadSequence = await d.deadLetters.record(letter, `${destinationId}:${m.seq}`);
       d.attemptLog?.dead(deadRecordOf(letter, deadSequence));

@@ -17,6 +17,7 @@ import {
   EVENT_SEQ_HEADER,
   filterExpressionPasses,
   filterListsOf,
+  loggedEvent,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   orderedSubject,
@@ -24,6 +25,7 @@ import {
   partitionSubject,
   renderBody,
   SOURCE_ID_HEADER,
+  setCallHeaders,
   startRouteSpan,
   USER_HASH_HEADER,
   userHash,
@@ -140,6 +142,7 @@ export class Router {
           h.set(SOURCE_ID_HEADER, call.sourceId);
           if (notRendered !== undefined) h.set(NOT_RENDERED_HEADER, notRendered);
           if (user !== undefined) h.set(USER_HASH_HEADER, user);
+          setCallHeaders(h, call);
           span.inject(h); // tracing hook: the trace goes on to DELIVERIES
           const ordered = dest.ordering === "PER_USER";
           // The accepted order, which the ordered worker follows even if routers store out of it.
@@ -193,6 +196,8 @@ export class Router {
       messageId: call.messageId,
       sourceId: call.sourceId,
       ...(erasable(call) ? { userHash: userHash(call) } : {}),
+      callType: call.type,
+      ...(call.type === "track" && call.event ? { event: loggedEvent(call.event) } : {}),
       receivedAt: call.receivedAt,
       time: new Date().toISOString(),
       destinations,

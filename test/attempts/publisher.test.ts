@@ -1,7 +1,9 @@
 import {
+  AttemptIndex,
   AttemptLog,
   AttemptReader,
   type AttemptRecord,
+  AttemptSearch,
   DEFAULT_TOPOLOGY,
   type DropReason,
   ensureTopology,
@@ -12,7 +14,7 @@ import {
   routedSubject,
 } from "@hookpost/core";
 import pino from "pino";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { until } from "../helpers/until.js";
 import { useNats } from "../helpers/use-nats.js";
 
@@ -22,9 +24,17 @@ import { useNats } from "../helpers/use-nats.js";
 const nats = useNats();
 const quiet = pino({ level: "silent" });
 
+let index: AttemptIndex;
+let reader: AttemptReader;
+
 beforeAll(async () => {
-  await ensureTopology(await nats.nc.jetstreamManager(), DEFAULT_TOPOLOGY);
+  const jsm = await nats.nc.jetstreamManager();
+  await ensureTopology(jsm, DEFAULT_TOPOLOGY);
+  index = await AttemptIndex.open(nats.nc, { logger: quiet });
+  reader = new AttemptReader(new AttemptSearch(jsm, index));
 });
+
+afterAll(() => index?.close());
 
 let n = 0;
 function record(destinationId: string): AttemptRecord {
@@ -51,7 +61,7 @@ describe("AttemptLog", () => {
     const log = new AttemptLog(nats.nc, { enabled: true, bodies: false, logger: quiet });
     for (let i = 0; i < 3; i++) log.attempt(record("pub-a"));
     await log.flush();
-    const page = await new AttemptReader(await nats.nc.jetstreamManager()).list({
+    const page = await reader.list({
       destinationId: "pub-a",
       pageSize: 10,
     });
@@ -92,7 +102,7 @@ describe("AttemptLog", () => {
     });
     off.attempt(record("pub-b"));
     await full.flush();
-    const page = await new AttemptReader(await nats.nc.jetstreamManager()).list({
+    const page = await reader.list({
       destinationId: "pub-b",
       pageSize: 10,
     });
@@ -137,7 +147,7 @@ describe("AttemptLog", () => {
     ] as const)
       log.attempt(attempt(id, source));
     await log.flush();
-    const page = await new AttemptReader(await nats.nc.jetstreamManager()).list({
+    const page = await reader.list({
       destinationId: "pub-c",
       pageSize: 10,
     });

@@ -16,6 +16,15 @@ export {
   pageSize,
   pageSizeViolation,
 } from "./admin-pages.js";
+export {
+  httpStatusFilterOf,
+  LOG_STATUS_NAMES,
+  type LogStatusName,
+  logStatusOf,
+  MAX_SEARCH_TEXT_CHARS,
+  type SearchFilterFields,
+  searchFilterViolations,
+} from "./attempt-search.js";
 export { CALL_STRING_FIELDS, CALL_TYPES, type CallType, type ContractCall, isCallType } from "./call.js";
 export { CLIENT_SETTINGS, type ClientSetting, clientSetting, userVariables } from "./config/client-env.js";
 export {

@@ -26,10 +26,12 @@ export {
   ATTEMPT_SUBJECTS,
   ATTEMPTS_STREAM,
   type AttemptRecord,
+  attemptRecordSubject,
   attemptSubject,
   type ConsentFiltered,
   type DeadRecord,
   deadRecordOf,
+  deadRecordSubject,
   healthSubject,
   type LogRecord,
   messageHash,
@@ -37,10 +39,46 @@ export {
   outcomeKind,
   RESPONSE_EXCERPT_BYTES,
   type RoutedRecord,
+  routedRecordSubject,
   routedSubject,
   type Stored,
   statusClass,
 } from "./attempts/record.js";
+export {
+  AttemptIndex,
+  type AttemptIndexOptions,
+  IndexData,
+  type Unit,
+} from "./attempts/search/attempt-index.js";
+export {
+  eventHash,
+  type Facets,
+  INTEGRATIONS_FILTERED,
+  type Indexed,
+  indexedOf,
+  messageKey,
+  recordTime,
+  type SearchStatus,
+  STATUS,
+  STATUS_CODES,
+  type StatusCode,
+  searchStatusOf,
+  typeCode,
+  typeName,
+  userKeyOf,
+} from "./attempts/search/entries.js";
+export { Plan, type SearchFilter } from "./attempts/search/plan.js";
+export {
+  AttemptSearch,
+  type Cursor,
+  MAX_READS,
+  MESSAGE_RECORDS_MAX,
+  RECORD_DONE,
+  type SearchHit,
+  type SearchOptions,
+  type SearchPage,
+} from "./attempts/search/search.js";
+export { DEFAULT_SPANS, type SegmentHeader, type Spans } from "./attempts/search/segment.js";
 export { AuditLog, type AuditPage, type AuditQuery, auditEntryBytes } from "./audit/audit-log.js";
 export type {
   AuditActor,
@@ -78,12 +116,19 @@ export {
   type ListOptions,
 } from "./dead-letters/dead-letters.js";
 export {
+  CALL_TYPE_HEADER,
+  callFields,
   deliveryMsgId,
+  EVENT_HEADER,
   EVENT_SEQ_HEADER,
   FIRST_TIME_HEADER,
+  loggedEvent,
+  MAX_LOGGED_EVENT_CHARS,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
+  recordFields,
   SOURCE_ID_HEADER,
+  setCallHeaders,
   USER_HASH_HEADER,
   userHashField,
 } from "./dead-letters/delivery-headers.js";
@@ -198,8 +243,12 @@ export { scanStream } from "./nats/scan-stream.js";
 export { StreamFeed, type StreamFeedOptions } from "./nats/stream-feed.js";
 export { countIfFull, registerStreamFull, StreamWatch } from "./nats/stream-watch.js";
 export {
+  ATTEMPT_INDEX_DATA_SUBJECT,
+  ATTEMPT_INDEX_HEAD_SUBJECT,
+  ATTEMPT_INDEX_STREAM,
   AUDIT_STREAM,
   AUDIT_SUBJECTS,
+  attemptIndexMaxBytes,
   auditOutcomeSubject,
   auditRequestSubject,
   CONFIG_BUCKET,
@@ -229,6 +278,7 @@ export {
   LANE_CONSUMER_PREFIX,
   LANE_SUBJECT_PREFIX,
   LEGACY_CONSUMER_PREFIX,
+  LOG_RECORDS_FILTER,
   laneConsumer,
   laneSubject,
   legacyDeliverySubject,

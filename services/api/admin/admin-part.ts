@@ -1,17 +1,27 @@
-import { AttemptReader, HealthAggregate, type Logger, type ServiceImpl } from "@hookpost/core";
+import {
+  AttemptIndex,
+  AttemptReader,
+  AttemptSearch,
+  HealthAggregate,
+  type Logger,
+  type ServiceImpl,
+} from "@hookpost/core";
 import type { NatsConnection } from "nats";
 import type { AdminAuth } from "../auth.js";
 import type { Stores } from "../stores.js";
 import { adminService } from "./admin-service.js";
 import type { AdminMethods } from "./sources.js";
 
-/** AdminService (gRPC and, through the console handler, Connect) with the destination-health feed it reads. */
+/**
+ * AdminService (gRPC and, through the console handler, Connect) with what it reads: the
+ * destination-health feed, and the attempt log's search index (built and followed here).
+ */
 export interface AdminPart {
   readonly service: ServiceImpl<AdminMethods>;
   close(): void;
 }
 
-export function startAdmin(deps: {
+export async function startAdmin(deps: {
   nc: NatsConnection;
   stores: Stores;
   adminAuth: AdminAuth;
@@ -21,8 +31,15 @@ export function startAdmin(deps: {
   onAuditOutcomeLost?: () => void;
   /** RETRY_WINDOW and RETRY_MAX_DELAY: what a destination's own retry schedule must stay within. */
   retryBounds?: { windowMs: number; maxDelayMs: number };
-}): AdminPart {
+}): Promise<AdminPart> {
   const { stores, log } = deps;
+  const index = await AttemptIndex.open(deps.nc, { logger: log });
+  const search = new AttemptSearch(stores.jsm, index);
+  // A dead letter kept without its body replays with its routing record's, found through the index.
+  stores.deadLetters.useRoutedBodies(
+    async (sourceId, messageId) =>
+      (await search.routedOf(sourceId, messageId)).find((r) => r.body !== undefined)?.body,
+  );
   const health = new HealthAggregate(deps.nc, log);
   health.start();
   // A deleted destination's health is forgotten with it.
@@ -32,7 +49,8 @@ export function startAdmin(deps: {
   const service = adminService({
     store: stores.config,
     jsm: stores.jsm,
-    attempts: new AttemptReader(stores.jsm),
+    attempts: new AttemptReader(search),
+    search,
     health,
     log,
     adminAuth: deps.adminAuth,
@@ -44,5 +62,11 @@ export function startAdmin(deps: {
     deletions: stores.deletions,
     ...(deps.retryBounds ? { retryBounds: deps.retryBounds } : {}),
   });
-  return { service, close: () => health.close() };
+  return {
+    service,
+    close: () => {
+      health.close();
+      index.close();
+    },
+  };
 }

@@ -1,6 +1,7 @@
 import { Code, HookpostError } from "@hookpost/contract";
 import type {
   AttemptReader,
+  AttemptSearch,
   AuditLog,
   CallContext,
   DeadLetters,
@@ -11,6 +12,7 @@ import type {
 import { ConflictError, DomainError } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import type { AdminAuth } from "../auth.js";
+import { attemptSearchHandlers } from "./attempt-search.js";
 import { attemptHandlers } from "./attempts.js";
 import { auditRecordHandlers } from "./audit-records.js";
 import { audited } from "./audited.js";
@@ -31,6 +33,8 @@ export interface AdminServiceDeps extends AdminDeps {
   deadLetters: DeadLetters;
   /** The attempt log, for ListAttempts / GetMessage. */
   attempts: AttemptReader;
+  /** The attempt log's search index, for SearchAttempts / GetAttemptLogInfo. */
+  search: AttemptSearch;
   /** Delivery figures folded from the attempt log, for ListDestinationHealth. */
   health: HealthAggregate;
   /** Consumer lookups (backlog) for ListDestinationHealth. */
@@ -55,7 +59,7 @@ function isNatsError(err: unknown): boolean {
 }
 
 /** Reads (a dry run changes nothing); every other method is a write, and is audited (so is any write added later). */
-const READ = /^(get|list|dryRun)[A-Z]/;
+const READ = /^(get|list|search|dryRun)[A-Z]/;
 
 /**
  * AdminService: every RPC first checks `authorization: Bearer <ADMIN_TOKEN>`; every write is
@@ -68,6 +72,7 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
     ...destinationHandlers(deps),
     ...rotateSecretHandler(deps),
     ...attemptHandlers(deps),
+    ...attemptSearchHandlers(deps),
     ...healthHandlers(deps),
     ...auditRecordHandlers(deps),
     ...reencryptSecretsHandler(deps),

@@ -28,7 +28,7 @@ import type {
   Stored,
 } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
-import { requiredIdViolations } from "./ids.js";
+import { optionalIdViolations, requiredIdViolations } from "./ids.js";
 import type { AdminMethods } from "./sources.js";
 
 export interface AttemptDeps {
@@ -65,10 +65,10 @@ export function attemptHandlers(
 ): Pick<ServiceImpl<AdminMethods>, "listAttempts" | "getMessage"> {
   return {
     listAttempts: async (req) => {
-      const violations: FieldViolation[] = [];
-      if (req.destinationId !== "")
-        violations.push(...requiredIdViolations(req.destinationId, "destination_id"));
-      if (req.sourceId !== "") violations.push(...requiredIdViolations(req.sourceId, "source_id"));
+      const violations: FieldViolation[] = [
+        ...optionalIdViolations(req.destinationId, "destination_id"),
+        ...optionalIdViolations(req.sourceId, "source_id"),
+      ];
       if (req.messageId.length > MAX_MESSAGE_ID) {
         violations.push({ field: "message_id", description: `is too long: at most ${MAX_MESSAGE_ID}` });
       }

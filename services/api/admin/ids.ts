@@ -26,6 +26,11 @@ export function requiredIdViolations(id: string, field = "id"): FieldViolation[]
   return ID_PATTERN.test(id) ? [] : [{ field, description: "is not a valid id (letters, digits, '-', '_')" }];
 }
 
+/** For filters: the id may be left empty, else it must be well formed. */
+export function optionalIdViolations(id: string, field: string): FieldViolation[] {
+  return id === "" ? [] : requiredIdViolations(id, field);
+}
+
 export const MAX_NAME_CHARS = 200;
 
 /** A display name: required, at most 200 characters, no control characters. */

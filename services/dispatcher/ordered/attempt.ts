@@ -3,9 +3,9 @@ import {
   deadRecordOf,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
+  recordFields,
   SOURCE_ID_HEADER,
   startDeliverySpan,
-  userHashField,
 } from "@hookpost/core";
 import type { StoredMsg } from "nats";
 import { attemptRecorder, lastOutcome, readableReasons } from "../attempt-records.js";
@@ -47,7 +47,7 @@ export function headFacts(head: StoredMsg, destinationId: string) {
     sourceId: head.header?.get(SOURCE_ID_HEADER) ?? "",
     destinationId,
     firstTimeMs: head.time.getTime(),
-    ...userHashField(head.header),
+    ...recordFields(head.header),
   };
 }
 
@@ -150,7 +150,7 @@ export async function deadLetterHead(
     reason,
     firstAttemptTime: head.time.toISOString(),
     deadTime: new Date().toISOString(),
-    ...userHashField(head.header),
+    ...recordFields(head.header),
   };
   let deadSequence: number;
   try {

@@ -3,13 +3,13 @@ import type { Logger } from "../log/logger.js";
 import { type BreakerReport, HealthTally } from "./health-tally.js";
 import {
   type AttemptRecord,
-  attemptSubject,
+  attemptRecordSubject,
   type DeadRecord,
+  deadRecordSubject,
   healthSubject,
   type LogRecord,
-  messageHash,
   type RoutedRecord,
-  routedSubject,
+  routedRecordSubject,
 } from "./record.js";
 
 export interface AttemptLogOptions {
@@ -101,18 +101,18 @@ export class AttemptLog {
 
   attempt(r: AttemptRecord): void {
     if (!this.#o.bodies) delete r.requestBody;
-    this.#publish(attemptSubject(r.destinationId, messageHash(r.messageId)), r);
+    this.#publish(attemptRecordSubject(r.destinationId), r);
     this.#fold(r);
   }
 
   dead(r: DeadRecord): void {
-    this.#publish(attemptSubject(r.destinationId, messageHash(r.messageId)), r);
+    this.#publish(deadRecordSubject(r.destinationId), r);
     this.#fold(r);
   }
 
   routed(r: RoutedRecord): void {
     if (!this.#o.bodies) delete r.body;
-    this.#publish(routedSubject(messageHash(r.messageId)), r);
+    this.#publish(routedRecordSubject(r.sourceId), r);
     this.#fold(r);
   }
 

@@ -8,8 +8,11 @@ import { createHash } from "node:crypto";
 export {
   ATTEMPT_SUBJECTS,
   ATTEMPTS_STREAM,
+  attemptRecordSubject,
   attemptSubject,
+  deadRecordSubject,
   healthSubject,
+  routedRecordSubject,
   routedSubject,
 } from "../nats/topology.js";
 
@@ -49,6 +52,9 @@ export interface AttemptRecord {
   responseBody: string;
   /** The call's user (users/user-hash.ts), for erasure; absent in older records and deletion notices. */
   userHash?: string;
+  /** The call's type and (track) event name (search facets); absent in records before issue 28. */
+  callType?: string;
+  event?: string;
   /**
    * Only in records written before the dispatcher left it to the routed record (the same bytes
    * go to every destination); AttemptReader.requestBodies joins it from there.
@@ -69,6 +75,8 @@ export interface DeadRecord {
   time: string;
   /** As on AttemptRecord. */
   userHash?: string;
+  callType?: string;
+  event?: string;
 }
 
 /** The attempt log's record of a dead letter stored at `deadSequence` on DEAD. */
@@ -80,10 +88,12 @@ export function deadRecordOf(
     reason: string;
     deadTime: string;
     userHash?: string;
+    callType?: string;
+    event?: string;
   },
   deadSequence: number,
 ): DeadRecord {
-  const { messageId, destinationId, sourceId, reason, deadTime, userHash } = letter;
+  const { messageId, destinationId, sourceId, reason, deadTime, userHash, callType, event } = letter;
   const r: DeadRecord = {
     kind: "dead",
     messageId,
@@ -94,6 +104,8 @@ export function deadRecordOf(
     time: deadTime,
   };
   if (userHash) r.userHash = userHash;
+  if (callType) r.callType = callType;
+  if (event !== undefined) r.event = event;
   return r;
 }
 
@@ -106,6 +118,8 @@ export interface RoutedRecord {
   time: string;
   /** As on AttemptRecord. */
   userHash?: string;
+  callType?: string;
+  event?: string;
   destinations: string[];
   /** The call's integrations turned webhooks off: `destinations` were filtered, not sent to. */
   filtered: boolean;

@@ -21,6 +21,7 @@ import {
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   SOURCE_ID_HEADER,
+  setCallHeaders,
   USER_HASH_HEADER,
 } from "./delivery-headers.js";
 import type { DeadLetter, DeadLetterRecord } from "./record.js";
@@ -66,6 +67,7 @@ export class DeadLetters {
   readonly #js: JetStreamClient;
   readonly #jsm: JetStreamManager;
   readonly #bodies: boolean;
+  #routedLookup: ((sourceId: string, messageId: string) => Promise<string | undefined>) | undefined;
 
   private constructor(js: JetStreamClient, jsm: JetStreamManager, bodies: boolean) {
     this.#js = js;
@@ -76,6 +78,15 @@ export class DeadLetters {
   /** `bodies` (DEAD_LETTER_BODIES, default true): false records metadata only. */
   static async open(nc: NatsConnection, o: { bodies?: boolean } = {}): Promise<DeadLetters> {
     return new DeadLetters(nc.jetstream(), await nc.jetstreamManager(), o.bodies ?? true);
+  }
+
+  /**
+   * Where a replay finds the body of a letter kept without it: the attempt log's index (the API
+   * sets it). Without one, the routing record is looked up by its subject, as before issue 28
+   * (records in that layout only).
+   */
+  useRoutedBodies(lookup: (sourceId: string, messageId: string) => Promise<string | undefined>): void {
+    this.#routedLookup = lookup;
   }
 
   /**
@@ -192,6 +203,7 @@ export class DeadLetters {
     h.set(SOURCE_ID_HEADER, letter.sourceId);
     if (letter.notRendered !== undefined) h.set(NOT_RENDERED_HEADER, letter.notRendered);
     if (letter.userHash) h.set(USER_HASH_HEADER, letter.userHash);
+    setCallHeaders(h, letter);
     // A fresh id (the original is still in the dedup window), yet the same for a repeated
     // replay of the same record, so retrying a replay request does not deliver twice.
     const msgID = `${deliveryMsgId(letter.sourceId, letter.messageId, letter.destinationId)}:replay:${letter.sequence}`;
@@ -211,6 +223,7 @@ export class DeadLetters {
    * call's routing record keeps them when ATTEMPT_LOG_BODIES is on (until the log ages it out).
    */
   async #routedBody(letter: DeadLetter): Promise<string | undefined> {
+    if (this.#routedLookup) return this.#routedLookup(letter.sourceId, letter.messageId);
     const subject = routedSubject(messageHash(letter.messageId));
     for (let seq = 1; ; ) {
       const m = await nextMessage(this.#jsm, ATTEMPTS_STREAM, subject, seq);

@@ -30,6 +30,57 @@ export function userHashField(h: { get(name: string): string } | undefined): { u
 }
 
 /**
+ * The call's type and, for a track call, its event name, set by the router on every delivery and
+ * carried on like the user hash: the dispatcher writes them into attempt and dead records, which
+ * the attempt log is searched by (docs/design/attempt-search.md). The event is percent-encoded
+ * (a header is one line) and cut to MAX_LOGGED_EVENT_CHARS.
+ */
+export const CALL_TYPE_HEADER = "Hookpost-Call-Type";
+export const EVENT_HEADER = "Hookpost-Event";
+/** Longest event name a record keeps; search hashes names cut the same way. */
+export const MAX_LOGGED_EVENT_CHARS = 256;
+
+/** The event name as records keep it. */
+export const loggedEvent = (event: string) => event.slice(0, MAX_LOGGED_EVENT_CHARS);
+
+/** Sets CALL_TYPE_HEADER and EVENT_HEADER for a call (or a record made of one). */
+export function setCallHeaders(
+  h: { set(name: string, value: string): void },
+  call: { type?: string | undefined; callType?: string | undefined; event?: string | undefined },
+): void {
+  const type = call.callType ?? call.type;
+  if (type) h.set(CALL_TYPE_HEADER, type);
+  if (call.event) h.set(EVENT_HEADER, encodeURIComponent(loggedEvent(call.event)));
+}
+
+/** `{ callType, event }` from a delivery's headers; `{}` for deliveries stored before issue 28. */
+export function callFields(h: { get(name: string): string } | undefined): {
+  callType?: string;
+  event?: string;
+} {
+  const type = h?.get(CALL_TYPE_HEADER);
+  const encoded = h?.get(EVENT_HEADER);
+  let event: string | undefined;
+  if (encoded) {
+    try {
+      event = decodeURIComponent(encoded);
+    } catch {
+      // Not ours: a record without its event rather than none at all.
+    }
+  }
+  return { ...(type ? { callType: type } : {}), ...(event !== undefined ? { event } : {}) };
+}
+
+/** What a record made of a delivery (attempt, dead letter) takes from its headers: user, type, event. */
+export function recordFields(h: { get(name: string): string } | undefined): {
+  userHash?: string;
+  callType?: string;
+  event?: string;
+} {
+  return { ...userHashField(h), ...callFields(h) };
+}
+
+/**
  * On HOOKPOST_ORDERED only: the call's sequence on EVENTS (the order it was accepted in). Routers
  * may store a user's calls out of that order (two replicas, a retried publish); the ordered worker
  * sends by it (services/dispatcher/ordered/).

@@ -52,6 +52,9 @@ export interface DeadLetterRecord {
    * header on the dead letter, for erasure. Absent in older records and deletion notices.
    */
   userHash?: string;
+  /** The call's type and event (CALL_TYPE_HEADER, EVENT_HEADER), kept for replays and the attempt log. */
+  callType?: string;
+  event?: string;
 }
 
 /** A stored dead letter with its DEAD stream sequence (the handle for replay). */

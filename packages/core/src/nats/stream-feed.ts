@@ -14,8 +14,10 @@ export interface StreamFeedOptions {
   stream: string;
   /** Only messages on this subject (wildcards allowed); the whole stream when unset. */
   filterSubject?: string;
-  /** Where to begin when nothing was read yet. */
+  /** Where to begin when nothing was read yet (unless startSequence is given). */
   startTime: () => Date;
+  /** Where to begin when nothing was read yet: this stream sequence (the attempt-log indexer). */
+  startSequence?: () => number;
   /** Called for every message, in stream order, with its stream sequence. */
   onMessage: (data: Uint8Array, seq: number) => void;
   logger: Logger;
@@ -104,8 +106,12 @@ export class StreamFeed {
             deliver_subject: inbox,
             ack_policy: AckPolicy.None,
             ...(this.#o.filterSubject ? { filter_subject: this.#o.filterSubject } : {}),
-            ...(this.#lastSeq > 0
-              ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: this.#lastSeq + 1 }
+            ...(this.#lastSeq > 0 || this.#o.startSequence
+              ? {
+                  deliver_policy: DeliverPolicy.StartSequence,
+                  opt_start_seq:
+                    this.#lastSeq > 0 ? this.#lastSeq + 1 : Math.max(1, this.#o.startSequence!()),
+                }
               : {
                   deliver_policy: DeliverPolicy.StartTime,
                   opt_start_time: this.#o.startTime().toISOString(),

@@ -53,21 +53,59 @@ export const USER_FORGOTTEN_SUBJECT = "hookpost.users.forgotten";
 export const ROUTER_CONSUMER = "router";
 
 /**
- * The attempt log's stream. Subjects carry the destination and a short hash of the message id,
- * so "every attempt of destination D" and "everything about message M" are both subject filters
- * the server answers from its per-subject index, never a scan of the whole stream:
- *   hookpost.attempts.<destination>.<message hash>   attempt and dead records
- *   hookpost.routed.<message hash>                   one routing record per call
- *   hookpost.health.<replica>                        a replica's health summary per second
+ * The attempt log's stream. Subjects name only a destination or a source, so the stream has as
+ * many subjects as there are destinations and sources whatever the traffic (nats-server keeps
+ * memory per subject: one per call would not hold a day, docs/design/attempt-search.md):
+ *   hookpost.log.attempt.<destination>   attempt records
+ *   hookpost.log.dead.<destination>      dead records
+ *   hookpost.log.routed.<source>         one routing record per call
+ *   hookpost.health.<replica>            a replica's health summary per second
+ * Records are found by message, user and facets through the index stream below. Before issue 28
+ * subjects carried a hash of the message id (`hookpost.attempts.<destination>.<hash>`,
+ * `hookpost.routed.<hash>`): the stream keeps those subjects so that such records stay until they
+ * age out, and the indexer reads them like the others.
  */
 export const ATTEMPTS_STREAM = "HOOKPOST_ATTEMPTS";
-export const ATTEMPT_SUBJECTS = ["hookpost.attempts.>", "hookpost.routed.>", "hookpost.health.>"];
-/** `*` for "any" in either position. */
+const LOG_SUBJECT_PREFIX = "hookpost.log.";
+export const ATTEMPT_SUBJECTS = [
+  "hookpost.attempts.>",
+  "hookpost.routed.>",
+  "hookpost.health.>",
+  `${LOG_SUBJECT_PREFIX}>`,
+];
+/** An id as a subject token: ids are checked against ID_PATTERN, anything else is filed under `_`. */
+const token = (id: string) => (ID_PATTERN.test(id) ? id : "_");
+export const attemptRecordSubject = (destinationId: string) =>
+  `${LOG_SUBJECT_PREFIX}attempt.${token(destinationId)}`;
+export const deadRecordSubject = (destinationId: string) =>
+  `${LOG_SUBJECT_PREFIX}dead.${token(destinationId)}`;
+export const routedRecordSubject = (sourceId: string) => `${LOG_SUBJECT_PREFIX}routed.${token(sourceId)}`;
+/** Every record but health summaries, in the current layout. */
+export const LOG_RECORDS_FILTER = `${LOG_SUBJECT_PREFIX}>`;
+/**
+ * The layout before issue 28 (one subject per message hash). Nothing writes it any more; kept so
+ * that tests and benchmarks can store records the way an older dispatcher did, and for the
+ * dead-letter body lookup of a process without an index. `*` for "any" in either position.
+ */
 export const attemptSubject = (destinationId: string, hash: string) =>
   `hookpost.attempts.${destinationId}.${hash}`;
 export const routedSubject = (hash: string) => `hookpost.routed.${hash}`;
 /** `*` for every replica. */
 export const healthSubject = (replica: string) => `hookpost.health.${replica}`;
+
+/**
+ * The attempt log's index (docs/design/attempt-search.md): segments of ATTEMPTS sequences, each
+ * a JSON header (ranges, facet table, where its data is) and binary data (postings, keys). The
+ * API replicas write it; it holds hashes and offsets, never a user id.
+ */
+export const ATTEMPT_INDEX_STREAM = "HOOKPOST_ATTEMPT_INDEX";
+export const ATTEMPT_INDEX_HEAD_SUBJECT = "hookpost.attindex.head";
+export const ATTEMPT_INDEX_DATA_SUBJECT = "hookpost.attindex.data";
+/** The index keeps its segments a little longer than the log keeps the records they point at. */
+const ATTEMPT_INDEX_EXTRA_AGE_MS = 3_600_000;
+/** The index measures ~5 % of the log: a quarter of the log's limit never drops what the log keeps. */
+export const attemptIndexMaxBytes = (s: TopologySettings) =>
+  Math.max(64 * 1024 ** 2, Math.floor(s.attemptLogMaxBytes / 4));
 
 /**
  * The audit log: every admin write, append-only (the stream denies message deletes and purges,
@@ -256,6 +294,7 @@ export function streamLimits(s: TopologySettings): StreamLimit[] {
     { stream: ORDERED_STREAM, maxBytes: s.orderedMaxBytes, policy: "refuse_new" },
     { stream: DEAD_STREAM, maxBytes: s.deadLetterMaxBytes, policy: "drop_oldest" },
     { stream: ATTEMPTS_STREAM, maxBytes: s.attemptLogMaxBytes, policy: "drop_oldest" },
+    { stream: ATTEMPT_INDEX_STREAM, maxBytes: attemptIndexMaxBytes(s), policy: "drop_oldest" },
     { stream: AUDIT_STREAM, maxBytes: s.auditLogMaxBytes, policy: "refuse_new" },
     { stream: kvStream(CONFIG_BUCKET), maxBytes: s.configMaxBytes, policy: "refuse_new" },
     { stream: kvStream(USER_SOURCES_BUCKET), maxBytes: s.userIndexMaxBytes, policy: "refuse_new" },
@@ -332,6 +371,18 @@ function streamConfigs(s: TopologySettings): Partial<StreamConfig>[] {
       discard: DiscardPolicy.Old,
       max_age: nanos(s.attemptLogMaxAgeMs),
       max_bytes: s.attemptLogMaxBytes,
+      storage: StorageType.File,
+      num_replicas: s.replicas,
+    },
+    {
+      name: ATTEMPT_INDEX_STREAM,
+      subjects: ["hookpost.attindex.>"],
+      retention: RetentionPolicy.Limits,
+      discard: DiscardPolicy.Old,
+      max_age: nanos(s.attemptLogMaxAgeMs + ATTEMPT_INDEX_EXTRA_AGE_MS),
+      max_bytes: attemptIndexMaxBytes(s),
+      // Replicas that finish the same segment at once write it once (message ids per segment).
+      duplicate_window: nanos(Math.min(10 * 60_000, s.attemptLogMaxAgeMs)),
       storage: StorageType.File,
       num_replicas: s.replicas,
     },

@@ -1,0 +1,349 @@
+import type { Facets, Indexed } from "./entries.js";
+import { splitKey } from "./entries.js";
+import type { Plan } from "./plan.js";
+
+/**
+ * Segments of the attempt-log index (docs/design/attempt-search.md section 3). Level 0 covers
+ * L0_SPAN sequences of ATTEMPTS: a JSON header with its facet table, binary postings (16-bit
+ * offsets per facet tuple and per event) and binary keys in L0_KEY_PARTS parts. Level 1 holds the
+ * keys of L1_GROUP consecutive level-0 segments in L1_KEY_BUCKETS parts.
+ */
+export interface Spans {
+  /** Sequences per level-0 segment (a power of two up to 65 536: offsets are 16 bits). */
+  l0: number;
+  /** Level-0 segments per level-1 group. */
+  group: number;
+}
+export const DEFAULT_SPANS: Spans = { l0: 65_536, group: 64 };
+export const L0_KEY_PARTS = 16;
+export const L1_KEY_BUCKETS = 1024;
+/** Data messages are cut at this size (nats-server's default max payload is 1 MiB). */
+export const CHUNK_BYTES = 256 * 1024;
+/** A header's facet table is cut at about this many JSON bytes; the rest is one wildcard tuple. */
+const MAX_FACET_TABLE_BYTES = 600 * 1024;
+/** Events listed per header at most; the rest under WILDCARD_EVENT. */
+const MAX_EVENTS = 4000;
+/** A tuple of WILDCARD index values: entries the header could not describe (they match any query). */
+export const WILDCARD = -1;
+export const WILDCARD_EVENT = "*";
+/** Bytes of one key entry: level 0 (hi16, lo32, offset16), level 1 (hi16, lo32, offset32). */
+export const L0_KEY_BYTES = 8;
+export const L1_KEY_BYTES = 10;
+
+export interface SegmentHeader {
+  v: 1;
+  level: 0 | 1;
+  /** The ATTEMPTS stream this indexes (its creation time): a recreated stream starts afresh. */
+  log: string;
+  lo: number;
+  span: number;
+  /** Records indexed (health summaries and unreadable records not counted). */
+  records: number;
+  /** Earliest and latest record time (ms); 0 and -1 without records. */
+  tMin: number;
+  tMax: number;
+  /** Level 0: destination and source ids the tuples refer to. */
+  dests?: string[];
+  sources?: string[];
+  /** Level 0: [destination index, source index, status, http, call type, count]; WILDCARD in the first. */
+  tuples?: number[][];
+  /** Level 0: [event hash or WILDCARD_EVENT, count]. */
+  events?: [string, number][];
+  /** Level 0: the postings blob's chunks (INDEX sequences): tuples' then events' offsets, u16 each. */
+  post?: number[];
+  /** The key parts' chunks (INDEX sequences), per part; [] for an empty part. */
+  keys: number[][];
+}
+
+/** A header with its tuples decoded, as the query reads it. */
+export interface Tuple extends Facets {
+  wildcard: boolean;
+  count: number;
+  /** Where its offsets start in the postings blob (in entries). */
+  at: number;
+}
+
+export function tuplesOf(h: SegmentHeader): Tuple[] {
+  let at = 0;
+  return (h.tuples ?? []).map(([d, s, status, http, callType, count]) => {
+    const wildcard = d === WILDCARD;
+    const t: Tuple = {
+      wildcard,
+      destinationId: wildcard ? "" : (h.dests?.[d!] ?? ""),
+      sourceId: wildcard ? "" : (h.sources?.[s!] ?? ""),
+      status: status as Tuple["status"],
+      http: http!,
+      callType: callType!,
+      count: count!,
+      at,
+    };
+    at += count!;
+    return t;
+  });
+}
+
+/** Where each event's offsets start in the postings blob (after every tuple's). */
+export function eventsOf(h: SegmentHeader): Map<string, { count: number; at: number }> {
+  let at = (h.tuples ?? []).reduce((n, t) => n + t[5]!, 0);
+  const out = new Map<string, { count: number; at: number }>();
+  for (const [hash, count] of h.events ?? []) {
+    out.set(hash, { count, at });
+    at += count;
+  }
+  return out;
+}
+
+interface TupleBuild {
+  facets: Facets;
+  offs: number[];
+}
+
+/**
+ * The level-0 segment under way: what the indexer folds records into, searched in memory until
+ * it is written, then encoded once.
+ */
+export class SegmentBuilder {
+  readonly lo: number;
+  readonly span: number;
+  records = 0;
+  tMin = Number.POSITIVE_INFINITY;
+  tMax = Number.NEGATIVE_INFINITY;
+  /** The highest sequence folded in. */
+  last = 0;
+  readonly #tuples = new Map<string, TupleBuild>();
+  readonly #events = new Map<string, number[]>();
+  readonly #keyHi: number[] = [];
+  readonly #keyLo: number[] = [];
+  readonly #keyOff: number[] = [];
+
+  constructor(lo: number, span: number) {
+    this.lo = lo;
+    this.span = span;
+  }
+
+  add(seq: number, ix: Indexed): void {
+    const off = seq - this.lo;
+    this.last = Math.max(this.last, seq);
+    this.records++;
+    if (ix.time < this.tMin) this.tMin = ix.time;
+    if (ix.time > this.tMax) this.tMax = ix.time;
+    for (const e of ix.entries) {
+      const key = `${e.destinationId}\n${e.sourceId}\n${e.status}\n${e.http}\n${e.callType}`;
+      let t = this.#tuples.get(key);
+      if (!t) {
+        const { destinationId, sourceId, status, http, callType } = e;
+        t = { facets: { destinationId, sourceId, status, http, callType }, offs: [] };
+        this.#tuples.set(key, t);
+      }
+      if (t.offs.at(-1) !== off) t.offs.push(off);
+    }
+    if (ix.event !== undefined) {
+      let list = this.#events.get(ix.event);
+      if (!list) {
+        list = [];
+        this.#events.set(ix.event, list);
+      }
+      list.push(off);
+    }
+    for (const k of ix.keys) {
+      const { hi, lo } = splitKey(k);
+      this.#keyHi.push(hi);
+      this.#keyLo.push(lo);
+      this.#keyOff.push(off);
+    }
+  }
+
+  /** Sequences of this segment the plan may match, newest first (the in-memory tail). */
+  candidates(plan: Plan): number[] {
+    if (this.records === 0 || !plan.timeOverlaps(this.tMin, this.tMax)) return [];
+    let offs: Set<number> | undefined;
+    if (plan.key !== undefined) {
+      const { hi, lo } = splitKey(plan.key);
+      offs = new Set();
+      for (let i = 0; i < this.#keyHi.length; i++) {
+        if (this.#keyHi[i] === hi && this.#keyLo[i] === lo) offs.add(this.#keyOff[i]!);
+      }
+    } else {
+      offs = new Set();
+      for (const t of this.#tuples.values()) if (plan.facets(t.facets)) for (const o of t.offs) offs.add(o);
+      if (plan.event !== undefined) {
+        const ev = new Set(this.#events.get(plan.event) ?? []);
+        offs = new Set([...offs].filter((o) => ev.has(o)));
+      }
+    }
+    return [...offs].sort((a, b) => b - a).map((o) => this.lo + o);
+  }
+
+  /** The header (without data sequences) and the blobs to store: postings and key parts. */
+  encode(log: string): { header: SegmentHeader; postings: Uint8Array; parts: Uint8Array[] } {
+    const dests: string[] = [];
+    const sources: string[] = [];
+    const destIx = new Map<string, number>();
+    const sourceIx = new Map<string, number>();
+    const intern = (list: string[], ix: Map<string, number>, id: string) => {
+      let i = ix.get(id);
+      if (i === undefined) {
+        i = list.length;
+        list.push(id);
+        ix.set(id, i);
+      }
+      return i;
+    };
+    // Most frequent first: past the size cap, the rarest go under one wildcard tuple.
+    const all = [...this.#tuples.values()].sort((a, b) => b.offs.length - a.offs.length);
+    const tuples: number[][] = [];
+    const lists: number[][] = [];
+    let bytes = 0;
+    let rest: number[] | undefined;
+    for (const t of all) {
+      const f = t.facets;
+      const cost =
+        32 +
+        (destIx.has(f.destinationId) ? 0 : f.destinationId.length + 3) +
+        (sourceIx.has(f.sourceId) ? 0 : f.sourceId.length + 3);
+      if (rest === undefined && bytes + cost <= MAX_FACET_TABLE_BYTES) {
+        bytes += cost;
+        tuples.push([
+          intern(dests, destIx, f.destinationId),
+          intern(sources, sourceIx, f.sourceId),
+          f.status,
+          f.http,
+          f.callType,
+          t.offs.length,
+        ]);
+        lists.push(t.offs);
+      } else {
+        rest = (rest ?? []).concat(t.offs);
+      }
+    }
+    if (rest) {
+      const offs = [...new Set(rest)].sort((a, b) => a - b);
+      tuples.push([WILDCARD, WILDCARD, WILDCARD, WILDCARD, WILDCARD, offs.length]);
+      lists.push(offs);
+    }
+    const byCount = [...this.#events.entries()].sort((a, b) => b[1].length - a[1].length);
+    const events: [string, number][] = [];
+    let otherEvents: number[] | undefined;
+    for (const [hash, offs] of byCount) {
+      if (events.length < MAX_EVENTS) {
+        events.push([hash, offs.length]);
+        lists.push(offs);
+      } else otherEvents = (otherEvents ?? []).concat(offs);
+    }
+    if (otherEvents) {
+      const offs = [...new Set(otherEvents)].sort((a, b) => a - b);
+      events.push([WILDCARD_EVENT, offs.length]);
+      lists.push(offs);
+    }
+    const total = lists.reduce((n, l) => n + l.length, 0);
+    const postings = new Uint8Array(total * 2);
+    const pv = new DataView(postings.buffer);
+    let at = 0;
+    for (const l of lists) for (const o of l) pv.setUint16(2 * at++, o, true);
+
+    const parts = keyParts(this.#keyHi, this.#keyLo, this.#keyOff, L0_KEY_PARTS, 12, L0_KEY_BYTES);
+    const empty = this.records === 0;
+    const header: SegmentHeader = {
+      v: 1,
+      level: 0,
+      log,
+      lo: this.lo,
+      span: this.span,
+      records: this.records,
+      tMin: empty ? 0 : this.tMin,
+      tMax: empty ? -1 : this.tMax,
+      dests,
+      sources,
+      tuples,
+      events,
+      keys: [],
+    };
+    return { header, postings, parts };
+  }
+}
+
+/**
+ * Key entries sorted and cut into `count` parts by the top bits of `hi` (`shift`: 16 minus the
+ * part bits), each part a blob of `entryBytes` entries (hi16, lo32, offset16 or offset32).
+ */
+export function keyParts(
+  hi: readonly number[],
+  lo: readonly number[],
+  off: readonly number[],
+  count: number,
+  shift: number,
+  entryBytes: number,
+): Uint8Array[] {
+  const order = hi.map((_, i) => i);
+  order.sort((a, b) => hi[a]! - hi[b]! || lo[a]! - lo[b]! || off[a]! - off[b]!);
+  const sizes = new Array<number>(count).fill(0);
+  for (const i of order) sizes[hi[i]! >>> shift]!++;
+  const parts = sizes.map((n) => new Uint8Array(n * entryBytes));
+  const views = parts.map((p) => new DataView(p.buffer));
+  const fill = new Array<number>(count).fill(0);
+  for (const i of order) {
+    const p = hi[i]! >>> shift;
+    const at = fill[p]!++ * entryBytes;
+    const v = views[p]!;
+    v.setUint16(at, hi[i]!, true);
+    v.setUint32(at + 2, lo[i]!, true);
+    if (entryBytes === L0_KEY_BYTES) v.setUint16(at + 6, off[i]!, true);
+    else v.setUint32(at + 6, off[i]!, true);
+  }
+  return parts;
+}
+
+/** The offsets of `key` in a key part (binary search; the part is sorted by key). */
+export function lookupKey(part: Uint8Array, key: string, entryBytes: number): number[] {
+  const { hi, lo } = splitKey(key);
+  const v = new DataView(part.buffer, part.byteOffset, part.byteLength);
+  const n = Math.floor(part.byteLength / entryBytes);
+  const cmp = (i: number) =>
+    v.getUint16(i * entryBytes, true) - hi || v.getUint32(i * entryBytes + 2, true) - lo;
+  let a = 0;
+  let b = n;
+  while (a < b) {
+    const m = (a + b) >>> 1;
+    if (cmp(m) < 0) a = m + 1;
+    else b = m;
+  }
+  const out: number[] = [];
+  for (let i = a; i < n && cmp(i) === 0; i++) {
+    out.push(
+      entryBytes === L0_KEY_BYTES
+        ? v.getUint16(i * entryBytes + 6, true)
+        : v.getUint32(i * entryBytes + 6, true),
+    );
+  }
+  return out;
+}
+
+/** Every entry of a key part, as parallel arrays (the level-1 merge). */
+export function readKeyPart(
+  part: Uint8Array,
+  entryBytes: number,
+): { hi: number[]; lo: number[]; off: number[] } {
+  const v = new DataView(part.buffer, part.byteOffset, part.byteLength);
+  const out = { hi: [] as number[], lo: [] as number[], off: [] as number[] };
+  for (let at = 0; at + entryBytes <= part.byteLength; at += entryBytes) {
+    out.hi.push(v.getUint16(at, true));
+    out.lo.push(v.getUint32(at + 2, true));
+    out.off.push(entryBytes === L0_KEY_BYTES ? v.getUint16(at + 6, true) : v.getUint32(at + 6, true));
+  }
+  return out;
+}
+
+/** `count` u16 offsets from entry `at` of a postings blob. */
+export function readOffsets(postings: Uint8Array, at: number, count: number): number[] {
+  const v = new DataView(postings.buffer, postings.byteOffset, postings.byteLength);
+  const out = new Array<number>(count);
+  for (let i = 0; i < count; i++) out[i] = v.getUint16(2 * (at + i), true);
+  return out;
+}
+
+/** Cuts a blob into chunks of at most CHUNK_BYTES (at least one, possibly empty). */
+export function chunks(blob: Uint8Array, size = CHUNK_BYTES): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  for (let at = 0; at < blob.byteLength; at += size) out.push(blob.subarray(at, at + size));
+  return out;
+}
