@@ -31,6 +31,7 @@ const esc = (s) => s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
 const PUBLIC = [
   "/src/mod\\.ts$",
   "^packages/contract/src/admin-pages\\.ts$",
+  "^packages/contract/src/attempt-search\\.ts$",
   "^packages/contract/src/consent\\.ts$",
   "^packages/contract/src/shaping-text\\.ts$",
   "^services/[^/]+/mod\\.ts$",

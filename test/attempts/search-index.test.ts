@@ -37,8 +37,11 @@ import { useNats } from "../helpers/use-nats.js";
 
 const nats = useNats();
 const quiet = pino({ level: "silent" });
-/** 64 sequences per segment, 4 segments per group: 1 500 records make ~23 segments and 5 groups. */
-const SPANS = { l0: 64, group: 4 };
+/**
+ * 64 sequences per segment, 4 segments per group: 1 500 records make ~23 segments and 5 groups;
+ * postings of up to 2 entries inline in the header, the others read from the index stream.
+ */
+const SPANS = { l0: 64, group: 4, inline: 2 };
 const RECORDS = 1500;
 const T0 = Date.parse("2026-11-20T00:00:00Z");
 const HOUR = 3_600_000;

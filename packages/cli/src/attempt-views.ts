@@ -1,3 +1,5 @@
+import { durationMs } from "@bufbuild/protobuf/wkt";
+import { formatDuration } from "@hookpost/contract";
 import {
   type Attempt,
   AttemptOutcome,
@@ -5,7 +7,10 @@ import {
   DeliveryState,
   type DestinationHealth,
   DestinationState,
+  type GetAttemptLogInfoResponse,
   type GetMessageResponse,
+  type LogEntry,
+  LogStatus,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { iso } from "./views.js";
 
@@ -60,6 +65,50 @@ export function attemptView(a: Attempt): AttemptView {
     nextAttemptTime: iso(a.nextAttemptTime),
     responseBody: a.responseBody,
     requestBody: a.requestBody,
+  };
+}
+
+/** One entry of an attempt-log search, for `--json` and tables. */
+export function logEntryView(e: LogEntry) {
+  return {
+    sequence: e.sequence,
+    time: iso(e.time),
+    status: enumWord(LogStatus, e.status),
+    messageId: e.messageId,
+    sourceId: e.sourceId,
+    destinationId: e.destinationId,
+    httpStatus: e.httpStatus,
+    callType: e.callType,
+    event: e.event,
+    reason: e.reason,
+    ...(e.attempt ? { attempt: attemptView(e.attempt) } : {}),
+    ...(e.deadLetterSequence ? { deadLetterSequence: e.deadLetterSequence } : {}),
+  };
+}
+
+/** `1.5 GiB`: a byte count a person reads. */
+export function bytesText(n: bigint | number): string {
+  let v = Number(n);
+  for (const unit of ["bytes", "KiB", "MiB", "GiB", "TiB"]) {
+    if (v < 1024 || unit === "TiB") return unit === "bytes" ? `${v} bytes` : `${v.toFixed(1)} ${unit}`;
+    v /= 1024;
+  }
+  return `${v} bytes`;
+}
+
+/** The attempt log's retention and what it holds, for `--json` and the plain text. */
+export function logInfoView(i: GetAttemptLogInfoResponse) {
+  const maxAgeMs = i.maxAge ? durationMs(i.maxAge) : 0;
+  return {
+    maxAge: maxAgeMs > 0 ? formatDuration(maxAgeMs) : "none",
+    maxBytes: i.maxBytes,
+    bytes: i.bytes,
+    records: i.records,
+    oldestTime: iso(i.oldestTime),
+    newestTime: iso(i.newestTime),
+    indexBytes: i.indexBytes,
+    indexMaxBytes: i.indexMaxBytes,
+    unindexedRecords: i.unindexedRecords,
   };
 }
 

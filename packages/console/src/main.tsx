@@ -9,6 +9,7 @@ import { DeletionPage } from "./pages/deletion.js";
 import { DestinationPage, NewDestination } from "./pages/destination.js";
 import { MessagePage } from "./pages/message.js";
 import { Overview } from "./pages/overview.js";
+import { SearchPage } from "./pages/search.js";
 import { SignIn } from "./pages/sign-in.js";
 import { SourcesPage } from "./pages/sources.js";
 import { navigate, onLinkClick, useRoute } from "./router.js";
@@ -18,6 +19,7 @@ const NAV: Array<[string, string]> = [
   ["/", "Overview"],
   ["/dead-letters", "Dead letters"],
   ["/messages", "Messages"],
+  ["/search", "Search"],
   ["/sources", "Sources"],
   ["/audit", "Audit log"],
   ["/deletions", "Deletions"],
@@ -30,6 +32,7 @@ function Page({ path, query }: { path: string; query: URLSearchParams }) {
   if (seg[0] === "destinations" && seg[1]) return <DestinationPage id={seg[1]} key={seg[1]} />;
   if (seg[0] === "messages") return <MessagePage id={seg[1] ?? ""} source={query.get("source") ?? ""} />;
   if (seg[0] === "dead-letters") return <DeadLettersPage destination={query.get("destination") ?? ""} />;
+  if (seg[0] === "search") return <SearchPage query={query} />;
   if (seg[0] === "sources") return <SourcesPage />;
   if (seg[0] === "deletions") return <DeletionPage id={seg[1] ?? ""} />;
   if (seg[0] === "audit")

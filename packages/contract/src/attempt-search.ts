@@ -1,4 +1,8 @@
 import { EVENT_TYPES } from "./model/stored-call.js";
+
+/** The call types a search takes (the console lists them). */
+export { EVENT_TYPES as CALL_TYPES };
+
 import type { Violation as FieldViolation } from "./violation.js";
 
 /**

@@ -53,6 +53,9 @@ const PROTO_OF_STATUS: Record<SearchStatus, LogStatus> = {
   dead_lettered: LogStatus.DEAD_LETTERED,
 };
 
+/** A page ends with what it found once reading took this long; its token continues (see AttemptSearch). */
+const PAGE_DEADLINE_MS = 800;
+
 /** A page token: where the page ended, and a hash of the filters it belongs to. */
 const TOKEN = /^v1\.(\d{1,16})\.(-?\d{1,10})\.([0-9a-f]{12})$/;
 
@@ -159,6 +162,7 @@ export function attemptSearchHandlers(
         pageSize: size ?? ADMIN_PAGES.attempts.default,
         maxBytes: ADMIN_PAGE_MAX_BYTES,
         bytes: hitBytes,
+        deadlineMs: PAGE_DEADLINE_MS,
         ...(after ? { after: after as Cursor } : {}),
       });
       // A typo is never an empty, reassuring answer.

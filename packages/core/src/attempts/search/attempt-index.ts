@@ -1,4 +1,4 @@
-import type { JetStreamClient, JetStreamManager, NatsConnection } from "nats";
+import type { JetStreamClient, JetStreamManager, NatsConnection, StoredMsg } from "nats";
 import type { Logger } from "../../log/logger.js";
 import { isNotFound } from "../../nats/jetstream-errors.js";
 import { StreamFeed } from "../../nats/stream-feed.js";
@@ -239,16 +239,12 @@ export class AttemptIndex {
     const lo = seq - (seq % span);
     if (!this.#current || this.#current.lo !== lo) {
       if (this.#current) this.#complete(this.#current);
-      this.#current = new SegmentBuilder(lo, span);
+      this.#current = new SegmentBuilder(lo, span, this.spans.inline);
     }
     const b = this.#current;
     if (!startsWith(data, HEALTH_PREFIX)) {
-      try {
-        const ix = indexedOf(JSON.parse(decoder.decode(data)) as LogRecord);
-        if (ix) b.add(seq, ix);
-      } catch {
-        // Unreadable: nothing to index.
-      }
+      const ix = indexedOf(parseWithoutBody(decoder.decode(data)));
+      if (ix) b.add(seq, ix);
     }
     b.last = seq;
     this.#followed = seq;
@@ -447,14 +443,8 @@ export class IndexData {
       this.#cache.set(seq, hit);
       return hit;
     }
-    let data: Uint8Array;
-    try {
-      this.reads++;
-      data = (await this.#jsm.streams.getMessage(ATTEMPT_INDEX_STREAM, { seq })).data;
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
-      data = new Uint8Array(0);
-    }
+    this.reads++;
+    const data = (await getBySequence(this.#jsm, ATTEMPT_INDEX_STREAM, seq))?.data ?? new Uint8Array(0);
     this.#cache.set(seq, data);
     this.#bytes += data.byteLength;
     for (const [s, d] of this.#cache) {
@@ -463,6 +453,56 @@ export class IndexData {
       this.#bytes -= d.byteLength;
     }
     return data;
+  }
+}
+
+/**
+ * One message by sequence, undefined when the stream does not have it (erased, aged out). A direct
+ * get (the streams allow them): cheaper for the server than a JetStream API request, and served
+ * by any replica; "not found" is asked again of the leader, since a replica may lag behind it.
+ */
+export async function getBySequence(
+  jsm: JetStreamManager,
+  stream: string,
+  seq: number,
+): Promise<StoredMsg | undefined> {
+  try {
+    // nats.js has it on the manager, not in the JetStreamManager type.
+    const direct = (jsm as { direct?: { getMessage(s: string, q: { seq: number }): Promise<StoredMsg> } })
+      .direct;
+    if (direct) return await direct.getMessage(stream, { seq });
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+  }
+  try {
+    return await jsm.streams.getMessage(stream, { seq });
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}
+
+/** Where a routing record's body starts: its last key, as the router writes it. */
+const BODY_KEY = ',"body":"';
+
+/**
+ * A record without its call body, which the index never reads (parsing it was half of the
+ * indexer's CPU). A `,"body":"` outside a string can only be the record's own key (quotes inside
+ * strings are escaped); a record where it is not the last key is parsed whole.
+ */
+function parseWithoutBody(text: string): LogRecord | undefined {
+  const at = text.indexOf(BODY_KEY);
+  try {
+    if (at > 0) {
+      try {
+        return JSON.parse(`${text.slice(0, at)}}`) as LogRecord;
+      } catch {
+        // Not the last key: below.
+      }
+    }
+    return JSON.parse(text) as LogRecord;
+  } catch {
+    return undefined;
   }
 }
 

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { EVENT_TYPES } from "@hookpost/contract";
 import { loggedEvent } from "../../dead-letters/delivery-headers.js";
 import { userHash } from "../../users/user-hash.js";
-import { type LogRecord, messageHash } from "../record.js";
+import type { LogRecord } from "../record.js";
 
 /**
  * What the search index knows of attempt-log records (docs/design/attempt-search.md section 2):
@@ -71,13 +71,45 @@ export function typeName(code: number): string {
   return EVENT_TYPES[code - 1] ?? "";
 }
 
+/** Event hashes of recent names (a log has few distinct event names; hashing is most of indexing's CPU). */
+const eventHashes = new Map<string, string>();
+const EVENT_HASHES_KEPT = 10_000;
+
 /** 64 bits of SHA-256 of the event name as records keep it. */
 export function eventHash(event: string): string {
-  return createHash("sha256").update(loggedEvent(event)).digest("hex").slice(0, 16);
+  let h = eventHashes.get(event);
+  if (h === undefined) {
+    h = createHash("sha256").update(loggedEvent(event)).digest("hex").slice(0, 16);
+    if (eventHashes.size >= EVENT_HASHES_KEPT) eventHashes.clear();
+    eventHashes.set(event, h);
+  }
+  return h;
 }
 
-/** A message's key: the first 48 bits of its hash (messageHash). */
-export const messageKey = (messageId: string) => messageHash(messageId).slice(0, 12);
+/** murmur3's 32-bit mix over UTF-16 code units, with its finalizer. */
+function mix32(s: string, seed: number): number {
+  let h = seed;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x5bd1e995);
+    h ^= h >>> 15;
+  }
+  h ^= s.length;
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/**
+ * A message's key: 48 bits of a fast hash of its id (every record is keyed: SHA-256 here was
+ * most of the indexer's CPU). Collisions only widen a lookup: records carry the full id.
+ */
+export const messageKey = (messageId: string) =>
+  mix32(messageId, 0x9747b28c).toString(16).padStart(8, "0") +
+  mix32(messageId, 0x3c6ef372).toString(16).padStart(8, "0").slice(0, 4);
 /** A user's key: the first 48 bits of the user hash erasure uses (SHA-256 of `u:<userId>`). */
 export const userKeyOfHash = (hash: string) => hash.slice(0, 12);
 export const userKeyOf = (userId: string) => userKeyOfHash(userHash({ userId }));
@@ -87,7 +119,8 @@ export function recordTime(r: LogRecord): number {
   return Date.parse(r.kind === "attempt" ? r.startTime : r.time);
 }
 
-export function indexedOf(r: LogRecord): Indexed | undefined {
+export function indexedOf(r: LogRecord | undefined): Indexed | undefined {
+  if (typeof r !== "object" || r === null) return undefined;
   const callType = typeCode(r.callType);
   const base = { sourceId: r.sourceId, callType };
   const entries: LogEntry[] = [];

@@ -74,6 +74,11 @@ export class Plan {
     );
   }
 
+  /** Whether the filter bounds time at all. */
+  get timed(): boolean {
+    return this.filter.sinceMs !== undefined || this.filter.untilMs !== undefined;
+  }
+
   /** Whether a record's time is in range (the index prunes segments by their time span). */
   timeOverlaps(tMin: number, tMax: number): boolean {
     const q = this.filter;

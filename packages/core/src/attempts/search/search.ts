@@ -1,17 +1,18 @@
 import { PageBudget } from "@hookpost/contract";
 import type { JetStreamManager, StoredMsg } from "nats";
-import { isNotFound } from "../../nats/jetstream-errors.js";
 import { ATTEMPTS_STREAM } from "../../nats/topology.js";
 import type { LogRecord, RoutedRecord, Stored } from "../record.js";
-import type { AttemptIndex, Unit } from "./attempt-index.js";
+import { type AttemptIndex, getBySequence, type Unit } from "./attempt-index.js";
 import { type Indexed, indexedOf, type LogEntry, splitKey } from "./entries.js";
 import { Plan, type SearchFilter } from "./plan.js";
 import {
   CHUNK_BYTES,
   eventsOf,
+  inTime,
   L0_KEY_BYTES,
   L1_KEY_BYTES,
   lookupKey,
+  type Postings,
   readOffsets,
   type SegmentHeader,
   type Tuple,
@@ -59,6 +60,11 @@ export interface SearchOptions {
   bytes?: (hit: SearchHit) => number;
   /** Stream reads one page may make; past them the page ends early, with a cursor. */
   maxReads?: number;
+  /**
+   * A page ends early (with a cursor) once reading has taken this long: reading old records costs
+   * nats-server a block load each, and an interactive search answers with what it found so far.
+   */
+  deadlineMs?: number;
 }
 
 /** Stream reads one page makes at most (index data and records): a page ends early rather than runs long. */
@@ -168,7 +174,11 @@ export class AttemptSearch {
     const maxReads = o.maxReads ?? MAX_READS;
     const readsAtStart = this.#index.data.reads;
     let fetched = 0;
-    const reads = () => this.#index.data.reads - readsAtStart + fetched;
+    const deadline = o.deadlineMs === undefined ? Number.POSITIVE_INFINITY : performance.now() + o.deadlineMs;
+    const reads = () =>
+      performance.now() > deadline
+        ? Number.POSITIVE_INFINITY
+        : this.#index.data.reads - readsAtStart + fetched;
     const hits: SearchHit[] = [];
     const l1 = new Map<number, number[]>();
     for (const u of this.#index.units()) {
@@ -227,13 +237,16 @@ export class AttemptSearch {
           seqs = lookupKey(blob, plan.key, L1_KEY_BYTES).map((o) => group.lo + o);
           l1.set(group.lo, seqs);
         }
-        return seqs.filter((s) => s >= h.lo && s < h.lo + h.span).sort((a, b) => b - a);
+        const mine = seqs.filter((s) => s >= h.lo && s < h.lo + h.span).map((s) => s - h.lo);
+        return inTime(plan, mine, h.span, h.slices)
+          .sort((a, b) => b - a)
+          .map((o) => h.lo + o);
       }
       const part = splitKey(plan.key).hi >>> 12;
       const blob = await this.#index.data.blob(h.keys[part] ?? []);
-      return lookupKey(blob, plan.key, L0_KEY_BYTES)
-        .map((o) => h.lo + o)
-        .sort((a, b) => b - a);
+      return inTime(plan, lookupKey(blob, plan.key, L0_KEY_BYTES), h.span, h.slices)
+        .sort((a, b) => b - a)
+        .map((o) => h.lo + o);
     }
     let tuples = this.#tuples.get(h);
     if (!tuples) {
@@ -248,32 +261,25 @@ export class AttemptSearch {
       const lists = [events.get(plan.event), events.get(WILDCARD_EVENT)].filter((e) => e !== undefined);
       if (lists.length === 0) return [];
       eventOffs = new Set();
-      for (const e of lists) for (const o of await this.#offsets(h, e.at, e.count)) eventOffs.add(o);
+      for (const e of lists) for (const o of await this.#offsets(h, e)) eventOffs.add(o);
     }
     const offs = new Set<number>();
     for (const t of matched) {
-      for (const o of await this.#offsets(h, t.at, t.count)) if (!eventOffs || eventOffs.has(o)) offs.add(o);
+      for (const o of await this.#offsets(h, t)) if (!eventOffs || eventOffs.has(o)) offs.add(o);
     }
-    return [...offs].sort((a, b) => b - a).map((o) => h.lo + o);
+    return inTime(plan, [...offs], h.span, h.slices)
+      .sort((a, b) => b - a)
+      .map((o) => h.lo + o);
   }
 
-  async #offsets(h: SegmentHeader, at: number, count: number): Promise<number[]> {
-    const bytes = await this.#index.data.range(h.post ?? [], 2 * at, 2 * (at + count), CHUNK_BYTES);
-    return readOffsets(bytes, 0, count);
+  async #offsets(h: SegmentHeader, p: Postings): Promise<number[]> {
+    if (p.inline) return p.inline;
+    const bytes = await this.#index.data.range(h.post ?? [], 2 * p.at, 2 * (p.at + p.count), CHUNK_BYTES);
+    return readOffsets(bytes, 0, p.count);
   }
 
   async #fetch(seqs: readonly number[]): Promise<(StoredMsg | undefined)[]> {
-    return Promise.all(
-      seqs.map(async (seq) => {
-        try {
-          return await this.#jsm.streams.getMessage(ATTEMPTS_STREAM, { seq });
-        } catch (err) {
-          // Erased, or aged out since the index was written.
-          if (isNotFound(err)) return undefined;
-          throw err;
-        }
-      }),
-    );
+    return Promise.all(seqs.map((seq) => getBySequence(this.#jsm, ATTEMPTS_STREAM, seq)));
   }
 }
 

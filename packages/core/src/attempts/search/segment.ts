@@ -13,6 +13,8 @@ export interface Spans {
   l0: number;
   /** Level-0 segments per level-1 group. */
   group: number;
+  /** Postings kept in the header up to this many entries (INLINE_POSTINGS; tests lower it). */
+  inline?: number;
 }
 export const DEFAULT_SPANS: Spans = { l0: 65_536, group: 64 };
 export const L0_KEY_PARTS = 16;
@@ -26,6 +28,16 @@ const MAX_EVENTS = 4000;
 /** A tuple of WILDCARD index values: entries the header could not describe (they match any query). */
 export const WILDCARD = -1;
 export const WILDCARD_EVENT = "*";
+/** A segment's records are cut in this many slices, each with its time span, for time ranges. */
+export const SLICES = 64;
+export const sliceSize = (span: number) => Math.max(1, Math.floor(span / SLICES));
+
+/**
+ * Tuples and events with at most this many entries keep their offsets in the header (in memory):
+ * a rare facet (a destination's one 418 in a segment) then costs no read of the postings.
+ */
+export const INLINE_POSTINGS = 8;
+
 /** Bytes of one key entry: level 0 (hi16, lo32, offset16), level 1 (hi16, lo32, offset32). */
 export const L0_KEY_BYTES = 8;
 export const L1_KEY_BYTES = 10;
@@ -45,10 +57,15 @@ export interface SegmentHeader {
   /** Level 0: destination and source ids the tuples refer to. */
   dests?: string[];
   sources?: string[];
-  /** Level 0: [destination index, source index, status, http, call type, count]; WILDCARD in the first. */
+  /**
+   * Level 0: [destination index, source index, status, http, call type, count], then the offsets
+   * when count <= INLINE_POSTINGS (else they are in the postings blob); WILDCARD in the first.
+   */
   tuples?: number[][];
-  /** Level 0: [event hash or WILDCARD_EVENT, count]. */
-  events?: [string, number][];
+  /** Level 0: [event hash or WILDCARD_EVENT, count], then the offsets when inline, as for tuples. */
+  events?: (string | number)[][];
+  /** Level 0: earliest and latest record time of each slice, [min, max] after one another ([0, -1]: none). */
+  slices?: number[];
   /** Level 0: the postings blob's chunks (INDEX sequences): tuples' then events' offsets, u16 each. */
   post?: number[];
   /** The key parts' chunks (INDEX sequences), per part; [] for an empty part. */
@@ -59,13 +76,21 @@ export interface SegmentHeader {
 export interface Tuple extends Facets {
   wildcard: boolean;
   count: number;
-  /** Where its offsets start in the postings blob (in entries). */
+  /** Where its offsets start in the postings blob (in entries), unless they are `inline`. */
   at: number;
+  inline?: number[];
+}
+
+/** Offsets of a tuple or event: inline, or where in the postings blob. */
+export interface Postings {
+  count: number;
+  at: number;
+  inline?: number[];
 }
 
 export function tuplesOf(h: SegmentHeader): Tuple[] {
   let at = 0;
-  return (h.tuples ?? []).map(([d, s, status, http, callType, count]) => {
+  return (h.tuples ?? []).map(([d, s, status, http, callType, count, ...inline]) => {
     const wildcard = d === WILDCARD;
     const t: Tuple = {
       wildcard,
@@ -77,18 +102,23 @@ export function tuplesOf(h: SegmentHeader): Tuple[] {
       count: count!,
       at,
     };
-    at += count!;
+    if (inline.length > 0) t.inline = inline;
+    else at += count!;
     return t;
   });
 }
 
-/** Where each event's offsets start in the postings blob (after every tuple's). */
-export function eventsOf(h: SegmentHeader): Map<string, { count: number; at: number }> {
-  let at = (h.tuples ?? []).reduce((n, t) => n + t[5]!, 0);
-  const out = new Map<string, { count: number; at: number }>();
-  for (const [hash, count] of h.events ?? []) {
-    out.set(hash, { count, at });
-    at += count;
+/** Each event's offsets: inline, or where in the postings blob (after every tuple's). */
+export function eventsOf(h: SegmentHeader): Map<string, Postings> {
+  let at = (h.tuples ?? []).reduce((n, t) => n + (t.length > 6 ? 0 : t[5]!), 0);
+  const out = new Map<string, Postings>();
+  for (const [hash, count, ...inline] of h.events ?? []) {
+    if (inline.length > 0)
+      out.set(hash as string, { count: count as number, at, inline: inline as number[] });
+    else {
+      out.set(hash as string, { count: count as number, at });
+      at += count as number;
+    }
   }
   return out;
 }
@@ -115,10 +145,25 @@ export class SegmentBuilder {
   readonly #keyHi: number[] = [];
   readonly #keyLo: number[] = [];
   readonly #keyOff: number[] = [];
+  readonly #sliceMin = new Array<number>(SLICES).fill(Number.POSITIVE_INFINITY);
+  readonly #sliceMax = new Array<number>(SLICES).fill(Number.NEGATIVE_INFINITY);
 
-  constructor(lo: number, span: number) {
+  readonly #inline: number;
+
+  constructor(lo: number, span: number, inline = INLINE_POSTINGS) {
     this.lo = lo;
     this.span = span;
+    this.#inline = inline;
+  }
+
+  /** The slices' time spans, as a header keeps them. */
+  slices(): number[] {
+    const out: number[] = [];
+    for (let i = 0; i < SLICES; i++) {
+      const empty = this.#sliceMax[i] === Number.NEGATIVE_INFINITY;
+      out.push(empty ? 0 : this.#sliceMin[i]!, empty ? -1 : this.#sliceMax[i]!);
+    }
+    return out;
   }
 
   add(seq: number, ix: Indexed): void {
@@ -127,6 +172,9 @@ export class SegmentBuilder {
     this.records++;
     if (ix.time < this.tMin) this.tMin = ix.time;
     if (ix.time > this.tMax) this.tMax = ix.time;
+    const slice = Math.floor(off / sliceSize(this.span));
+    if (ix.time < this.#sliceMin[slice]!) this.#sliceMin[slice] = ix.time;
+    if (ix.time > this.#sliceMax[slice]!) this.#sliceMax[slice] = ix.time;
     for (const e of ix.entries) {
       const key = `${e.destinationId}\n${e.sourceId}\n${e.status}\n${e.http}\n${e.callType}`;
       let t = this.#tuples.get(key);
@@ -171,7 +219,9 @@ export class SegmentBuilder {
         offs = new Set([...offs].filter((o) => ev.has(o)));
       }
     }
-    return [...offs].sort((a, b) => b - a).map((o) => this.lo + o);
+    return inTime(plan, [...offs], this.span, this.slices())
+      .sort((a, b) => b - a)
+      .map((o) => this.lo + o);
   }
 
   /** The header (without data sequences) and the blobs to store: postings and key parts. */
@@ -203,38 +253,46 @@ export class SegmentBuilder {
         (sourceIx.has(f.sourceId) ? 0 : f.sourceId.length + 3);
       if (rest === undefined && bytes + cost <= MAX_FACET_TABLE_BYTES) {
         bytes += cost;
-        tuples.push([
+        const row = [
           intern(dests, destIx, f.destinationId),
           intern(sources, sourceIx, f.sourceId),
           f.status,
           f.http,
           f.callType,
           t.offs.length,
-        ]);
-        lists.push(t.offs);
+        ];
+        if (t.offs.length <= this.#inline) row.push(...t.offs);
+        else lists.push(t.offs);
+        tuples.push(row);
       } else {
         rest = (rest ?? []).concat(t.offs);
       }
     }
     if (rest) {
       const offs = [...new Set(rest)].sort((a, b) => a - b);
+      // Never inline: a wildcard row is told apart by its length.
       tuples.push([WILDCARD, WILDCARD, WILDCARD, WILDCARD, WILDCARD, offs.length]);
       lists.push(offs);
     }
     const byCount = [...this.#events.entries()].sort((a, b) => b[1].length - a[1].length);
-    const events: [string, number][] = [];
-    let otherEvents: number[] | undefined;
-    for (const [hash, offs] of byCount) {
-      if (events.length < MAX_EVENTS) {
+    const events: (string | number)[][] = [];
+    const event = (hash: string, offs: number[]) => {
+      if (offs.length <= this.#inline) events.push([hash, offs.length, ...offs]);
+      else {
         events.push([hash, offs.length]);
         lists.push(offs);
-      } else otherEvents = (otherEvents ?? []).concat(offs);
+      }
+    };
+    let otherEvents: number[] | undefined;
+    for (const [hash, offs] of byCount) {
+      if (events.length < MAX_EVENTS) event(hash, offs);
+      else otherEvents = (otherEvents ?? []).concat(offs);
     }
-    if (otherEvents) {
-      const offs = [...new Set(otherEvents)].sort((a, b) => a - b);
-      events.push([WILDCARD_EVENT, offs.length]);
-      lists.push(offs);
-    }
+    if (otherEvents)
+      event(
+        WILDCARD_EVENT,
+        [...new Set(otherEvents)].sort((a, b) => a - b),
+      );
     const total = lists.reduce((n, l) => n + l.length, 0);
     const postings = new Uint8Array(total * 2);
     const pv = new DataView(postings.buffer);
@@ -256,10 +314,27 @@ export class SegmentBuilder {
       sources,
       tuples,
       events,
+      slices: this.slices(),
       keys: [],
     };
     return { header, postings, parts };
   }
+}
+
+/** Offsets whose slice's time span meets the plan's time range (all of them when it has none). */
+export function inTime(
+  plan: Plan,
+  offs: number[],
+  span: number,
+  slices: readonly number[] | undefined,
+): number[] {
+  if (!plan.timed || !slices) return offs;
+  const size = sliceSize(span);
+  return offs.filter((o) => {
+    const i = Math.floor(o / size);
+    const max = slices[2 * i + 1] ?? 0;
+    return max >= 0 && plan.timeOverlaps(slices[2 * i]!, max);
+  });
 }
 
 /**

@@ -1,0 +1,281 @@
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { durationMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import {
+  ConsentMissing,
+  type LogEntry,
+  LogStatus,
+  type SearchAttemptsRequestSchema,
+  UpdateDestinationRequestSchema,
+} from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { code } from "../helpers/grpc-code.js";
+import { Receiver } from "../helpers/receiver.js";
+import { Stack } from "../helpers/stack.js";
+import { until } from "../helpers/until.js";
+
+// Searching the attempt log end to end (issue 28): real ingest, NATS, dispatcher and receivers
+// make every status for real — delivered, failed (retried), dead-lettered (422), filtered by the
+// call's integrations, by consent, by the destination's filter at routing and by a filter changed
+// while the call waited — and SearchAttempts finds each by every filter, page by page.
+
+let stack: Stack;
+const receivers: Receiver[] = [];
+let src: Awaited<ReturnType<Stack["source"]>>;
+let other: Awaited<ReturnType<Stack["source"]>>;
+const ids: Record<string, string> = {};
+let started: Date;
+
+async function receiver(respond: Receiver["respond"]): Promise<Receiver> {
+  const r = await Receiver.http();
+  r.respond = respond;
+  receivers.push(r);
+  return r;
+}
+
+type Req = MessageInitShape<typeof SearchAttemptsRequestSchema>;
+
+/** Every entry of a search, page by page (page_size 2, so that paging is exercised). */
+async function all(req: Req): Promise<LogEntry[]> {
+  const out: LogEntry[] = [];
+  let pageToken = "";
+  do {
+    const page = await stack.admin.searchAttempts({ pageSize: 2, ...req, pageToken });
+    expect(page.entries.length).toBeLessThanOrEqual(2);
+    out.push(...page.entries);
+    pageToken = page.nextPageToken;
+  } while (pageToken !== "");
+  const seqs = out.map((e) => e.sequence);
+  expect(seqs, "newest first").toEqual([...seqs].sort((a, b) => Number(b - a)));
+  return out;
+}
+
+const line = (e: LogEntry) => `${e.messageId} ${e.destinationId} ${LogStatus[e.status]}`;
+const lines = async (req: Req) => (await all(req)).map(line).sort();
+
+beforeAll(async () => {
+  started = new Date();
+  // Failed deliveries retry far apart: they stay "failed" (one attempt) while the test looks.
+  stack = await Stack.start({ dispatcher: { retryBaseDelayMs: 60_000 } });
+  src = await stack.source("search-shop");
+  other = await stack.source("search-other");
+  const ok = await receiver(() => ({ status: 200 }));
+  const broken = await receiver(() => ({ status: 503, body: "down" }));
+  const gone = await receiver(() => ({ status: 422, body: "no" }));
+  const later = await receiver(() => ({ status: 200 }));
+  await stack.destination({ id: "s-ok", sourceIds: [src.id, other.id], urls: [ok.url()] });
+  await stack.destination({ id: "s-broken", sourceIds: [src.id], urls: [broken.url()] });
+  await stack.destination({ id: "s-gone", sourceIds: [src.id], urls: [gone.url()] });
+  await stack.destination({
+    id: "s-ads",
+    sourceIds: [src.id],
+    urls: [ok.url()],
+    consentCategories: ["Advertising"],
+    consentMissing: ConsentMissing.FILTER,
+  });
+  await stack.destination({
+    id: "s-signups",
+    sourceIds: [src.id],
+    urls: [ok.url()],
+    filter: { events: ["Signed Up"] },
+  });
+  await stack.destination({ id: "s-later", sourceIds: [other.id], urls: [later.url()], enabled: false });
+
+  ids.order = (await src.client.track({ userId: "u1", event: "Order Completed" })).messageId;
+  ids.signup = (await src.client.track({ userId: "u2", event: "Signed Up" })).messageId;
+  ids.identify = (await src.client.identify({ userId: "u1", traits: { plan: "pro" } })).messageId;
+  ids.hidden = (
+    await src.client.page({ userId: "u3", name: "Pricing", integrations: { Webhooks: false } })
+  ).messageId;
+  // Waits on a paused destination; its filter then changes to refuse it; resumed, it is filtered at its attempt.
+  ids.waits = (await other.client.track({ userId: "u4", event: "Waits" })).messageId;
+  await until(
+    async () =>
+      (await stack.admin.getMessage({ messageId: ids.waits! }).catch(() => undefined)) !== undefined,
+  );
+  const upd = await stack.admin.updateDestination(
+    create(UpdateDestinationRequestSchema, {
+      destination: { id: "s-later", filter: { types: ["identify"] }, enabled: true },
+      updateMask: { paths: ["filter", "enabled"] },
+    }),
+  );
+  await stack.waitForDestination("s-later");
+  expect(upd.destination?.enabled).toBe(true);
+
+  // Every outcome is in the log: 5 entries for each of the 4 shop calls (and the 422 attempt
+  // before each dead letter of the 3 sent), 2 for the other's.
+  await until(
+    async () => {
+      const n = (await all({})).length;
+      return n >= 25;
+    },
+    { timeout: 30_000, message: "every entry of the scenario in the log" },
+  );
+}, 120_000);
+
+afterAll(async () => {
+  await stack?.close();
+  await Promise.all(receivers.map((r) => r.close()));
+});
+
+describe("SearchAttempts", () => {
+  it("finds each status, recorded for real", async () => {
+    expect(await lines({ statuses: [LogStatus.DELIVERED] })).toEqual(
+      [
+        `${ids.identify} s-ok DELIVERED`,
+        // The events filter holds back track calls only.
+        `${ids.identify} s-signups DELIVERED`,
+        `${ids.order} s-ok DELIVERED`,
+        `${ids.signup} s-ok DELIVERED`,
+        `${ids.signup} s-signups DELIVERED`,
+        `${ids.waits} s-ok DELIVERED`,
+      ].sort(),
+    );
+    // A 422 is a failed attempt, then a dead letter.
+    expect(await lines({ statuses: [LogStatus.FAILED] })).toEqual(
+      [
+        `${ids.identify} s-broken FAILED`,
+        `${ids.order} s-broken FAILED`,
+        `${ids.signup} s-broken FAILED`,
+        `${ids.identify} s-gone FAILED`,
+        `${ids.order} s-gone FAILED`,
+        `${ids.signup} s-gone FAILED`,
+      ].sort(),
+    );
+    expect(await lines({ statuses: [LogStatus.DEAD_LETTERED] })).toEqual(
+      [
+        `${ids.identify} s-gone DEAD_LETTERED`,
+        `${ids.order} s-gone DEAD_LETTERED`,
+        `${ids.signup} s-gone DEAD_LETTERED`,
+      ].sort(),
+    );
+    const filtered = await all({ statuses: [LogStatus.FILTERED] });
+    const reasons = Object.fromEntries(filtered.map((e) => [`${e.messageId} ${e.destinationId}`, e.reason]));
+    expect(reasons).toEqual({
+      // The call's integrations turned webhooks off: every destination of the source.
+      [`${ids.hidden} s-ok`]: "integrations: webhooks turned off",
+      [`${ids.hidden} s-broken`]: "integrations: webhooks turned off",
+      [`${ids.hidden} s-gone`]: "integrations: webhooks turned off",
+      [`${ids.hidden} s-ads`]: "integrations: webhooks turned off",
+      [`${ids.hidden} s-signups`]: "integrations: webhooks turned off",
+      // Consent not granted, at routing.
+      [`${ids.order} s-ads`]: "consent: no consent object",
+      [`${ids.signup} s-ads`]: "consent: no consent object",
+      [`${ids.identify} s-ads`]: "consent: no consent object",
+      // The destination's filter, at routing.
+      [`${ids.order} s-signups`]: "filter: event",
+      // The filter changed while the call waited: refused at its attempt.
+      [`${ids.waits} s-later`]: expect.stringMatching(/^filtered: filter/),
+    });
+    const dead = (await all({ statuses: [LogStatus.DEAD_LETTERED] }))[0]!;
+    expect(dead.deadLetterSequence).toBeGreaterThan(0n);
+    const failed = (await all({ statuses: [LogStatus.FAILED], destinationId: "s-broken" }))[0]!;
+    expect(failed.attempt).toMatchObject({
+      status: 503,
+      reason: "503 is retried",
+      responseBody: "down",
+      requestBody: "",
+    });
+    expect(failed.attempt!.nextAttemptTime).toBeDefined();
+  });
+
+  it("filters by destination, source, HTTP status and class, call type, event and user", async () => {
+    expect(await lines({ destinationId: "s-gone" })).toEqual(
+      [
+        `${ids.hidden} s-gone FILTERED`,
+        `${ids.identify} s-gone DEAD_LETTERED`,
+        `${ids.order} s-gone DEAD_LETTERED`,
+        `${ids.signup} s-gone DEAD_LETTERED`,
+        `${ids.identify} s-gone FAILED`,
+        `${ids.order} s-gone FAILED`,
+        `${ids.signup} s-gone FAILED`,
+      ].sort(),
+    );
+    expect(await lines({ sourceId: other.id })).toEqual(
+      [`${ids.waits} s-later FILTERED`, `${ids.waits} s-ok DELIVERED`].sort(),
+    );
+    expect((await all({ httpStatus: 503 })).map((e) => e.httpStatus)).toEqual([503, 503, 503]);
+    expect((await all({ httpStatusClass: 4 })).map((e) => e.httpStatus)).toEqual([422, 422, 422]);
+    expect((await all({ httpStatusClass: 2 })).length).toBe(6);
+    expect(await lines({ callType: "identify", statuses: [LogStatus.DELIVERED, LogStatus.FAILED] })).toEqual(
+      [
+        `${ids.identify} s-broken FAILED`,
+        `${ids.identify} s-gone FAILED`,
+        `${ids.identify} s-ok DELIVERED`,
+        `${ids.identify} s-signups DELIVERED`,
+      ].sort(),
+    );
+    const signups = await all({ event: "Signed Up" });
+    expect(new Set(signups.map((e) => e.messageId))).toEqual(new Set([ids.signup]));
+    expect(signups.every((e) => e.event === "Signed Up" && e.callType === "track")).toBe(true);
+    expect(await all({ event: "signed up" })).toEqual([]);
+    // u1 sent the order and the identify: every entry of both, and nothing of anyone else.
+    const u1 = await all({ userId: "u1" });
+    expect(new Set(u1.map((e) => e.messageId))).toEqual(new Set([ids.order, ids.identify]));
+    expect(u1).toHaveLength(12);
+    expect(await lines({ userId: "u1", destinationId: "s-broken" })).toEqual(
+      [`${ids.identify} s-broken FAILED`, `${ids.order} s-broken FAILED`].sort(),
+    );
+    expect(await all({ userId: "nobody" })).toEqual([]);
+    expect(await lines({ messageId: ids.waits! })).toEqual(
+      [`${ids.waits} s-later FILTERED`, `${ids.waits} s-ok DELIVERED`].sort(),
+    );
+  });
+
+  it("bounds by time range", async () => {
+    const everything = await all({});
+    const future = timestampFromDate(new Date(Date.now() + 3_600_000));
+    expect(await all({ since: future })).toEqual([]);
+    expect(await all({ until: timestampFromDate(started) })).toEqual([]);
+    const window = await all({ since: timestampFromDate(started), until: future });
+    expect(window.map(line)).toEqual(everything.map(line));
+    // The newest entry's time splits the log: before it, and from it on.
+    const newest = everything[0]!;
+    const from = await all({ since: newest.time! });
+    const before = await all({ until: newest.time! });
+    expect(from.length + before.length).toBe(everything.length);
+    expect(from.map(line)).toContain(line(newest));
+  });
+
+  it("pages with stable tokens, tied to their filters", async () => {
+    const first = await stack.admin.searchAttempts({ pageSize: 3 });
+    expect(first.entries).toHaveLength(3);
+    // A record stored after the first page does not shift the next one.
+    await src.client.track({ userId: "u9", event: "Meanwhile" });
+    await until(async () => (await stack.admin.searchAttempts({ userId: "u9" })).entries.length > 0);
+    const second = await stack.admin.searchAttempts({ pageSize: 3, pageToken: first.nextPageToken });
+    expect(second.entries[0]!.sequence).toBeLessThanOrEqual(first.entries[2]!.sequence);
+    expect(second.entries.map(line)).not.toContain(line(first.entries[2]!));
+    expect(
+      await code(
+        stack.admin.searchAttempts({ pageSize: 3, pageToken: first.nextPageToken, destinationId: "s-ok" }),
+      ),
+    ).toBe("INVALID_ARGUMENT");
+    expect(await code(stack.admin.searchAttempts({ pageToken: "not-a-token" }))).toBe("INVALID_ARGUMENT");
+    expect(await code(stack.admin.searchAttempts({ pageSize: 1001 }))).toBe("INVALID_ARGUMENT");
+  });
+
+  it("refuses bad filters and unknown ids instead of answering nothing", async () => {
+    expect(await code(stack.admin.searchAttempts({ destinationId: "no-such" }))).toBe("NOT_FOUND");
+    expect(await code(stack.admin.searchAttempts({ sourceId: "no-such" }))).toBe("NOT_FOUND");
+    expect(await code(stack.admin.searchAttempts({ statuses: [9 as LogStatus] }))).toBe("INVALID_ARGUMENT");
+    expect(await code(stack.admin.searchAttempts({ httpStatus: 42 }))).toBe("INVALID_ARGUMENT");
+    expect(await code(stack.admin.searchAttempts({ httpStatus: 500, httpStatusClass: 5 }))).toBe(
+      "INVALID_ARGUMENT",
+    );
+    expect(await code(stack.admin.searchAttempts({ callType: "purchase" }))).toBe("INVALID_ARGUMENT");
+    expect(await code(stack.admin.searchAttempts({ userId: "x".repeat(1025) }))).toBe("INVALID_ARGUMENT");
+    const now = timestampFromDate(new Date());
+    expect(await code(stack.admin.searchAttempts({ since: now, until: now }))).toBe("INVALID_ARGUMENT");
+  });
+
+  it("shows the log's retention and what it holds", async () => {
+    const info = await stack.admin.getAttemptLogInfo({});
+    expect(durationMs(info.maxAge!)).toBe(3 * 86_400_000);
+    expect(info.maxBytes).toBe(1024n ** 3n);
+    expect(info.records).toBeGreaterThan(10n);
+    expect(info.bytes).toBeGreaterThan(1000n);
+    expect(info.oldestTime!.seconds).toBeLessThanOrEqual(info.newestTime!.seconds);
+    expect(info.indexMaxBytes).toBe(1024n ** 3n / 4n);
+    expect(info.unindexedRecords).toBe(0n);
+  });
+});

@@ -1,0 +1,146 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Receiver } from "../helpers/receiver.js";
+import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
+import { until } from "../helpers/until.js";
+import { type CliResult, hookpost } from "./run-cli.js";
+
+// `hookpost attempts search` and `attempts retention` as a real process against a real stack
+// (issue 28): the issue's own example, the JSON form, older pages, and clear errors.
+
+let stack: Stack;
+let failing: Receiver;
+let env: Record<string, string>;
+const ids: Record<string, string> = {};
+
+beforeAll(async () => {
+  stack = await Stack.start({ dispatcher: { retryBaseDelayMs: 60_000 } });
+  failing = await Receiver.http();
+  failing.respond = () => ({ status: 503, body: "maintenance" });
+  env = { HOOKPOST_ENDPOINT: stack.ingest.address, ADMIN_TOKEN: STACK_ADMIN_TOKEN };
+  const src = await stack.source("shop");
+  await stack.destination({ id: "crm", sourceIds: [src.id], urls: [failing.url()] });
+  await stack.destination({ id: "ok", sourceIds: [src.id] });
+  ids.u1 = (await src.client.track({ userId: "u1", event: "Order Completed" })).messageId;
+  ids.u2 = (await src.client.track({ userId: "u2", event: "Order Completed" })).messageId;
+  ids.other = (await src.client.track({ userId: "u1", event: "Signed Up" })).messageId;
+  await until(async () => (await stack.admin.searchAttempts({})).entries.length === 6, {
+    message: "every attempt in the log",
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await stack?.close();
+  await failing?.close();
+});
+
+async function cli(args: string[]): Promise<CliResult> {
+  const r = await hookpost(args, env);
+  expect(r.code, `hookpost ${args.join(" ")}\n${r.stdout}\n${r.stderr}`).toBe(0);
+  return r;
+}
+
+describe("hookpost attempts search", () => {
+  it("finds a user's failed orders of the last hour, as a table and as JSON", async () => {
+    const args = [
+      "attempts",
+      "search",
+      "--status",
+      "failed",
+      "--since",
+      "1h",
+      "--event",
+      "Order Completed",
+      "--user",
+      "u1",
+    ];
+    const table = (await cli(args)).stdout;
+    expect(table).toMatch(
+      /^TIME\s+STATUS\s+HTTP\s+DESTINATION\s+SOURCE\s+MESSAGE ID\s+TYPE\s+EVENT\s+REASON$/m,
+    );
+    const rows = table.trim().split("\n").slice(1);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatch(
+      new RegExp(`failed\\s+503\\s+crm\\s+\\S+\\s+${ids.u1}\\s+track\\s+Order Completed\\s+503 is retried`),
+    );
+
+    const json = JSON.parse((await cli(["--json", ...args])).stdout) as {
+      entries: { messageId: string; status: string; httpStatus: number; attempt: { responseBody: string } }[];
+      nextPageToken: string;
+      unindexedRecords: string;
+    };
+    expect(json.entries).toEqual([
+      expect.objectContaining({
+        messageId: ids.u1,
+        status: "failed",
+        httpStatus: 503,
+        attempt: expect.objectContaining({ responseBody: "maintenance" }),
+      }),
+    ]);
+    expect(json.nextPageToken).toBe("");
+
+    // Several statuses, an HTTP class, and the newest first.
+    const all = JSON.parse(
+      (
+        await cli([
+          "--json",
+          "attempts",
+          "search",
+          "--status",
+          "failed,delivered",
+          "--http",
+          "2xx",
+          "--type",
+          "track",
+        ])
+      ).stdout,
+    ) as { entries: { messageId: string; destinationId: string }[] };
+    expect(all.entries.map((e) => `${e.messageId} ${e.destinationId}`)).toEqual([
+      `${ids.other} ok`,
+      `${ids.u2} ok`,
+      `${ids.u1} ok`,
+    ]);
+  }, 120_000);
+
+  it("pages with --limit and --page-token, and shows the log's retention", async () => {
+    const first = await cli(["attempts", "search", "--limit", "4"]);
+    expect(first.stdout.trim().split("\n")).toHaveLength(5);
+    const token = /--page-token (\S+)\)/.exec(first.stderr + first.stdout)?.[1];
+    expect(token).toBeDefined();
+    const rest = await cli(["attempts", "search", "--limit", "4", "--page-token", token!]);
+    expect(rest.stdout.trim().split("\n")).toHaveLength(3);
+
+    const retention = (await cli(["attempts", "retention"])).stdout;
+    expect(retention).toMatch(
+      /^kept:\s+3d \(ATTEMPT_LOG_MAX_AGE\), at most 1\.0 GiB \(ATTEMPT_LOG_MAX_BYTES\); the oldest go first$/m,
+    );
+    expect(retention).toMatch(/^holds:\s+[\d.]+ KiB in \d+ records$/m);
+    expect(retention).toMatch(/^reaches:\s+\d{4}-\S+ to \d{4}-/m);
+    const info = JSON.parse((await cli(["--json", "attempts", "retention"])).stdout) as {
+      maxAge: string;
+      records: string;
+    };
+    expect(info.maxAge).toBe("3d");
+    expect(Number(info.records)).toBeGreaterThan(6);
+  }, 120_000);
+
+  it("says what is wrong with a flag, an unknown destination, or a token of another search", async () => {
+    const badStatus = await hookpost(["attempts", "search", "--status", "lost"], env);
+    expect(badStatus.code).toBe(2);
+    expect(badStatus.stderr).toContain("use delivered, failed, filtered, dead-lettered");
+    const badHttp = await hookpost(["attempts", "search", "--http", "5x"], env);
+    expect(badHttp.code).toBe(2);
+    expect(badHttp.stderr).toContain("expected an HTTP status (500) or a class (5xx)");
+    const unknown = await hookpost(["attempts", "search", "--destination", "nope"], env);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('destination "nope" does not exist');
+    const first = JSON.parse((await cli(["--json", "attempts", "search", "--limit", "1"])).stdout) as {
+      nextPageToken: string;
+    };
+    const mixed = await hookpost(
+      ["attempts", "search", "--status", "failed", "--page-token", first.nextPageToken],
+      env,
+    );
+    expect(mixed.code).toBe(1);
+    expect(mixed.stderr).toContain("belongs to a search with other filters");
+  }, 120_000);
+});
