@@ -7,6 +7,13 @@ import {
   type SearchAttemptsRequestSchema,
   UpdateDestinationRequestSchema,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import {
+  type AttemptRecord,
+  attemptSubject,
+  messageHash,
+  type RoutedRecord,
+  routedSubject,
+} from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { code } from "../helpers/grpc-code.js";
 import { Receiver } from "../helpers/receiver.js";
@@ -277,5 +284,53 @@ describe("SearchAttempts", () => {
     expect(info.oldestTime!.seconds).toBeLessThanOrEqual(info.newestTime!.seconds);
     expect(info.indexMaxBytes).toBe(1024n ** 3n / 4n);
     expect(info.unindexedRecords).toBe(0n);
+  });
+
+  it("finds records an older dispatcher wrote in the old subject layout (one subject per message hash)", async () => {
+    const id = "old-layout-1";
+    const time = new Date().toISOString();
+    const routed: RoutedRecord = {
+      kind: "routed",
+      messageId: id,
+      sourceId: src.id,
+      receivedAt: time,
+      time,
+      destinations: ["s-broken"],
+      filtered: false,
+      body: '{"type":"track","event":"Old"}',
+    };
+    const attempt: AttemptRecord = {
+      kind: "attempt",
+      messageId: id,
+      destinationId: "s-broken",
+      sourceId: src.id,
+      url: "http://127.0.0.1/old",
+      attemptNumber: 1,
+      startTime: time,
+      durationMs: 7,
+      outcome: "server_error",
+      status: 502,
+      reason: "502 is retried",
+      retryable: true,
+      responseBody: "bad gateway",
+    };
+    stack.nc.publish(routedSubject(messageHash(id)), JSON.stringify(routed));
+    stack.nc.publish(attemptSubject("s-broken", messageHash(id)), JSON.stringify(attempt));
+    await stack.nc.flush();
+    await until(async () => (await stack.admin.searchAttempts({ messageId: id })).entries.length === 1);
+    const [entry] = (await stack.admin.searchAttempts({ httpStatus: 502 })).entries;
+    expect(entry).toMatchObject({
+      messageId: id,
+      destinationId: "s-broken",
+      status: LogStatus.FAILED,
+      callType: "",
+    });
+    // Without a call type in the record, type and event filters do not find it.
+    expect((await stack.admin.searchAttempts({ callType: "track", httpStatus: 502 })).entries).toEqual([]);
+    const message = await stack.admin.getMessage({ messageId: id });
+    expect(message.body).toBe(routed.body);
+    expect(message.attempts.map((a) => a.reason)).toEqual(["502 is retried"]);
+    const listed = await stack.admin.listAttempts({ destinationId: "s-broken", messageId: id });
+    expect(listed.attempts.map((a) => a.requestBody)).toEqual([routed.body]);
   });
 });
