@@ -135,6 +135,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
       log,
       onAuditOutcomeLost: () => metrics.auditOutcomeLost(),
       retryBounds: { windowMs: config.topology.retryWindowMs, maxDelayMs: config.topology.retryMaxDelayMs },
+      registry: metrics.registry,
     });
     started.push(() => admin.close());
     grpc.add(AdminService, admin.service);

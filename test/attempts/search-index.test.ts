@@ -351,6 +351,8 @@ describe("attempt search index", () => {
       }
     }
     expect(heads.length).toBeGreaterThan(20);
+    // Caught up: nothing left to index (the lag metric).
+    expect([index.lag, second.lag]).toEqual([0, 0]);
     expect(new Set(heads).size).toBe(heads.length);
     const other = new AttemptSearch(jsm, second);
     for (const f of [

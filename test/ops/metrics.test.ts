@@ -55,6 +55,7 @@ describe("metrics move with traffic", () => {
       "hookpost_ingest_calls_total counter",
       "hookpost_ingest_events_total counter",
       "hookpost_ingest_publish_duration_seconds histogram",
+      "hookpost_ingest_attempt_index_lag_records gauge",
     ]) {
       expect(ingestText).toContain(`# TYPE ${name}`);
     }

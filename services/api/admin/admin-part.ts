@@ -4,9 +4,11 @@ import {
   AttemptSearch,
   HealthAggregate,
   type Logger,
+  liveGauge,
   type ServiceImpl,
 } from "@hookpost/core";
 import type { NatsConnection } from "nats";
+import type { Registry } from "prom-client";
 import type { AdminAuth } from "../auth.js";
 import type { Stores } from "../stores.js";
 import { adminService } from "./admin-service.js";
@@ -31,14 +33,24 @@ export async function startAdmin(deps: {
   onAuditOutcomeLost?: () => void;
   /** RETRY_WINDOW and RETRY_MAX_DELAY: what a destination's own retry schedule must stay within. */
   retryBounds?: { windowMs: number; maxDelayMs: number };
+  /** Where the attempt index's lag is reported. */
+  registry?: Registry;
 }): Promise<AdminPart> {
   const { stores, log } = deps;
   const index = await AttemptIndex.open(deps.nc, { logger: log });
+  if (deps.registry) {
+    liveGauge(
+      deps.registry,
+      "hookpost_ingest_attempt_index_lag_records",
+      "attempt-log records stored and not yet indexed by this replica (not searchable here yet)",
+      () => index.lag,
+    );
+  }
   const search = new AttemptSearch(stores.jsm, index);
   // A dead letter kept without its body replays with its routing record's, found through the index.
   stores.deadLetters.useRoutedBodies(
-    async (sourceId, messageId) =>
-      (await search.routedOf(sourceId, messageId)).find((r) => r.body !== undefined)?.body,
+    async (sourceId, messageId, timeMs) =>
+      (await search.routedOf(sourceId, messageId, { timeMs })).find((r) => r.body !== undefined)?.body,
   );
   const health = new HealthAggregate(deps.nc, log);
   health.start();

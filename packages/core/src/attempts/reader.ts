@@ -132,7 +132,7 @@ export class AttemptReader {
       [...calls.entries()]
         .filter(([key]) => !routed.has(key))
         .map(async ([key, a]) => {
-          const found = await this.#search.routedOf(a.sourceId, a.messageId, a.sequence);
+          const found = await this.#search.routedOf(a.sourceId, a.messageId, { seq: a.sequence });
           routed.set(
             key,
             found.map((r) => ({ seq: r.sequence, body: r.body })),

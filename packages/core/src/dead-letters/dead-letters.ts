@@ -43,6 +43,13 @@ export interface DeadLetterPage {
   nextAfter?: number;
 }
 
+/** The body of a call's routing record (source, message id, about when it was routed), if the log has it. */
+export type RoutedBodyLookup = (
+  sourceId: string,
+  messageId: string,
+  timeMs: number,
+) => Promise<string | undefined>;
+
 /** Records one page looks at, at most (a source filter skips the others'). */
 const PAGE_LOOKUPS = 20_000;
 
@@ -67,7 +74,7 @@ export class DeadLetters {
   readonly #js: JetStreamClient;
   readonly #jsm: JetStreamManager;
   readonly #bodies: boolean;
-  #routedLookup: ((sourceId: string, messageId: string) => Promise<string | undefined>) | undefined;
+  #routedLookup: RoutedBodyLookup | undefined;
 
   private constructor(js: JetStreamClient, jsm: JetStreamManager, bodies: boolean) {
     this.#js = js;
@@ -85,7 +92,7 @@ export class DeadLetters {
    * sets it). Without one, the routing record is looked up by its subject, as before issue 28
    * (records in that layout only).
    */
-  useRoutedBodies(lookup: (sourceId: string, messageId: string) => Promise<string | undefined>): void {
+  useRoutedBodies(lookup: RoutedBodyLookup): void {
     this.#routedLookup = lookup;
   }
 
@@ -223,7 +230,9 @@ export class DeadLetters {
    * call's routing record keeps them when ATTEMPT_LOG_BODIES is on (until the log ages it out).
    */
   async #routedBody(letter: DeadLetter): Promise<string | undefined> {
-    if (this.#routedLookup) return this.#routedLookup(letter.sourceId, letter.messageId);
+    if (this.#routedLookup) {
+      return this.#routedLookup(letter.sourceId, letter.messageId, Date.parse(letter.firstAttemptTime));
+    }
     const subject = routedSubject(messageHash(letter.messageId));
     for (let seq = 1; ; ) {
       const m = await nextMessage(this.#jsm, ATTEMPTS_STREAM, subject, seq);

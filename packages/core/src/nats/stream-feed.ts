@@ -42,6 +42,7 @@ export class StreamFeed {
   readonly #o: StreamFeedOptions;
   #closed = false;
   #lastSeq = 0;
+  #pending = 0;
   #current: { sub: Subscription; consumer?: string } | undefined;
   #restart: (() => void) | undefined;
 
@@ -52,6 +53,11 @@ export class StreamFeed {
   /** The stream sequence of the last message handled. */
   get lastSequence(): number {
     return this.#lastSeq;
+  }
+
+  /** Messages the stream held past the last one handled, when it was sent (0: caught up). */
+  get pending(): number {
+    return this.#pending;
   }
 
   start(): void {
@@ -88,6 +94,7 @@ export class StreamFeed {
             if (!at || at.delivered !== expected) return resolve("gap in the feed");
             expected++;
             this.#lastSeq = at.stream;
+            this.#pending = at.pending;
             try {
               this.#o.onMessage(m.data, at.stream);
             } catch (e) {
@@ -145,13 +152,13 @@ function isStatus(m: Msg): boolean {
 }
 
 /**
- * The stream and delivery sequences of a message from its JetStream ack subject:
+ * The stream and delivery sequences of a message, and the messages pending after it, from its JetStream ack subject:
  * `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>`, or with a domain and
  * account hash in front (12 tokens, the last one random).
  */
-function sequences(reply: string): { stream: number; delivered: number } | undefined {
+function sequences(reply: string): { stream: number; delivered: number; pending: number } | undefined {
   const t = reply.split(".");
   const base = t.length === 9 ? 5 : t.length >= 12 ? 7 : -1;
   if (base < 0 || t[0] !== "$JS" || t[1] !== "ACK") return undefined;
-  return { stream: Number(t[base]), delivered: Number(t[base + 1]) };
+  return { stream: Number(t[base]), delivered: Number(t[base + 1]), pending: Number(t[base + 3]) || 0 };
 }

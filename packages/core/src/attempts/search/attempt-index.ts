@@ -116,6 +116,11 @@ export class AttemptIndex {
     return this.#followed;
   }
 
+  /** Records stored after the last one folded in, as of that one (the metric of the index's lag). */
+  get lag(): number {
+    return this.#logFeed?.pending ?? 0;
+  }
+
   /** Resolves once every record up to `seq` is folded in, or after `ms`. */
   async caughtUp(seq: number, ms: number): Promise<boolean> {
     if (this.#followed >= seq) return true;

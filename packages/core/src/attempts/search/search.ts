@@ -125,24 +125,33 @@ export class AttemptSearch {
   }
 
   /**
-   * The routing records of one call (source and message id) near sequence `near` (an attempt's):
-   * segments are read outwards from it, and the search stops at the first segment holding one.
-   * Oldest first.
+   * The routing records of one call (source and message id) near where it is expected: the
+   * sequence of one of its attempts, or a time (a dead letter's first attempt). Segments are read
+   * outwards from there, and the search stops at the first segment holding one. Oldest first.
    */
-  async routedOf(sourceId: string, messageId: string, near?: number): Promise<Stored<RoutedRecord>[]> {
+  async routedOf(
+    sourceId: string,
+    messageId: string,
+    near: { seq?: number; timeMs?: number } = {},
+  ): Promise<Stored<RoutedRecord>[]> {
     const plan = new Plan({ messageId });
     const last = (await this.#jsm.streams.info(ATTEMPTS_STREAM)).state.last_seq;
     await this.#index.caughtUp(last, CATCH_UP_MS);
     const units = this.#index.units();
-    const at =
-      near === undefined
-        ? 0
-        : Math.max(
-            0,
-            units.findIndex((u) => u.lo <= near),
-          );
-    // From the attempt's segment down (a routing record is written before its attempts, mostly), then up.
-    const order = [...units.slice(at), ...units.slice(0, at).reverse()].slice(0, ROUTED_UNITS);
+    const from =
+      near.seq !== undefined
+        ? units.findIndex((u) => u.lo <= near.seq!)
+        : near.timeMs !== undefined
+          ? units.findIndex((u) => u.tMax >= u.tMin && u.tMin <= near.timeMs!)
+          : 0;
+    const at = Math.max(0, from);
+    // That segment and the next newer one (the router and the dispatcher write without waiting),
+    // then older ones (a routing record is written before its attempts, mostly), then newer.
+    const order = [
+      ...units.slice(Math.max(0, at - 1), at + 1).reverse(),
+      ...units.slice(at + 1),
+      ...units.slice(0, Math.max(0, at - 1)).reverse(),
+    ].slice(0, ROUTED_UNITS);
     const l1 = new Map<number, number[]>();
     for (const u of order) {
       const seqs = await this.#candidates(u, plan, l1);
