@@ -66,6 +66,14 @@ export { MESSAGE_ID_RULE, messageIdProblem } from "./message-id.js";
 export { EVENT_TYPES, type EventType, isEventType, type StoredCall } from "./model/stored-call.js";
 export { numberLiteralProblem, numberValueProblem } from "./numbers.js";
 export { objectProblem, protoKeyProblem } from "./objects.js";
+export {
+  allowedOriginsViolations,
+  MAX_ALLOWED_ORIGINS,
+  MAX_ORIGIN_CHARS,
+  normalizeOrigin,
+  normalizeOrigins,
+  originAllowed,
+} from "./origins.js";
 export { batchCallRanges, callSchemaByType, callSchemaOf, findLoss, type Loss } from "./proto-bytes.js";
 export { fromProtoCall, type ProtoCall } from "./proto-call.js";
 export { protoBatchViolations, protoCallViolations } from "./proto-rules.js";

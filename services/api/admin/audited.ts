@@ -130,13 +130,17 @@ function resourceOf(action: string, req: unknown): { resourceType: string; resou
     destinationId?: unknown;
     sourceId?: unknown;
     destination?: unknown;
+    source?: unknown;
   };
   const text = (v: unknown) => (typeof v === "string" ? v.slice(0, MAX_ID_CHARS) : "");
   const destination = r.destination as { id?: unknown } | undefined;
   if (r.destination !== undefined || /Destination|RotateSecret|DeadLetters/.test(action)) {
     return { resourceType: "destination", resourceId: text(destination?.id ?? r.destinationId ?? r.id) };
   }
-  if (/Source|WriteKey/.test(action)) return { resourceType: "source", resourceId: text(r.id ?? r.sourceId) };
+  if (/Source|WriteKey/.test(action)) {
+    const source = r.source as { id?: unknown } | undefined;
+    return { resourceType: "source", resourceId: text(source?.id ?? r.id ?? r.sourceId) };
+  }
   return { resourceType: "", resourceId: text(r.id ?? r.destinationId ?? r.sourceId) };
 }
 

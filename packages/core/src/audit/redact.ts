@@ -34,6 +34,8 @@ const SAFE_KEYS = new Set([
   "disabledAt",
   "previousSecretExpiresAt",
   "writeKeyPrefix",
+  // Web origins a source's browsers may send from (issue 29): public configuration.
+  "allowedOrigins",
   // The id of an encryption key (ReencryptSecrets), not the key.
   "keyId",
   // update_mask.paths: field names.

@@ -112,6 +112,21 @@ function address({ off = false } = {}): Check<string | undefined> {
   };
 }
 
+/** An absolute http(s) URL without query or fragment, kept without its trailing slash. */
+const publicUrl: Check<string> = (t) => {
+  let url: URL;
+  try {
+    url = new URL(t.trim());
+  } catch {
+    return bad("must be an absolute URL such as https://collect.example.com");
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") return bad("must use http or https");
+  if (url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== "") {
+    return bad("must have no query, fragment or credentials");
+  }
+  return `${url.origin}${url.pathname.replace(/\/+$/, "")}`;
+};
+
 /** `id:base64key` entries (packages/core/src/secrets/keyring.ts). */
 const secretKeys: Check<SecretKey[]> = (t) => {
   try {
@@ -459,6 +474,14 @@ export const SETTINGS = {
     default: "5s",
     description: "how long an idle keep-alive connection stays open",
     check: durationMs(),
+  }),
+  HTTP_PUBLIC_URL: define({
+    services: ["api"],
+    default: undefined,
+    shownDefault: "the request's `Host`, over http",
+    description:
+      "where browsers and apps reach the HTTP API (e.g. `https://collect.example.com` behind a TLS proxy): `/v1/projects/<write key>/settings` answers it as the SDKs' `apiHost` and `protocol`",
+    check: publicUrl,
   }),
   GRPC_MAX_CONNECTIONS: define({
     services: ["api"],
