@@ -21,6 +21,7 @@ export {
   type HttpCloseReason,
   type HttpConnectionStats,
 } from "./http/connection-guard.js";
+export { apiEndpoint } from "./http/settings-path.js";
 export { type IngestHandle, type IngestOptions, startIngest } from "./ingest.js";
 export type { DeleteDeps, PublishCall, SyncDeps, SyncOptions } from "./sync/deps.js";
 export { jetStreamPublisher } from "./sync/publish.js";
