@@ -31,7 +31,7 @@ describe("apply file", () => {
       "f.yaml",
       { D1_SECRET: "abc" },
     );
-    expect(file.sources).toEqual([{ id: "web", name: "Web", path: "sources[0]" }]);
+    expect(file.sources).toEqual([{ id: "web", name: "Web", allowedOrigins: [], path: "sources[0]" }]);
     expect(file.destinations).toEqual([
       {
         id: "d1",
@@ -51,6 +51,24 @@ describe("apply file", () => {
         enabled: true,
         path: "destinations[0]",
       },
+    ]);
+  });
+
+  it("reads a source's allowedOrigins as the server stores them; bad ones are problems at their paths", () => {
+    const file = (origins: string) => `sources: [{ id: web, name: Web, allowedOrigins: ${origins} }]`;
+    expect(
+      parseApplyFile(file("[HTTPS://Shop.Example.com:443/, 'https://*.example.org']"), "f.yaml", {})
+        .sources[0]!.allowedOrigins,
+    ).toEqual(["https://shop.example.com", "https://*.example.org"]);
+    expect(problems(file("[shop.example.com, 'https://a.com/path', https://a.com, https://a.com]"))).toEqual([
+      "f.yaml has 3 problems; nothing was changed",
+      "sources[0].allowedOrigins[0]: must start with http:// or https:// (for example https://shop.example.com) (line 1)",
+      "sources[0].allowedOrigins[1]: must be an origin only (scheme://host[:port]), without a path, query or fragment (line 1)",
+      "sources[0].allowedOrigins[3]: is listed twice (line 1)",
+    ]);
+    expect(problems(file("https://a.com"))).toEqual([
+      "f.yaml has 1 problem; nothing was changed",
+      "sources[0].allowedOrigins: must be a list of origins such as https://shop.example.com (line 1)",
     ]);
   });
 

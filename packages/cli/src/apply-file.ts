@@ -4,11 +4,13 @@ import type { FieldViolation } from "@hookpost/contract";
 // The server's own destination rules (pure functions), so a file that passes here is not
 // refused half-way through an apply.
 import {
+  allowedOriginsViolations,
   consentCategoriesViolations,
   expressionViolations,
   filterViolations,
   formatDuration,
   headersViolations,
+  normalizeOrigins,
   parseDuration,
   sharedSecretViolations,
   urlsViolations,
@@ -33,7 +35,7 @@ import {
  * The declarative file of `hookpost apply -f`: the sources and destinations that should exist.
  *
  *   sources:
- *     - { id: web, name: Web app }
+ *     - { id: web, name: Web app, allowedOrigins: [https://shop.example.com] }   # omit: any origin
  *   destinations:
  *     - id: crm
  *       name: CRM
@@ -62,6 +64,8 @@ export interface ApplyFile {
 export interface DesiredSource {
   id: string;
   name: string;
+  /** Normalised as the server stores them; absent from the file: [] (any origin). */
+  allowedOrigins: string[];
   /** `sources[0]`, for messages. */
   path: string;
 }
@@ -97,7 +101,7 @@ export interface DesiredDestination {
 const ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 const MAX_NAME_CHARS = 200;
 
-const SOURCE_KEYS = ["id", "name"];
+const SOURCE_KEYS = ["id", "name", "allowedOrigins"];
 const DESTINATION_KEYS = [
   "id",
   "name",
@@ -238,8 +242,9 @@ class Checker {
     this.unknownKeys(value, path, SOURCE_KEYS);
     const id = this.id(value.id, [...path, "id"]);
     const name = this.name(value.name, [...path, "name"]);
-    if (id === undefined || name === undefined) return undefined;
-    return { id, name, path: pathText(path) };
+    const allowedOrigins = this.allowedOrigins(value.allowedOrigins, [...path, "allowedOrigins"]);
+    if (id === undefined || name === undefined || allowedOrigins === undefined) return undefined;
+    return { id, name, allowedOrigins, path: pathText(path) };
   }
 
   destination(value: unknown, path: Path): DesiredDestination | undefined {
@@ -381,6 +386,18 @@ class Checker {
     }
     const urls = value as string[];
     return this.violations(path, urlsViolations(urls, pathText(path))) ? urls : undefined;
+  }
+
+  /** A source's web origins, normalised as the server stores them (so a re-apply compares equal). */
+  allowedOrigins(value: unknown, path: Path): string[] | undefined {
+    if (value === undefined || value === null) return [];
+    if (!Array.isArray(value) || value.some((v) => typeof v !== "string")) {
+      return void this.problem(path, "must be a list of origins such as https://shop.example.com");
+    }
+    const origins = value as string[];
+    return this.violations(path, allowedOriginsViolations(origins, pathText(path)))
+      ? normalizeOrigins(origins)
+      : undefined;
   }
 
   consentCategories(value: unknown, path: Path): string[] | undefined {

@@ -64,6 +64,8 @@ export interface SourceView {
   name: string;
   writeKeyPrefix: string;
   createTime: string | null;
+  /** Web origins whose browsers may send (empty: any). */
+  allowedOrigins: string[];
 }
 
 export interface DestinationView {
@@ -118,7 +120,13 @@ export function iso(ts: Timestamp | undefined): string | null {
 }
 
 export function sourceView(s: Source): SourceView {
-  return { id: s.id, name: s.name, writeKeyPrefix: s.writeKeyPrefix, createTime: iso(s.createTime) };
+  return {
+    id: s.id,
+    name: s.name,
+    writeKeyPrefix: s.writeKeyPrefix,
+    createTime: iso(s.createTime),
+    allowedOrigins: [...s.allowedOrigins],
+  };
 }
 
 export function destinationView(d: Destination): DestinationView {

@@ -45,7 +45,9 @@ export function applyCommand(session: Session): Command {
       `
 The file (YAML or JSON):
   sources:
-    - { id: web, name: Web app }
+    - id: web
+      name: Web app
+      allowedOrigins: [https://shop.example.com]   # browsers on these web sites only; omit: any
   destinations:
     - id: crm                        # ids are required: a re-apply finds things by id
       name: CRM
@@ -66,7 +68,7 @@ The file (YAML or JSON):
       enabled: true
 
 Nothing is deleted: sources and destinations missing from the file are left alone.
-Sources cannot be renamed. Write keys are printed only for sources created now.`,
+Write keys are printed only for sources created now.`,
     )
     .action(async (opts: { file: string; dryRun?: boolean; updateSecrets?: boolean }, command: Command) => {
       const file = await loadApplyFile(opts.file);
@@ -132,14 +134,26 @@ async function plan(ctx: Context, file: ApplyFile, updateSecrets: boolean): Prom
   for (const s of file.sources) {
     const current = existingSources.get(s.id);
     if (current) {
+      const changes = [
+        ...(current.name !== s.name ? ["name"] : []),
+        ...(current.allowedOrigins.join("\n") !== s.allowedOrigins.join("\n") ? ["allowed_origins"] : []),
+      ];
       steps.push({
         kind: "source",
         id: s.id,
-        action: "unchanged",
-        changes: [],
-        ...(current.name !== s.name
-          ? { note: `its name on the server is "${current.name}" (sources cannot be renamed)` }
-          : {}),
+        action: changes.length === 0 ? "unchanged" : "update",
+        changes,
+        ...(changes.length === 0
+          ? {}
+          : {
+              run: async () => {
+                await admin.updateSource({
+                  source: { id: s.id, name: s.name, allowedOrigins: s.allowedOrigins },
+                  updateMask: { paths: changes },
+                });
+                return undefined;
+              },
+            }),
       });
       continue;
     }
@@ -148,7 +162,8 @@ async function plan(ctx: Context, file: ApplyFile, updateSecrets: boolean): Prom
       id: s.id,
       action: "create",
       changes: [],
-      run: async () => (await admin.createSource({ id: s.id, name: s.name })).writeKey,
+      run: async () =>
+        (await admin.createSource({ id: s.id, name: s.name, allowedOrigins: s.allowedOrigins })).writeKey,
     });
   }
   for (const d of file.destinations) {
