@@ -129,8 +129,21 @@ describe("web console", () => {
     const row = page.locator('tr[data-source="temp"]');
     await row.waitFor();
     const tempKey = await page.locator("[data-testid=shown-once]").textContent();
+    expect(await row.locator("[data-testid=allowed-origins]").textContent()).toBe("any web site");
+    // Allowed origins are set with the CLI or the API; the list shows them (read on its next load).
+    await stack.admin.updateSource({
+      source: { id: "temp", allowedOrigins: ["https://shop.example.com", "https://*.example.org"] },
+      updateMask: { paths: ["allowed_origins"] },
+    });
     await row.getByRole("button", { name: "Rotate key" }).click();
     await page.getByText('New write key of "Temporary"').waitFor();
+    await until(
+      async () =>
+        (await row.locator("[data-testid=allowed-origins]").textContent()) ===
+        "https://shop.example.comhttps://*.example.org",
+      { message: "the source's allowed origins listed" },
+    );
+    await expectNoSidewaysScroll("sources-origins");
     const rotated = await page.locator("[data-testid=shown-once]").textContent();
     expect(rotated).not.toBe(tempKey);
     await row.getByRole("button", { name: "Delete" }).click();
