@@ -5,7 +5,7 @@
  * mobile-sdks.test.ts.
  */
 import type { IncomingMessage } from "node:http";
-import { apiEndpoint } from "@hookpost/api";
+import { apiEndpoint, ingestConfigFromEnv } from "@hookpost/api";
 import { Code } from "@hookpost/contract";
 import { describe, expect, it } from "vitest";
 import { counterValue } from "../e2e/helpers.js";
@@ -202,6 +202,14 @@ describe("the settings path", () => {
     expect(apiEndpoint(req("[::1]:8080"), undefined).apiHost).toBe("[::1]:8080/v1");
     for (const host of [undefined, "", "a/b", "a b", "a@b"]) {
       expect(() => apiEndpoint(req(host), undefined), String(host)).toThrow(/Host header/);
+    }
+    // The setting as read from the environment: normalised, or refused with its name.
+    expect(ingestConfigFromEnv({ HTTP_PUBLIC_URL: "HTTPS://Collect.Example.com/" }).httpPublicUrl).toBe(
+      "https://collect.example.com",
+    );
+    expect(ingestConfigFromEnv({}).httpPublicUrl).toBeUndefined();
+    for (const bad of ["collect.example.com", "ftp://x.com", "https://x.com/?a=1", "https://u:p@x.com"]) {
+      expect(() => ingestConfigFromEnv({ HTTP_PUBLIC_URL: bad }), bad).toThrow(/HTTP_PUBLIC_URL/);
     }
   });
 });
