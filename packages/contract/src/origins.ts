@@ -17,6 +17,8 @@ export const MAX_ALLOWED_ORIGINS = 100;
 export const MAX_ORIGIN_CHARS = 300;
 
 const WILDCARD = "*.";
+/** What a wildcard stands for: one or more host labels (as browsers write them, lower case). */
+const SUBDOMAIN = /^[a-z0-9_-]+(?:\.[a-z0-9_-]+)*$/;
 
 /**
  * The origin as stored, or a problem. Accepts what a person would type (`HTTPS://Shop.Example.com/`,
@@ -102,7 +104,7 @@ export function originAllowed(origin: string, allowed: readonly string[] | undef
       origin.startsWith(scheme) &&
       origin.endsWith(suffix) &&
       origin.length > scheme.length + suffix.length &&
-      !origin.slice(scheme.length, origin.length - suffix.length).includes(":")
+      SUBDOMAIN.test(origin.slice(scheme.length, origin.length - suffix.length))
     ) {
       return true;
     }
