@@ -99,8 +99,7 @@ export function segmentApi(deps: SegmentApiDeps): Mount {
       }
       if (route === undefined) {
         const { source, writeKey } = settingsSource(deps.store, settingsKey!);
-        seen.source = source;
-        checkOrigin(req, source);
+        named(req, source, seen);
         const { apiHost, protocol } = apiEndpoint(req, deps.publicUrl);
         const body = JSON.stringify(sdkSettings(writeKey, apiHost, protocol));
         send(res, 200, { ...corsHeaders(req, source), "Cache-Control": SETTINGS_CACHE }, body, req.method);
@@ -142,6 +141,15 @@ export function segmentApi(deps: SegmentApiDeps): Mount {
 /** Browsers and shared caches may keep a settings answer this long. */
 const SETTINGS_CACHE = `public, max-age=${SETTINGS_MAX_AGE_S}`;
 
+/**
+ * The request named `source`: its answer's CORS follows the source's allowed_origins from now on,
+ * and a page on an origin it does not allow is refused (403) here, before anything is stored.
+ */
+function named(req: IncomingMessage, source: SourceRecord, seen: { source?: SourceRecord }): void {
+  seen.source = source;
+  checkOrigin(req, source);
+}
+
 async function handle(
   deps: SegmentApiDeps,
   route: Route,
@@ -152,10 +160,7 @@ async function handle(
   // so is the page's origin: a call from a web site the source does not allow is never read.
   const header = req.headers.authorization;
   let source = header === undefined ? undefined : sourceByWriteKey(deps.store, basicWriteKey(header));
-  if (source !== undefined) {
-    seen.source = source;
-    checkOrigin(req, source);
-  }
+  if (source !== undefined) named(req, source, seen);
 
   const bytes = await readBody(req, deps.maxBodyBytes);
   const body = parse(bytes);
@@ -167,8 +172,7 @@ async function handle(
     const key = body.writeKey;
     if (typeof key !== "string" || key === "") throw unauthenticated(`missing write key: ${BASIC_HINT}`);
     source = sourceByWriteKey(deps.store, key);
-    seen.source = source;
-    checkOrigin(req, source);
+    named(req, source, seen);
   }
   const violations: Violation[] = [];
   let calls: ContractCall[];
