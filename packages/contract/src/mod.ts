@@ -66,6 +66,16 @@ export { MESSAGE_ID_RULE, messageIdProblem } from "./message-id.js";
 export { EVENT_TYPES, type EventType, isEventType, type StoredCall } from "./model/stored-call.js";
 export { numberLiteralProblem, numberValueProblem } from "./numbers.js";
 export { objectProblem, protoKeyProblem } from "./objects.js";
+export {
+  MAX_PORTAL_LINK_NAME_CHARS,
+  MAX_PORTAL_LINKS_PER_SOURCE,
+  PORTAL_FRAGMENT_KEY,
+  PORTAL_LINK_LIFETIME,
+  PORTAL_TOKEN_PREFIX,
+  portalLinkLifetimeViolations,
+  portalLinkNameViolations,
+  portalLinkUrl,
+} from "./portal-links.js";
 export { batchCallRanges, callSchemaByType, callSchemaOf, findLoss, type Loss } from "./proto-bytes.js";
 export { fromProtoCall, type ProtoCall } from "./proto-call.js";
 export { protoBatchViolations, protoCallViolations } from "./proto-rules.js";
