@@ -36,7 +36,11 @@ import { codeOf } from "./portal-world.js";
 const logged: string[] = [];
 const logger = createLogger("ingest", "trace", { write: (line: string) => logged.push(line) });
 
-const h = useHarness({ logger, config: { consoleUrl: "https://hooks.example.com/console/" } });
+// No periodic stream check: a test lowers the bucket's limit and must find it as it left it.
+const h = useHarness({
+  logger,
+  config: { consoleUrl: "https://hooks.example.com/console/", streamCheckMs: 3_600_000 },
+});
 const replicas: IngestHandle[] = [];
 
 afterAll(async () => {
@@ -152,6 +156,24 @@ describe("portal links", () => {
     expect(info.config.max_bytes).toBe(limit?.maxBytes);
     expect(info.config.max_bytes).toBe(64 * 1024 ** 2);
     expect(info.config.max_age / 1e6).toBe(PORTAL_LINKS_MAX_AGE_MS);
+  });
+
+  it("keeps the bucket's last 10 % for revocations: new links are refused there, revocations still work", async () => {
+    const link = await h.admin.createPortalLink({ sourceId: "shop" });
+    tokens.push(link.token);
+    const name = kvStream(PORTAL_LINKS_BUCKET);
+    const info = await h.jsm.streams.info(name);
+    await h.jsm.streams.update(name, { ...info.config, max_bytes: Math.ceil(info.state.bytes / 0.95) });
+    try {
+      const full = await codeOf(h.admin.createPortalLink({ sourceId: "shop" }));
+      expect(full?.code).toBe(Code.RESOURCE_EXHAUSTED);
+      expect(full?.message).toContain("revocations");
+      await h.admin.revokePortalLink({ id: link.portalLink!.id });
+      expect((await codeOf(portal(link.token).getCaller({})))?.code).toBe(Code.UNAUTHENTICATED);
+    } finally {
+      await h.jsm.streams.update(name, info.config);
+    }
+    tokens.push((await h.admin.createPortalLink({ sourceId: "shop" })).token);
   });
 
   it("a revoked link is refused (UNAUTHENTICATED) by every ingest replica from its next call", async () => {

@@ -1,5 +1,6 @@
 import { type Client, ConnectError, createClient as createConnectClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import type { IngestConfig } from "@hookpost/api";
 import { adminMetadata, createClient } from "@hookpost/client";
 import { HookpostError } from "@hookpost/contract";
 import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
@@ -19,7 +20,7 @@ export const B = "tenant-b";
 /** Destinations: A's alone, B's alone, and one connected to both. */
 export const A_HOOK = "a-hook";
 export const B_HOOK = "b-hook";
-export const SHARED = "ab-hook";
+export const SHARED = "shared-hook";
 
 export type Admin = Client<typeof AdminService>;
 
@@ -32,8 +33,8 @@ export interface World {
   close(): Promise<void>;
 }
 
-export async function startWorld(): Promise<World> {
-  const stack = await Stack.start({ ...STACK_OPTIONS, ingest: { httpAddress: "127.0.0.1:0" } });
+export async function startWorld(ingest: Partial<IngestConfig> = {}): Promise<World> {
+  const stack = await Stack.start({ ...STACK_OPTIONS, ingest: { httpAddress: "127.0.0.1:0", ...ingest } });
   try {
     await stack.admin.createSource({ id: A, name: "Tenant A" });
     await stack.admin.createSource({ id: B, name: "Tenant B" });

@@ -75,6 +75,7 @@ export function portalLinkHandlers(
           `source "${source.id}" has ${working.length} working portal links, the most allowed: revoke some (ListPortalLinks, RevokePortalLink) or let them expire`,
         );
       }
+      if (await portalLinks.nearlyFull()) throw bucketFull();
       const id = newPortalLinkId();
       const token = newPortalToken(source.id, id);
       const record: PortalLinkRecord = {
@@ -91,12 +92,7 @@ export function portalLinkHandlers(
       try {
         await portalLinks.create(record);
       } catch (err) {
-        if (countIfFull(kvStream(PORTAL_LINKS_BUCKET), err)) {
-          throw new HookpostError(
-            Code.RESOURCE_EXHAUSTED,
-            "the portal links bucket is full (64 MiB): revoked and expired links leave it by age",
-          );
-        }
+        if (countIfFull(kvStream(PORTAL_LINKS_BUCKET), err)) throw bucketFull();
         throw err;
       }
       auditChange(ctx, id, { type: "portal_link", after: shown(record) });
@@ -147,6 +143,13 @@ export function portalLinkHandlers(
       };
     },
   };
+}
+
+function bucketFull(): HookpostError {
+  return new HookpostError(
+    Code.RESOURCE_EXHAUSTED,
+    "the portal links bucket is nearly full (its last 10 % is kept for revocations): expired and revoked links leave it by age",
+  );
 }
 
 /** Neither expired nor revoked at `at`. */

@@ -66,6 +66,13 @@ export function portalTokenMatches(record: PortalLinkRecord, token: string): boo
 const MAX_CAS_ATTEMPTS = 10;
 
 /**
+ * The share of the bucket's byte limit kept for revocations: a full refuse-new bucket refuses an
+ * update too (nats-server 2.9 counts the new record before dropping the old), and a link that
+ * cannot be revoked must never happen. New links stop at 90 %.
+ */
+const REVOCATION_RESERVE = 0.1;
+
+/**
  * Portal links in a KV bucket. Read at every call made with a link (no cache), so a revocation
  * written on one replica is refused by every replica from its next call on.
  */
@@ -83,6 +90,12 @@ export class PortalLinkStore {
       ttl: PORTAL_LINKS_MAX_AGE_MS,
     });
     return new PortalLinkStore(kv);
+  }
+
+  /** Whether new links must wait: the bucket holds more than 90 % of its byte limit. */
+  async nearlyFull(): Promise<boolean> {
+    const { config, state } = (await this.#kv.status()).streamInfo;
+    return config.max_bytes > 0 && state.bytes >= config.max_bytes * (1 - REVOCATION_RESERVE);
   }
 
   async create(r: PortalLinkRecord): Promise<void> {
