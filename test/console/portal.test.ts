@@ -1,10 +1,17 @@
 import { createServer, type Server } from "node:http";
-import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { hashPortalToken, newPortalLinkId, newPortalToken, PortalLinkStore } from "@hookpost/core";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../e2e/helpers.js";
-import { A, A_HOOK, B, B_HOOK, SHARED, startWorld, type World } from "../portal/portal-world.js";
+import {
+  A,
+  A_HOOK,
+  B,
+  B_HOOK,
+  SHARED,
+  startWorld,
+  storeExpiredLink,
+  type World,
+} from "../portal/portal-world.js";
 import { launchChromium, screenshots, WIDE, watchErrors } from "./browser.js";
 
 /**
@@ -183,11 +190,15 @@ describe("the console through a portal link", () => {
   it("says clearly that the link no longer works once revoked", async () => {
     const linkId = (await world.stack.admin.listPortalLinks({ sourceId: A })).portalLinks[0]!.id;
     await world.stack.admin.revokePortalLink({ id: linkId });
+    // The page's next refresh (every 5 s) is refused: it says so, without a reload…
+    const ended = t.page.locator("[data-testid=portal-ended]");
+    await ended.waitFor();
+    expect(await ended.innerText()).toMatch(/This link no longer works[\s\S]*revoked/);
+    // …and again after one, rather than offer the operator's sign-in.
     await t.page.reload();
-    await t.page.locator("[data-testid=portal-ended]").waitFor();
-    expect(await t.page.locator("[data-testid=portal-ended]").innerText()).toMatch(
-      /This link no longer works[\s\S]*revoked/,
-    );
+    await ended.waitFor();
+    expect(await ended.innerText()).toMatch(/This link no longer works[\s\S]*revoked/);
+    expect(await t.page.locator("input[name=token]").count()).toBe(0);
     // The refused token is forgotten.
     expect(await t.page.evaluate("sessionStorage.getItem('hookpost.adminToken')")).toBeNull();
     expect(t.errors).toEqual([]);
@@ -211,27 +222,16 @@ describe("portal links that cannot change anything, or no longer work", () => {
     await t.page.getByRole("navigation").getByRole("link", { name: "Dead letters" }).click();
     await t.page.locator(`tr[data-message="${world.messages.a}"]`).first().waitFor();
     expect(await t.page.getByRole("button", { name: /Replay/ }).count()).toBe(0);
+    // Closing forgets the token.
+    await t.page.getByRole("button", { name: "Close" }).click();
+    await t.page.getByRole("heading", { name: "Portal closed" }).waitFor();
+    expect(await t.page.evaluate("sessionStorage.getItem('hookpost.adminToken')")).toBeNull();
     expect(t.errors).toEqual([]);
     await t.context.close();
   });
 
   it("an expired link, and an unknown one, say so instead of a sign-in form", async () => {
-    // A link whose expiry has passed, as stored.
-    const store = await PortalLinkStore.open(world.stack.nc);
-    const source = (await world.stack.admin.getSource({ id: A })).source!;
-    const id = newPortalLinkId();
-    const expired = newPortalToken(A, id);
-    await store.create({
-      id,
-      sourceId: A,
-      sourceCreatedAt: timestampDate(source.createTime!).toISOString(),
-      name: "",
-      readOnly: false,
-      createdAt: new Date(Date.now() - 7_200_000).toISOString(),
-      expiresAt: new Date(Date.now() - 60_000).toISOString(),
-      createdBy: "test",
-      tokenHash: hashPortalToken(expired),
-    });
+    const expired = await storeExpiredLink(world.stack.nc, world.stack.admin, A);
     const t = await tab();
     await t.page.goto(`${base}#portal=${expired}`);
     const ended = t.page.locator("[data-testid=portal-ended]");

@@ -16,17 +16,14 @@ import {
   DEFAULT_TOPOLOGY,
   hashPortalToken,
   kvStream,
-  newPortalLinkId,
-  newPortalToken,
   PORTAL_LINKS_BUCKET,
   PORTAL_LINKS_MAX_AGE_MS,
-  PortalLinkStore,
   streamLimits,
 } from "@hookpost/core";
 import { afterAll, describe, expect, it } from "vitest";
 import { hookpost } from "../cli/run-cli.js";
 import { ADMIN_TOKEN, testConfig, useHarness } from "../ingest/harness.js";
-import { codeOf } from "./portal-world.js";
+import { codeOf, storeExpiredLink } from "./portal-world.js";
 
 // Portal links from the operator's side, against real ingest replicas on a real nats-server: a
 // link is answered once, stored hashed, expires, is revoked on every replica at its next call,
@@ -205,23 +202,7 @@ describe("portal links", () => {
   });
 
   it("an expired link, an unknown or altered token, and a link to a source deleted since are UNAUTHENTICATED", async () => {
-    // A link whose expiry has passed, as stored (a real token, its record in the bucket).
-    const store = await PortalLinkStore.open(h.nc);
-    const source = (await h.admin.getSource({ id: "shop" })).source!;
-    const id = newPortalLinkId();
-    const expiredToken = newPortalToken("shop", id);
-    tokens.push(expiredToken);
-    await store.create({
-      id,
-      sourceId: "shop",
-      sourceCreatedAt: timestampDate(source.createTime!).toISOString(),
-      name: "",
-      readOnly: false,
-      createdAt: new Date(Date.now() - 7_200_000).toISOString(),
-      expiresAt: new Date(Date.now() - 3_600_000).toISOString(),
-      createdBy: "test",
-      tokenHash: hashPortalToken(expiredToken),
-    });
+    const expiredToken = await storeExpiredLink(h.nc, h.admin, "shop");
     const expired = await codeOf(portal(expiredToken).listDestinations({}));
     expect(expired?.code).toBe(Code.UNAUTHENTICATED);
     expect(expired?.message).toContain("expired");

@@ -15,6 +15,7 @@ import {
   grpcAdmin,
   SHARED,
   startWorld,
+  storeExpiredLink,
   type World,
 } from "./portal-world.js";
 
@@ -373,6 +374,35 @@ for (const transport of ["gRPC", "Connect"] as const) {
     );
   });
 }
+
+describe("a link that no longer works", () => {
+  let revoked: string;
+  let expired: string;
+  beforeAll(async () => {
+    const r = await world.stack.admin.createPortalLink({ sourceId: A });
+    await world.stack.admin.revokePortalLink({ id: r.portalLink!.id });
+    revoked = r.token;
+    expired = await storeExpiredLink(world.stack.nc, world.stack.admin, A);
+  });
+
+  it.each(METHODS)(
+    "%s: a revoked or expired link is UNAUTHENTICATED, whatever the request",
+    async (method) => {
+      for (const [token, why] of [
+        [revoked, "revoked"],
+        [expired, "expired"],
+      ] as const) {
+        const c = grpcAdmin(world.stack, token) as unknown as Record<
+          string,
+          (req: object) => Promise<unknown>
+        >;
+        const err = await codeOf(c[method]!({}));
+        expect(err?.code, `${method} with a ${why} link`).toBe(Code.Unauthenticated);
+        expect(err?.message).toContain(why);
+      }
+    },
+  );
+});
 
 describe("what a portal link leaves in the audit log", () => {
   it("names the link (never its token) as who made a write, refused ones included", async () => {

@@ -1,10 +1,13 @@
+import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { type Client, ConnectError, createClient as createConnectClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import type { IngestConfig } from "@hookpost/api";
 import { adminMetadata, createClient } from "@hookpost/client";
 import { HookpostError } from "@hookpost/contract";
-import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { AdminService, type GetSourceResponse } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
+import { hashPortalToken, newPortalLinkId, newPortalToken, PortalLinkStore } from "@hookpost/core";
+import type { NatsConnection } from "nats";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
 import { ingestClient, STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
@@ -117,4 +120,31 @@ export async function codeOf(p: Promise<unknown>): Promise<{ code: number; messa
     if (err instanceof ConnectError) return { code: err.code, message: err.rawMessage };
     throw err;
   }
+}
+
+/**
+ * A link whose expiry has passed, as the bucket holds one (a real token and its record): no test
+ * waits a minute for the shortest lifetime to pass. Returns its token.
+ */
+export async function storeExpiredLink(
+  nc: NatsConnection,
+  admin: { getSource(req: { id: string }): Promise<GetSourceResponse> },
+  sourceId: string,
+): Promise<string> {
+  const store = await PortalLinkStore.open(nc);
+  const source = (await admin.getSource({ id: sourceId })).source!;
+  const id = newPortalLinkId();
+  const token = newPortalToken(sourceId, id);
+  await store.create({
+    id,
+    sourceId,
+    sourceCreatedAt: timestampDate(source.createTime!).toISOString(),
+    name: "",
+    readOnly: false,
+    createdAt: new Date(Date.now() - 7_200_000).toISOString(),
+    expiresAt: new Date(Date.now() - 60_000).toISOString(),
+    createdBy: "test",
+    tokenHash: hashPortalToken(token),
+  });
+  return token;
 }

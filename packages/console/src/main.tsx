@@ -21,7 +21,15 @@ import {
   portal,
 } from "./portal.js";
 import { navigate, onLinkClick, useRoute } from "./router.js";
-import { clearToken, getToken, isPortalSession, takePortalLink } from "./session.js";
+import {
+  clearToken,
+  endPortal,
+  getToken,
+  isPortalSession,
+  type PortalEnd,
+  portalEnd,
+  takePortalLink,
+} from "./session.js";
 
 // Before anything renders: a portal link's token leaves the URL for the session.
 takePortalLink();
@@ -64,16 +72,19 @@ function App() {
   const { path, query } = useRoute();
   const [reason, setReason] = useState<string | undefined>(undefined);
   // A portal link the server refused, or the portal closed: what to say instead of the pages.
-  const [ended, setEnded] = useState<{ title: string; message: string } | undefined>(undefined);
+  const [ended, setEnded] = useState<PortalEnd | undefined>(portalEnd());
+  const end = (e: PortalEnd) => {
+    endPortal(e);
+    forgetPortal();
+    setEnded(e);
+  };
   const portalSession = isPortalSession();
   const [opened, setOpened] = useState<Portal | undefined>(portal());
   useEffect(
     () =>
       onUnauthenticated((error) => {
         if (isPortalSession()) {
-          clearToken();
-          forgetPortal();
-          setEnded({ title: "This link no longer works", message: error.message });
+          end({ title: "This link no longer works", message: error.message });
           return;
         }
         clearToken();
@@ -84,10 +95,9 @@ function App() {
   );
   useEffect(() => {
     if (!portalSession || opened) return;
-    loadPortal().then(setOpened, (err: unknown) => {
-      clearToken();
-      setEnded({ title: "This link no longer works", message: apiError(err).message });
-    });
+    loadPortal().then(setOpened, (err: unknown) =>
+      end({ title: "This link no longer works", message: apiError(err).message }),
+    );
   }, [portalSession, opened]);
   const signedIn = getToken() !== undefined;
   useEffect(() => {
@@ -104,13 +114,12 @@ function App() {
     );
   }
   const signOut = () => {
-    clearToken();
-    setReason(undefined);
     if (opened) {
-      forgetPortal();
-      setEnded({ title: "Portal closed", message: "Open the link again to come back (while it works)." });
+      end({ title: "Portal closed", message: "Open the link again to come back (while it works)." });
       return;
     }
+    clearToken();
+    setReason(undefined);
     navigate("/sign-in");
   };
   const nav = opened ? NAV.filter(([p]) => !OPERATOR_ROUTES.includes(p.slice(1))) : NAV;
