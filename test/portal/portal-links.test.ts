@@ -2,7 +2,12 @@ import { toJsonString } from "@bufbuild/protobuf";
 import { durationFromMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import { type IngestHandle, startIngest } from "@hookpost/api";
 import { adminMetadata, createClient } from "@hookpost/client";
-import { Code, MAX_PORTAL_LINKS_PER_SOURCE, PORTAL_LINK_LIFETIME } from "@hookpost/contract";
+import {
+  Code,
+  MAX_PORTAL_LINKS_PER_SOURCE,
+  PORTAL_LINK_LIFETIME,
+  PORTAL_LINK_WRITE_RATE,
+} from "@hookpost/contract";
 import {
   ActorKind,
   AdminService,
@@ -242,6 +247,34 @@ describe("portal links", () => {
     );
     expect(revocations.map((r) => r.actorKind)).toContain(ActorKind.ADMIN_TOKEN);
     expect(revocations.some((r) => r.changes[0]?.changedFields.join() === "revokedAt")).toBe(true);
+  });
+
+  it("a link makes at most its burst of writes at once (refused ones count: each is audited); beyond, RESOURCE_EXHAUSTED and no record", async () => {
+    const r = await h.admin.createPortalLink({ sourceId: "shop" });
+    tokens.push(r.token);
+    const c = portal(r.token);
+    const codes: number[] = [];
+    let exhausted: Awaited<ReturnType<typeof codeOf>>;
+    for (let i = 0; i < PORTAL_LINK_WRITE_RATE.burst + 10 && !exhausted; i++) {
+      const err = await codeOf(c.createSource({ name: "not mine to create" }));
+      if (err?.code === Code.RESOURCE_EXHAUSTED) exhausted = err;
+      else codes.push(err!.code);
+    }
+    expect(exhausted?.message).toContain("retry in");
+    // The burst, and what refilled meanwhile (one a second).
+    expect(codes.length).toBeGreaterThanOrEqual(PORTAL_LINK_WRITE_RATE.burst);
+    expect(codes.length).toBeLessThan(PORTAL_LINK_WRITE_RATE.burst + 10);
+    expect(new Set(codes)).toEqual(new Set([Code.PERMISSION_DENIED]));
+    // Reads are not limited.
+    await c.listDestinations({});
+    let recorded = 0;
+    let pageToken = "";
+    do {
+      const page = await h.admin.listAuditRecords({ pageToken, pageSize: 1000 });
+      recorded += page.records.filter((x) => x.actorId === r.portalLink!.id).length;
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+    expect(recorded).toBe(codes.length);
   });
 
   it("the hookpost CLI creates, lists and revokes links", async () => {

@@ -71,6 +71,7 @@ export {
   MAX_PORTAL_LINKS_PER_SOURCE,
   PORTAL_FRAGMENT_KEY,
   PORTAL_LINK_LIFETIME,
+  PORTAL_LINK_WRITE_RATE,
   PORTAL_TOKEN_PREFIX,
   portalLinkLifetimeViolations,
   portalLinkNameViolations,

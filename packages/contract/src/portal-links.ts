@@ -19,6 +19,13 @@ export const MAX_PORTAL_LINKS_PER_SOURCE = 100;
 
 export const MAX_PORTAL_LINK_NAME_CHARS = 100;
 
+/**
+ * Writes one link may make, per ingest replica: every write (refused ones too) leaves audit
+ * records, and the audit log refuses every admin write once full, so a link cannot fill it for
+ * everyone. Far above what a person does in the console; beyond it RESOURCE_EXHAUSTED.
+ */
+export const PORTAL_LINK_WRITE_RATE = { perMinute: 60, burst: 120 } as const;
+
 /** The console's URL fragment carrying a link's token: `/console/#portal=<token>`. */
 export const PORTAL_FRAGMENT_KEY = "portal";
 

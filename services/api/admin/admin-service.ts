@@ -22,6 +22,7 @@ import { destinationHandlers } from "./destinations.js";
 import { healthHandlers } from "./health.js";
 import { portalLinkHandlers } from "./portal-links.js";
 import { inPortalScope, Scope } from "./portal-scope.js";
+import { PortalWriteRate } from "./portal-write-rate.js";
 import { reencryptSecretsHandler } from "./reencrypt-secrets.js";
 import { rotateSecretHandler } from "./rotate-secret.js";
 import { type AdminDeps, type AdminMethods, sourceHandlers } from "./sources.js";
@@ -51,6 +52,8 @@ export interface AdminServiceDeps extends AdminDeps {
   portalLinks: PortalLinkStore;
   /** CONSOLE_URL: where users reach the console (portal link URLs start with it). */
   consoleUrl?: string | undefined;
+  /** Writes per portal link (default PORTAL_LINK_WRITE_RATE). */
+  portalWriteRate?: PortalWriteRate;
 }
 
 function unreachable(what: string): HookpostError {
@@ -97,6 +100,7 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
     store: deps.store,
     ...(deps.now ? { now: deps.now } : {}),
   });
+  const portalWrites = deps.portalWriteRate ?? new PortalWriteRate();
   const guarded: Record<string, unknown> = {};
   for (const [name, fn] of Object.entries(handlers)) {
     const action = name.charAt(0).toUpperCase() + name.slice(1);
@@ -123,7 +127,8 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
       if (!writes) return run();
       // Changes need the configuration bucket (and the audit log).
       if (!deps.natsConnected()) throw unreachable("nothing was changed");
-      // A portal link's refused writes are recorded too: who tried what.
+      // A portal link's refused writes are recorded too (who tried what), within its rate.
+      if (caller.kind === "portal_link") portalWrites.take(caller.link.id);
       return audited(audit, { action, actor: caller.actor, req, ctx }, run);
     };
   }
