@@ -4,6 +4,7 @@ import { type IngestHandle, startIngest } from "@hookpost/api";
 import { adminMetadata, createClient } from "@hookpost/client";
 import {
   Code,
+  MAX_PORTAL_DESTINATIONS_PER_SOURCE,
   MAX_PORTAL_LINKS_PER_SOURCE,
   PORTAL_LINK_LIFETIME,
   PORTAL_LINK_WRITE_RATE,
@@ -149,6 +150,23 @@ describe("portal links", () => {
     expect(first.portalLinks).toHaveLength(60);
     expect(second.portalLinks).toHaveLength(MAX_PORTAL_LINKS_PER_SOURCE + 1 - 60);
     expect(second.nextPageToken).toBe("");
+  });
+
+  it("a link creates no destination for a source that has 50 already", async () => {
+    await h.admin.createSource({ id: "many", name: "Many" });
+    const { token } = await h.admin.createPortalLink({ sourceId: "many" });
+    tokens.push(token);
+    const c = portal(token);
+    const destination = { name: "hook", urls: ["https://example.com/h"] };
+    for (let i = 1; i < MAX_PORTAL_DESTINATIONS_PER_SOURCE; i++) {
+      await h.admin.createDestination({ destination: { ...destination, sourceIds: ["many"] } });
+    }
+    await c.createDestination({ destination });
+    const full = await codeOf(c.createDestination({ destination }));
+    expect(full?.code).toBe(Code.RESOURCE_EXHAUSTED);
+    expect(full?.message).toContain("50 destinations");
+    // The operator still may.
+    await h.admin.createDestination({ destination: { ...destination, sourceIds: ["many"] } });
   });
 
   it("keeps links in a bucket with a byte limit, that ages them out after the longest lifetime and a week", async () => {

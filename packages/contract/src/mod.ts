@@ -67,6 +67,7 @@ export { EVENT_TYPES, type EventType, isEventType, type StoredCall } from "./mod
 export { numberLiteralProblem, numberValueProblem } from "./numbers.js";
 export { objectProblem, protoKeyProblem } from "./objects.js";
 export {
+  MAX_PORTAL_DESTINATIONS_PER_SOURCE,
   MAX_PORTAL_LINK_NAME_CHARS,
   MAX_PORTAL_LINKS_PER_SOURCE,
   PORTAL_FRAGMENT_KEY,

@@ -20,6 +20,12 @@ export const MAX_PORTAL_LINKS_PER_SOURCE = 100;
 export const MAX_PORTAL_LINK_NAME_CHARS = 100;
 
 /**
+ * A link creates no destination for a source that has this many already (each costs configuration
+ * bytes and routing on every replica); the operator, with the admin token, may add more.
+ */
+export const MAX_PORTAL_DESTINATIONS_PER_SOURCE = 50;
+
+/**
  * Writes one link may make, per ingest replica: every write (refused ones too) leaves audit
  * records, and the audit log refuses every admin write once full, so a link cannot fill it for
  * everyone. Far above what a person does in the console; beyond it RESOURCE_EXHAUSTED.

@@ -1,5 +1,5 @@
 import type { MessageInitShape, MessageShape } from "@bufbuild/protobuf";
-import { Code, HookpostError } from "@hookpost/contract";
+import { Code, HookpostError, MAX_PORTAL_DESTINATIONS_PER_SOURCE } from "@hookpost/contract";
 import type { Destination, DestinationSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import type { ConfigStore, DestinationRecord, PortalLinkRecord, SourceRecord } from "@hookpost/core";
 import type { AdminMethods } from "./sources.js";
@@ -165,6 +165,13 @@ export const PORTAL_SCOPE: ScopeTable = {
   createDestination: {
     access: "write",
     check: (req, s) => {
+      const count = s.store.destinationsForSource(s.sourceId).length;
+      if (count >= MAX_PORTAL_DESTINATIONS_PER_SOURCE) {
+        throw new HookpostError(
+          Code.RESOURCE_EXHAUSTED,
+          `source "${s.sourceId}" has ${count} destinations, the most a portal link may create: delete one, or ask the operator`,
+        );
+      }
       if (req.destination) {
         req.destination.sourceIds = s.sourceIds(req.destination.sourceIds, "destination.source_ids");
       }
