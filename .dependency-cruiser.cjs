@@ -32,6 +32,7 @@ const PUBLIC = [
   "/src/mod\\.ts$",
   "^packages/contract/src/admin-pages\\.ts$",
   "^packages/contract/src/consent\\.ts$",
+  "^packages/contract/src/portal-links\\.ts$",
   "^packages/contract/src/shaping-text\\.ts$",
   "^services/[^/]+/mod\\.ts$",
   "/dist/",

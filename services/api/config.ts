@@ -55,6 +55,10 @@ export interface IngestConfig {
   keyring?: Keyring;
   /** ERASURE_INTERVAL, ERASURE_SETTLE, DELETION_STATUS_MAX_AGE; DEFAULT_ERASURE when absent. */
   erasure?: ErasureSettings;
+  /** CONSOLE_URL: where users reach the console; portal link URLs start with it. */
+  consoleUrl?: string;
+  /** CONSOLE_FRAME_ANCESTORS: sites that may frame the console; absent or empty: none. */
+  frameAncestors?: string[];
 }
 
 export interface ErasureSettings {
@@ -133,6 +137,8 @@ export function ingestConfigFrom(s: Settings): IngestConfig {
     },
     ...(s.HTTP_ADDR === undefined ? {} : { httpAddress: s.HTTP_ADDR }),
     ...(s.HTTP_PUBLIC_URL === undefined ? {} : { httpPublicUrl: s.HTTP_PUBLIC_URL }),
+    ...(s.CONSOLE_URL === undefined ? {} : { consoleUrl: s.CONSOLE_URL }),
+    ...(s.CONSOLE_FRAME_ANCESTORS === undefined ? {} : { frameAncestors: s.CONSOLE_FRAME_ANCESTORS }),
     ...(s.OPS_ADDR === undefined ? {} : { opsAddress: s.OPS_ADDR }),
     ...(s.ADMIN_TOKEN === undefined ? {} : { adminToken: s.ADMIN_TOKEN }),
     ...(keyring === undefined ? {} : { keyring }),

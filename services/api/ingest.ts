@@ -135,6 +135,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
       log,
       onAuditOutcomeLost: () => metrics.auditOutcomeLost(),
       retryBounds: { windowMs: config.topology.retryWindowMs, maxDelayMs: config.topology.retryMaxDelayMs },
+      consoleUrl: config.consoleUrl,
     });
     started.push(() => admin.close());
     grpc.add(AdminService, admin.service);
@@ -142,7 +143,11 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     const { address, stats } = await grpc.listen();
     started.push(() => grpc.abort());
 
-    const consoleHandler = createConsoleHandler({ admin: admin.service, serveOptions: grpc.serveOptions });
+    const consoleHandler = createConsoleHandler({
+      admin: admin.service,
+      serveOptions: grpc.serveOptions,
+      frameAncestors: config.frameAncestors ?? [],
+    });
     const http =
       config.httpAddress === undefined
         ? undefined

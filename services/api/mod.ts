@@ -1,6 +1,14 @@
 /** The public entry point of @hookpost/api: what other packages may import. */
 export { type AuditDeps, type AuditedCall, audited } from "./admin/audited.js";
 export { type PageRequest, pageOf } from "./admin/paging.js";
+export {
+  inPortalScope,
+  PORTAL_SCOPE,
+  type PortalCaller,
+  Scope,
+  type ScopeRule,
+  type ScopeTable,
+} from "./admin/portal-scope.js";
 export { tokenFingerprint } from "./auth.js";
 export { encodeIds, type IngestDeps, ingestService } from "./calls/ingest-service.js";
 export { defaultSourceQuota, type QuotaLimit, SourceQuota, type SourceQuotaSettings } from "./calls/quota.js";
@@ -13,6 +21,7 @@ export {
   ingestConfigFrom,
   ingestConfigFromEnv,
 } from "./config.js";
+export { securityHeaders } from "./console/console-handler.js";
 export { type DeleteUserResult, deleteUser, deletionMessageId } from "./deletion/delete-user.js";
 export {
   type ConnectionGuardLimits,

@@ -66,9 +66,9 @@ export function apiError(err: unknown): ApiError {
   return { code: ce.code, message, violations };
 }
 
-/** Listeners told when a call was refused for the token: the app signs out. */
-const unauthenticated = new Set<() => void>();
-export function onUnauthenticated(fn: () => void): () => void {
+/** Listeners told when a call was refused for the token (and why): the app signs out. */
+const unauthenticated = new Set<(error: ApiError) => void>();
+export function onUnauthenticated(fn: (error: ApiError) => void): () => void {
   unauthenticated.add(fn);
   return () => unauthenticated.delete(fn);
 }
@@ -81,7 +81,7 @@ export async function call<T>(
     return { ok: true, value: await fn() };
   } catch (err) {
     const error = apiError(err);
-    if (error.code === Code.Unauthenticated) for (const f of unauthenticated) f();
+    if (error.code === Code.Unauthenticated) for (const f of unauthenticated) f(error);
     return { ok: false, error };
   }
 }

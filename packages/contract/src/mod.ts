@@ -74,6 +74,18 @@ export {
   normalizeOrigins,
   originAllowed,
 } from "./origins.js";
+export {
+  MAX_PORTAL_DESTINATIONS_PER_SOURCE,
+  MAX_PORTAL_LINK_NAME_CHARS,
+  MAX_PORTAL_LINKS_PER_SOURCE,
+  PORTAL_FRAGMENT_KEY,
+  PORTAL_LINK_LIFETIME,
+  PORTAL_LINK_WRITE_RATE,
+  PORTAL_TOKEN_PREFIX,
+  portalLinkLifetimeViolations,
+  portalLinkNameViolations,
+  portalLinkUrl,
+} from "./portal-links.js";
 export { batchCallRanges, callSchemaByType, callSchemaOf, findLoss, type Loss } from "./proto-bytes.js";
 export { fromProtoCall, type ProtoCall } from "./proto-call.js";
 export { protoBatchViolations, protoCallViolations } from "./proto-rules.js";

@@ -242,6 +242,8 @@ export {
   orderedPartitionFilter,
   orderedSubject,
   orderedSubjectsOf,
+  PORTAL_LINKS_BUCKET,
+  PORTAL_LINKS_MAX_AGE_MS,
   partitionConsumer,
   partitionCount,
   partitionFilter,
@@ -264,6 +266,16 @@ export {
   startOpsServer,
 } from "./ops/ops-server.js";
 export { stopOnSignals } from "./ops/signals.js";
+export {
+  hashPortalToken,
+  isPortalLinkId,
+  newPortalLinkId,
+  newPortalToken,
+  type PortalLinkRecord,
+  PortalLinkStore,
+  parsePortalToken,
+  portalTokenMatches,
+} from "./portal/portal-links.js";
 export { type Envelope, openEnvelope, sealEnvelope } from "./secrets/envelope.js";
 export {
   Keyring,

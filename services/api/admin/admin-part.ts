@@ -21,6 +21,8 @@ export function startAdmin(deps: {
   onAuditOutcomeLost?: () => void;
   /** RETRY_WINDOW and RETRY_MAX_DELAY: what a destination's own retry schedule must stay within. */
   retryBounds?: { windowMs: number; maxDelayMs: number };
+  /** CONSOLE_URL: portal link URLs start with it. */
+  consoleUrl?: string | undefined;
 }): AdminPart {
   const { stores, log } = deps;
   const health = new HealthAggregate(deps.nc, log);
@@ -42,6 +44,8 @@ export function startAdmin(deps: {
     auditLog: stores.auditLog,
     ...(deps.onAuditOutcomeLost ? { onAuditOutcomeLost: deps.onAuditOutcomeLost } : {}),
     deletions: stores.deletions,
+    portalLinks: stores.portalLinks,
+    consoleUrl: deps.consoleUrl,
     ...(deps.retryBounds ? { retryBounds: deps.retryBounds } : {}),
   });
   return { service, close: () => health.close() };

@@ -141,6 +141,12 @@ function resourceOf(action: string, req: unknown): { resourceType: string; resou
     const source = r.source as { id?: unknown } | undefined;
     return { resourceType: "source", resourceId: text(source?.id ?? r.id ?? r.sourceId) };
   }
+  // A new link is about its source (the link id is made by the call); a revocation about the link.
+  if (/PortalLink/.test(action)) {
+    return r.sourceId !== undefined
+      ? { resourceType: "source", resourceId: text(r.sourceId) }
+      : { resourceType: "portal_link", resourceId: text(r.id) };
+  }
   return { resourceType: "", resourceId: text(r.id ?? r.destinationId ?? r.sourceId) };
 }
 

@@ -9,6 +9,7 @@ import { filterView, retryView } from "@hookpost/contract/shaping-text";
 import { useEffect, useState } from "preact/hooks";
 import { type ApiError, admin, allSources, call } from "../api.js";
 import { absolute } from "../format.js";
+import { readOnly } from "../portal.js";
 import { navigate } from "../router.js";
 import { AttemptList } from "../ui/attempt-list.js";
 import { ShowOnce } from "../ui/bits.js";
@@ -143,7 +144,7 @@ export function DestinationPage({ id }: { id: string }) {
         <h2>
           {dest.name} <span class="muted small-text">{dest.id}</span>
         </h2>
-        <div class="actions">
+        <div class="actions" hidden={readOnly()}>
           <button
             type="button"
             class={enabled ? "secondary small" : "small"}
@@ -187,15 +188,17 @@ export function DestinationPage({ id }: { id: string }) {
       <Shaping d={dest} />
       <details class="settings" open>
         <summary>Settings</summary>
-        <DestinationForm
-          key={String(dest.updateTime?.seconds ?? "")}
-          initial={dest}
-          sources={loaded.data[1].sources}
-          error={error}
-          busy={busy}
-          submitLabel="Save settings"
-          onSubmit={save}
-        />
+        <fieldset disabled={readOnly()}>
+          <DestinationForm
+            key={String(dest.updateTime?.seconds ?? "")}
+            initial={dest}
+            sources={loaded.data[1].sources}
+            error={error}
+            busy={busy}
+            submitLabel="Save settings"
+            onSubmit={save}
+          />
+        </fieldset>
         {saved ? <p class="notice notice-ok">{saved}</p> : null}
       </details>
       <AttemptLog destinationId={id} />

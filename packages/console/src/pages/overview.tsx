@@ -4,6 +4,7 @@ import { BreakerState, DestinationState } from "@hookpost/contract/gen/hookpost/
 import { useLayoutEffect, useMemo, useRef } from "preact/hooks";
 import { type ApiError, allDestinationHealth, allDestinations, call } from "../api.js";
 import { percent } from "../format.js";
+import { portal, readOnly } from "../portal.js";
 import { Badge, Time } from "../ui/bits.js";
 import { DeliveriesChart, type MinuteSeries } from "../ui/chart.js";
 import { ErrorNotice } from "../ui/notice.js";
@@ -101,9 +102,11 @@ export function Overview() {
     <section>
       <header class="page-head">
         <h2>Overview</h2>
-        <a href="/console/destinations/new" class="button-link">
-          New destination
-        </a>
+        {readOnly() ? null : (
+          <a href="/console/destinations/new" class="button-link">
+            New destination
+          </a>
+        )}
       </header>
       <ErrorNotice error={error} what="Destinations could not be loaded" />
       <article class="chart-card">
@@ -117,8 +120,20 @@ export function Overview() {
       {data ? (
         data.destinations.length === 0 ? (
           <p class="notice notice-info">
-            No destination yet. <a href="/console/destinations/new">Create one</a> (after a source, on the{" "}
-            <a href="/console/sources">Sources</a> page).
+            {portal() ? (
+              readOnly() ? (
+                "No destination yet."
+              ) : (
+                <>
+                  No destination yet. <a href="/console/destinations/new">Create one</a>.
+                </>
+              )
+            ) : (
+              <>
+                No destination yet. <a href="/console/destinations/new">Create one</a> (after a source, on the{" "}
+                <a href="/console/sources">Sources</a> page).
+              </>
+            )}
           </p>
         ) : (
           <div class="table-scroll">

@@ -40,6 +40,12 @@ const SAFE_KEYS = new Set([
   "keyId",
   // update_mask.paths: field names.
   "paths",
+  // Portal links: their settings and times (the token and its hash are never shown).
+  "readOnly",
+  "expiresAt",
+  "revokedAt",
+  "createdBy",
+  "sourceCreatedAt",
 ]);
 /** Maps of header name → value: names shown, values redacted. */
 const HEADER_KEYS = new Set(["headers"]);

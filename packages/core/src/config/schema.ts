@@ -136,6 +136,37 @@ const secretKeys: Check<SecretKey[]> = (t) => {
   }
 };
 
+/** An absolute http(s) URL. */
+const consoleUrl: Check<string> = (t) => {
+  let url: URL;
+  try {
+    url = new URL(t.trim());
+  } catch {
+    return bad("must be an absolute URL such as https://hookpost.example.com/console/");
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") return bad("must be an http or https URL");
+  if (url.hash !== "" || url.search !== "") return bad("must have no query or fragment");
+  return url.toString();
+};
+
+/**
+ * CSP host sources (`https://app.example.com`, `https://*.example.com:8443`, `app.example.com`) or
+ * `'self'`. Nothing that widens to every site (`*`, `https:`), and nothing that could end the
+ * directive (`;`, quotes, spaces): the value is written into a header.
+ */
+const FRAME_ANCESTOR =
+  /^(?:'self'|(?:https?:\/\/)?(?:\*\.)?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::(?:\d{1,5}|\*))?)$/;
+const frameAncestors: Check<string[]> = (t) => {
+  const entries = list(t) as string[];
+  const wrong = entries.find((e) => !FRAME_ANCESTOR.test(e));
+  if (wrong !== undefined) {
+    return bad(
+      `has "${wrong.slice(0, 80)}": use hosts such as https://app.example.com or https://*.example.com, or 'self', comma-separated`,
+    );
+  }
+  return entries;
+};
+
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 const logLevel: Check<string> = (t) =>
   LOG_LEVELS.includes(t) ? t : bad(`must be one of ${LOG_LEVELS.join(", ")}`);
@@ -482,6 +513,21 @@ export const SETTINGS = {
     description:
       "where browsers and apps reach the HTTP API (e.g. `https://collect.example.com` behind a TLS proxy): `/v1/projects/<write key>/settings` answers it as the SDKs' `apiHost` and `protocol`",
     check: publicUrl,
+  }),
+  CONSOLE_URL: define({
+    services: ["api"],
+    default: undefined,
+    description:
+      "the console's address as its users reach it (e.g. `https://hookpost.example.com/console/`): portal link URLs start with it; unset: they are the path `/console/#portal=…`",
+    check: consoleUrl,
+  }),
+  CONSOLE_FRAME_ANCESTORS: define({
+    services: ["api"],
+    default: undefined,
+    shownDefault: "unset: framed nowhere",
+    description:
+      "sites that may show the console in an iframe (e.g. a portal link in a customer app), comma-separated hosts such as `https://app.example.com`, `https://*.example.com`, or `'self'`; sent as `Content-Security-Policy: frame-ancestors`. Unset: `frame-ancestors 'none'` and `X-Frame-Options: DENY`",
+    check: frameAncestors,
   }),
   GRPC_MAX_CONNECTIONS: define({
     services: ["api"],
