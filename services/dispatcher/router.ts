@@ -17,6 +17,7 @@ import {
   EVENT_SEQ_HEADER,
   filterExpressionPasses,
   filterListsOf,
+  laneSubject,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   orderedSubject,
@@ -52,6 +53,11 @@ export interface RouterDeps {
    * partitions hung or new destinations never use. Absent: every destination is unknown.
    */
   answering?: (destinationId: string) => boolean;
+  /**
+   * A batching destination's calls go straight to its lane (docs/design/shaping.md 7.1): told so
+   * that this replica opens the lane at once rather than at the next sweep.
+   */
+  onLane?: (destinationId: string) => void;
 }
 
 /** Wait before a call is routed again when DELIVERIES refused it (full, or NATS trouble). */
@@ -146,18 +152,21 @@ export class Router {
           if (ordered) h.set(EVENT_SEQ_HEADER, String(msg.info.streamSequence));
           const subject = ordered
             ? orderedSubject(partitionOf(dest.id, d.orderedPartitions), dest.id, userHash(call))
-            : partitionSubject(
-                deliveryPartition(
+            : dest.batching
+              ? laneSubject(dest.id)
+              : partitionSubject(
+                  deliveryPartition(
+                    dest.id,
+                    call.messageId,
+                    d.deliveryPartitions,
+                    d.answering?.(dest.id) ?? false,
+                  ),
                   dest.id,
-                  call.messageId,
-                  d.deliveryPartitions,
-                  d.answering?.(dest.id) ?? false,
-                ),
-                dest.id,
-              );
+                );
           return d.publisher.publish(subject, body, h);
         }),
       );
+      for (const dest of targets) if (dest.batching && dest.ordering !== "PER_USER") d.onLane?.(dest.id);
     } catch (err) {
       // Backpressure, never loss: the call stays on EVENTS and is routed again later.
       countIfFull(DELIVERIES_STREAM, err);

@@ -318,10 +318,15 @@ export {
   evaluateExpression,
 } from "./webhook/expression.js";
 export {
+  batchKey,
+  elementBytes,
+  jsonArray,
   MAX_MAPPED_BODY_BYTES,
   type Prepared,
+  prepareBatchRequests,
   prepareRequests,
   RenderError,
+  renderElement,
   USER_AGENT,
   type WebhookIds,
   type WebhookRequest,

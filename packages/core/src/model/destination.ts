@@ -1,4 +1,4 @@
-import type { FilterSettings, Method, RetrySettings, Signing } from "@hookpost/contract";
+import type { BatchingSettings, FilterSettings, Method, RetrySettings, Signing } from "@hookpost/contract";
 
 export type { Signing };
 
@@ -43,6 +43,13 @@ export interface DestinationRecord {
   method?: Exclude<Method, "POST">;
   /** Its own retry schedule within the server's bounds; absent: the server's. Never stored empty. */
   retry?: RetrySettings & { windowMs?: number; delaysMs?: number[] };
+  /**
+   * Calls sent together as one JSON-array request (docs/design/shaping.md section 7.1); absent: one
+   * call per request. Stored `{}` when every part is the default.
+   */
+  batching?: BatchingSettings;
+  /** "FAN_OUT": every URL gets every call (section 7.2). Absent: FAILOVER (the default). */
+  deliveryMode?: "FAN_OUT";
   /** Set when Hookpost paused the destination (410 Gone, failing too long); cleared on enable. */
   disabledReason?: string;
   /** ISO time of that pause. */
