@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { batchingLimits } from "@hookpost/contract";
+import { batchingLimits, MAX_URLS } from "@hookpost/contract";
 import type {
   AttemptLog,
   ConfigChange,
@@ -16,6 +16,7 @@ import {
   partitionCount,
   partitionOf,
   TEST_CALL_HEADER,
+  targetId,
 } from "@hookpost/core";
 import type { JetStreamClient, JetStreamManager, JsMsg } from "nats";
 import { Batches } from "./batches.js";
@@ -107,8 +108,10 @@ export class Deliveries {
 
   readonly #onChange = (c: ConfigChange) => {
     if (c.kind !== "destination") return;
-    if (c.record) this.lanes.refresh(c.id);
-    else this.#remove(c.id);
+    // A FAN_OUT destination's URLs are delivery targets of their own (shaping.md 7.2).
+    const ids = [c.id, ...Array.from({ length: MAX_URLS }, (_, i) => targetId(c.id, i))];
+    if (c.record) for (const id of ids) this.lanes.refresh(id);
+    else for (const id of ids) this.#remove(id);
   };
   readonly #onReplicas = () => this.lanes.refreshAll();
 

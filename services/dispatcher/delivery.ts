@@ -10,6 +10,7 @@ import {
   prepareBatchRequests,
   SOURCE_ID_HEADER,
   startDeliverySpan,
+  targetId,
   userHashField,
 } from "@hookpost/core";
 import type { JsMsg } from "nats";
@@ -179,27 +180,39 @@ export class DeliveryHandler {
     const messageId = headers?.get(MESSAGE_ID_HEADER) || `seq-${msg.seq}`;
     const sourceId = headers?.get(SOURCE_ID_HEADER) ?? "";
     const span = startDeliverySpan(headers, destinationId, messageId, 1);
-    const result = await sendAttempt(
-      d.sender,
-      dest,
-      { data: msg.data, messageId, sourceId, notRendered: undefined },
-      d.shutdown,
-      span.context,
-    );
-    if (d.shutdown.aborted || result.outcomes.some((o) => o.aborted)) {
+    // FAN_OUT: every URL gets the test call, as every call (its targets, shaping.md 7.2).
+    const targets =
+      dest.deliveryMode === "FAN_OUT"
+        ? dest.urls.flatMap((_, i) => d.store.destination(targetId(destinationId, i)) ?? [])
+        : [dest];
+    const results: { target: string; result: DeliveryResult }[] = [];
+    for (const target of targets) {
+      const result = await sendAttempt(
+        d.sender,
+        target,
+        { data: msg.data, messageId, sourceId, notRendered: undefined },
+        d.shutdown,
+        span.context,
+      );
+      results.push({ target: target.id, result });
+    }
+    if (d.shutdown.aborted || results.some((r) => r.result.outcomes.some((o) => o.aborted))) {
       msg.nak();
       span.end("handed_back");
       return;
     }
-    observeLatency(d.metrics, destinationId, result);
-    attemptRecorder(
-      d.attemptLog,
-      { messageId, destinationId, sourceId, attemptNumber: 1 },
-      result.outcomes,
-    )();
+    for (const { target, result } of results) {
+      observeLatency(d.metrics, target, result);
+      attemptRecorder(
+        d.attemptLog,
+        { messageId, destinationId: target, sourceId, attemptNumber: 1 },
+        result.outcomes,
+      )();
+    }
     msg.ack();
     d.metrics.deliveries.inc({ outcome: "test", destination: destinationId });
-    span.end(result.delivered ? "delivered" : "test_failed", !result.delivered);
+    const delivered = results.every((r) => r.result.delivered);
+    span.end(delivered ? "delivered" : "test_failed", !delivered);
   }
 
   async handle(destinationId: string, msg: JsMsg, state: DeliveryState = deliveryState(msg)): Promise<void> {

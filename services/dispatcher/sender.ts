@@ -78,7 +78,11 @@ export class WebhookSender {
     trace?: TraceContext,
   ): Promise<DeliveryResult> {
     if (!Array.isArray(dest.urls) || dest.urls.length === 0) {
-      return { delivered: false, outcomes: [notSentOutcome("", "the destination has no URLs")] };
+      // A FAN_OUT target whose URL was removed since: never dropped, dead-lettered at the window.
+      const why = dest.target
+        ? `URL ${dest.target.urlIndex} of the destination is no longer configured`
+        : "the destination has no URLs";
+      return { delivered: false, outcomes: [notSentOutcome("", why)] };
     }
     let prepared: Prepared;
     try {

@@ -250,8 +250,10 @@ export {
   ROUTER_CONSUMER,
   type StreamLimit,
   safeMaxBytes,
+  splitTarget,
   streamLimits,
   type TopologySettings,
+  targetId,
   USER_SOURCES_BUCKET,
 } from "./nats/topology.js";
 export { liveCounter, liveGauge } from "./ops/live-metrics.js";

@@ -108,6 +108,12 @@ export function compiledViolations(record: DestinationRecord, prefix: string): F
     field: `${prefix}${field}`,
     description: problem,
   }));
+  if (record.deliveryMode === "FAN_OUT" && record.ordering === "PER_USER") {
+    out.push({
+      field: `${prefix}delivery_mode`,
+      description: "FAN_OUT cannot be used with ordering PER_USER: each URL would need its own order",
+    });
+  }
   if (record.batching) {
     if (record.ordering === "PER_USER") {
       out.push({

@@ -50,6 +50,11 @@ export interface DestinationRecord {
   batching?: BatchingSettings;
   /** "FAN_OUT": every URL gets every call (section 7.2). Absent: FAILOVER (the default). */
   deliveryMode?: "FAN_OUT";
+  /**
+   * Only on a FAN_OUT delivery target's view (`ConfigStore.destination("<id>~<i>")`): the
+   * destination it belongs to and the URL it delivers to. Never stored.
+   */
+  target?: { destinationId: string; urlIndex: number };
   /** Set when Hookpost paused the destination (410 Gone, failing too long); cleared on enable. */
   disabledReason?: string;
   /** ISO time of that pause. */
@@ -76,4 +81,14 @@ export function signingSecrets(d: DestinationRecord, now: number = Date.now()): 
     out.push(d.previousSecret);
   }
   return out;
+}
+
+/**
+ * The delivery targets of a FAN_OUT destination (docs/design/shaping.md 7.2): one view per URL,
+ * `id` the target id and `urls` that one URL. A target whose URL was removed since has no URL
+ * (its deliveries become "not sent" attempts, then dead letters).
+ */
+export function targetView(d: DestinationRecord, id: string, urlIndex: number): DestinationRecord {
+  const url = d.urls[urlIndex];
+  return { ...d, id, urls: url === undefined ? [] : [url], target: { destinationId: d.id, urlIndex } };
 }
