@@ -48,6 +48,8 @@ describe("apply file", () => {
         mapping: "",
         method: "POST",
         retry: null,
+        batching: null,
+        deliveryMode: "failover",
         enabled: true,
         path: "destinations[0]",
       },
@@ -109,6 +111,31 @@ describe("apply file", () => {
       'destinations[0].filter.types[0]: unknown call type "purchase": use identify, track, page, screen, group, alias, delete (line 8)',
       "destinations[0].mapping: must be text (a JSONata expression) (line 9)",
       'destinations[0].retry.delays[0]: not a duration: "soon" (use e.g. 30s, 10m, 4h) (line 11)',
+    ]);
+  });
+
+  it("reads batching and deliveryMode; wrong ones are problems at their paths", () => {
+    const [d] = parseApplyFile(
+      oneDestination("    batching: { maxCalls: 50, maxWait: 1000ms }\n    deliveryMode: fan-out"),
+      "f.yaml",
+      {},
+    ).destinations;
+    expect(d).toMatchObject({ batching: { maxCalls: 50, maxWait: "1s" }, deliveryMode: "fan-out" });
+    expect(
+      parseApplyFile(oneDestination("    batching: {}"), "f.yaml", {}).destinations[0]!.batching,
+    ).toEqual({});
+    expect(
+      problems(
+        oneDestination(
+          "    batching: { maxCalls: 5000, maxBytes: 10, maxWait: 2m, calls: 3 }\n    deliveryMode: FAN_OUT",
+        ),
+      ).slice(1),
+    ).toEqual([
+      "destinations[0].batching.calls: unknown key; expected maxCalls, maxBytes, maxWait (line 8)",
+      "destinations[0].batching.maxCalls: must be 1 to 1000 calls, got 5000 (line 8)",
+      "destinations[0].batching.maxBytes: must be 1024 to 1048576 bytes (1 KiB to 1 MiB), got 10 (line 8)",
+      "destinations[0].batching.maxWait: must be 0s to 1m, got 2m (line 8)",
+      "destinations[0].deliveryMode: must be one of failover, fan-out (line 9)",
     ]);
   });
 
@@ -255,6 +282,8 @@ describe("apply diff", () => {
     mapping: "",
     method: "POST",
     retry: null,
+    batching: null,
+    deliveryMode: "failover",
     enabled: true,
     createTime: null,
     updateTime: null,
@@ -275,6 +304,8 @@ describe("apply diff", () => {
     mapping: "",
     method: "POST" as const,
     retry: null,
+    batching: null,
+    deliveryMode: "failover" as const,
     enabled: true,
     path: "destinations[0]",
   };

@@ -1,5 +1,5 @@
 import { adminMetadata, createClient } from "@hookpost/client";
-import { HttpMethod, Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { DeliveryMode, HttpMethod, Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { AttemptLog } from "@hookpost/core";
 import pino from "pino";
@@ -509,6 +509,44 @@ describe("web console", () => {
     // The form shows what was saved, so saving again changes nothing.
     expect(await page.locator("input[name=retry-delays]").inputValue()).toBe("10s, 1m");
     expect(await page.locator("input[name=filter-type][value=track]").isChecked()).toBe(true);
+  });
+
+  it("creates a fan-out destination that sends batches through the form; the dry run shows the array and the page both settings", async () => {
+    await newDestination(
+      "warehouse",
+      "Warehouse loader",
+      `${stack.receiver.url("/load-a")}\n${stack.receiver.url("/load-b")}`,
+    );
+    await page
+      .locator("select[name=delivery-mode]")
+      .selectOption({ label: "Fan-out: every URL gets every call" });
+    await page.locator("input[name=batching]").check();
+    await page.locator("input[name=batch-calls]").fill("50");
+    await page.locator("input[name=batch-wait]").fill("2s");
+    const result = await dryRun("requests");
+    // A call alone is a batch of one, to each URL.
+    const bodies = await result.locator("[data-testid=dry-run-body]").allTextContents();
+    expect(bodies).toHaveLength(2);
+    for (const b of bodies) expect(JSON.parse(b)).toEqual([expect.objectContaining({ type: "track" })]);
+    await page.getByRole("button", { name: "Create destination" }).click();
+    await page.waitForURL(/\/console\/destinations\/warehouse$/);
+    const shaping = page.locator("[data-testid=shaping]");
+    expect(await shaping.locator("[data-testid=shaping-mode]").textContent()).toContain(
+      "every URL gets every call",
+    );
+    expect(await shaping.locator("[data-testid=shaping-batching]").textContent()).toBe(
+      "up to 50 calls or 524288 bytes per request, waiting at most 2s for more",
+    );
+    const d = (await stack.admin.getDestination({ id: "warehouse" })).destination!;
+    expect([d.deliveryMode, d.batching?.maxCalls, d.batching?.maxWait?.seconds]).toEqual([
+      DeliveryMode.FAN_OUT,
+      50,
+      2n,
+    ]);
+    // The form shows what was saved.
+    expect(await page.locator("input[name=batching]").isChecked()).toBe(true);
+    expect(await page.locator("input[name=batch-calls]").inputValue()).toBe("50");
+    await expectNoSidewaysScroll("destination-fan-out-batching");
   });
 
   it("asks which source when two sources sent the same message id, then shows that source's call", async () => {

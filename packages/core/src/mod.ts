@@ -252,8 +252,10 @@ export {
   ROUTER_CONSUMER,
   type StreamLimit,
   safeMaxBytes,
+  splitTarget,
   streamLimits,
   type TopologySettings,
+  targetId,
   USER_SOURCES_BUCKET,
 } from "./nats/topology.js";
 export { liveCounter, liveGauge } from "./ops/live-metrics.js";
@@ -330,10 +332,15 @@ export {
   evaluateExpression,
 } from "./webhook/expression.js";
 export {
+  batchKey,
+  elementBytes,
+  jsonArray,
   MAX_MAPPED_BODY_BYTES,
   type Prepared,
+  prepareBatchRequests,
   prepareRequests,
   RenderError,
+  renderElement,
   USER_AGENT,
   type WebhookIds,
   type WebhookRequest,

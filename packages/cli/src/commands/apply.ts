@@ -9,6 +9,7 @@ import { InputError, type InputProblem } from "../errors.js";
 import {
   consentMissingValue,
   type DestinationView,
+  deliveryModeWordValue,
   destinationView,
   orderingValue,
   signingValue,
@@ -65,6 +66,8 @@ The file (YAML or JSON):
       mapping: '{"id": userId, "event": event}'   # JSONata on the default body; omit for it
       method: PUT                    # POST (default), PUT or PATCH
       retry: { window: 2h, delays: [10s, 1m, 5m] }   # the last delay repeats; omit for the server's
+      batching: { maxCalls: 100, maxBytes: 524288, maxWait: 1s }   # JSON arrays; omit for one call per request
+      deliveryMode: failover         # or fan-out: every URL gets every call, each retried on its own
       enabled: true
 
 Nothing is deleted: sources and destinations missing from the file are left alone.
@@ -234,6 +237,16 @@ function toInit(d: DesiredDestination): MessageInitShape<typeof DestinationSchem
           },
         }
       : {}),
+    ...(d.batching
+      ? {
+          batching: {
+            maxCalls: d.batching.maxCalls ?? 0,
+            maxBytes: d.batching.maxBytes ?? 0,
+            ...(d.batching.maxWait ? { maxWait: durationFromMs(parseDuration(d.batching.maxWait)) } : {}),
+          },
+        }
+      : {}),
+    deliveryMode: deliveryModeWordValue(d.deliveryMode),
     enabled: d.enabled,
   };
 }
@@ -262,6 +275,8 @@ export function diff(current: DestinationView, want: DesiredDestination, updateS
   if (current.mapping !== want.mapping) changes.push("mapping");
   if (current.method !== want.method) changes.push("method");
   if (JSON.stringify(current.retry) !== JSON.stringify(want.retry)) changes.push("retry");
+  if (JSON.stringify(current.batching) !== JSON.stringify(want.batching)) changes.push("batching");
+  if (current.deliveryMode !== want.deliveryMode) changes.push("delivery_mode");
   if (current.enabled !== want.enabled) changes.push("enabled");
   return changes;
 }

@@ -2,10 +2,11 @@ import {
   type Attempt,
   AttemptOutcome,
   ConsentMissing,
+  DeliveryMode,
   type Destination,
   Ordering,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import { filterView, retryView } from "@hookpost/contract/shaping-text";
+import { batchingView, filterView, retryView } from "@hookpost/contract/shaping-text";
 import { useEffect, useState } from "preact/hooks";
 import { type ApiError, admin, allSources, call } from "../api.js";
 import { absolute } from "../format.js";
@@ -90,6 +91,8 @@ export function DestinationPage({ id }: { id: string }) {
       "mapping",
       "method",
       "retry",
+      "batching",
+      "delivery_mode",
       ...(v.sharedSecret ? ["shared_secret"] : []),
     ];
     const r = await call(() =>
@@ -211,7 +214,9 @@ function Shaping({ d }: { d: Destination }) {
   const filter = filterView(d.filter);
   const retry = retryView(d.retry);
   const method = methodName(d.method);
-  if (!filter && !d.mapping && method === "POST" && !retry) return null;
+  const batching = batchingView(d.batching);
+  const fanOut = d.deliveryMode === DeliveryMode.FAN_OUT;
+  if (!filter && !d.mapping && method === "POST" && !retry && !batching && !fanOut) return null;
   return (
     <article class="shaping-summary" data-testid="shaping">
       <h3>Routing and shaping</h3>
@@ -243,6 +248,21 @@ function Shaping({ d }: { d: Destination }) {
             <dt>Mapping</dt>
             <dd>
               <pre data-testid="shaping-mapping">{d.mapping}</pre>
+            </dd>
+          </>
+        ) : null}
+        {fanOut ? (
+          <>
+            <dt>Delivery</dt>
+            <dd data-testid="shaping-mode">Fan-out: every URL gets every call, each retried on its own</dd>
+          </>
+        ) : null}
+        {batching ? (
+          <>
+            <dt>Batching</dt>
+            <dd data-testid="shaping-batching">
+              up to {batching.maxCalls ?? 100} calls or {batching.maxBytes ?? 512 * 1024} bytes per request,
+              waiting at most {batching.maxWait ?? "1s"} for more
             </dd>
           </>
         ) : null}

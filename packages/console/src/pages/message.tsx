@@ -77,10 +77,15 @@ function Timeline({ id, source }: { id: string; source: string }) {
             </thead>
             <tbody>
               {data.deliveries.map((d) => (
-                <tr key={d.destinationId} data-destination={d.destinationId}>
+                <tr
+                  key={`${d.destinationId}~${d.urlIndex ?? ""}`}
+                  data-destination={d.destinationId}
+                  data-url-index={d.urlIndex}
+                >
                   <td>
                     <a href={`/console/destinations/${encodeURIComponent(d.destinationId)}`}>
                       {d.destinationId}
+                      {d.urlIndex === undefined ? "" : ` (URL ${d.urlIndex + 1})`}
                     </a>
                   </td>
                   <td>

@@ -8,6 +8,7 @@ import {
   healthSubject,
   type LogRecord,
   messageHash,
+  ofDestination,
   type RoutedRecord,
   routedSubject,
 } from "./record.js";
@@ -99,13 +100,15 @@ export class AttemptLog {
     return this.#dropped;
   }
 
-  attempt(r: AttemptRecord): void {
+  attempt(record: AttemptRecord): void {
+    const r = ofDestination(record);
     if (!this.#o.bodies) delete r.requestBody;
     this.#publish(attemptSubject(r.destinationId, messageHash(r.messageId)), r);
     this.#fold(r);
   }
 
-  dead(r: DeadRecord): void {
+  dead(record: DeadRecord): void {
+    const r = ofDestination(record);
     this.#publish(attemptSubject(r.destinationId, messageHash(r.messageId)), r);
     this.#fold(r);
   }

@@ -52,6 +52,8 @@ export interface DeadLetterRecord {
    * header on the dead letter, for erasure. Absent in older records and deletion notices.
    */
   userHash?: string;
+  /** A FAN_OUT destination's URL the delivery went to (replayed to that URL again). */
+  urlIndex?: number;
 }
 
 /** A stored dead letter with its DEAD stream sequence (the handle for replay). */

@@ -187,6 +187,22 @@ export const deadSubject = (destinationId: string) => `hookpost.dead.${destinati
 /** Ids become subject tokens and consumer names: keep them to this alphabet. */
 export const ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 
+/**
+ * A FAN_OUT destination's URL `i` is a delivery target `<id>~<i>` (docs/design/shaping.md 7.2):
+ * its own subjects, lane, breaker and slots. `~` is outside ID_PATTERN, so no destination id is
+ * ever taken for a target.
+ */
+export const targetId = (destinationId: string, urlIndex: number) => `${destinationId}~${urlIndex}`;
+/** The destination and URL index of a target id; undefined for a destination id. */
+export function splitTarget(id: string): { destinationId: string; urlIndex: number } | undefined {
+  const at = id.lastIndexOf("~");
+  if (at < 1) return undefined;
+  const urlIndex = Number(id.slice(at + 1));
+  return Number.isInteger(urlIndex) && urlIndex >= 0
+    ? { destinationId: id.slice(0, at), urlIndex }
+    : undefined;
+}
+
 export interface TopologySettings {
   /** How long a delivery is retried (RETRY_WINDOW). */
   retryWindowMs: number;
