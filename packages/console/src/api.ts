@@ -58,12 +58,14 @@ export function apiError(err: unknown): ApiError {
     .findDetails(BadRequestSchema)
     .flatMap((b) => b.fieldViolations.map((v) => ({ field: v.field, description: v.description })));
   let message = ce.rawMessage;
+  // fetch() itself failed (server down, network gone): no answer came, so no code either.
+  const noAnswer = ce.code === Code.Unknown && ce.cause instanceof TypeError;
   if (ce.code === Code.Unimplemented) {
     message = `This server does not offer this yet (${ce.rawMessage}). Upgrade Hookpost to use it.`;
-  } else if (ce.code === Code.Unavailable && message === "") {
+  } else if (noAnswer || (ce.code === Code.Unavailable && message === "")) {
     message = "The Hookpost server cannot be reached.";
   }
-  return { code: ce.code, message, violations };
+  return { code: noAnswer ? Code.Unavailable : ce.code, message, violations };
 }
 
 /** Listeners told when a call was refused for the token (and why): the app signs out. */

@@ -99,7 +99,12 @@ export function DeadLettersPage({ destination }: { destination: string }) {
         </p>
       ) : null}
       <ErrorNotice error={error} what="Replay failed" />
-      {letters.data && list.length === 0 ? <p class="muted">No dead letters.</p> : null}
+      {letters.data && list.length === 0 ? (
+        <p class="muted" data-testid="empty">
+          No dead letters{destination ? ` for ${destination}` : ""}: every call was delivered, left out by a
+          filter, or is still being retried.
+        </p>
+      ) : null}
       {list.length > 0 ? (
         <>
           <div class="table-scroll">

@@ -20,6 +20,7 @@ import {
   destinationInit,
   methodName,
 } from "../ui/destination-form.js";
+import { DestinationStatus } from "../ui/destination-status.js";
 import { ErrorNotice } from "../ui/notice.js";
 import { PublicKeys } from "../ui/public-keys.js";
 import { useApi } from "../ui/use-api.js";
@@ -43,6 +44,12 @@ export function NewDestination() {
     <section>
       <h2>New destination</h2>
       <ErrorNotice error={sources.error} what="Sources could not be loaded" />
+      {sources.data?.sources.length === 0 ? (
+        <p class="notice notice-info" data-testid="no-sources">
+          No source yet: a destination receives the calls of the sources it is connected to.{" "}
+          <a href="/console/sources">Create a source</a> first.
+        </p>
+      ) : null}
       {sources.data ? (
         <DestinationForm
           initial={undefined}
@@ -75,7 +82,13 @@ export function DestinationPage({ id }: { id: string }) {
   >(undefined);
   useEffect(() => setDest(loaded.data?.[0].destination), [loaded.data]);
 
-  if (loaded.error && !dest) return <ErrorNotice error={loaded.error} what={`Destination "${id}"`} />;
+  if (loaded.error && !dest) {
+    return (
+      <ErrorNotice error={loaded.error} what={`Destination "${id}"`}>
+        <a href="/console/">Back to the overview</a>, which lists every destination.
+      </ErrorNotice>
+    );
+  }
   if (!dest || !loaded.data) return <p aria-busy="true">Loading…</p>;
 
   const save = async (v: DestinationValues) => {
@@ -140,6 +153,18 @@ export function DestinationPage({ id }: { id: string }) {
     else setActionError(r.error);
   };
   const enabled = dest.enabled !== false;
+  const notes = [
+    dest.ordering === Ordering.PER_USER
+      ? "Ordered per user: each user's calls arrive in the order accepted."
+      : "",
+    consentText(dest),
+    dest.previousSecretExpireTime
+      ? `The previous secret signs too until ${absolute(dest.previousSecretExpireTime)}.`
+      : "",
+  ]
+    .map((t) => t.trim())
+    .filter(Boolean)
+    .join(" ");
 
   return (
     <section>
@@ -172,18 +197,8 @@ export function DestinationPage({ id }: { id: string }) {
           )}
         </div>
       </header>
-      <p data-testid="delivery-state">
-        {enabled
-          ? "Delivering."
-          : `Paused${dest.disabledReason ? `: ${dest.disabledReason}` : ""}; calls wait until resumed.`}
-        {dest.ordering === Ordering.PER_USER
-          ? " Ordered per user: each user's calls arrive in the order accepted."
-          : ""}
-        {consentText(dest)}
-        {dest.previousSecretExpireTime
-          ? ` The previous secret signs too until ${absolute(dest.previousSecretExpireTime)}.`
-          : ""}
-      </p>
+      <DestinationStatus dest={dest} />
+      {notes ? <p class="muted">{notes}</p> : null}
       <ErrorNotice error={actionError} />
       {secret ? <ShowOnce label="New shared secret" value={secret} /> : null}
       <TestCallResult result={testCall} />
@@ -333,7 +348,13 @@ function AttemptLog({ destinationId }: { destinationId: string }) {
         </label>
       </header>
       <ErrorNotice error={first.error} what="Attempt log" />
-      {first.data && attempts.length === 0 ? <p class="muted">No attempt yet.</p> : null}
+      {first.data && attempts.length === 0 ? (
+        <p class="muted" data-testid="no-attempts">
+          {failedOnly
+            ? "No failed attempt."
+            : "No attempt yet: calls from its sources show here as they are tried; “Send test call” tries one now."}
+        </p>
+      ) : null}
       <AttemptList attempts={attempts} />
       {next ? (
         <button type="button" class="secondary small" onClick={more}>
