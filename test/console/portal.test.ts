@@ -127,10 +127,10 @@ describe("the console through a portal link", () => {
     await t.page.getByRole("heading", { name: /A's hook/ }).waitFor();
     const state = t.page.locator("[data-testid=delivery-state]");
     await t.page.getByRole("button", { name: "Pause delivery" }).click();
-    await expect.poll(() => state.textContent()).toMatch(/^Paused/);
+    await expect.poll(() => state.getAttribute("data-status")).toBe("paused");
     expect((await world.stack.admin.getDestination({ id: A_HOOK })).destination?.enabled).toBe(false);
     await t.page.getByRole("button", { name: "Resume delivery" }).click();
-    await expect.poll(() => state.textContent()).not.toMatch(/^Paused/);
+    await expect.poll(() => state.getAttribute("data-status")).not.toBe("paused");
     expect((await world.stack.admin.getDestination({ id: A_HOOK })).destination?.enabled).toBe(true);
 
     await t.page.getByRole("button", { name: "Rotate secret" }).click();
@@ -169,6 +169,9 @@ describe("the console through a portal link", () => {
     await t.page.locator("[data-testid=message-timeline]").waitFor();
     await t.page.goto(`${base}destinations/${B_HOOK}`);
     await t.page.locator("[data-code=PermissionDenied]").waitFor();
+    // The refusal says what happened and what to do, in the page's error state.
+    const denied = t.page.locator("[data-testid=permission-denied]");
+    expect(await denied.textContent()).toContain("may not see or change this");
     for (const path of ["sources", "audit", "deletions/del_x"]) {
       await t.page.goto(`${base}${path}`);
       await t.page.getByText("This page is not part of this portal.").waitFor();
