@@ -33,6 +33,7 @@ const PUBLIC = [
   "^packages/contract/src/admin-pages\\.ts$",
   "^packages/contract/src/attempt-search\\.ts$",
   "^packages/contract/src/consent\\.ts$",
+  "^packages/contract/src/portal-links\\.ts$",
   "^packages/contract/src/shaping-text\\.ts$",
   "^services/[^/]+/mod\\.ts$",
   "/dist/",

@@ -36,6 +36,7 @@ const suites: Record<string, (params: string[]) => Promise<Figure[]>> = {
   erasure: async (params) => (await import("./erasure.js")).benchErasure(params),
   shaping: async () => (await import("./shaping.js")).benchShaping(),
   "attempt-search": async (params) => (await import("./attempt-search.js")).benchAttemptSearch(params),
+  batching: async () => (await import("./batching.js")).benchBatching(),
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");

@@ -97,6 +97,13 @@ export function sourceByWriteKey(store: ConfigStore, writeKey: string): SourceRe
   return source;
 }
 
+/** The credentials of an admin call's `Bearer <credentials>` (UNAUTHENTICATED when there is none). */
+export function bearerCredentials(metadata: Metadata): string {
+  const { scheme, credentials } = authorization(metadata, BEARER_HINT);
+  if (scheme !== "bearer") throw unauthenticated(`this call needs the admin token: ${BEARER_HINT}`);
+  return credentials;
+}
+
 /** Checks an admin call's `Bearer <admin token>` in constant time. */
 export class AdminAuth {
   readonly #digest: Buffer;
@@ -107,8 +114,11 @@ export class AdminAuth {
 
   /** Returns who the caller is, for the audit log: the token's fingerprint, never the token. */
   check(metadata: Metadata): AuditActor {
-    const { scheme, credentials } = authorization(metadata, BEARER_HINT);
-    if (scheme !== "bearer") throw unauthenticated(`this call needs the admin token: ${BEARER_HINT}`);
+    return this.checkToken(bearerCredentials(metadata));
+  }
+
+  /** As check, for credentials already read from the call. */
+  checkToken(credentials: string): AuditActor {
     // Comparing fixed-size digests keeps the time independent of where (and whether) they differ.
     if (!timingSafeEqual(sha256(credentials), this.#digest)) throw unauthenticated("invalid admin token");
     return { kind: "admin", id: tokenFingerprint(credentials) };

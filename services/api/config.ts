@@ -38,6 +38,11 @@ export interface IngestConfig {
   sync?: SyncLimits;
   /** HTTP_ADDR: the Segment-compatible HTTP API; absent (or `off`) for none. */
   httpAddress?: string;
+  /**
+   * HTTP_PUBLIC_URL: where browsers and apps reach the HTTP API (no trailing slash), answered by
+   * the settings path as the SDKs' apiHost and protocol; absent: the request's Host, over http.
+   */
+  httpPublicUrl?: string;
   /** HTTP_MAX_BODY_BYTES, HTTP_MAX_CONNECTIONS, HTTP_*_TIMEOUT (defaults: DEFAULT_HTTP_LIMITS). */
   http?: Partial<HttpLimits>;
   /** MAX_BATCH_CALLS: calls one batch may carry, on both transports (default 2500). */
@@ -50,6 +55,10 @@ export interface IngestConfig {
   keyring?: Keyring;
   /** ERASURE_INTERVAL, ERASURE_SETTLE, DELETION_STATUS_MAX_AGE; DEFAULT_ERASURE when absent. */
   erasure?: ErasureSettings;
+  /** CONSOLE_URL: where users reach the console; portal link URLs start with it. */
+  consoleUrl?: string;
+  /** CONSOLE_FRAME_ANCESTORS: sites that may frame the console; absent or empty: none. */
+  frameAncestors?: string[];
 }
 
 export interface ErasureSettings {
@@ -127,6 +136,9 @@ export function ingestConfigFrom(s: Settings): IngestConfig {
       keepAliveTimeoutMs: s.HTTP_KEEPALIVE_TIMEOUT,
     },
     ...(s.HTTP_ADDR === undefined ? {} : { httpAddress: s.HTTP_ADDR }),
+    ...(s.HTTP_PUBLIC_URL === undefined ? {} : { httpPublicUrl: s.HTTP_PUBLIC_URL }),
+    ...(s.CONSOLE_URL === undefined ? {} : { consoleUrl: s.CONSOLE_URL }),
+    ...(s.CONSOLE_FRAME_ANCESTORS === undefined ? {} : { frameAncestors: s.CONSOLE_FRAME_ANCESTORS }),
     ...(s.OPS_ADDR === undefined ? {} : { opsAddress: s.OPS_ADDR }),
     ...(s.ADMIN_TOKEN === undefined ? {} : { adminToken: s.ADMIN_TOKEN }),
     ...(keyring === undefined ? {} : { keyring }),

@@ -136,6 +136,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
       onAuditOutcomeLost: () => metrics.auditOutcomeLost(),
       retryBounds: { windowMs: config.topology.retryWindowMs, maxDelayMs: config.topology.retryMaxDelayMs },
       registry: metrics.registry,
+      consoleUrl: config.consoleUrl,
     });
     started.push(() => admin.close());
     grpc.add(AdminService, admin.service);
@@ -143,7 +144,11 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     const { address, stats } = await grpc.listen();
     started.push(() => grpc.abort());
 
-    const consoleHandler = createConsoleHandler({ admin: admin.service, serveOptions: grpc.serveOptions });
+    const consoleHandler = createConsoleHandler({
+      admin: admin.service,
+      serveOptions: grpc.serveOptions,
+      frameAncestors: config.frameAncestors ?? [],
+    });
     const http =
       config.httpAddress === undefined
         ? undefined

@@ -1,6 +1,14 @@
 /** The public entry point of @hookpost/api: what other packages may import. */
 export { type AuditDeps, type AuditedCall, audited } from "./admin/audited.js";
 export { type PageRequest, pageOf } from "./admin/paging.js";
+export {
+  inPortalScope,
+  PORTAL_SCOPE,
+  type PortalCaller,
+  Scope,
+  type ScopeRule,
+  type ScopeTable,
+} from "./admin/portal-scope.js";
 export { tokenFingerprint } from "./auth.js";
 export { encodeIds, type IngestDeps, ingestService } from "./calls/ingest-service.js";
 export { defaultSourceQuota, type QuotaLimit, SourceQuota, type SourceQuotaSettings } from "./calls/quota.js";
@@ -13,6 +21,7 @@ export {
   ingestConfigFrom,
   ingestConfigFromEnv,
 } from "./config.js";
+export { securityHeaders } from "./console/console-handler.js";
 export { type DeleteUserResult, deleteUser, deletionMessageId } from "./deletion/delete-user.js";
 export {
   type ConnectionGuardLimits,
@@ -21,6 +30,7 @@ export {
   type HttpCloseReason,
   type HttpConnectionStats,
 } from "./http/connection-guard.js";
+export { apiEndpoint } from "./http/settings-path.js";
 export { type IngestHandle, type IngestOptions, startIngest } from "./ingest.js";
 export type { DeleteDeps, PublishCall, SyncDeps, SyncOptions } from "./sync/deps.js";
 export { jetStreamPublisher } from "./sync/publish.js";

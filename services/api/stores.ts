@@ -9,6 +9,7 @@ import {
   type Keyring,
   type Logger,
   MembershipStore,
+  PortalLinkStore,
   SecretsKeyError,
   StreamWatch,
   type TopologySettings,
@@ -30,6 +31,8 @@ export interface Stores {
   readonly auditLog: AuditLog;
   /** Deletion requests: erasure's to-do list and GetDeletion's status. */
   readonly deletions: DeletionStore;
+  /** Portal links (hashes of their tokens), read at every call made with one. */
+  readonly portalLinks: PortalLinkStore;
   close(): void;
 }
 
@@ -50,7 +53,7 @@ export async function openStores(
   const { topology } = settings;
   const replicas = { replicas: topology.replicas };
   const statusMaxAgeMs = settings.erasure?.statusMaxAgeMs ?? DEFAULT_ERASURE.statusMaxAgeMs;
-  const [config, index, memberships, deadLetters, auditLog, deletions] = await untilReady(
+  const [config, index, memberships, deadLetters, auditLog, deletions, portalLinks] = await untilReady(
     deps.log,
     "create streams and load configuration",
     async () => {
@@ -62,6 +65,7 @@ export async function openStores(
         DeadLetters.open(nc),
         AuditLog.open(nc),
         DeletionStore.open(nc, { ...replicas, maxAgeMs: statusMaxAgeMs }),
+        PortalLinkStore.open(nc, replicas),
       ]);
       // The stores create their buckets without a byte limit.
       await ensureBucketLimits(await nc.jetstreamManager(), topology);
@@ -80,6 +84,7 @@ export async function openStores(
     deadLetters,
     auditLog,
     deletions,
+    portalLinks,
     close: () => {
       watch.close();
       config.close();

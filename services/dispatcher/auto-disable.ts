@@ -22,6 +22,11 @@ export interface AutoDisableDeps {
  * The failure clock is per replica: it starts at the first failed attempt this replica sees after
  * a success (or after the destination's last configuration change) and is reset by any success.
  *
+ * A FAN_OUT destination's URL (a delivery target, docs/design/shaping.md 7.2) failing does not
+ * pause the destination, whose other URLs deliver: its calls wait behind its breaker and become
+ * dead letters at the window. A 410 Gone from it does (the destination's configuration names an
+ * endpoint that is gone for good).
+ *
  * Several replicas may decide at once: the write is revision-checked (ConfigStore.changeDestination)
  * and only made while the destination is still enabled, so exactly one replica writes, logs and
  * counts it.
@@ -50,7 +55,7 @@ export class AutoDisabler {
     const gone = result.outcomes.find((o) => o.status === 410);
     if (gone) return this.#pause(dest, `the endpoint answered 410 Gone (${gone.url})`, "gone");
     const afterMs = this.#d.afterMs;
-    if (afterMs === undefined) return false;
+    if (afterMs === undefined || dest.target) return false;
     // A configuration change (a fixed URL, say) starts the clock again.
     const since = Math.max(this.#failingSince.get(dest.id) ?? now, Date.parse(dest.updatedAt) || 0);
     this.#failingSince.set(dest.id, since);
@@ -61,10 +66,11 @@ export class AutoDisabler {
   /** True when the destination is paused now (by this call or already); false when the write failed. */
   #pause(dest: DestinationRecord, reason: string, cause: "gone" | "failing"): Promise<boolean> {
     // One write at a time per destination on this replica; the KV revision check handles the others.
-    const running = this.#pausing.get(dest.id);
+    const id = dest.target?.destinationId ?? dest.id;
+    const running = this.#pausing.get(id);
     if (running) return running;
-    const p = this.#write(dest.id, reason, cause).finally(() => this.#pausing.delete(dest.id));
-    this.#pausing.set(dest.id, p);
+    const p = this.#write(id, reason, cause).finally(() => this.#pausing.delete(id));
+    this.#pausing.set(id, p);
     return p;
   }
 

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { batchingLimits, MAX_URLS } from "@hookpost/contract";
 import type {
   AttemptLog,
   ConfigChange,
@@ -13,9 +14,12 @@ import {
   destinationOfSubject,
   partitionConsumer,
   partitionCount,
+  partitionOf,
   TEST_CALL_HEADER,
+  targetId,
 } from "@hookpost/core";
 import type { JetStreamClient, JetStreamManager, JsMsg } from "nats";
+import { Batches } from "./batches.js";
 import type { Breakers } from "./breaker.js";
 import type { Capacity, Slot } from "./capacity.js";
 import {
@@ -24,8 +28,9 @@ import {
   partitionConsumerConfig,
   removeDestinationDeliveries,
 } from "./consumers.js";
-import type { DeliveryHandler } from "./delivery.js";
+import type { BatchMember, DeliveryHandler } from "./delivery.js";
 import { Lanes } from "./lanes.js";
+import { ownerOf } from "./ordered/ownership.js";
 import { deliveryState } from "./parking.js";
 import { Puller } from "./puller.js";
 import { RateGate } from "./rate-gate.js";
@@ -42,6 +47,12 @@ const QUIET_POLL_MS = 50;
 const LANE_SLOT_WAIT_MS = 1000;
 /** How long a lane's delivery is handed back for when its destination is not known to answer. */
 const NOT_ANSWERING_NAK_MS = 4000;
+/** How long a formed batch waits for a slot (its members are kept alive meanwhile). */
+const BATCH_SLOT_WAIT_MS = 30_000;
+/** Members a batching destination's lane holds at most on one replica (forming and in flight). */
+export const BATCH_LANE_MAX_PENDING = 20_000;
+/** Destinations are spread over this many slots for batch ownership (rendezvous per slot). */
+const BATCH_OWNER_SLOTS = 1 << 20;
 
 export interface DeliveriesDeps {
   js: JetStreamClient;
@@ -91,13 +102,16 @@ export class Deliveries {
   /** Deliveries being handled, per destination: a removal purges again once they are done. */
   readonly #busy = new Map<string, number>();
   readonly lanes: Lanes;
+  readonly #batches: Batches;
   #removals = 0;
   #closed = false;
 
   readonly #onChange = (c: ConfigChange) => {
     if (c.kind !== "destination") return;
-    if (c.record) this.lanes.refresh(c.id);
-    else this.#remove(c.id);
+    // A FAN_OUT destination's URLs are delivery targets of their own (shaping.md 7.2).
+    const ids = [c.id, ...Array.from({ length: MAX_URLS }, (_, i) => targetId(c.id, i))];
+    if (c.record) for (const id of ids) this.lanes.refresh(id);
+    else for (const id of ids) this.#remove(id);
   };
   readonly #onReplicas = () => this.lanes.refreshAll();
 
@@ -116,6 +130,14 @@ export class Deliveries {
       concurrency: (id) => this.#laneConcurrency(id),
       heldUntil: (id) => deps.breakers.openUntil(id),
       handle: (id, msg) => this.#track(id, () => this.#handleLane(id, msg)),
+      maxAckPending: (id) => (deps.store.destination(id)?.batching ? BATCH_LANE_MAX_PENDING : undefined),
+    });
+    this.#batches = new Batches({
+      store: deps.store,
+      handler: deps.handler,
+      logger: deps.logger,
+      ackWaitMs: deps.consumer.ackWaitMs,
+      send: (id, members, key) => this.#sendBatch(id, members, key),
     });
     // Lanes stop or start pulling; health (GetDestinationHealth, the CLI, the console) shows it.
     deps.breakers.onChange = (id) => {
@@ -175,6 +197,7 @@ export class Deliveries {
     this.#d.registry?.off("change", this.#onReplicas);
     for (const p of this.#partitions) p.pause();
     this.lanes.stopPulling();
+    this.#batches.close();
   }
 
   async settle(ms: number): Promise<boolean> {
@@ -191,24 +214,43 @@ export class Deliveries {
     return Math.max(16, Math.ceil(this.#d.capacity.max / this.#d.partitions));
   }
 
-  /** This replica's in-flight limit for a destination (0 while its rate share is 0). */
+  /**
+   * A batching destination's lane is pulled by one replica at a time (rendezvous over the live
+   * replicas, as ordered partitions): a retried batch then comes back whole to one place.
+   */
+  #ownsBatches(id: string): boolean {
+    const r = this.#d.registry;
+    if (!r) return true;
+    const live = r.live.includes(r.id) ? r.live : [...r.live, r.id];
+    return ownerOf(partitionOf(id, BATCH_OWNER_SLOTS), live) === r.id;
+  }
+
+  /**
+   * This replica's in-flight limit for a destination (0 while its rate share is 0). A batching
+   * destination's owner is its only sender: it takes the whole limit.
+   */
   #limit(r: DestinationRecord): number {
-    const share = (total: number) => this.#d.registry?.share(total) ?? total;
+    const share = (total: number) => (r.batching ? total : (this.#d.registry?.share(total) ?? total));
     if (r.rateLimitPerSecond !== undefined && share(r.rateLimitPerSecond) === 0) return 0;
     return r.maxInFlight === undefined ? this.#d.concurrency : share(r.maxInFlight);
   }
 
   #rate(id: string): number | undefined {
-    const r = this.#d.store.destination(id)?.rateLimitPerSecond;
-    return r === undefined ? undefined : (this.#d.registry?.share(r) ?? r);
+    const dest = this.#d.store.destination(id);
+    const r = dest?.rateLimitPerSecond;
+    if (r === undefined || dest?.batching) return r;
+    return this.#d.registry?.share(r) ?? r;
   }
 
   #laneConcurrency(id: string): number {
     const r = this.#d.store.destination(id);
     if (!r?.enabled) return 0;
+    if (r.batching && !this.#ownsBatches(id)) return 0;
+    // A batching lane holds a batch's worth of members per request it may send.
+    const per = r.batching ? batchingLimits(r.batching).maxCalls : 1;
     // Half-open: one probe at a time.
-    if (this.#d.breakers.isOpen(id)) return 1;
-    return this.#d.capacity.window(id, this.#limit(r));
+    if (this.#d.breakers.isOpen(id)) return per;
+    return Math.min(BATCH_LANE_MAX_PENDING, per * this.#d.capacity.window(id, this.#limit(r)));
   }
 
   #gate(id: string): RateGate {
@@ -236,6 +278,11 @@ export class Deliveries {
       return;
     }
     const state = deliveryState(msg);
+    // A batch forms on the destination's own lane, never in a shared partition (shaping.md 7.1).
+    if (dest.batching) {
+      await d.handler.park(id, msg, state);
+      return;
+    }
     // Redelivered: an earlier try may have parked it already (its ack lost to a leader change or
     // a crash). Parking again is stored once; delivering it here could double its parked copy.
     if (msg.info.deliveryCount > 1 || !dest.enabled || d.breakers.isOpen(id) || this.#limit(dest) === 0) {
@@ -317,6 +364,11 @@ export class Deliveries {
       await d.handler.expire(id, msg, state, d.breakers.lastFailure(id));
       return;
     }
+    if (dest.batching && dest.enabled) {
+      // The breaker, rate and slot are taken once per batch (#sendBatch).
+      await this.#batches.add(id, msg, state);
+      return;
+    }
     if (!dest.enabled || !d.breakers.allow(id)) {
       // Paused, or the breaker's probe is already out: it waits on its lane.
       msg.nak(Math.max(MIN_NOT_DUE_MS, (d.breakers.openUntil(id) ?? Date.now() + 1000) - Date.now()));
@@ -324,27 +376,15 @@ export class Deliveries {
       return;
     }
     const stop = keepAlive(msg, d.consumer.ackWaitMs);
-    let slot: Slot | undefined;
+    let slot: Slot | "rate" | undefined;
     try {
-      if (
-        dest.rateLimitPerSecond !== undefined &&
-        !(await this.#gate(id).take(() => this.#rate(id), d.shutdown))
-      ) {
-        d.breakers.released(id);
-        msg.nak();
-        return;
-      }
-      slot = await d.capacity.acquire(
-        id,
-        () => {
-          const r = d.store.destination(id);
-          return r ? this.#limit(r) : 0;
-        },
-        d.shutdown,
-        LANE_SLOT_WAIT_MS,
-      );
+      slot = await this.#laneSlot(id, LANE_SLOT_WAIT_MS);
     } finally {
       stop();
+    }
+    if (slot === "rate") {
+      msg.nak();
+      return;
     }
     if (!slot) {
       // Held no longer than this: a message held while a consumer leader is elected can outlive
@@ -360,6 +400,60 @@ export class Deliveries {
     } finally {
       slot.release();
       // A probe that ended without telling anything (handed back, paused): another may go.
+      d.breakers.released(id);
+      this.lanes.refresh(id);
+    }
+  }
+
+  /**
+   * A lane request's turn: its rate limit ("rate" when shutdown came first; the breaker's probe
+   * released), then a slot within `maxWaitMs` (undefined when none came).
+   */
+  async #laneSlot(id: string, maxWaitMs: number): Promise<Slot | "rate" | undefined> {
+    const d = this.#d;
+    if (
+      d.store.destination(id)?.rateLimitPerSecond !== undefined &&
+      !(await this.#gate(id).take(() => this.#rate(id), d.shutdown))
+    ) {
+      d.breakers.released(id);
+      return "rate";
+    }
+    return d.capacity.acquire(
+      id,
+      () => {
+        const r = d.store.destination(id);
+        return r ? this.#limit(r) : 0;
+      },
+      d.shutdown,
+      maxWaitMs,
+    );
+  }
+
+  /** A formed batch: the breaker, the rate and one slot (one request), then the attempt. */
+  async #sendBatch(id: string, members: BatchMember[], key: string): Promise<void> {
+    const d = this.#d;
+    const handBack = (ms: number) => {
+      for (const m of members) m.msg.nak(ms);
+    };
+    if (!d.breakers.allow(id)) {
+      handBack(Math.max(MIN_NOT_DUE_MS, (d.breakers.openUntil(id) ?? Date.now() + 1000) - Date.now()));
+      this.lanes.refresh(id);
+      return;
+    }
+    const slot = await this.#laneSlot(id, BATCH_SLOT_WAIT_MS);
+    if (slot === "rate") {
+      handBack(MIN_NOT_DUE_MS);
+      return;
+    }
+    if (!slot) {
+      d.breakers.released(id);
+      handBack(d.capacity.answering(id) ? MIN_NOT_DUE_MS : NOT_ANSWERING_NAK_MS);
+      return;
+    }
+    try {
+      await d.handler.handleBatch(id, members, key);
+    } finally {
+      slot.release();
       d.breakers.released(id);
       this.lanes.refresh(id);
     }

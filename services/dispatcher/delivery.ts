@@ -7,9 +7,11 @@ import {
   laneSubject,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
+  prepareBatchRequests,
   recordFields,
   SOURCE_ID_HEADER,
   startDeliverySpan,
+  targetId,
 } from "@hookpost/core";
 import type { JsMsg } from "nats";
 import { attemptRecorder, lastOutcome, readableReason, readableReasons } from "./attempt-records.js";
@@ -18,7 +20,23 @@ import type { DispatcherMetrics } from "./metrics.js";
 import { type DeliveryState, deliveryState, type Parking } from "./parking.js";
 import { type DeadCause, decideAfterAttempt, policyFor, type RetryPolicy } from "./retry.js";
 import { observeLatency, sendAttempt } from "./send-attempt.js";
-import type { AttemptOutcome, WebhookSender } from "./sender.js";
+import {
+  type AttemptOutcome,
+  type DeliveryResult,
+  filteredOutcome,
+  notSentOutcome,
+  type WebhookSender,
+} from "./sender.js";
+
+/** A delivery that is part of a batch: its message, state, ids and rendered element. */
+export interface BatchMember {
+  msg: JsMsg;
+  state: DeliveryState;
+  messageId: string;
+  sourceId: string;
+  /** The call's body as the destination renders it (mapping), JSON text. */
+  element: Uint8Array;
+}
 
 export interface DeliveryDeps {
   store: ConfigStore;
@@ -72,14 +90,24 @@ export class DeliveryHandler {
   }
 
   /** Parks the delivery unchanged (a paused destination, no slot, an open breaker); false when not stored. */
-  async park(destinationId: string, msg: JsMsg, state = deliveryState(msg), dueMs = 0): Promise<boolean> {
+  async park(
+    destinationId: string,
+    msg: JsMsg,
+    state = deliveryState(msg),
+    dueMs = 0,
+    batch?: string,
+  ): Promise<boolean> {
     const d = this.#d;
     if (!d.store.destination(destinationId)) {
       // Deleted meanwhile: parking would outlive the purge of its deliveries.
       msg.term();
       return false;
     }
-    if (msg.subject === laneSubject(destinationId) && state.attempts === deliveryState(msg).attempts) {
+    if (
+      msg.subject === laneSubject(destinationId) &&
+      state.attempts === deliveryState(msg).attempts &&
+      batch === undefined
+    ) {
       // Already on its lane, unchanged: its copy would carry the same Nats-Msg-Id, which
       // JetStream drops as a duplicate, and acking this one would lose the delivery. It stays.
       msg.nak(Math.max(STAY_ON_LANE_MS, dueMs - Date.now()));
@@ -92,7 +120,7 @@ export class DeliveryHandler {
     try {
       for (let attempt = 1; ; attempt++) {
         try {
-          await d.parking.park(destinationId, msg, state.attempts, dueMs, state);
+          await d.parking.park(destinationId, msg, state.attempts, dueMs, state, batch);
           break;
         } catch (err) {
           // Full (refused, so not stored), or shutting down: hand it back; it comes again later.
@@ -152,27 +180,39 @@ export class DeliveryHandler {
     const messageId = headers?.get(MESSAGE_ID_HEADER) || `seq-${msg.seq}`;
     const sourceId = headers?.get(SOURCE_ID_HEADER) ?? "";
     const span = startDeliverySpan(headers, destinationId, messageId, 1);
-    const result = await sendAttempt(
-      d.sender,
-      dest,
-      { data: msg.data, messageId, sourceId, notRendered: undefined },
-      d.shutdown,
-      span.context,
-    );
-    if (d.shutdown.aborted || result.outcomes.some((o) => o.aborted)) {
+    // FAN_OUT: every URL gets the test call, as every call (its targets, shaping.md 7.2).
+    const targets =
+      dest.deliveryMode === "FAN_OUT"
+        ? dest.urls.flatMap((_, i) => d.store.destination(targetId(destinationId, i)) ?? [])
+        : [dest];
+    const results: { target: string; result: DeliveryResult }[] = [];
+    for (const target of targets) {
+      const result = await sendAttempt(
+        d.sender,
+        target,
+        { data: msg.data, messageId, sourceId, notRendered: undefined },
+        d.shutdown,
+        span.context,
+      );
+      results.push({ target: target.id, result });
+    }
+    if (d.shutdown.aborted || results.some((r) => r.result.outcomes.some((o) => o.aborted))) {
       msg.nak();
       span.end("handed_back");
       return;
     }
-    observeLatency(d.metrics, destinationId, result);
-    attemptRecorder(
-      d.attemptLog,
-      { messageId, destinationId, sourceId, attemptNumber: 1 },
-      result.outcomes,
-    )();
+    for (const { target, result } of results) {
+      observeLatency(d.metrics, target, result);
+      attemptRecorder(
+        d.attemptLog,
+        { messageId, destinationId: target, sourceId, attemptNumber: 1 },
+        result.outcomes,
+      )();
+    }
     msg.ack();
     d.metrics.deliveries.inc({ outcome: "test", destination: destinationId });
-    span.end(result.delivered ? "delivered" : "test_failed", !result.delivered);
+    const delivered = results.every((r) => r.result.delivered);
+    span.end(delivered ? "delivered" : "test_failed", !delivered);
   }
 
   async handle(destinationId: string, msg: JsMsg, state: DeliveryState = deliveryState(msg)): Promise<void> {
@@ -291,6 +331,186 @@ export class DeliveryHandler {
       },
     );
     span.end("dead_letter", true);
+  }
+
+  /**
+   * One attempt of a batch (docs/design/shaping.md section 7.1): one request carrying every
+   * member's element, then each member acked, parked again with the batch's key (retried as a
+   * unit) or dead-lettered on its own. The caller holds the destination's slot.
+   */
+  async handleBatch(destinationId: string, members: readonly BatchMember[], key: string): Promise<void> {
+    const d = this.#d;
+    const dest = d.store.destination(destinationId);
+    if (!dest) {
+      for (const m of members) m.msg.term();
+      return;
+    }
+    if (!dest.enabled) {
+      // Paused after they were pulled: they wait on the lane with the rest of the backlog.
+      await Promise.all(members.map((m) => this.park(destinationId, m.msg, m.state)));
+      d.metrics.deliveries.inc({ outcome: "handed_back", destination: destinationId }, members.length);
+      return;
+    }
+    const first = members[0]!;
+    const span = startDeliverySpan(first.msg.headers, destinationId, key, first.state.attempts + 1);
+    let result: DeliveryResult;
+    try {
+      const requests = prepareBatchRequests(
+        dest,
+        members.map((m) => m.element),
+        key,
+      );
+      result = await d.sender.send(dest, requests, key, d.shutdown, span.context);
+    } catch (err) {
+      const why = err instanceof Error ? `${err.name}: ${err.message}`.slice(0, 300) : String(err);
+      result = { delivered: false, outcomes: [notSentOutcome(dest.urls?.[0] ?? "", why)] };
+    }
+    observeLatency(d.metrics, destinationId, result);
+    this.#observe(destinationId, result.outcomes);
+    // Each member's attempt record says which request carried it.
+    const outcomes = result.outcomes.map((o) => ({
+      ...o,
+      detail: `${o.detail ? `${o.detail}; ` : ""}batch ${key} of ${members.length}`,
+    }));
+    const recorders = members.map((m) => this.#memberRecorder(destinationId, m, outcomes));
+    const count = (outcome: string, n = members.length) =>
+      d.metrics.deliveries.inc({ outcome, destination: destinationId }, n);
+
+    if (result.delivered) {
+      d.autoDisable?.succeeded(destinationId);
+      for (const [i, m] of members.entries()) {
+        m.msg.ack();
+        recorders[i]!();
+      }
+      count("delivered");
+      span.end("delivered");
+      return;
+    }
+    if (d.shutdown.aborted || result.outcomes.some((o) => o.aborted)) {
+      for (const [i, m] of members.entries()) {
+        m.msg.nak();
+        recorders[i]!();
+      }
+      count("handed_back");
+      span.end("handed_back");
+      return;
+    }
+    if (await d.autoDisable?.failed(dest, result)) {
+      await Promise.all(
+        members.map((m) => this.park(destinationId, m.msg, { ...m.state, attempts: m.state.attempts + 1 })),
+      );
+      for (const r of recorders) r();
+      count("handed_back");
+      span.end("handed_back");
+      return;
+    }
+    const policy = policyFor(d.policy, dest);
+    const decisions = members.map((m) =>
+      decideAfterAttempt(result.outcomes, {
+        attempt: m.state.attempts + 1,
+        firstTimeMs: m.state.firstTimeMs,
+        policy,
+      }),
+    );
+    // One due time for the batch, so its members come back together and go as one again.
+    const delays = decisions.flatMap((x) => (x.action === "retry" ? [x.delayMs] : []));
+    const due = Date.now() + (delays.length > 0 ? Math.max(...delays) : 0);
+    const retrying = members.filter((_, i) => decisions[i]!.action === "retry");
+    const why = readableReasons(result.outcomes);
+    await Promise.all(
+      members.map(async (m, i) => {
+        const decision = decisions[i]!;
+        const state = { ...m.state, attempts: m.state.attempts + 1 };
+        if (decision.action === "retry") {
+          const batch = `${key};${retrying.indexOf(m)};${retrying.length}`;
+          if (await this.park(destinationId, m.msg, state, due, batch)) recorders[i]!(due);
+          return;
+        }
+        recorders[i]!();
+        await this.#deadLetter(destinationId, m.msg, state, {
+          messageId: m.messageId,
+          sourceId: m.sourceId,
+          outcomes: result.outcomes,
+          reason: `${decision.cause === "not_retryable" ? why : `${decision.reason}; last: ${why}`} (batch ${key} of ${members.length})`,
+          cause: decision.cause,
+        });
+      }),
+    );
+    if (retrying.length > 0) {
+      count("retry", retrying.length);
+      d.metrics.retries.inc(retrying.length);
+      d.logger.info(
+        {
+          destinationId,
+          batch: key,
+          calls: retrying.length,
+          attempt: retrying[0]!.state.attempts + 1,
+          delayMs: due - Date.now(),
+          ...lastOutcome(result.outcomes),
+        },
+        "batch retry scheduled",
+      );
+    }
+    span.end(retrying.length > 0 ? "retry" : "dead_letter", true);
+  }
+
+  /**
+   * A member that cannot join a batch (its element did not render): an attempt of its own that
+   * sent nothing, then parked for a retry or dead-lettered, as any failed attempt.
+   */
+  async failAlone(destinationId: string, member: Omit<BatchMember, "element">, why: string): Promise<void> {
+    const d = this.#d;
+    const dest = d.store.destination(destinationId);
+    if (!dest) {
+      member.msg.term();
+      return;
+    }
+    const outcomes = [notSentOutcome(dest.urls?.[0] ?? "", why)];
+    const attempt = member.state.attempts + 1;
+    const state = { ...member.state, attempts: attempt };
+    const record = this.#memberRecorder(destinationId, member, outcomes);
+    const decision = decideAfterAttempt(outcomes, {
+      attempt,
+      firstTimeMs: member.state.firstTimeMs,
+      policy: policyFor(d.policy, dest),
+    });
+    if (decision.action === "retry") {
+      const due = Date.now() + decision.delayMs;
+      if (await this.park(destinationId, member.msg, state, due)) record(due);
+      return;
+    }
+    record();
+    await this.#deadLetter(destinationId, member.msg, state, {
+      messageId: member.messageId,
+      sourceId: member.sourceId,
+      outcomes,
+      reason: `${decision.reason}; last: ${readableReasons(outcomes)}`,
+      cause: decision.cause,
+    });
+  }
+
+  /** A member the destination's filter refuses now: done, recorded as filtered. */
+  filtered(destinationId: string, member: Omit<BatchMember, "element">, reason: string): void {
+    const d = this.#d;
+    member.msg.ack();
+    this.#memberRecorder(destinationId, member, [filteredOutcome(reason)])();
+    d.metrics.deliveries.inc({ outcome: "filtered", destination: destinationId });
+  }
+
+  /** Records one batch member's attempt (its own ids, the batch's outcomes). */
+  #memberRecorder(
+    destinationId: string,
+    m: Omit<BatchMember, "element">,
+    outcomes: readonly AttemptOutcome[],
+  ): (nextAttemptMs?: number) => void {
+    const facts = {
+      messageId: m.messageId,
+      destinationId,
+      sourceId: m.sourceId,
+      attemptNumber: m.state.attempts + 1,
+      ...recordFields(m.msg.headers),
+    };
+    return attemptRecorder(this.#d.attemptLog, facts, outcomes);
   }
 
   /** Tells the breakers and slow start how the attempt went. */

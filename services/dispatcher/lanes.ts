@@ -31,6 +31,8 @@ export interface LanesDeps {
   /** When a lane held back by its breaker may pull again (its probe), if it is held back. */
   heldUntil: (id: string) => number | undefined;
   handle: (id: string, msg: JsMsg) => Promise<void>;
+  /** A lane's max_ack_pending when not the setting's (a batching destination holds many at once). */
+  maxAckPending?: (id: string) => number | undefined;
   /** Told of each lane consumer created again because it lost count (stranded.ts). */
   onStrandedRecreated?: () => void;
 }
@@ -100,7 +102,10 @@ export class Lanes {
     }
     let p = this.#creating.get(id);
     if (!p) {
-      p = ensureConsumer(this.#d.jsm, laneConsumerConfig(id, this.#d.consumer))
+      const maxAckPending = this.#d.maxAckPending?.(id);
+      const settings =
+        maxAckPending === undefined ? this.#d.consumer : { ...this.#d.consumer, maxAckPending };
+      p = ensureConsumer(this.#d.jsm, laneConsumerConfig(id, settings))
         .then(() => {
           if (this.#closed || this.#lanes.has(id)) return;
           this.#lanes.set(id, { puller: undefined, emptySince: undefined, timer: undefined });
@@ -115,6 +120,11 @@ export class Lanes {
       this.#creating.set(id, p);
     }
     return p;
+  }
+
+  /** The lane exists here, or is being created (cheap when it does: asked for every routed call). */
+  open(id: string): void {
+    if (!this.#lanes.has(id)) void this.ensure(id);
   }
 
   /** Applies the lane's concurrency now: after a breaker change, a pause, a config change. */

@@ -11,6 +11,11 @@ import { type JsMsg, type MsgHdrs, headers as natsHeaders } from "nats";
 export const ATTEMPTS_HEADER = "Hookpost-Attempts";
 /** Not to be attempted before this (ms since the epoch). */
 export const DUE_HEADER = "Hookpost-Due";
+/**
+ * A member of a batch that failed and is retried as a unit: `<key>;<index>;<size>` (batches.ts
+ * forms the batch again from its members, in order, under the same key).
+ */
+export const BATCH_HEADER = "Hookpost-Batch";
 /** The delivery's own id, without the park count (the base of each park's Nats-Msg-Id). */
 export const DELIVERY_ID_HEADER = "Hookpost-Delivery-Id";
 const NATS_MSG_ID = "Nats-Msg-Id";
@@ -77,6 +82,7 @@ export class Parking {
     attempts: number,
     dueMs: number,
     state: DeliveryState,
+    batch?: string,
   ): Promise<void> {
     const h = natsHeaders();
     const from = msg.headers;
@@ -89,6 +95,7 @@ export class Parking {
     h.set(ATTEMPTS_HEADER, String(attempts));
     h.set(FIRST_TIME_HEADER, String(Math.round(state.firstTimeMs)));
     if (dueMs > 0) h.set(DUE_HEADER, String(Math.round(dueMs)));
+    if (batch !== undefined) h.set(BATCH_HEADER, batch);
     await this.#pipe.publish(laneSubject(destinationId), msg.data, h as MsgHdrs);
     this.onParked?.(destinationId);
   }

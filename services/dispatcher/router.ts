@@ -17,6 +17,7 @@ import {
   EVENT_SEQ_HEADER,
   filterExpressionPasses,
   filterListsOf,
+  laneSubject,
   loggedEvent,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
@@ -27,6 +28,7 @@ import {
   SOURCE_ID_HEADER,
   setCallHeaders,
   startRouteSpan,
+  targetId,
   USER_HASH_HEADER,
   userHash,
 } from "@hookpost/core";
@@ -54,6 +56,11 @@ export interface RouterDeps {
    * partitions hung or new destinations never use. Absent: every destination is unknown.
    */
   answering?: (destinationId: string) => boolean;
+  /**
+   * A batching destination's calls go straight to its lane (docs/design/shaping.md 7.1): told so
+   * that this replica opens the lane at once rather than at the next sweep.
+   */
+  onLane?: (destinationId: string) => void;
 }
 
 /** Wait before a call is routed again when DELIVERIES refused it (full, or NATS trouble). */
@@ -135,7 +142,7 @@ export class Router {
     }
     try {
       await Promise.all(
-        targets.map((dest) => {
+        deliveryTargets(targets, d.store).map((dest) => {
           const h = headers();
           h.set(NATS_MSG_ID, deliveryMsgId(call.sourceId, call.messageId, dest.id));
           h.set(MESSAGE_ID_HEADER, call.messageId);
@@ -149,16 +156,20 @@ export class Router {
           if (ordered) h.set(EVENT_SEQ_HEADER, String(msg.info.streamSequence));
           const subject = ordered
             ? orderedSubject(partitionOf(dest.id, d.orderedPartitions), dest.id, userHash(call))
-            : partitionSubject(
-                deliveryPartition(
+            : dest.batching
+              ? laneSubject(dest.id)
+              : partitionSubject(
+                  deliveryPartition(
+                    dest.id,
+                    call.messageId,
+                    d.deliveryPartitions,
+                    d.answering?.(dest.id) ?? false,
+                  ),
                   dest.id,
-                  call.messageId,
-                  d.deliveryPartitions,
-                  d.answering?.(dest.id) ?? false,
-                ),
-                dest.id,
-              );
-          return d.publisher.publish(subject, body, h);
+                );
+          return d.publisher.publish(subject, body, h).then(() => {
+            if (dest.batching && !ordered) d.onLane?.(dest.id);
+          });
         }),
       );
     } catch (err) {
@@ -177,6 +188,7 @@ export class Router {
       false,
       body,
       consentFiltered,
+      fanOutOf(targets),
     );
     d.metrics.routed.inc({ outcome: "routed" });
     span.end("routed", false, { [ATTR.targets]: targets.length });
@@ -188,6 +200,7 @@ export class Router {
     filtered: boolean,
     body?: Uint8Array | string,
     consentFiltered: ConsentFiltered[] = [],
+    fanOut?: Record<string, number>,
   ): void {
     const log = this.#d.attemptLog;
     if (!log?.enabled) return;
@@ -203,6 +216,7 @@ export class Router {
       destinations,
       filtered,
       ...(consentFiltered.length > 0 ? { consentFiltered } : {}),
+      ...(fanOut ? { fanOut } : {}),
       ...(body === undefined ? {} : { body: typeof body === "string" ? body : decoder.decode(body) }),
     });
   }
@@ -232,6 +246,35 @@ async function byConsentAndFilter(
     else consentFiltered.push({ destinationId: dest.id, reason });
   }
   return { targets, consentFiltered };
+}
+
+/**
+ * Where a call to these destinations is delivered: each destination, or for a FAN_OUT one each of
+ * its URLs as a target of its own (docs/design/shaping.md 7.2: `ConfigStore.destination` answers
+ * a target's view).
+ */
+function deliveryTargets(
+  destinations: readonly DestinationRecord[],
+  store: ConfigStore,
+): DestinationRecord[] {
+  const out: DestinationRecord[] = [];
+  for (const dest of destinations) {
+    if (dest.deliveryMode !== "FAN_OUT") {
+      out.push(dest);
+      continue;
+    }
+    dest.urls.forEach((_, i) => {
+      const view = store.destination(targetId(dest.id, i));
+      if (view) out.push(view);
+    });
+  }
+  return out;
+}
+
+/** The FAN_OUT destinations among `destinations` and how many URLs each call goes to (routed record). */
+function fanOutOf(destinations: readonly DestinationRecord[]): Record<string, number> | undefined {
+  const fan = destinations.filter((d) => d.deliveryMode === "FAN_OUT");
+  return fan.length === 0 ? undefined : Object.fromEntries(fan.map((d) => [d.id, d.urls.length]));
 }
 
 /** Whether a call's records carry its user for erasure: any call that names a user but a deletion notice. */

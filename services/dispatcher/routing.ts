@@ -16,6 +16,7 @@ export function startRouting(config: DispatcherConfig, deps: CoreDeps): Puller {
     orderedPartitions: config.orderedPartitions,
     deliveryPartitions: config.deliveryPartitions,
     answering: (id) => core.deliveries.answering(id),
+    onLane: (id) => core.deliveries.lanes.open(id),
   });
   const puller = new Puller({
     js: conns.js,

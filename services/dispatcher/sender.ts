@@ -1,5 +1,12 @@
 import type { Method } from "@hookpost/contract";
-import type { DestinationRecord, Logger, Prepared, UrlOutcomeRecord, WebhookIds } from "@hookpost/core";
+import type {
+  DestinationRecord,
+  Logger,
+  Prepared,
+  UrlOutcomeRecord,
+  WebhookIds,
+  WebhookRequest,
+} from "@hookpost/core";
 import {
   endRequestSpan,
   prepareRequests,
@@ -70,9 +77,12 @@ export class WebhookSender {
     signal: AbortSignal,
     trace?: TraceContext,
   ): Promise<DeliveryResult> {
-    const outcomes: AttemptOutcome[] = [];
     if (!Array.isArray(dest.urls) || dest.urls.length === 0) {
-      return { delivered: false, outcomes: [notSentOutcome("", "the destination has no URLs")] };
+      // A FAN_OUT target whose URL was removed since: never dropped, dead-lettered at the window.
+      const why = dest.target
+        ? `URL ${dest.target.urlIndex} of the destination is no longer configured`
+        : "the destination has no URLs";
+      return { delivered: false, outcomes: [notSentOutcome("", why)] };
     }
     let prepared: Prepared;
     try {
@@ -89,17 +99,33 @@ export class WebhookSender {
     }
     // A mapped body is not the routed record's: the attempt record keeps what was sent.
     const mapped = prepared.requests[0]?.body !== body;
-    for (const request of prepared.requests) {
+    return this.send(dest, prepared.requests, ids.messageId, signal, trace, mapped);
+  }
+
+  /**
+   * Prepared requests (one per URL, in order) until one answers 2xx. `keepBody`: the attempt
+   * records keep the body sent (a mapping made it differ from the routed record's).
+   */
+  async send(
+    dest: DestinationRecord,
+    requests: readonly WebhookRequest[],
+    messageId: string,
+    signal: AbortSignal,
+    trace: TraceContext | undefined,
+    keepBody = false,
+  ): Promise<DeliveryResult> {
+    const outcomes: AttemptOutcome[] = [];
+    for (const request of requests) {
       // Tracing hook: a client span per request; the receiver gets its `traceparent`.
-      const span = startRequestSpan(trace, request.url, dest.id, ids.messageId);
+      const span = startRequestSpan(trace, request.url, dest.id, messageId);
       const headers = { ...request.headers };
       span.inject(headers);
       const outcome = await this.attempt(request.url, headers, request.body, signal, request.method);
       endRequestSpan(span, outcome);
-      if (mapped) outcome.requestBody = Buffer.from(request.body).toString("utf8");
+      if (keepBody) outcome.requestBody = Buffer.from(request.body).toString("utf8");
       outcomes.push(outcome);
       this.#o.onAttempt?.(outcome);
-      this.#log(dest, ids.messageId, outcome);
+      this.#log(dest, messageId, outcome);
       if (outcome.ok) return { delivered: true, outcomes };
       if (outcome.aborted) break;
     }

@@ -31,7 +31,7 @@ describe("apply file", () => {
       "f.yaml",
       { D1_SECRET: "abc" },
     );
-    expect(file.sources).toEqual([{ id: "web", name: "Web", path: "sources[0]" }]);
+    expect(file.sources).toEqual([{ id: "web", name: "Web", allowedOrigins: [], path: "sources[0]" }]);
     expect(file.destinations).toEqual([
       {
         id: "d1",
@@ -48,9 +48,29 @@ describe("apply file", () => {
         mapping: "",
         method: "POST",
         retry: null,
+        batching: null,
+        deliveryMode: "failover",
         enabled: true,
         path: "destinations[0]",
       },
+    ]);
+  });
+
+  it("reads a source's allowedOrigins as the server stores them; bad ones are problems at their paths", () => {
+    const file = (origins: string) => `sources: [{ id: web, name: Web, allowedOrigins: ${origins} }]`;
+    expect(
+      parseApplyFile(file("[HTTPS://Shop.Example.com:443/, 'https://*.example.org']"), "f.yaml", {})
+        .sources[0]!.allowedOrigins,
+    ).toEqual(["https://shop.example.com", "https://*.example.org"]);
+    expect(problems(file("[shop.example.com, 'https://a.com/path', https://a.com, https://a.com]"))).toEqual([
+      "f.yaml has 3 problems; nothing was changed",
+      "sources[0].allowedOrigins[0]: must start with http:// or https:// (for example https://shop.example.com) (line 1)",
+      "sources[0].allowedOrigins[1]: must be an origin only (scheme://host[:port]), without a path, query or fragment (line 1)",
+      "sources[0].allowedOrigins[3]: is listed twice (line 1)",
+    ]);
+    expect(problems(file("https://a.com"))).toEqual([
+      "f.yaml has 1 problem; nothing was changed",
+      "sources[0].allowedOrigins: must be a list of origins such as https://shop.example.com (line 1)",
     ]);
   });
 
@@ -91,6 +111,31 @@ describe("apply file", () => {
       'destinations[0].filter.types[0]: unknown call type "purchase": use identify, track, page, screen, group, alias, delete (line 8)',
       "destinations[0].mapping: must be text (a JSONata expression) (line 9)",
       'destinations[0].retry.delays[0]: not a duration: "soon" (use e.g. 30s, 10m, 4h) (line 11)',
+    ]);
+  });
+
+  it("reads batching and deliveryMode; wrong ones are problems at their paths", () => {
+    const [d] = parseApplyFile(
+      oneDestination("    batching: { maxCalls: 50, maxWait: 1000ms }\n    deliveryMode: fan-out"),
+      "f.yaml",
+      {},
+    ).destinations;
+    expect(d).toMatchObject({ batching: { maxCalls: 50, maxWait: "1s" }, deliveryMode: "fan-out" });
+    expect(
+      parseApplyFile(oneDestination("    batching: {}"), "f.yaml", {}).destinations[0]!.batching,
+    ).toEqual({});
+    expect(
+      problems(
+        oneDestination(
+          "    batching: { maxCalls: 5000, maxBytes: 10, maxWait: 2m, calls: 3 }\n    deliveryMode: FAN_OUT",
+        ),
+      ).slice(1),
+    ).toEqual([
+      "destinations[0].batching.calls: unknown key; expected maxCalls, maxBytes, maxWait (line 8)",
+      "destinations[0].batching.maxCalls: must be 1 to 1000 calls, got 5000 (line 8)",
+      "destinations[0].batching.maxBytes: must be 1024 to 1048576 bytes (1 KiB to 1 MiB), got 10 (line 8)",
+      "destinations[0].batching.maxWait: must be 0s to 1m, got 2m (line 8)",
+      "destinations[0].deliveryMode: must be one of failover, fan-out (line 9)",
     ]);
   });
 
@@ -237,6 +282,8 @@ describe("apply diff", () => {
     mapping: "",
     method: "POST",
     retry: null,
+    batching: null,
+    deliveryMode: "failover",
     enabled: true,
     createTime: null,
     updateTime: null,
@@ -257,6 +304,8 @@ describe("apply diff", () => {
     mapping: "",
     method: "POST" as const,
     retry: null,
+    batching: null,
+    deliveryMode: "failover" as const,
     enabled: true,
     path: "destinations[0]",
   };

@@ -122,6 +122,55 @@ describe("sources", () => {
     expect(list.map((s) => s.id)).toEqual(["web"]);
   });
 
+  it("allowed origins: set on create, shown by get, replaced or emptied by update (issue 29)", async () => {
+    ok(
+      await user.run([
+        "sources",
+        "create",
+        "Shop",
+        "--id",
+        "shop",
+        "--allowed-origin",
+        "HTTPS://Shop.Example.com/",
+        "--allowed-origin",
+        "https://*.example.org",
+      ]),
+    );
+    const get = ok(await user.run(["sources", "get", "shop"]));
+    expect(get.stdout).toMatch(
+      /^allowed origins:\s+https:\/\/shop\.example\.com, https:\/\/\*\.example\.org$/m,
+    );
+    const updated = ok(
+      await user.run([
+        "sources",
+        "update",
+        "shop",
+        "--allowed-origin",
+        "http://localhost:3000",
+        "--name",
+        "Web shop",
+      ]),
+    );
+    expect(updated.stdout).toContain("Updated source shop.");
+    expect(updated.stdout).toMatch(/^name:\s+Web shop$/m);
+    expect((await t.stack.admin.getSource({ id: "shop" })).source).toMatchObject({
+      name: "Web shop",
+      allowedOrigins: ["http://localhost:3000"],
+    });
+    const any = JSON.parse(
+      ok(await user.run(["--json", "sources", "update", "shop", "--any-origin"])).stdout,
+    ) as {
+      allowedOrigins: string[];
+      name: string;
+    };
+    expect(any).toMatchObject({ allowedOrigins: [], name: "Web shop" });
+    expect(ok(await user.run(["sources", "get", "shop"])).stdout).toMatch(/^allowed origins:\s+any$/m);
+    const bad = await user.run(["sources", "update", "shop", "--allowed-origin", "shop.example.com"]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain("source.allowed_origins[0]");
+    expect((await user.run(["sources", "update", "shop"])).code).toBe(2);
+  });
+
   it("a missing source is a readable error, exit 1", async () => {
     const r = await user.run(["sources", "get", "nope"]);
     expect(r.code).toBe(1);
@@ -352,6 +401,36 @@ destinations:
     ]);
     expect((await storedDestination("crm"))!.sharedSecret).toBe("crm-secret-2");
     expect((await storedDestination("crm"))!.headers).toEqual({ "X-Team": "sales" }); // untouched
+  });
+
+  it("sets, updates and renames a source's allowed origins; a re-apply changes nothing", async () => {
+    const withOrigins = (origins: string, name = "Web app") =>
+      `sources:\n  - { id: web, name: ${name}, allowedOrigins: ${origins} }\n`;
+    const path = await file("origins.yaml", withOrigins("[HTTPS://Shop.Example.com/]"));
+    expect(ok(await user.run(["apply", "-f", path])).stdout).toContain("source web: created");
+    expect((await t.stack.admin.getSource({ id: "web" })).source!.allowedOrigins).toEqual([
+      "https://shop.example.com",
+    ]);
+    const applied = await revision();
+    expect(ok(await user.run(["apply", "-f", path])).stdout).toContain("source web: unchanged");
+    expect(await revision()).toBe(applied);
+    const edited = await file(
+      "origins-2.yaml",
+      withOrigins("[https://shop.example.com, http://localhost:3000]", "Web"),
+    );
+    const report = JSON.parse(ok(await user.run(["--json", "apply", "-f", edited])).stdout) as {
+      results: { id: string; action: string; changes?: string[] }[];
+    };
+    expect(report.results).toEqual([
+      { kind: "source", id: "web", action: "update", changes: ["name", "allowed_origins"] },
+    ]);
+    expect((await t.stack.admin.getSource({ id: "web" })).source).toMatchObject({
+      name: "Web",
+      allowedOrigins: ["https://shop.example.com", "http://localhost:3000"],
+    });
+    // Omitted: any origin again.
+    ok(await user.run(["apply", "-f", await file("origins-3.yaml", "sources: [{ id: web, name: Web }]\n")]));
+    expect((await t.stack.admin.getSource({ id: "web" })).source!.allowedOrigins).toEqual([]);
   });
 
   it("--dry-run shows the plan and changes nothing; JSON files work too", async () => {

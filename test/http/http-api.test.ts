@@ -276,7 +276,7 @@ describe("error answers", () => {
     expect((await post(base, "/", {}, { writeKey: src.writeKey })).status).toBe(404);
     const get = await fetch(`${base}/v1/track`);
     expect(get.status).toBe(405);
-    expect(get.headers.get("allow")).toBe("POST");
+    expect(get.headers.get("allow")).toBe("POST, OPTIONS");
   });
 
   it("limits: 32 KiB per call, calls per batch, 500 KiB per body", async () => {

@@ -4,11 +4,14 @@ import type { FieldViolation } from "@hookpost/contract";
 // The server's own destination rules (pure functions), so a file that passes here is not
 // refused half-way through an apply.
 import {
+  allowedOriginsViolations,
+  batchingViolations,
   consentCategoriesViolations,
   expressionViolations,
   filterViolations,
   formatDuration,
   headersViolations,
+  normalizeOrigins,
   parseDuration,
   sharedSecretViolations,
   urlsViolations,
@@ -17,8 +20,11 @@ import {
 import { LineCounter, type Node, parseDocument } from "yaml";
 import { InputError, type InputProblem } from "./errors.js";
 import {
+  type BatchingView,
   CONSENT_MISSING_NAMES,
   type ConsentMissingName,
+  DELIVERY_MODE_NAMES,
+  type DeliveryModeName,
   type FilterView,
   METHOD_NAMES,
   type MethodName,
@@ -33,7 +39,7 @@ import {
  * The declarative file of `hookpost apply -f`: the sources and destinations that should exist.
  *
  *   sources:
- *     - { id: web, name: Web app }
+ *     - { id: web, name: Web app, allowedOrigins: [https://shop.example.com] }   # omit: any origin
  *   destinations:
  *     - id: crm
  *       name: CRM
@@ -49,6 +55,8 @@ import {
  *       mapping: '{"id": userId, "event": event}'   # JSONata; omit for the default body
  *       method: PUT                  # POST (default), PUT or PATCH
  *       retry: { window: 2h, delays: [10s, 1m, 5m] }   # the last delay repeats; omit for the server's
+ *       batching: { maxCalls: 100, maxBytes: 524288, maxWait: 1s }   # JSON arrays; omit for one call per request
+ *       deliveryMode: failover       # or fan-out: every URL gets every call
  *       enabled: true
  *
  * Ids are required so that a second apply finds what the first one created. The whole file is
@@ -62,6 +70,8 @@ export interface ApplyFile {
 export interface DesiredSource {
   id: string;
   name: string;
+  /** Normalised as the server stores them; absent from the file: [] (any origin). */
+  allowedOrigins: string[];
   /** `sources[0]`, for messages. */
   path: string;
 }
@@ -89,6 +99,10 @@ export interface DesiredDestination {
   method: MethodName;
   /** Absent from the file: the server's schedule. */
   retry: RetryView | null;
+  /** Absent from the file: one call per request. */
+  batching: BatchingView | null;
+  /** Absent from the file: failover. */
+  deliveryMode: DeliveryModeName;
   enabled: boolean;
   path: string;
 }
@@ -97,7 +111,7 @@ export interface DesiredDestination {
 const ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 const MAX_NAME_CHARS = 200;
 
-const SOURCE_KEYS = ["id", "name"];
+const SOURCE_KEYS = ["id", "name", "allowedOrigins"];
 const DESTINATION_KEYS = [
   "id",
   "name",
@@ -114,9 +128,12 @@ const DESTINATION_KEYS = [
   "mapping",
   "method",
   "retry",
+  "batching",
+  "deliveryMode",
   "enabled",
 ];
 const RETRY_KEYS = ["window", "delays"];
+const BATCHING_KEYS = ["maxCalls", "maxBytes", "maxWait"];
 const FILTER_KEYS = ["types", "events", "expression"];
 
 /** Reads and checks a file (`-` is stdin). Throws InputError listing every problem. */
@@ -238,8 +255,9 @@ class Checker {
     this.unknownKeys(value, path, SOURCE_KEYS);
     const id = this.id(value.id, [...path, "id"]);
     const name = this.name(value.name, [...path, "name"]);
-    if (id === undefined || name === undefined) return undefined;
-    return { id, name, path: pathText(path) };
+    const allowedOrigins = this.allowedOrigins(value.allowedOrigins, [...path, "allowedOrigins"]);
+    if (id === undefined || name === undefined || allowedOrigins === undefined) return undefined;
+    return { id, name, allowedOrigins, path: pathText(path) };
   }
 
   destination(value: unknown, path: Path): DesiredDestination | undefined {
@@ -267,6 +285,8 @@ class Checker {
     const filter = this.filter(value.filter, [...path, "filter"]);
     const mapping = this.text(value.mapping, [...path, "mapping"]);
     const retry = this.retry(value.retry, [...path, "retry"]);
+    const batching = this.batching(value.batching, [...path, "batching"]);
+    const deliveryMode = this.word(value, path, "deliveryMode", DELIVERY_MODE_NAMES) ?? "failover";
     let enabled = true;
     if (value.enabled !== undefined) {
       if (typeof value.enabled === "boolean") enabled = value.enabled;
@@ -293,6 +313,8 @@ class Checker {
       mapping: mapping ?? "",
       method,
       retry: retry ?? null,
+      batching: batching ?? null,
+      deliveryMode,
       enabled,
       path: pathText(path),
     };
@@ -383,6 +405,18 @@ class Checker {
     return this.violations(path, urlsViolations(urls, pathText(path))) ? urls : undefined;
   }
 
+  /** A source's web origins, normalised as the server stores them (so a re-apply compares equal). */
+  allowedOrigins(value: unknown, path: Path): string[] | undefined {
+    if (value === undefined || value === null) return [];
+    if (!Array.isArray(value) || value.some((v) => typeof v !== "string")) {
+      return void this.problem(path, "must be a list of origins such as https://shop.example.com");
+    }
+    const origins = value as string[];
+    return this.violations(path, allowedOriginsViolations(origins, pathText(path)))
+      ? normalizeOrigins(origins)
+      : undefined;
+  }
+
   consentCategories(value: unknown, path: Path): string[] | undefined {
     if (value === undefined || value === null) return [];
     if (!Array.isArray(value) || value.some((v) => typeof v !== "string")) {
@@ -413,6 +447,48 @@ class Checker {
     // Empty parts are no filter, as the server stores them: a re-apply then finds no change.
     const ok = this.violations(path, filterViolations(out, pathText(path)));
     return ok && Object.keys(out).length > 0 ? out : undefined;
+  }
+
+  /**
+   * `batching: { maxCalls: 100, maxBytes: 524288, maxWait: 1s }` (each optional: the defaults);
+   * `batching: {}` batches with every default. The wait normalised as for retry.
+   */
+  batching(value: unknown, path: Path): BatchingView | undefined {
+    if (value === undefined || value === null) return undefined;
+    if (!isObject(value))
+      return void this.problem(path, "must be a mapping with maxCalls, maxBytes and/or maxWait");
+    this.unknownKeys(value, path, BATCHING_KEYS);
+    const out: BatchingView = {};
+    for (const key of ["maxCalls", "maxBytes"] as const) {
+      const v = value[key];
+      if (v === undefined) continue;
+      if (typeof v === "number" && Number.isInteger(v) && v > 0) out[key] = v;
+      else this.problem([...path, key], "must be a whole number above 0");
+    }
+    if (value.maxWait !== undefined) {
+      try {
+        if (typeof value.maxWait !== "string") throw new Error("must be a duration such as 500ms, 1s or 30s");
+        out.maxWait = formatDuration(parseDuration(value.maxWait));
+      } catch (err) {
+        this.problem([...path, "maxWait"], (err as Error).message);
+      }
+    }
+    const names: Record<string, string> = {
+      max_calls: "maxCalls",
+      max_bytes: "maxBytes",
+      max_wait: "maxWait",
+    };
+    for (const v of batchingViolations(
+      {
+        maxCalls: out.maxCalls,
+        maxBytes: out.maxBytes,
+        maxWaitMs: out.maxWait === undefined ? undefined : parseDuration(out.maxWait),
+      },
+      "",
+    )) {
+      this.problem([...path, names[v.field.slice(1)] ?? v.field.slice(1)], v.description);
+    }
+    return out;
   }
 
   /**

@@ -9,6 +9,7 @@ import { deleteUserCommand } from "./commands/delete-user.js";
 import { deletionCommand } from "./commands/deletion.js";
 import { destinationsCommand } from "./commands/destinations.js";
 import { messagesCommand } from "./commands/messages.js";
+import { portalLinksCommand } from "./commands/portal-links.js";
 import { secretsCommand } from "./commands/secrets.js";
 import { sendCommand } from "./commands/send.js";
 import { sourcesCommand } from "./commands/sources.js";
@@ -98,6 +99,7 @@ Examples:
     attemptsCommand(session),
     messagesCommand(session),
     auditCommand(session),
+    portalLinksCommand(session),
     secretsCommand(session),
   ]) {
     program.addCommand(cmd);

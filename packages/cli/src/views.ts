@@ -1,8 +1,17 @@
 import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
-import { type FilterView, filterView, methodOf, type RetryView, retryView } from "@hookpost/contract";
+import {
+  type BatchingView,
+  batchingView,
+  type FilterView,
+  filterView,
+  methodOf,
+  type RetryView,
+  retryView,
+} from "@hookpost/contract";
 import {
   ConsentMissing,
   type DeadLetter,
+  DeliveryMode,
   type Destination,
   Ordering,
   Signing,
@@ -51,12 +60,24 @@ export const {
   value: consentMissingValue,
 } = consentMissing;
 
+/** The CLI's words for how a destination with several URLs delivers (apply files, output). */
+export type DeliveryModeName = "failover" | "fan-out";
+const deliveryMode = enumWords<DeliveryMode, DeliveryModeName>(
+  [DeliveryMode.FAILOVER, "failover"],
+  [DeliveryMode.FAN_OUT, "fan-out"],
+);
+export const {
+  words: DELIVERY_MODE_NAMES,
+  name: deliveryModeName,
+  value: deliveryModeWordValue,
+} = deliveryMode;
+
 /** The HTTP methods a destination may use (flags, apply files, output). */
 export const METHOD_NAMES = ["POST", "PUT", "PATCH"] as const;
 export type MethodName = (typeof METHOD_NAMES)[number];
 
 /** Filters and retry schedules in the words the console uses too (apply files, output). */
-export type { FilterView, RetryView };
+export type { BatchingView, FilterView, RetryView };
 
 /** Plain objects for `--json` and tables: the CLI's vocabulary, not the wire's. */
 export interface SourceView {
@@ -64,6 +85,8 @@ export interface SourceView {
   name: string;
   writeKeyPrefix: string;
   createTime: string | null;
+  /** Web origins whose browsers may send (empty: any). */
+  allowedOrigins: string[];
 }
 
 export interface DestinationView {
@@ -88,6 +111,9 @@ export interface DestinationView {
   method: MethodName;
   /** Its own retry schedule; null: the server's. */
   retry: RetryView | null;
+  /** Calls sent together as JSON arrays; null: one call per request. */
+  batching: BatchingView | null;
+  deliveryMode: DeliveryModeName;
   createTime: string | null;
   updateTime: string | null;
   /** Lifecycle (README "Destination lifecycle"). */
@@ -118,7 +144,13 @@ export function iso(ts: Timestamp | undefined): string | null {
 }
 
 export function sourceView(s: Source): SourceView {
-  return { id: s.id, name: s.name, writeKeyPrefix: s.writeKeyPrefix, createTime: iso(s.createTime) };
+  return {
+    id: s.id,
+    name: s.name,
+    writeKeyPrefix: s.writeKeyPrefix,
+    createTime: iso(s.createTime),
+    allowedOrigins: [...s.allowedOrigins],
+  };
 }
 
 export function destinationView(d: Destination): DestinationView {
@@ -138,6 +170,8 @@ export function destinationView(d: Destination): DestinationView {
     mapping: d.mapping,
     method: methodOf(d.method) ?? "POST",
     retry: retryView(d.retry),
+    batching: batchingView(d.batching),
+    deliveryMode: deliveryModeName(d.deliveryMode),
     createTime: iso(d.createTime),
     updateTime: iso(d.updateTime),
     rateLimitPerSecond: d.rateLimitPerSecond ?? null,

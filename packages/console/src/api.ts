@@ -58,17 +58,19 @@ export function apiError(err: unknown): ApiError {
     .findDetails(BadRequestSchema)
     .flatMap((b) => b.fieldViolations.map((v) => ({ field: v.field, description: v.description })));
   let message = ce.rawMessage;
+  // fetch() itself failed (server down, network gone): no answer came, so no code either.
+  const noAnswer = ce.code === Code.Unknown && ce.cause instanceof TypeError;
   if (ce.code === Code.Unimplemented) {
     message = `This server does not offer this yet (${ce.rawMessage}). Upgrade Hookpost to use it.`;
-  } else if (ce.code === Code.Unavailable && message === "") {
+  } else if (noAnswer || (ce.code === Code.Unavailable && message === "")) {
     message = "The Hookpost server cannot be reached.";
   }
-  return { code: ce.code, message, violations };
+  return { code: noAnswer ? Code.Unavailable : ce.code, message, violations };
 }
 
-/** Listeners told when a call was refused for the token: the app signs out. */
-const unauthenticated = new Set<() => void>();
-export function onUnauthenticated(fn: () => void): () => void {
+/** Listeners told when a call was refused for the token (and why): the app signs out. */
+const unauthenticated = new Set<(error: ApiError) => void>();
+export function onUnauthenticated(fn: (error: ApiError) => void): () => void {
   unauthenticated.add(fn);
   return () => unauthenticated.delete(fn);
 }
@@ -81,7 +83,7 @@ export async function call<T>(
     return { ok: true, value: await fn() };
   } catch (err) {
     const error = apiError(err);
-    if (error.code === Code.Unauthenticated) for (const f of unauthenticated) f();
+    if (error.code === Code.Unauthenticated) for (const f of unauthenticated) f(error);
     return { ok: false, error };
   }
 }

@@ -9,17 +9,21 @@ export function toDate(ts: Timestamp | undefined): Date | undefined {
 export function relative(ts: Timestamp | undefined, now = Date.now()): string {
   const d = toDate(ts);
   if (!d) return "—";
-  const s = Math.round((d.getTime() - now) / 1000);
-  const a = Math.abs(s);
-  const text =
-    a < 60
-      ? `${a} s`
-      : a < 3600
-        ? `${Math.round(a / 60)} min`
-        : a < 86400
-          ? `${Math.round(a / 3600)} h`
-          : `${Math.round(a / 86400)} d`;
-  return s <= 0 ? `${text} ago` : `in ${text}`;
+  const ms = d.getTime() - now;
+  const text = span(Math.abs(ms));
+  return Math.round(ms / 1000) <= 0 ? `${text} ago` : `in ${text}`;
+}
+
+/** A length of time, rounded to its largest unit: "45 s", "3 min", "2 h", "4 d". */
+export function span(ms: number): string {
+  const a = Math.round(ms / 1000);
+  return a < 60
+    ? `${a} s`
+    : a < 3600
+      ? `${Math.round(a / 60)} min`
+      : a < 86400
+        ? `${Math.round(a / 3600)} h`
+        : `${Math.round(a / 86400)} d`;
 }
 
 export function absolute(ts: Timestamp | undefined): string {

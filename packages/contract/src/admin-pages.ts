@@ -20,6 +20,7 @@ export const ADMIN_PAGES = {
   destinations: { default: 100, max: 1000 },
   destinationHealth: { default: 100, max: 1000 },
   auditRecords: { default: 100, max: 1000 },
+  portalLinks: { default: 100, max: 1000 },
 } as const satisfies Record<string, PageLimit>;
 
 /** The page size a request asks for, or undefined when out of range (a field violation). */

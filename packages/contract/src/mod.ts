@@ -75,6 +75,26 @@ export { MESSAGE_ID_RULE, messageIdProblem } from "./message-id.js";
 export { EVENT_TYPES, type EventType, isEventType, type StoredCall } from "./model/stored-call.js";
 export { numberLiteralProblem, numberValueProblem } from "./numbers.js";
 export { objectProblem, protoKeyProblem } from "./objects.js";
+export {
+  allowedOriginsViolations,
+  MAX_ALLOWED_ORIGINS,
+  MAX_ORIGIN_CHARS,
+  normalizeOrigin,
+  normalizeOrigins,
+  originAllowed,
+} from "./origins.js";
+export {
+  MAX_PORTAL_DESTINATIONS_PER_SOURCE,
+  MAX_PORTAL_LINK_NAME_CHARS,
+  MAX_PORTAL_LINKS_PER_SOURCE,
+  PORTAL_FRAGMENT_KEY,
+  PORTAL_LINK_LIFETIME,
+  PORTAL_LINK_WRITE_RATE,
+  PORTAL_TOKEN_PREFIX,
+  portalLinkLifetimeViolations,
+  portalLinkNameViolations,
+  portalLinkUrl,
+} from "./portal-links.js";
 export { batchCallRanges, callSchemaByType, callSchemaOf, findLoss, type Loss } from "./proto-bytes.js";
 export { fromProtoCall, type ProtoCall } from "./proto-call.js";
 export { protoBatchViolations, protoCallViolations } from "./proto-rules.js";
@@ -88,19 +108,35 @@ export {
   validateCall,
 } from "./rules.js";
 export {
+  type BatchingSettings,
+  batchingLimits,
+  batchingViolations,
+  DEFAULT_BATCHING_BYTES,
+  DEFAULT_BATCHING_CALLS,
+  DEFAULT_BATCHING_WAIT_MS,
+  type DeliveryModeName,
+  deliveryModeOf,
+  deliveryModeValue,
+  deliveryModeViolations,
   expressionViolations,
   type FilterSettings,
   filterListsDecision,
   filterViolations,
   httpMethodOf,
+  MAX_BATCHING_BYTES,
+  MAX_BATCHING_CALLS,
+  MAX_BATCHING_WAIT_MS,
   MAX_EXPRESSION_CHARS,
   type Method,
+  MIN_BATCHING_BYTES,
   methodOf,
   methodViolations,
   type RetrySettings,
   retryViolations,
 } from "./shaping-rules.js";
 export {
+  type BatchingView,
+  batchingView,
   type FilterView,
   filterView,
   parseDurationList,

@@ -5,7 +5,7 @@
  */
 
 import { formatDuration } from "./duration.js";
-import { HttpMethod } from "./gen/hookpost/v1/admin_pb.js";
+import { DeliveryMode, HttpMethod } from "./gen/hookpost/v1/admin_pb.js";
 import type { FieldViolation } from "./grpc/hookpost-error.js";
 import { EVENT_TYPES } from "./model/stored-call.js";
 
@@ -155,4 +155,82 @@ export function retryViolations(
     }
   });
   return out;
+}
+
+export const MAX_BATCHING_CALLS = 1000;
+export const DEFAULT_BATCHING_CALLS = 100;
+export const MIN_BATCHING_BYTES = 1024;
+export const MAX_BATCHING_BYTES = 1024 * 1024;
+export const DEFAULT_BATCHING_BYTES = 512 * 1024;
+export const MAX_BATCHING_WAIT_MS = 60_000;
+export const DEFAULT_BATCHING_WAIT_MS = 1_000;
+
+/** A destination's batching as stored (core's DestinationRecord); absent parts: the defaults. */
+export interface BatchingSettings {
+  maxCalls?: number | undefined;
+  maxBytes?: number | undefined;
+  maxWaitMs?: number | undefined;
+}
+
+/** A batching with every part set (the defaults where the record has none). */
+export function batchingLimits(b: BatchingSettings): Required<{
+  [K in keyof BatchingSettings]: number;
+}> {
+  return {
+    maxCalls: b.maxCalls || DEFAULT_BATCHING_CALLS,
+    maxBytes: b.maxBytes || DEFAULT_BATCHING_BYTES,
+    maxWaitMs: b.maxWaitMs ?? DEFAULT_BATCHING_WAIT_MS,
+  };
+}
+
+/** max_calls 1..1000, max_bytes 1 KiB..1 MiB, max_wait 0..60 s (0 for calls and bytes: the default). */
+export function batchingViolations(b: BatchingSettings, field: string): FieldViolation[] {
+  const out: FieldViolation[] = [];
+  if (b.maxCalls !== undefined && b.maxCalls !== 0 && (b.maxCalls < 1 || b.maxCalls > MAX_BATCHING_CALLS)) {
+    out.push({
+      field: `${field}.max_calls`,
+      description: `must be 1 to ${MAX_BATCHING_CALLS} calls, got ${b.maxCalls}`,
+    });
+  }
+  if (
+    b.maxBytes !== undefined &&
+    b.maxBytes !== 0 &&
+    (b.maxBytes < MIN_BATCHING_BYTES || b.maxBytes > MAX_BATCHING_BYTES)
+  ) {
+    out.push({
+      field: `${field}.max_bytes`,
+      description: `must be ${MIN_BATCHING_BYTES} to ${MAX_BATCHING_BYTES} bytes (1 KiB to 1 MiB), got ${b.maxBytes}`,
+    });
+  }
+  if (b.maxWaitMs !== undefined && (b.maxWaitMs < 0 || b.maxWaitMs > MAX_BATCHING_WAIT_MS)) {
+    out.push({
+      field: `${field}.max_wait`,
+      description: `must be 0s to ${formatDuration(MAX_BATCHING_WAIT_MS)}, got ${formatDuration(b.maxWaitMs)}`,
+    });
+  }
+  return out;
+}
+
+/** How a destination with several URLs delivers; FAILOVER (the seed's) when absent. */
+export type DeliveryModeName = "FAILOVER" | "FAN_OUT";
+
+/** hookpost.v1.DeliveryMode: a known value (UNSPECIFIED reads as FAILOVER, or keeps it on an update). */
+export function deliveryModeViolations(value: number, field: string): FieldViolation[] {
+  if (Object.values(DeliveryMode).includes(value)) return [];
+  return [
+    {
+      field,
+      description: `unknown delivery mode ${value}: use DELIVERY_MODE_FAILOVER or DELIVERY_MODE_FAN_OUT`,
+    },
+  ];
+}
+
+/** The stored mode of a proto value; undefined for FAILOVER (the default, stored absent). */
+export function deliveryModeOf(value: DeliveryMode): "FAN_OUT" | undefined {
+  return value === DeliveryMode.FAN_OUT ? "FAN_OUT" : undefined;
+}
+
+/** The proto value of a stored mode. */
+export function deliveryModeValue(mode: "FAN_OUT" | undefined): DeliveryMode {
+  return mode === "FAN_OUT" ? DeliveryMode.FAN_OUT : DeliveryMode.FAILOVER;
 }

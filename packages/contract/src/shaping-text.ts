@@ -7,7 +7,7 @@
 
 import { durationMs } from "@bufbuild/protobuf/wkt";
 import { formatDuration, parseDuration } from "./duration.js";
-import type { DestinationFilter, RetrySchedule } from "./gen/hookpost/v1/admin_pb.js";
+import type { Batching, DestinationFilter, RetrySchedule } from "./gen/hookpost/v1/admin_pb.js";
 import { EVENT_TYPES } from "./model/stored-call.js";
 
 export { EVENT_TYPES, formatDuration, parseDuration };
@@ -23,6 +23,23 @@ export interface FilterView {
 export interface RetryView {
   window?: string;
   delays?: string[];
+}
+
+/** A destination's batching: only the parts that are set (bytes as a number, the wait as "1s"). */
+export interface BatchingView {
+  maxCalls?: number;
+  maxBytes?: number;
+  maxWait?: string;
+}
+
+/** null when the destination sends one call per request. */
+export function batchingView(b: Batching | undefined): BatchingView | null {
+  if (!b) return null;
+  const out: BatchingView = {};
+  if (b.maxCalls > 0) out.maxCalls = b.maxCalls;
+  if (b.maxBytes > 0) out.maxBytes = b.maxBytes;
+  if (b.maxWait) out.maxWait = formatDuration(durationMs(b.maxWait));
+  return out;
 }
 
 /** null when the filter lets every call through (unset, or every part empty). */

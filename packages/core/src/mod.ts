@@ -292,6 +292,8 @@ export {
   orderedPartitionFilter,
   orderedSubject,
   orderedSubjectsOf,
+  PORTAL_LINKS_BUCKET,
+  PORTAL_LINKS_MAX_AGE_MS,
   partitionConsumer,
   partitionCount,
   partitionFilter,
@@ -300,8 +302,10 @@ export {
   ROUTER_CONSUMER,
   type StreamLimit,
   safeMaxBytes,
+  splitTarget,
   streamLimits,
   type TopologySettings,
+  targetId,
   USER_SOURCES_BUCKET,
 } from "./nats/topology.js";
 export { liveCounter, liveGauge } from "./ops/live-metrics.js";
@@ -314,6 +318,16 @@ export {
   startOpsServer,
 } from "./ops/ops-server.js";
 export { stopOnSignals } from "./ops/signals.js";
+export {
+  hashPortalToken,
+  isPortalLinkId,
+  newPortalLinkId,
+  newPortalToken,
+  type PortalLinkRecord,
+  PortalLinkStore,
+  parsePortalToken,
+  portalTokenMatches,
+} from "./portal/portal-links.js";
 export { type Envelope, openEnvelope, sealEnvelope } from "./secrets/envelope.js";
 export {
   Keyring,
@@ -368,10 +382,15 @@ export {
   evaluateExpression,
 } from "./webhook/expression.js";
 export {
+  batchKey,
+  elementBytes,
+  jsonArray,
   MAX_MAPPED_BODY_BYTES,
   type Prepared,
+  prepareBatchRequests,
   prepareRequests,
   RenderError,
+  renderElement,
   USER_AGENT,
   type WebhookIds,
   type WebhookRequest,

@@ -35,6 +35,8 @@ export async function startAdmin(deps: {
   retryBounds?: { windowMs: number; maxDelayMs: number };
   /** Where the attempt index's lag is reported. */
   registry?: Registry;
+  /** CONSOLE_URL: portal link URLs start with it. */
+  consoleUrl?: string | undefined;
 }): Promise<AdminPart> {
   const { stores, log } = deps;
   const index = await AttemptIndex.open(deps.nc, { logger: log });
@@ -72,6 +74,8 @@ export async function startAdmin(deps: {
     auditLog: stores.auditLog,
     ...(deps.onAuditOutcomeLost ? { onAuditOutcomeLost: deps.onAuditOutcomeLost } : {}),
     deletions: stores.deletions,
+    portalLinks: stores.portalLinks,
+    consoleUrl: deps.consoleUrl,
     ...(deps.retryBounds ? { retryBounds: deps.retryBounds } : {}),
   });
   return {

@@ -7,6 +7,7 @@ import type {
   DeadLetters,
   DeletionStore,
   HealthAggregate,
+  PortalLinkStore,
   ServiceImpl,
 } from "@hookpost/core";
 import { ConflictError, DomainError } from "@hookpost/core";
@@ -16,10 +17,14 @@ import { attemptSearchHandlers } from "./attempt-search.js";
 import { attemptHandlers } from "./attempts.js";
 import { auditRecordHandlers } from "./audit-records.js";
 import { audited } from "./audited.js";
+import { Callers, rememberCaller } from "./callers.js";
 import { deadLetterHandlers } from "./dead-letters.js";
 import { deletionHandlers } from "./deletions.js";
 import { destinationHandlers } from "./destinations.js";
 import { healthHandlers } from "./health.js";
+import { portalLinkHandlers } from "./portal-links.js";
+import { inPortalScope, Scope } from "./portal-scope.js";
+import { PortalWriteRate } from "./portal-write-rate.js";
 import { reencryptSecretsHandler } from "./reencrypt-secrets.js";
 import { rotateSecretHandler } from "./rotate-secret.js";
 import { type AdminDeps, type AdminMethods, sourceHandlers } from "./sources.js";
@@ -47,6 +52,12 @@ export interface AdminServiceDeps extends AdminDeps {
   onAuditOutcomeLost?: () => void;
   /** Deletion requests, for GetDeletion. */
   deletions: DeletionStore;
+  /** Portal links: their RPCs, and every call made with one (callers.ts, portal-scope.ts). */
+  portalLinks: PortalLinkStore;
+  /** CONSOLE_URL: where users reach the console (portal link URLs start with it). */
+  consoleUrl?: string | undefined;
+  /** Writes per portal link (default PORTAL_LINK_WRITE_RATE). */
+  portalWriteRate?: PortalWriteRate;
 }
 
 function unreachable(what: string): HookpostError {
@@ -62,8 +73,9 @@ function isNatsError(err: unknown): boolean {
 const READ = /^(get|list|search|dryRun)[A-Z]/;
 
 /**
- * AdminService: every RPC first checks `authorization: Bearer <ADMIN_TOKEN>`; every write is
- * recorded in the audit log with who made it (audited.ts).
+ * AdminService: every RPC first identifies its caller, the admin token or a portal link
+ * (callers.ts); a portal link's calls pass its scope table (portal-scope.ts), which refuses
+ * anything beyond its source. Every write is recorded in the audit log with who made it (audited.ts).
  */
 export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> {
   const handlers: Record<string, (req: unknown, ctx: CallContext) => Promise<unknown>> = {
@@ -78,6 +90,7 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
     ...reencryptSecretsHandler(deps),
     ...deletionHandlers(deps),
     ...testCallHandler(deps),
+    ...portalLinkHandlers(deps),
   } as Record<string, (req: unknown, ctx: CallContext) => Promise<unknown>>;
   const audit = {
     auditLog: deps.auditLog,
@@ -86,9 +99,17 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
     ...(deps.auditOutcomeRetryMs ? { outcomeRetryMs: deps.auditOutcomeRetryMs } : {}),
     ...(deps.onAuditOutcomeLost ? { onOutcomeLost: deps.onAuditOutcomeLost } : {}),
   };
+  const callers = new Callers({
+    adminAuth: deps.adminAuth,
+    portalLinks: deps.portalLinks,
+    store: deps.store,
+    ...(deps.now ? { now: deps.now } : {}),
+  });
+  const portalWrites = deps.portalWriteRate ?? new PortalWriteRate();
   const guarded: Record<string, unknown> = {};
   for (const [name, fn] of Object.entries(handlers)) {
     const action = name.charAt(0).toUpperCase() + name.slice(1);
+    const writes = !READ.test(name);
     const answer = async (req: unknown, ctx: CallContext) => {
       try {
         return await fn(req, ctx);
@@ -100,12 +121,20 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
       }
     };
     guarded[name] = async (req: unknown, ctx: CallContext) => {
-      const actor = deps.adminAuth.check(ctx.metadata);
+      const caller = await callers.identify(ctx.metadata);
+      rememberCaller(ctx, caller);
+      // A portal link's call runs within its source's world, or is refused (PERMISSION_DENIED).
+      const run =
+        caller.kind === "admin"
+          ? () => answer(req, ctx)
+          : () => inPortalScope(name, writes, req, new Scope(caller, deps.store), (r) => answer(r, ctx));
       // Reads are served from memory or the streams, and leave no record.
-      if (READ.test(name)) return answer(req, ctx);
+      if (!writes) return run();
       // Changes need the configuration bucket (and the audit log).
       if (!deps.natsConnected()) throw unreachable("nothing was changed");
-      return audited(audit, { action, actor, req, ctx }, () => answer(req, ctx));
+      // A portal link's refused writes are recorded too (who tried what), within its rate.
+      if (caller.kind === "portal_link") portalWrites.take(caller.link.id);
+      return audited(audit, { action, actor: caller.actor, req, ctx }, run);
     };
   }
   return guarded as ServiceImpl<AdminMethods>;

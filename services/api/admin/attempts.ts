@@ -141,7 +141,14 @@ export function attemptHandlers(
         ...records.flatMap((r) => (r.kind === "routed" ? [] : [r.destinationId])),
       ]);
       const deliveries: MessageInitShape<typeof MessageDeliverySchema>[] = [];
-      for (const id of destinations) deliveries.push(await deliveryState(id, records, deps.deadLetters));
+      for (const id of destinations) {
+        // FAN_OUT: one delivery per URL, each its own (docs/design/shaping.md 7.2).
+        const urls = fanOutUrls(id, records);
+        if (urls === undefined) deliveries.push(await deliveryState(id, records, deps.deadLetters));
+        else
+          for (let i = 0; i < urls; i++)
+            deliveries.push(await deliveryState(id, records, deps.deadLetters, i));
+      }
       const routedBody = routed.find((r) => r.body)?.body;
       const body =
         routedBody ??
@@ -177,12 +184,15 @@ async function deliveryState(
   destinationId: string,
   records: Stored[],
   deadLetters: DeadLetters,
+  urlIndex?: number,
 ): Promise<MessageInitShape<typeof MessageDeliverySchema>> {
-  const mine = records.filter((r) => r.kind !== "routed" && r.destinationId === destinationId);
+  const mine = records.filter(
+    (r) => r.kind !== "routed" && r.destinationId === destinationId && r.urlIndex === urlIndex,
+  );
   const attempts = new Set(mine.flatMap((r) => (r.kind === "attempt" ? [r.attemptNumber] : []))).size;
   const filterReason = filterReasonOf(destinationId, records);
   const last = mine.at(-1);
-  const base = { destinationId, attempts };
+  const base = { destinationId, attempts, ...(urlIndex === undefined ? {} : { urlIndex }) };
   if (filterReason !== undefined && !last) return { ...base, state: DeliveryState.FILTERED, filterReason };
   if (!last) return { ...base, state: DeliveryState.PENDING };
   if (last.kind === "dead") {
@@ -206,6 +216,23 @@ async function deliveryState(
   }
   // Failed for good: its dead record is on its way (written right after).
   return { ...base, state: DeliveryState.DEAD_LETTER };
+}
+
+/**
+ * How many URLs a FAN_OUT destination's call went to (its routed record), else as many as its
+ * records name; undefined for a FAILOVER delivery.
+ */
+function fanOutUrls(destinationId: string, records: Stored[]): number | undefined {
+  let n: number | undefined;
+  for (const r of records) {
+    if (r.kind === "routed") {
+      const fanned = r.fanOut?.[destinationId];
+      if (fanned !== undefined) n = Math.max(n ?? 0, fanned);
+    } else if (r.destinationId === destinationId && r.urlIndex !== undefined) {
+      n = Math.max(n ?? 0, r.urlIndex + 1);
+    }
+  }
+  return n;
 }
 
 /**
@@ -260,5 +287,6 @@ export function attemptToProto(
     responseBody: r.responseBody,
     requestBody: r.requestBody ?? requestBody ?? "",
     ...(r.nextAttemptTime ? { nextAttemptTime: timestampFromDate(new Date(r.nextAttemptTime)) } : {}),
+    ...(r.urlIndex === undefined ? {} : { urlIndex: r.urlIndex }),
   };
 }

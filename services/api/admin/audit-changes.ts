@@ -22,7 +22,8 @@ export function openAuditChanges(ctx: CallContext): AuditChange[] {
 
 type Resource =
   | { type: "source"; before?: SourceRecord | undefined; after?: SourceRecord | undefined }
-  | { type: "destination"; before?: DestinationRecord | undefined; after?: DestinationRecord | undefined };
+  | { type: "destination"; before?: DestinationRecord | undefined; after?: DestinationRecord | undefined }
+  | { type: "portal_link"; before?: object | undefined; after?: object | undefined };
 
 /** Records that the call changed one resource (redacted here: secrets never reach the log). */
 export function auditChange(ctx: CallContext, id: string, r: Resource): void {

@@ -49,6 +49,11 @@ export function auditRecordHandlers(
   };
 }
 
+const ACTOR_KINDS: Record<string, ActorKind> = {
+  admin: ActorKind.ADMIN_TOKEN,
+  portal_link: ActorKind.PORTAL_LINK,
+};
+
 const json = (v: unknown) => (v === undefined ? "" : JSON.stringify(v));
 
 function auditRecordToProto(e: AuditEntry): MessageInitShape<typeof AuditRecordSchema> {
@@ -57,7 +62,7 @@ function auditRecordToProto(e: AuditEntry): MessageInitShape<typeof AuditRecordS
     id: request.auditId,
     sequence: BigInt(e.sequence),
     time: timestampFromDate(new Date(request.time)),
-    actorKind: request.actor.kind === "admin" ? ActorKind.ADMIN_TOKEN : ActorKind.UNSPECIFIED,
+    actorKind: ACTOR_KINDS[request.actor.kind] ?? ActorKind.UNSPECIFIED,
     actorId: request.actor.id,
     action: request.action,
     resourceType: request.resourceType,

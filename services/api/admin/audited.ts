@@ -130,13 +130,23 @@ function resourceOf(action: string, req: unknown): { resourceType: string; resou
     destinationId?: unknown;
     sourceId?: unknown;
     destination?: unknown;
+    source?: unknown;
   };
   const text = (v: unknown) => (typeof v === "string" ? v.slice(0, MAX_ID_CHARS) : "");
   const destination = r.destination as { id?: unknown } | undefined;
   if (r.destination !== undefined || /Destination|RotateSecret|DeadLetters/.test(action)) {
     return { resourceType: "destination", resourceId: text(destination?.id ?? r.destinationId ?? r.id) };
   }
-  if (/Source|WriteKey/.test(action)) return { resourceType: "source", resourceId: text(r.id ?? r.sourceId) };
+  if (/Source|WriteKey/.test(action)) {
+    const source = r.source as { id?: unknown } | undefined;
+    return { resourceType: "source", resourceId: text(source?.id ?? r.id ?? r.sourceId) };
+  }
+  // A new link is about its source (the link id is made by the call); a revocation about the link.
+  if (/PortalLink/.test(action)) {
+    return r.sourceId !== undefined
+      ? { resourceType: "source", resourceId: text(r.sourceId) }
+      : { resourceType: "portal_link", resourceId: text(r.id) };
+  }
   return { resourceType: "", resourceId: text(r.id ?? r.destinationId ?? r.sourceId) };
 }
 

@@ -111,5 +111,6 @@ function toProto(d: DeadLetter): MessageInitShape<typeof DeadLetterSchema> {
     firstAttemptTime: timestampFromDate(new Date(d.firstAttemptTime)),
     deadTime: timestampFromDate(new Date(d.deadTime)),
     bodyOmitted: d.bodyOmitted ?? false,
+    ...(d.urlIndex === undefined ? {} : { urlIndex: d.urlIndex }),
   };
 }

@@ -1,14 +1,21 @@
 import { durationFromMs, durationMs } from "@bufbuild/protobuf/wkt";
 import {
+  batchingViolations,
+  deliveryModeOf,
+  deliveryModeValue,
+  deliveryModeViolations,
   expressionViolations,
   type FieldViolation,
   filterViolations,
   httpMethodOf,
+  isTemplate,
   methodOf,
   methodViolations,
   retryViolations,
 } from "@hookpost/contract";
 import {
+  type Batching,
+  DeliveryMode,
   type Destination,
   HttpMethod,
   type RetrySchedule,
@@ -21,7 +28,7 @@ import {
 } from "@hookpost/core";
 
 /** The routing and shaping fields an update mask may name (docs/design/shaping.md). */
-export const SHAPING_FIELDS = ["filter", "mapping", "method", "retry"] as const;
+export const SHAPING_FIELDS = ["filter", "mapping", "method", "retry", "batching", "delivery_mode"] as const;
 type ShapingField = (typeof SHAPING_FIELDS)[number];
 
 /** The shape of the named shaping fields (lengths, known values); compiled later on the record. */
@@ -40,6 +47,10 @@ export function shapingFieldViolations(
   if (fields.has("filter") && d.filter) out.push(...filterViolations(d.filter, `${prefix}filter`));
   if (fields.has("mapping")) out.push(...expressionViolations(d.mapping, `${prefix}mapping`));
   if (fields.has("method")) out.push(...methodViolations(d.method, `${prefix}method`));
+  if (fields.has("batching") && d.batching)
+    out.push(...batchingViolations(batchingOf(d.batching), `${prefix}batching`));
+  if (fields.has("delivery_mode"))
+    out.push(...deliveryModeViolations(d.deliveryMode, `${prefix}delivery_mode`));
   return out;
 }
 
@@ -72,6 +83,15 @@ export function setShaping(
     if (r.windowMs !== undefined || r.delaysMs !== undefined) record.retry = r;
     else delete record.retry;
   }
+  if (has("batching")) {
+    if (d.batching) record.batching = batchingOf(d.batching);
+    else delete record.batching;
+  }
+  if (has("delivery_mode") && (d.deliveryMode !== DeliveryMode.UNSPECIFIED || masked)) {
+    const m = deliveryModeOf(d.deliveryMode);
+    if (m === undefined) delete record.deliveryMode;
+    else record.deliveryMode = m;
+  }
   if (has("method") && (d.method !== HttpMethod.UNSPECIFIED || masked)) {
     const m = methodOf(d.method);
     if (m === undefined || m === "POST") delete record.method;
@@ -79,12 +99,45 @@ export function setShaping(
   }
 }
 
-/** The record's expressions and templates compiled: each problem at its field, with the position. */
+/**
+ * The record's expressions and templates compiled (each problem at its field, with the position),
+ * and the combinations batching cannot serve (docs/design/shaping.md section 7.1).
+ */
 export function compiledViolations(record: DestinationRecord, prefix: string): FieldViolation[] {
-  return shapingProblems(record).map(({ field, problem }) => ({
+  const out = shapingProblems(record).map(({ field, problem }) => ({
     field: `${prefix}${field}`,
     description: problem,
   }));
+  if (record.deliveryMode === "FAN_OUT" && record.ordering === "PER_USER") {
+    out.push({
+      field: `${prefix}delivery_mode`,
+      description: "FAN_OUT cannot be used with ordering PER_USER: each URL would need its own order",
+    });
+  }
+  if (record.batching) {
+    if (record.ordering === "PER_USER") {
+      out.push({
+        field: `${prefix}batching`,
+        description:
+          "cannot be used with ordering PER_USER: a batch mixes users, ordered delivery sends one call per user at a time",
+      });
+    }
+    record.urls.forEach((url, i) => {
+      if (isTemplate(url))
+        out.push({
+          field: `${prefix}urls[${i}]`,
+          description: "holds a placeholder, which renders one call: not with batching",
+        });
+    });
+    for (const [name, value] of Object.entries(record.headers ?? {})) {
+      if (isTemplate(value))
+        out.push({
+          field: `${prefix}headers[${JSON.stringify(name)}]`,
+          description: "holds a placeholder, which renders one call: not with batching",
+        });
+    }
+  }
+  return out;
 }
 
 /** The shaping fields of a stored destination as the admin API shows them. */
@@ -101,6 +154,16 @@ export function shapingToProto(d: DestinationRecord) {
       : {}),
     mapping: d.mapping ?? "",
     method: httpMethodOf(d.method),
+    deliveryMode: deliveryModeValue(d.deliveryMode),
+    ...(d.batching
+      ? {
+          batching: {
+            maxCalls: d.batching.maxCalls ?? 0,
+            maxBytes: d.batching.maxBytes ?? 0,
+            ...(d.batching.maxWaitMs === undefined ? {} : { maxWait: durationFromMs(d.batching.maxWaitMs) }),
+          },
+        }
+      : {}),
     ...(d.retry
       ? {
           retry: {
@@ -117,5 +180,14 @@ function retryOf(r: RetrySchedule): { windowMs?: number; delaysMs?: number[] } {
   const out: { windowMs?: number; delaysMs?: number[] } = {};
   if (r.window) out.windowMs = durationMs(r.window);
   if (r.delays.length > 0) out.delaysMs = r.delays.map((d) => durationMs(d));
+  return out;
+}
+
+/** The stored batching of a proto one: only the parts that are set (0 and unset: the default). */
+function batchingOf(b: Batching): { maxCalls?: number; maxBytes?: number; maxWaitMs?: number } {
+  const out: { maxCalls?: number; maxBytes?: number; maxWaitMs?: number } = {};
+  if (b.maxCalls > 0) out.maxCalls = b.maxCalls;
+  if (b.maxBytes > 0) out.maxBytes = b.maxBytes;
+  if (b.maxWait) out.maxWaitMs = durationMs(b.maxWait);
   return out;
 }

@@ -13,6 +13,7 @@ import type {
   HealthAggregate,
   ServiceImpl,
 } from "@hookpost/core";
+import { targetId } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import { throwIfInvalid } from "../invalid.js";
 import { requiredIdViolations } from "./ids.js";
@@ -65,14 +66,26 @@ export function healthHandlers(deps: HealthDeps): Pick<ServiceImpl<AdminMethods>
         if (!d) throw new HookpostError(Code.NOT_FOUND, `destination "${req.destinationId}" does not exist`);
         list = [d];
       }
-      const pending = await pendingOf(
-        deps.jsm,
-        list.map((d) => d.id),
+      // A FAN_OUT destination's calls wait per URL (its delivery targets): counted together.
+      const idsOf = (d: DestinationRecord) =>
+        d.deliveryMode === "FAN_OUT" ? [d.id, ...d.urls.map((_, i) => targetId(d.id, i))] : [d.id];
+      const pending = await pendingOf(deps.jsm, list.flatMap(idsOf));
+      const destinations = list.map((d) =>
+        health(deps, d, sumPending(idsOf(d).map((id) => pending.get(id)))),
       );
-      const destinations = list.map((d) => health(deps, d, pending.get(d.id) ?? { backlog: 0 }));
       return { destinations, nextPageToken };
     },
   };
+}
+
+function sumPending(parts: Array<Pending | undefined>): Pending {
+  let backlog = 0;
+  let oldest: Date | undefined;
+  for (const p of parts) {
+    backlog += p?.backlog ?? 0;
+    if (p?.oldest && (!oldest || p.oldest < oldest)) oldest = p.oldest;
+  }
+  return oldest ? { backlog, oldest } : { backlog };
 }
 
 function health(

@@ -1,5 +1,13 @@
 import type { GenService } from "@bufbuild/protobuf/codegenv2";
-import { ADMIN_PAGES, answerBytes, Code, HookpostError } from "@hookpost/contract";
+import {
+  ADMIN_PAGES,
+  allowedOriginsViolations,
+  answerBytes,
+  Code,
+  type FieldViolation,
+  HookpostError,
+  normalizeOrigins,
+} from "@hookpost/contract";
 import type { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import type { Logger } from "@hookpost/core";
 import {
@@ -47,7 +55,7 @@ export function sourceHandlers(
   deps: AdminDeps,
 ): Pick<
   ServiceImpl<AdminMethods>,
-  "createSource" | "getSource" | "listSources" | "deleteSource" | "rotateWriteKey"
+  "createSource" | "getSource" | "listSources" | "deleteSource" | "rotateWriteKey" | "updateSource"
 > {
   const { store, log } = deps;
   const now = deps.now ?? (() => new Date());
@@ -63,6 +71,7 @@ export function sourceHandlers(
       throwIfInvalid([
         ...nameViolations(req.name, "name"),
         ...(req.id === "" ? [] : idViolations(req.id, "id")),
+        ...allowedOriginsViolations(req.allowedOrigins, "allowed_origins"),
       ]);
       const id = req.id === "" ? generateId("src") : req.id;
       if (store.source(id)) throw alreadyExists(id);
@@ -73,6 +82,7 @@ export function sourceHandlers(
         writeKeyHash: hashWriteKey(writeKey),
         writeKeyPrefix: writeKeyPrefix(writeKey),
         createdAt: now().toISOString(),
+        ...withOrigins(normalizeOrigins(req.allowedOrigins)),
       };
       let revision: number;
       try {
@@ -90,9 +100,49 @@ export function sourceHandlers(
 
     listSources: async (req) => {
       const { page, nextPageToken } = pageOf(store.sources(), req, ADMIN_PAGES.sources, (r) =>
-        answerBytes(r.id, r.name, r.writeKeyPrefix),
+        answerBytes(r.id, r.name, r.writeKeyPrefix, ...(r.allowedOrigins ?? [])),
       );
       return { sources: page.map(sourceToProto), nextPageToken };
+    },
+
+    updateSource: async (req, ctx) => {
+      const s = req.source;
+      if (!s) throw HookpostError.invalid([{ field: "source", description: "is required" }]);
+      throwIfInvalid(requiredIdViolations(s.id, "source.id"));
+      const paths = req.updateMask?.paths ?? [];
+      const violations: FieldViolation[] = [];
+      paths.forEach((p, i) => {
+        if (!(SOURCE_UPDATABLE as readonly string[]).includes(p)) {
+          violations.push({
+            field: `update_mask.paths[${i}]`,
+            description: `unknown or read-only field "${p.slice(0, 80)}": use ${SOURCE_UPDATABLE.join(", ")}`,
+          });
+        }
+      });
+      throwIfInvalid(violations);
+      const fields = new Set(paths.length === 0 ? SOURCE_UPDATABLE : paths);
+      throwIfInvalid([
+        ...(fields.has("name") ? nameViolations(s.name, "source.name") : []),
+        ...(fields.has("allowed_origins")
+          ? allowedOriginsViolations(s.allowedOrigins, "source.allowed_origins")
+          : []),
+      ]);
+      let next: SourceRecord | undefined;
+      let prior: SourceRecord | undefined;
+      const revision = await store.changeSource(s.id, (current) => {
+        prior = current;
+        next = { ...current };
+        if (fields.has("name")) next.name = s.name.trim();
+        if (fields.has("allowed_origins")) {
+          delete next.allowedOrigins;
+          Object.assign(next, withOrigins(normalizeOrigins(s.allowedOrigins)));
+        }
+        return next;
+      });
+      if (revision === undefined || next === undefined) throw sourceNotFound(s.id);
+      auditChange(ctx, next.id, { type: "source", before: prior, after: next });
+      log.info({ sourceId: next.id, fields: [...fields] }, "source updated");
+      return { source: sourceToProto(next), revision: BigInt(revision) };
     },
 
     deleteSource: async (req, ctx) => {
@@ -151,6 +201,14 @@ export function sourceHandlers(
       return { source: sourceToProto(record), writeKey, revision: BigInt(revision) };
     },
   };
+}
+
+/** UpdateSource's mask paths. */
+const SOURCE_UPDATABLE = ["name", "allowed_origins"] as const;
+
+/** An empty list is stored as no field: the record of a source without origins stays as it was. */
+function withOrigins(origins: string[]): Pick<SourceRecord, "allowedOrigins"> {
+  return origins.length === 0 ? {} : { allowedOrigins: origins };
 }
 
 function concurrentChange(id: string): HookpostError {

@@ -56,7 +56,7 @@ export function testCallHandler(deps: TestCallDeps): Pick<ServiceImpl<AdminMetho
         const records = (await deps.attempts.forMessage(messageId)).records.filter(
           (r): r is Stored<AttemptRecord> => r.kind === "attempt" && r.destinationId === dest.id,
         );
-        if (attemptOver(records, dest.urls.length)) {
+        if (attemptOver(records, dest.urls.length, dest.deliveryMode === "FAN_OUT")) {
           return { messageId, attempts: records.map((r) => attemptToProto(r)) };
         }
         await sleep(POLL_MS);
@@ -72,9 +72,10 @@ export function testCallHandler(deps: TestCallDeps): Pick<ServiceImpl<AdminMetho
 /**
  * Whether the records hold the whole attempt: one URL answered (2xx), nothing was sent (filtered,
  * not sent), or every URL was tried. Records of one attempt are written together, but may be read
- * while the later ones are still being stored.
+ * while the later ones are still being stored. FAN_OUT: every URL has its own record (its target's).
  */
-function attemptOver(records: readonly AttemptRecord[], urls: number): boolean {
+function attemptOver(records: readonly AttemptRecord[], urls: number, fanOut: boolean): boolean {
+  if (fanOut) return new Set(records.map((r) => r.urlIndex)).size >= urls;
   const last = records.at(-1);
   if (!last) return false;
   return (

@@ -17,6 +17,7 @@ export function sourceToProto(s: SourceRecord): MessageInitShape<typeof SourceSc
     name: s.name,
     createTime: timestampFromDate(new Date(s.createdAt)),
     writeKeyPrefix: s.writeKeyPrefix,
+    allowedOrigins: [...(s.allowedOrigins ?? [])],
   };
 }
 

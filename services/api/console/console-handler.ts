@@ -14,6 +14,8 @@ export interface ConsoleHandlerDeps {
   serveOptions?: ServeOptions;
   /** The built console (default: dist/console of this checkout). */
   consoleDir?: string;
+  /** CONSOLE_FRAME_ANCESTORS: sites that may frame the console (default: none). */
+  frameAncestors?: readonly string[];
 }
 
 /** Admin requests are small; anything bigger is refused before it is read. */
@@ -22,17 +24,23 @@ const SERVICE_PREFIX = `/${AdminService.typeName}/`;
 const CONSOLE_PREFIX = "/console/";
 
 /**
- * The console never loads anything from elsewhere, runs no inline script or style and may not
- * be framed; `data:` images are Pico CSS's icons.
+ * The console never loads anything from elsewhere and runs no inline script or style; `data:`
+ * images are Pico CSS's icons. It may be framed only by the sites CONSOLE_FRAME_ANCESTORS lists
+ * (a portal link embedded in a customer app), by none when it lists none; X-Frame-Options DENY
+ * then also covers browsers without CSP frame-ancestors. A listing replaces X-Frame-Options, whose
+ * ALLOW-FROM browsers never implemented.
  */
-const SECURITY_HEADERS = {
-  "content-security-policy":
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; " +
-    "connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
-  "x-content-type-options": "nosniff",
-  "referrer-policy": "no-referrer",
-  "x-frame-options": "DENY",
-};
+export function securityHeaders(frameAncestors: readonly string[]): Record<string, string> {
+  const ancestors = frameAncestors.length === 0 ? "'none'" : frameAncestors.join(" ");
+  return {
+    "content-security-policy":
+      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; " +
+      `connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors ${ancestors}`,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    ...(frameAncestors.length === 0 ? { "x-frame-options": "DENY" } : {}),
+  };
+}
 
 const NOT_BUILT = `<!doctype html><meta charset="utf-8"><title>Hookpost console</title>
 <p>The console is not built. Run <code>npm run build</code>, then reload this page.</p>`;
@@ -56,6 +64,7 @@ export function createConsoleHandler(
     contextValues: (req) => createContextValues().set(peerKey, req.socket?.remoteAddress ?? "unknown"),
   });
   const dir = deps.consoleDir ?? defaultConsoleDir();
+  const headers = securityHeaders(deps.frameAncestors ?? []);
   // Loaded on first use and kept; retried while the console is not built yet.
   let files: Promise<Map<string, StaticFile> | undefined> | undefined;
   const staticFiles = async () => {
@@ -85,7 +94,7 @@ export function createConsoleHandler(
     }
     const all = await staticFiles();
     if (!all) {
-      res.writeHead(503, { ...SECURITY_HEADERS, "content-type": "text/html; charset=utf-8" }).end(NOT_BUILT);
+      res.writeHead(503, { ...headers, "content-type": "text/html; charset=utf-8" }).end(NOT_BUILT);
       return true;
     }
     let rel: string;
@@ -98,19 +107,24 @@ export function createConsoleHandler(
     // Client-side routes (no file of that name outside assets/) get the app itself.
     const file = all.get(rel) ?? (rel.startsWith("assets/") ? undefined : all.get("index.html"));
     if (!file) {
-      res.writeHead(404, { ...SECURITY_HEADERS, "content-type": "text/plain" }).end("not found\n");
+      res.writeHead(404, { ...headers, "content-type": "text/plain" }).end("not found\n");
       return true;
     }
-    sendFile(req, res, file);
+    sendFile(req, res, file, headers);
     return true;
   };
 }
 
-function sendFile(req: IncomingMessage, res: ServerResponse, file: StaticFile): void {
+function sendFile(
+  req: IncomingMessage,
+  res: ServerResponse,
+  file: StaticFile,
+  headers: Record<string, string>,
+): void {
   const gzip = file.gzip !== undefined && /\bgzip\b/.test(String(req.headers["accept-encoding"] ?? ""));
   const body = gzip ? file.gzip! : file.body;
   res.writeHead(200, {
-    ...SECURITY_HEADERS,
+    ...headers,
     "content-type": file.type,
     "content-length": body.length,
     "cache-control": file.immutable ? "public, max-age=31536000, immutable" : "no-cache",

@@ -36,10 +36,15 @@ export function errorAnswer(err: HookpostError): ErrorAnswer {
         status = 401;
         headers["WWW-Authenticate"] = 'Basic realm="hookpost", charset="UTF-8"';
         break;
-      case Code.RESOURCE_EXHAUSTED:
+      case Code.RESOURCE_EXHAUSTED: {
         status = 429;
-        headers["Retry-After"] = String(retryAfterSeconds(err, RETRY_AFTER_FULL_S));
+        const wait = String(retryAfterSeconds(err, RETRY_AFTER_FULL_S));
+        headers["Retry-After"] = wait;
+        // The same delay in seconds for analytics-next before 1.84, which reads only this header
+        // (parseInt(value) * 1000 ms).
+        headers["X-RateLimit-Reset"] = wait;
         break;
+      }
       case Code.UNAVAILABLE:
         status = 503;
         headers["Retry-After"] = String(retryAfterSeconds(err, RETRY_AFTER_UNAVAILABLE_S));

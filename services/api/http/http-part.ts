@@ -10,12 +10,12 @@ import { type HttpServer, type Mount, startHttpServer } from "./server.js";
  * AdminService over Connect, then the caller's own) the rest, in order.
  */
 export async function startHttp(
-  config: Pick<IngestConfig, "http"> & { httpAddress: string },
+  config: Pick<IngestConfig, "http" | "httpPublicUrl"> & { httpAddress: string },
   deps: Omit<SegmentApiDeps, "maxBodyBytes"> & { metrics: IngestMetrics; log: Logger },
   mounts: readonly Mount[],
 ): Promise<HttpServer> {
   const limits = { ...DEFAULT_HTTP_LIMITS, ...config.http };
-  const api = segmentApi({ ...deps, maxBodyBytes: limits.maxBodyBytes });
+  const api = segmentApi({ ...deps, maxBodyBytes: limits.maxBodyBytes, publicUrl: config.httpPublicUrl });
   const http = await startHttpServer({
     address: config.httpAddress,
     limits,

@@ -9,6 +9,7 @@ import { InputError, type InputProblem } from "../errors.js";
 import {
   consentMissingValue,
   type DestinationView,
+  deliveryModeWordValue,
   destinationView,
   orderingValue,
   signingValue,
@@ -45,7 +46,9 @@ export function applyCommand(session: Session): Command {
       `
 The file (YAML or JSON):
   sources:
-    - { id: web, name: Web app }
+    - id: web
+      name: Web app
+      allowedOrigins: [https://shop.example.com]   # browsers on these web sites only; omit: any
   destinations:
     - id: crm                        # ids are required: a re-apply finds things by id
       name: CRM
@@ -63,10 +66,12 @@ The file (YAML or JSON):
       mapping: '{"id": userId, "event": event}'   # JSONata on the default body; omit for it
       method: PUT                    # POST (default), PUT or PATCH
       retry: { window: 2h, delays: [10s, 1m, 5m] }   # the last delay repeats; omit for the server's
+      batching: { maxCalls: 100, maxBytes: 524288, maxWait: 1s }   # JSON arrays; omit for one call per request
+      deliveryMode: failover         # or fan-out: every URL gets every call, each retried on its own
       enabled: true
 
 Nothing is deleted: sources and destinations missing from the file are left alone.
-Sources cannot be renamed. Write keys are printed only for sources created now.`,
+Write keys are printed only for sources created now.`,
     )
     .action(async (opts: { file: string; dryRun?: boolean; updateSecrets?: boolean }, command: Command) => {
       const file = await loadApplyFile(opts.file);
@@ -132,14 +137,26 @@ async function plan(ctx: Context, file: ApplyFile, updateSecrets: boolean): Prom
   for (const s of file.sources) {
     const current = existingSources.get(s.id);
     if (current) {
+      const changes = [
+        ...(current.name !== s.name ? ["name"] : []),
+        ...(current.allowedOrigins.join("\n") !== s.allowedOrigins.join("\n") ? ["allowed_origins"] : []),
+      ];
       steps.push({
         kind: "source",
         id: s.id,
-        action: "unchanged",
-        changes: [],
-        ...(current.name !== s.name
-          ? { note: `its name on the server is "${current.name}" (sources cannot be renamed)` }
-          : {}),
+        action: changes.length === 0 ? "unchanged" : "update",
+        changes,
+        ...(changes.length === 0
+          ? {}
+          : {
+              run: async () => {
+                await admin.updateSource({
+                  source: { id: s.id, name: s.name, allowedOrigins: s.allowedOrigins },
+                  updateMask: { paths: changes },
+                });
+                return undefined;
+              },
+            }),
       });
       continue;
     }
@@ -148,7 +165,8 @@ async function plan(ctx: Context, file: ApplyFile, updateSecrets: boolean): Prom
       id: s.id,
       action: "create",
       changes: [],
-      run: async () => (await admin.createSource({ id: s.id, name: s.name })).writeKey,
+      run: async () =>
+        (await admin.createSource({ id: s.id, name: s.name, allowedOrigins: s.allowedOrigins })).writeKey,
     });
   }
   for (const d of file.destinations) {
@@ -219,6 +237,16 @@ function toInit(d: DesiredDestination): MessageInitShape<typeof DestinationSchem
           },
         }
       : {}),
+    ...(d.batching
+      ? {
+          batching: {
+            maxCalls: d.batching.maxCalls ?? 0,
+            maxBytes: d.batching.maxBytes ?? 0,
+            ...(d.batching.maxWait ? { maxWait: durationFromMs(parseDuration(d.batching.maxWait)) } : {}),
+          },
+        }
+      : {}),
+    deliveryMode: deliveryModeWordValue(d.deliveryMode),
     enabled: d.enabled,
   };
 }
@@ -247,6 +275,8 @@ export function diff(current: DestinationView, want: DesiredDestination, updateS
   if (current.mapping !== want.mapping) changes.push("mapping");
   if (current.method !== want.method) changes.push("method");
   if (JSON.stringify(current.retry) !== JSON.stringify(want.retry)) changes.push("retry");
+  if (JSON.stringify(current.batching) !== JSON.stringify(want.batching)) changes.push("batching");
+  if (current.deliveryMode !== want.deliveryMode) changes.push("delivery_mode");
   if (current.enabled !== want.enabled) changes.push("enabled");
   return changes;
 }

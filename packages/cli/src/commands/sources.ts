@@ -1,7 +1,9 @@
 import { allPages } from "@hookpost/contract";
-import { Command } from "commander";
+import { Command, Option } from "commander";
 import type { Context, Session } from "../context.js";
-import { sourceView } from "../views.js";
+import { UsageError } from "../errors.js";
+import { collect } from "../parse.js";
+import { type SourceView, sourceView } from "../views.js";
 import { deleteCommand, idCommand } from "./id-command.js";
 
 export function sourcesCommand(session: Session): Command {
@@ -12,9 +14,12 @@ export function sourcesCommand(session: Session): Command {
     .description("create a source and print its write key (shown once)")
     .argument("<name>", "a name for people")
     .option("--id <id>", "the source id (letters, digits, - and _); generated when omitted")
-    .action(async (name: string, opts: { id?: string }, command: Command) => {
+    .addOption(allowedOriginOption())
+    .action(async (name: string, opts: { id?: string; allowedOrigin?: string[] }, command: Command) => {
       const ctx = session.context(command);
-      const res = await ctx.admin().createSource({ name, id: opts.id ?? "" });
+      const res = await ctx
+        .admin()
+        .createSource({ name, id: opts.id ?? "", allowedOrigins: opts.allowedOrigin ?? [] });
       const source = sourceView(res.source!);
       if (ctx.out.json) return ctx.out.data({ source, writeKey: res.writeKey });
       ctx.out.line(`Created source ${source.id} ("${source.name}").`);
@@ -43,13 +48,43 @@ export function sourcesCommand(session: Session): Command {
     const res = await ctx.admin().getSource({ id });
     const s = sourceView(res.source!);
     if (ctx.out.json) return ctx.out.data(s);
-    ctx.out.fields([
-      ["id", s.id],
-      ["name", s.name],
-      ["write key", `${s.writeKeyPrefix}… (only the prefix is kept)`],
-      ["created", s.createTime ?? ""],
-    ]);
+    printSource(ctx, s);
   });
+
+  cmd
+    .command("update")
+    .description("change a source's name or allowed origins; only the flags given change")
+    .argument("<id>", "source id")
+    .option("--name <name>", "a new name")
+    .addOption(allowedOriginOption(" (replaces the list)"))
+    .addOption(
+      new Option("--any-origin", "allow browsers on any web site again (empties the list)").conflicts(
+        "allowedOrigin",
+      ),
+    )
+    .action(
+      async (
+        id: string,
+        opts: { name?: string; allowedOrigin?: string[]; anyOrigin?: boolean },
+        command: Command,
+      ) => {
+        const paths: string[] = [];
+        if (opts.name !== undefined) paths.push("name");
+        if (opts.allowedOrigin !== undefined || opts.anyOrigin) paths.push("allowed_origins");
+        if (paths.length === 0)
+          throw new UsageError("nothing to change: give --name, --allowed-origin or --any-origin");
+        const ctx = session.context(command);
+        const res = await ctx.admin().updateSource({
+          source: { id, name: opts.name ?? "", allowedOrigins: opts.allowedOrigin ?? [] },
+          updateMask: { paths },
+        });
+        const s = sourceView(res.source!);
+        if (ctx.out.json) return ctx.out.data(s);
+        ctx.out.line(`Updated source ${s.id}.`);
+        ctx.out.line();
+        printSource(ctx, s);
+      },
+    );
 
   deleteCommand(session, cmd, "source", "delete a source; its write key stops working", (ctx, id) =>
     ctx.admin().deleteSource({ id }),
@@ -73,6 +108,23 @@ export function sourcesCommand(session: Session): Command {
   );
 
   return cmd;
+}
+
+function allowedOriginOption(suffix = ""): Option {
+  return new Option(
+    "--allowed-origin <origin>",
+    `a web origin whose browsers may send this source's calls, e.g. https://shop.example.com or https://*.example.com; repeatable; none: any origin${suffix}`,
+  ).argParser(collect);
+}
+
+function printSource(ctx: Context, s: SourceView): void {
+  ctx.out.fields([
+    ["id", s.id],
+    ["name", s.name],
+    ["write key", `${s.writeKeyPrefix}… (only the prefix is kept)`],
+    ["created", s.createTime ?? ""],
+    ["allowed origins", s.allowedOrigins.length === 0 ? "any" : s.allowedOrigins.join(", ")],
+  ]);
 }
 
 /** The one time a write key is shown: set apart so nobody misses it. */

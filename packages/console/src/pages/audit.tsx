@@ -17,7 +17,9 @@ const OUTCOME: Record<number, [string, "ok" | "bad" | "warn"]> = {
 };
 
 function actor(r: AuditRecord): string {
-  return r.actorKind === ActorKind.ADMIN_TOKEN ? `admin ${r.actorId}` : r.actorId || "unknown";
+  if (r.actorKind === ActorKind.ADMIN_TOKEN) return `admin ${r.actorId}`;
+  if (r.actorKind === ActorKind.PORTAL_LINK) return `portal link ${r.actorId}`;
+  return r.actorId || "unknown";
 }
 
 /** "created", "deleted", "changed urls, headers" (another resource than the call's is named). */

@@ -2,6 +2,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { DeadLetter } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { useState } from "preact/hooks";
 import { type ApiError, admin, allDestinations, Code, call, messageHref } from "../api.js";
+import { readOnly } from "../portal.js";
 import { navigate } from "../router.js";
 import { Time } from "../ui/bits.js";
 import { ErrorNotice, FieldError } from "../ui/notice.js";
@@ -98,7 +99,12 @@ export function DeadLettersPage({ destination }: { destination: string }) {
         </p>
       ) : null}
       <ErrorNotice error={error} what="Replay failed" />
-      {letters.data && list.length === 0 ? <p class="muted">No dead letters.</p> : null}
+      {letters.data && list.length === 0 ? (
+        <p class="muted" data-testid="empty">
+          No dead letters{destination ? ` for ${destination}` : ""}: every call was delivered, left out by a
+          filter, or is still being retried.
+        </p>
+      ) : null}
       {list.length > 0 ? (
         <>
           <div class="table-scroll">
@@ -149,19 +155,23 @@ export function DeadLettersPage({ destination }: { destination: string }) {
               </tbody>
             </table>
           </div>
-          <button type="button" disabled={selected.size === 0} onClick={replaySelected}>
-            Replay selected ({selected.size})
-          </button>
+          {readOnly() ? null : (
+            <button type="button" disabled={selected.size === 0} onClick={replaySelected}>
+              Replay selected ({selected.size})
+            </button>
+          )}
         </>
       ) : null}
-      <ReplayRange
-        destinations={destinations.data?.destinations ?? []}
-        initial={destination}
-        onDone={(n) => {
-          setResult(`Replayed ${n} dead letter${n === 1 ? "" : "s"}.`);
-          letters.reload();
-        }}
-      />
+      {readOnly() ? null : (
+        <ReplayRange
+          destinations={destinations.data?.destinations ?? []}
+          initial={destination}
+          onDone={(n) => {
+            setResult(`Replayed ${n} dead letter${n === 1 ? "" : "s"}.`);
+            letters.reload();
+          }}
+        />
+      )}
     </section>
   );
 }

@@ -2,13 +2,15 @@ import {
   type Attempt,
   AttemptOutcome,
   ConsentMissing,
+  DeliveryMode,
   type Destination,
   Ordering,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import { filterView, retryView } from "@hookpost/contract/shaping-text";
+import { batchingView, filterView, retryView } from "@hookpost/contract/shaping-text";
 import { useEffect, useState } from "preact/hooks";
 import { type ApiError, admin, allSources, call } from "../api.js";
 import { absolute } from "../format.js";
+import { readOnly } from "../portal.js";
 import { navigate } from "../router.js";
 import { AttemptList } from "../ui/attempt-list.js";
 import { ShowOnce } from "../ui/bits.js";
@@ -18,6 +20,7 @@ import {
   destinationInit,
   methodName,
 } from "../ui/destination-form.js";
+import { DestinationStatus } from "../ui/destination-status.js";
 import { ErrorNotice } from "../ui/notice.js";
 import { PublicKeys } from "../ui/public-keys.js";
 import { useApi } from "../ui/use-api.js";
@@ -41,6 +44,12 @@ export function NewDestination() {
     <section>
       <h2>New destination</h2>
       <ErrorNotice error={sources.error} what="Sources could not be loaded" />
+      {sources.data?.sources.length === 0 ? (
+        <p class="notice notice-info" data-testid="no-sources">
+          No source yet: a destination receives the calls of the sources it is connected to.{" "}
+          <a href="/console/sources">Create a source</a> first.
+        </p>
+      ) : null}
       {sources.data ? (
         <DestinationForm
           initial={undefined}
@@ -73,7 +82,13 @@ export function DestinationPage({ id }: { id: string }) {
   >(undefined);
   useEffect(() => setDest(loaded.data?.[0].destination), [loaded.data]);
 
-  if (loaded.error && !dest) return <ErrorNotice error={loaded.error} what={`Destination "${id}"`} />;
+  if (loaded.error && !dest) {
+    return (
+      <ErrorNotice error={loaded.error} what={`Destination "${id}"`}>
+        <a href="/console/">Back to the overview</a>, which lists every destination.
+      </ErrorNotice>
+    );
+  }
   if (!dest || !loaded.data) return <p aria-busy="true">Loading…</p>;
 
   const save = async (v: DestinationValues) => {
@@ -89,6 +104,8 @@ export function DestinationPage({ id }: { id: string }) {
       "mapping",
       "method",
       "retry",
+      "batching",
+      "delivery_mode",
       ...(v.sharedSecret ? ["shared_secret"] : []),
     ];
     const r = await call(() =>
@@ -136,6 +153,18 @@ export function DestinationPage({ id }: { id: string }) {
     else setActionError(r.error);
   };
   const enabled = dest.enabled !== false;
+  const notes = [
+    dest.ordering === Ordering.PER_USER
+      ? "Ordered per user: each user's calls arrive in the order accepted."
+      : "",
+    consentText(dest),
+    dest.previousSecretExpireTime
+      ? `The previous secret signs too until ${absolute(dest.previousSecretExpireTime)}.`
+      : "",
+  ]
+    .map((t) => t.trim())
+    .filter(Boolean)
+    .join(" ");
 
   return (
     <section>
@@ -143,7 +172,7 @@ export function DestinationPage({ id }: { id: string }) {
         <h2>
           {dest.name} <span class="muted small-text">{dest.id}</span>
         </h2>
-        <div class="actions">
+        <div class="actions" hidden={readOnly()}>
           <button
             type="button"
             class={enabled ? "secondary small" : "small"}
@@ -168,18 +197,8 @@ export function DestinationPage({ id }: { id: string }) {
           )}
         </div>
       </header>
-      <p data-testid="delivery-state">
-        {enabled
-          ? "Delivering."
-          : `Paused${dest.disabledReason ? `: ${dest.disabledReason}` : ""}; calls wait until resumed.`}
-        {dest.ordering === Ordering.PER_USER
-          ? " Ordered per user: each user's calls arrive in the order accepted."
-          : ""}
-        {consentText(dest)}
-        {dest.previousSecretExpireTime
-          ? ` The previous secret signs too until ${absolute(dest.previousSecretExpireTime)}.`
-          : ""}
-      </p>
+      <DestinationStatus dest={dest} />
+      {notes ? <p class="muted">{notes}</p> : null}
       <ErrorNotice error={actionError} />
       {secret ? <ShowOnce label="New shared secret" value={secret} /> : null}
       <TestCallResult result={testCall} />
@@ -187,15 +206,17 @@ export function DestinationPage({ id }: { id: string }) {
       <Shaping d={dest} />
       <details class="settings" open>
         <summary>Settings</summary>
-        <DestinationForm
-          key={String(dest.updateTime?.seconds ?? "")}
-          initial={dest}
-          sources={loaded.data[1].sources}
-          error={error}
-          busy={busy}
-          submitLabel="Save settings"
-          onSubmit={save}
-        />
+        <fieldset disabled={readOnly()}>
+          <DestinationForm
+            key={String(dest.updateTime?.seconds ?? "")}
+            initial={dest}
+            sources={loaded.data[1].sources}
+            error={error}
+            busy={busy}
+            submitLabel="Save settings"
+            onSubmit={save}
+          />
+        </fieldset>
         {saved ? <p class="notice notice-ok">{saved}</p> : null}
       </details>
       <AttemptLog destinationId={id} />
@@ -208,7 +229,9 @@ function Shaping({ d }: { d: Destination }) {
   const filter = filterView(d.filter);
   const retry = retryView(d.retry);
   const method = methodName(d.method);
-  if (!filter && !d.mapping && method === "POST" && !retry) return null;
+  const batching = batchingView(d.batching);
+  const fanOut = d.deliveryMode === DeliveryMode.FAN_OUT;
+  if (!filter && !d.mapping && method === "POST" && !retry && !batching && !fanOut) return null;
   return (
     <article class="shaping-summary" data-testid="shaping">
       <h3>Routing and shaping</h3>
@@ -240,6 +263,21 @@ function Shaping({ d }: { d: Destination }) {
             <dt>Mapping</dt>
             <dd>
               <pre data-testid="shaping-mapping">{d.mapping}</pre>
+            </dd>
+          </>
+        ) : null}
+        {fanOut ? (
+          <>
+            <dt>Delivery</dt>
+            <dd data-testid="shaping-mode">Fan-out: every URL gets every call, each retried on its own</dd>
+          </>
+        ) : null}
+        {batching ? (
+          <>
+            <dt>Batching</dt>
+            <dd data-testid="shaping-batching">
+              up to {batching.maxCalls ?? 100} calls or {batching.maxBytes ?? 512 * 1024} bytes per request,
+              waiting at most {batching.maxWait ?? "1s"} for more
             </dd>
           </>
         ) : null}
@@ -310,7 +348,13 @@ function AttemptLog({ destinationId }: { destinationId: string }) {
         </label>
       </header>
       <ErrorNotice error={first.error} what="Attempt log" />
-      {first.data && attempts.length === 0 ? <p class="muted">No attempt yet.</p> : null}
+      {first.data && attempts.length === 0 ? (
+        <p class="muted" data-testid="no-attempts">
+          {failedOnly
+            ? "No failed attempt."
+            : "No attempt yet: calls from its sources show here as they are tried; “Send test call” tries one now."}
+        </p>
+      ) : null}
       <AttemptList attempts={attempts} />
       {next ? (
         <button type="button" class="secondary small" onClick={more}>

@@ -15,6 +15,7 @@ import {
 import { useEffect, useState } from "preact/hooks";
 import { type ApiError, admin, Code, call, messageHref } from "../api.js";
 import { absolute } from "../format.js";
+import { portal } from "../portal.js";
 import { navigate } from "../router.js";
 import { Badge, Time } from "../ui/bits.js";
 import { ErrorNotice, FieldError, FormError } from "../ui/notice.js";
@@ -114,6 +115,11 @@ function age(info: GetAttemptLogInfoResponse): string {
 
 /** How far back a search reaches: the log's limits (age and bytes) and what it holds now. */
 function Retention() {
+  // The whole log's figures are the operator's (a portal link is refused them).
+  return portal() ? null : <RetentionLine />;
+}
+
+function RetentionLine() {
   const { data, error } = useApi(() => admin.getAttemptLogInfo({}), [], 30_000);
   if (error && !data)
     return <ErrorNotice error={error} what="The attempt log's retention could not be loaded" />;

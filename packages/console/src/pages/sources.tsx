@@ -4,7 +4,10 @@ import { ShowOnce, Time } from "../ui/bits.js";
 import { ErrorNotice, FieldError, FormError } from "../ui/notice.js";
 import { useApi } from "../ui/use-api.js";
 
-/** /sources — list, create (write key shown once), rotate the key, delete. */
+/**
+ * /sources — list, create (write key shown once), rotate the key, delete. The web origins a
+ * source accepts browsers from (allowed_origins) are shown; they are set with the CLI or the API.
+ */
 export function SourcesPage() {
   const sources = useApi(async () => ({ sources: await allSources() }), []);
   const [createError, setCreateError] = useState<ApiError | undefined>(undefined);
@@ -69,6 +72,9 @@ export function SourcesPage() {
                   <th>Id</th>
                   <th>Write key</th>
                   <th>Created</th>
+                  <th title="allowed_origins: web pages whose browsers may send this source's calls">
+                    Browsers from
+                  </th>
                   <th />
                 </tr>
               </thead>
@@ -82,6 +88,17 @@ export function SourcesPage() {
                     </td>
                     <td>
                       <Time ts={s.createTime} />
+                    </td>
+                    <td data-testid="allowed-origins">
+                      {s.allowedOrigins.length === 0 ? (
+                        <span class="muted">any web site</span>
+                      ) : (
+                        s.allowedOrigins.map((o) => (
+                          <code key={o} class="origin">
+                            {o}
+                          </code>
+                        ))
+                      )}
                     </td>
                     <td class="row-actions">
                       <button type="button" class="secondary small" onClick={() => rotate(s.id)}>

@@ -1,8 +1,9 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import type { Destination, DestinationSchema, Source } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import { HttpMethod, Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { DeliveryMode, HttpMethod, Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import {
+  batchingView,
   EVENT_TYPES,
   filterView,
   parseDuration,
@@ -33,6 +34,9 @@ export interface DestinationValues {
   method: HttpMethod;
   /** Unset window and no delays: the server's schedule. */
   retry: { windowMs?: number; delaysMs: number[] };
+  /** Undefined: one call per request; 0 or unset parts: the server's defaults. */
+  batching?: { maxCalls: number; maxBytes: number; maxWaitMs?: number };
+  deliveryMode: DeliveryMode;
 }
 
 export const FORM_FIELDS = [
@@ -47,6 +51,8 @@ export const FORM_FIELDS = [
   "mapping",
   "method",
   "retry",
+  "batching",
+  "delivery_mode",
 ].map((f) => `destination.${f}`);
 
 /** The signing modes the form offers, with their labels. */
@@ -57,6 +63,12 @@ const SIGNING_OPTIONS: [Signing, string][] = [
 ];
 
 const METHODS = [HttpMethod.POST, HttpMethod.PUT, HttpMethod.PATCH];
+
+/** The delivery modes the form offers, with their labels. */
+const DELIVERY_MODES: [DeliveryMode, string][] = [
+  [DeliveryMode.FAILOVER, "Failover: URLs in order, the first 2xx ends it"],
+  [DeliveryMode.FAN_OUT, "Fan-out: every URL gets every call"],
+];
 
 /** "POST", "PUT" or "PATCH" (unspecified reads as POST, as the server does). */
 export function methodName(m: HttpMethod): string {
@@ -89,6 +101,16 @@ export function destinationInit(v: DestinationValues): MessageInitShape<typeof D
     mapping: v.mapping,
     method: v.method,
     ...retry,
+    ...(v.batching
+      ? {
+          batching: {
+            maxCalls: v.batching.maxCalls,
+            maxBytes: v.batching.maxBytes,
+            ...(v.batching.maxWaitMs === undefined ? {} : { maxWait: durationFromMs(v.batching.maxWaitMs) }),
+          },
+        }
+      : {}),
+    deliveryMode: v.deliveryMode,
   };
 }
 
@@ -119,13 +141,16 @@ function read(form: HTMLFormElement): { values: DestinationValues } | { error: A
     try {
       return parse();
     } catch (err) {
-      violations.push({ field: `destination.retry.${field}`, description: (err as Error).message });
+      violations.push({ field: `destination.${field}`, description: (err as Error).message });
       return undefined;
     }
   };
   const windowText = text("retry-window").trim();
-  const windowMs = windowText ? durations("window", () => parseDuration(windowText)) : undefined;
-  const delaysMs = durations("delays", () => parseDurationList(text("retry-delays"))) ?? [];
+  const windowMs = windowText ? durations("retry.window", () => parseDuration(windowText)) : undefined;
+  const delaysMs = durations("retry.delays", () => parseDurationList(text("retry-delays"))) ?? [];
+  const waitText = text("batch-wait").trim();
+  const maxWaitMs = waitText ? durations("batching.max_wait", () => parseDuration(waitText)) : undefined;
+  const whole = (k: string) => Math.max(0, Math.floor(Number(text(k).trim() || "0")) || 0);
   if (violations.length > 0) {
     const message = violations.map((v) => `${v.field}: ${v.description}`).join("; ");
     return { error: { code: Code.InvalidArgument, message, violations } };
@@ -148,6 +173,16 @@ function read(form: HTMLFormElement): { values: DestinationValues } | { error: A
       mapping: text("mapping").trim(),
       method: Number(text("method")) as HttpMethod,
       retry: windowMs === undefined ? { delaysMs } : { windowMs, delaysMs },
+      ...(f.get("batching") === "on"
+        ? {
+            batching: {
+              maxCalls: whole("batch-calls"),
+              maxBytes: whole("batch-bytes"),
+              ...(maxWaitMs === undefined ? {} : { maxWaitMs }),
+            },
+          }
+        : {}),
+      deliveryMode: Number(text("delivery-mode")) as DeliveryMode,
     },
   };
 }
@@ -242,6 +277,7 @@ export function DestinationForm(props: {
     : "";
   const filter = filterView(d?.filter);
   const retry = retryView(d?.retry);
+  const batching = batchingView(d?.batching);
   return (
     <div class="form-with-dry-run">
       <form onSubmit={submit} class="destination-form" noValidate ref={form}>
@@ -396,6 +432,55 @@ export function DestinationForm(props: {
               Retry delays <span class="muted">(e.g. 30s, 1m, 5m; the last repeats)</span>
               <input name="retry-delays" defaultValue={retry?.delays?.join(", ") ?? ""} autoComplete="off" />
               <FieldError error={error} field="destination.retry.delays" />
+            </label>
+          </div>
+          <div class="grid">
+            <label>
+              Delivery mode
+              <select name="delivery-mode">
+                {DELIVERY_MODES.map(([m, label]) => (
+                  <option
+                    key={m}
+                    value={String(m)}
+                    selected={m === (d?.deliveryMode || DeliveryMode.FAILOVER)}
+                  >
+                    {label}
+                  </option>
+                ))}
+              </select>
+              <FieldError error={error} field="destination.delivery_mode" />
+            </label>
+          </div>
+          <label class="inline">
+            <input type="checkbox" name="batching" defaultChecked={batching !== null} /> Send calls in batches
+            (one request, a JSON array)
+          </label>
+          <FieldError error={error} field="destination.batching" />
+          <div class="grid">
+            <label>
+              Max calls <span class="muted">(1 to 1000; empty: 100)</span>
+              <input
+                name="batch-calls"
+                inputMode="numeric"
+                defaultValue={batching?.maxCalls ?? ""}
+                autoComplete="off"
+              />
+              <FieldError error={error} field="destination.batching.max_calls" />
+            </label>
+            <label>
+              Max bytes <span class="muted">(1024 to 1048576; empty: 512 KiB)</span>
+              <input
+                name="batch-bytes"
+                inputMode="numeric"
+                defaultValue={batching?.maxBytes ?? ""}
+                autoComplete="off"
+              />
+              <FieldError error={error} field="destination.batching.max_bytes" />
+            </label>
+            <label>
+              Max wait <span class="muted">(e.g. 500ms, 5s; empty: 1s)</span>
+              <input name="batch-wait" defaultValue={batching?.maxWait ?? ""} autoComplete="off" />
+              <FieldError error={error} field="destination.batching.max_wait" />
             </label>
           </div>
         </fieldset>

@@ -1,17 +1,49 @@
+import type { ComponentChildren } from "preact";
 import { type ApiError, Code } from "../api.js";
 
-/** An API error as a readable block (never a blank page); "not offered yet" looks calmer. */
-export function ErrorNotice({ error, what }: { error: ApiError | undefined; what?: string }) {
+/** What to do next, for the errors a person can act on (shown under the server's message). */
+const HINTS: Partial<Record<Code, string>> = {
+  [Code.Unavailable]:
+    "Check that the Hookpost server runs and that this browser can reach it, then try again.",
+  [Code.PermissionDenied]: "This sign-in may not see or change this. Ask whoever gave you access.",
+  [Code.DeadlineExceeded]: "The server took too long to answer; try again.",
+  [Code.ResourceExhausted]: "The server is busy; try again in a moment.",
+};
+
+/** Calm states (an id that does not exist, a feature not offered) next to real failures. */
+const TESTIDS: Partial<Record<Code, string>> = {
+  [Code.NotFound]: "not-found",
+  [Code.Unavailable]: "unreachable",
+  [Code.PermissionDenied]: "permission-denied",
+};
+
+/**
+ * An API error as a readable block (never a blank page): the server's message, what to do next
+ * and `children` (e.g. a way back); "not found" and "not offered yet" look calmer.
+ */
+export function ErrorNotice({
+  error,
+  what,
+  children,
+}: {
+  error: ApiError | undefined;
+  what?: string;
+  children?: ComponentChildren;
+}) {
   if (!error) return null;
-  const unimplemented = error.code === Code.Unimplemented;
+  const calm = error.code === Code.Unimplemented || error.code === Code.NotFound;
+  const hint = HINTS[error.code];
   return (
     <div
-      class={unimplemented ? "notice notice-info" : "notice notice-error"}
+      class={calm ? "notice notice-info" : "notice notice-error"}
       role="alert"
       data-code={Code[error.code]}
+      data-testid={TESTIDS[error.code]}
     >
       {what ? <strong>{what}: </strong> : null}
       {error.message}
+      {hint ? <div class="small-text">{hint}</div> : null}
+      {children ? <div class="small-text">{children}</div> : null}
     </div>
   );
 }

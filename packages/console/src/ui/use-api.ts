@@ -8,14 +8,24 @@ export interface Loaded<T> {
   reload: () => void;
 }
 
+interface State<T> {
+  /** The deps the data and error were loaded for. */
+  deps: unknown[];
+  data?: T;
+  error?: ApiError;
+  loading: boolean;
+}
+
+const sameDeps = (a: unknown[], b: unknown[]) =>
+  a.length === b.length && a.every((v, i) => Object.is(v, b[i]));
+
 /**
  * Loads `fn` when `deps` change and, with `refreshMs`, again on that period (the overview and
- * attempt log stay live). A failed refresh keeps the last data beside the error.
+ * attempt log stay live). A failed refresh keeps the last data beside the error; data loaded for
+ * other deps is never returned (a lookup of another id shows its own answer, not the previous one).
  */
 export function useApi<T>(fn: () => Promise<T>, deps: unknown[], refreshMs?: number): Loaded<T> {
-  const [data, setData] = useState<T | undefined>(undefined);
-  const [error, setError] = useState<ApiError | undefined>(undefined);
-  const [loading, setLoading] = useState(true);
+  const [state, setState] = useState<State<T>>({ deps, loading: true });
   const [tick, setTick] = useState(0);
   const fnRef = useRef(fn);
   fnRef.current = fn;
@@ -23,14 +33,22 @@ export function useApi<T>(fn: () => Promise<T>, deps: unknown[], refreshMs?: num
 
   useEffect(() => {
     let live = true;
-    setLoading(true);
+    const loadingFor = deps;
+    setState((s) =>
+      sameDeps(s.deps, loadingFor) ? { ...s, loading: true } : { deps: loadingFor, loading: true },
+    );
     void call(() => fnRef.current()).then((r) => {
       if (!live) return;
-      setLoading(false);
-      if (r.ok) {
-        setData(r.value);
-        setError(undefined);
-      } else setError(r.error);
+      setState((s) =>
+        r.ok
+          ? { deps: loadingFor, data: r.value, loading: false }
+          : {
+              deps: loadingFor,
+              ...(sameDeps(s.deps, loadingFor) && s.data !== undefined ? { data: s.data } : {}),
+              error: r.error,
+              loading: false,
+            },
+      );
     });
     return () => {
       live = false;
@@ -45,5 +63,6 @@ export function useApi<T>(fn: () => Promise<T>, deps: unknown[], refreshMs?: num
     return () => clearInterval(t);
   }, [refreshMs]);
 
-  return { data, error, loading, reload };
+  if (!sameDeps(state.deps, deps)) return { data: undefined, error: undefined, loading: true, reload };
+  return { data: state.data, error: state.error, loading: state.loading, reload };
 }

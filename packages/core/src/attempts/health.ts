@@ -1,6 +1,8 @@
+import { MAX_URLS } from "@hookpost/contract";
 import type { NatsConnection } from "nats";
 import type { Logger } from "../log/logger.js";
 import { StreamFeed } from "../nats/stream-feed.js";
+import { targetId } from "../nats/topology.js";
 import type { BreakerReport, BreakerState, HealthSummary } from "./health-tally.js";
 import { ATTEMPTS_STREAM, healthSubject } from "./record.js";
 
@@ -221,14 +223,35 @@ export class HealthAggregate {
       incomingPerSecond: lastMinute(s.incoming),
       deliveredPerSecond: lastMinute(s.deliveredBySecond),
       minutes,
-      breaker: this.#breakerFigures(destinationId, nowMs),
+      breaker: this.#worstBreaker(destinationId, nowMs),
     };
+  }
+
+  /**
+   * The destination's breaker, or for a FAN_OUT one the least hopeful of its URLs' (each URL is a
+   * delivery target with a breaker of its own, docs/design/shaping.md 7.2).
+   */
+  #worstBreaker(id: string, nowMs: number): BreakerFigures {
+    let worst = this.#breakerFigures(id, nowMs);
+    const rank = { closed: 0, half_open: 1, open: 2 } as const;
+    for (let i = 0; i < MAX_URLS; i++) {
+      const t = targetId(id, i);
+      if (!this.#breakers.has(t)) continue;
+      const f = this.#breakerFigures(t, nowMs);
+      if (
+        rank[f.state] > rank[worst.state] ||
+        (f.state === "open" && (f.untilMs ?? 0) > (worst.untilMs ?? 0))
+      )
+        worst = f;
+    }
+    return worst;
   }
 
   /** A deleted destination's figures go with it. */
   forget(destinationId: string): void {
     this.#stats.delete(destinationId);
     this.#breakers.delete(destinationId);
+    for (let i = 0; i < MAX_URLS; i++) this.#breakers.delete(targetId(destinationId, i));
   }
 
   #get(id: string): DestinationStats {

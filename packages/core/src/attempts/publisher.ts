@@ -8,6 +8,7 @@ import {
   deadRecordSubject,
   healthSubject,
   type LogRecord,
+  ofDestination,
   type RoutedRecord,
   routedRecordSubject,
 } from "./record.js";
@@ -99,13 +100,15 @@ export class AttemptLog {
     return this.#dropped;
   }
 
-  attempt(r: AttemptRecord): void {
+  attempt(record: AttemptRecord): void {
+    const r = ofDestination(record);
     if (!this.#o.bodies) delete r.requestBody;
     this.#publish(attemptRecordSubject(r.destinationId), r);
     this.#fold(r);
   }
 
-  dead(r: DeadRecord): void {
+  dead(record: DeadRecord): void {
+    const r = ofDestination(record);
     this.#publish(deadRecordSubject(r.destinationId), r);
     this.#fold(r);
   }

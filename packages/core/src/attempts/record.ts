@@ -5,6 +5,8 @@ import { createHash } from "node:crypto";
  * with its own limits. The dispatcher writes it (without waiting), the admin API reads it.
  * Its stream and subjects are in nats/topology.ts.
  */
+import { splitTarget } from "../nats/topology.js";
+
 export {
   ATTEMPT_SUBJECTS,
   ATTEMPTS_STREAM,
@@ -62,6 +64,8 @@ export interface AttemptRecord {
   requestBody?: string;
   /** Set when the delivery will be tried again. */
   nextAttemptTime?: string;
+  /** A FAN_OUT destination's URL this delivery goes to (its target, docs/design/shaping.md 7.2). */
+  urlIndex?: number;
 }
 
 /** The delivery became a dead letter (after attempts, or waiting on a paused destination). */
@@ -77,6 +81,8 @@ export interface DeadRecord {
   userHash?: string;
   callType?: string;
   event?: string;
+  /** As on AttemptRecord. */
+  urlIndex?: number;
 }
 
 /** The attempt log's record of a dead letter stored at `deadSequence` on DEAD. */
@@ -90,10 +96,12 @@ export function deadRecordOf(
     userHash?: string;
     callType?: string;
     event?: string;
+    urlIndex?: number;
   },
   deadSequence: number,
 ): DeadRecord {
-  const { messageId, destinationId, sourceId, reason, deadTime, userHash, callType, event } = letter;
+  const { messageId, destinationId, sourceId, reason, deadTime, userHash, callType, event, urlIndex } =
+    letter;
   const r: DeadRecord = {
     kind: "dead",
     messageId,
@@ -106,6 +114,7 @@ export function deadRecordOf(
   if (userHash) r.userHash = userHash;
   if (callType) r.callType = callType;
   if (event !== undefined) r.event = event;
+  if (urlIndex !== undefined) r.urlIndex = urlIndex;
   return r;
 }
 
@@ -129,6 +138,8 @@ export interface RoutedRecord {
    * records written before consent per destination, and when none was filtered.
    */
   consentFiltered?: ConsentFiltered[];
+  /** FAN_OUT destinations among `destinations`, with the number of URLs the call went to. */
+  fanOut?: Record<string, number>;
   /** Absent when ATTEMPT_LOG_BODIES is off. */
   body?: string;
 }
@@ -140,6 +151,15 @@ export interface ConsentFiltered {
 }
 
 export type LogRecord = AttemptRecord | DeadRecord | RoutedRecord;
+
+/**
+ * Records name the destination, never a FAN_OUT target (`<id>~<i>`): a record written for a
+ * target says `destinationId` and `urlIndex` instead, so every reader works per destination.
+ */
+export function ofDestination<T extends { destinationId: string; urlIndex?: number }>(r: T): T {
+  const t = splitTarget(r.destinationId);
+  return t === undefined ? r : { ...r, destinationId: t.destinationId, urlIndex: t.urlIndex };
+}
 
 /** A record with its ATTEMPTS stream sequence. */
 export type Stored<T extends LogRecord = LogRecord> = T & { sequence: number };

@@ -5,18 +5,18 @@
  */
 
 /**
- * Who made a call. `admin`: the admin token, by its fingerprint (never the token). Portal links
- * (a later issue) will be `{ kind: "portal_link", id: <link id> }`.
+ * Who made a call. `admin`: the admin token, by its fingerprint (never the token). `portal_link`:
+ * a portal link, by its link id (never its token).
  */
 export interface AuditActor {
-  kind: "admin";
+  kind: "admin" | "portal_link";
   /** Identifies the credential without revealing it (e.g. 8 hex digits of an HMAC of the token). */
   id: string;
 }
 
 /** What one call changed in one resource: the redacted records before and after. */
 export interface AuditChange {
-  resourceType: "source" | "destination";
+  resourceType: "source" | "destination" | "portal_link";
   resourceId: string;
   /** Absent: the resource did not exist (created). */
   before?: unknown;

@@ -34,10 +34,18 @@ const SAFE_KEYS = new Set([
   "disabledAt",
   "previousSecretExpiresAt",
   "writeKeyPrefix",
+  // Web origins a source's browsers may send from (issue 29): public configuration.
+  "allowedOrigins",
   // The id of an encryption key (ReencryptSecrets), not the key.
   "keyId",
   // update_mask.paths: field names.
   "paths",
+  // Portal links: their settings and times (the token and its hash are never shown).
+  "readOnly",
+  "expiresAt",
+  "revokedAt",
+  "createdBy",
+  "sourceCreatedAt",
 ]);
 /** Maps of header name → value: names shown, values redacted. */
 const HEADER_KEYS = new Set(["headers"]);

@@ -1,11 +1,12 @@
 import { EventEmitter } from "node:events";
+import { MAX_URLS } from "@hookpost/contract";
 import type { KV, KvEntry, NatsConnection, Subscription } from "nats";
 import { DomainError } from "../errors.js";
-import type { DestinationRecord } from "../model/destination.js";
+import { type DestinationRecord, targetView } from "../model/destination.js";
 import { hashWriteKey, type SourceRecord } from "../model/source.js";
 import { isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
 import { countIfFull } from "../nats/stream-watch.js";
-import { CONFIG_BUCKET, kvStream } from "../nats/topology.js";
+import { CONFIG_BUCKET, kvStream, splitTarget } from "../nats/topology.js";
 import type { Keyring } from "../secrets/keyring.js";
 import {
   openDestination,
@@ -14,6 +15,9 @@ import {
   sealedWith,
 } from "../secrets/sealed-destination.js";
 import { SecretsKeyError } from "../secrets/secrets-key-error.js";
+
+/** Targets' views per record: records are replaced, never changed, on a revision. */
+const targetViews = new WeakMap<DestinationRecord, DestinationRecord[]>();
 
 export type ConfigChange =
   | { kind: "source"; id: string; record: SourceRecord | undefined }
@@ -306,8 +310,25 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange]; unreadab
     return id === undefined ? undefined : this.#sources.get(id);
   }
 
+  /**
+   * A destination, or a FAN_OUT destination's delivery target (`<id>~<i>`, topology's targetId):
+   * a view of it with that one URL, the same object for as long as the record is (compiled
+   * shaping is cached per object).
+   */
   destination(id: string): DestinationRecord | undefined {
-    return this.#destinations.get(id);
+    const d = this.#destinations.get(id);
+    if (d !== undefined) return d;
+    const t = splitTarget(id);
+    if (t === undefined || t.urlIndex >= MAX_URLS) return undefined;
+    const base = this.#destinations.get(t.destinationId);
+    if (base === undefined) return undefined;
+    let views = targetViews.get(base);
+    if (views === undefined) {
+      views = [];
+      targetViews.set(base, views);
+    }
+    views[t.urlIndex] ??= targetView(base, id, t.urlIndex);
+    return views[t.urlIndex];
   }
 
   destinations(): DestinationRecord[] {

@@ -112,6 +112,21 @@ function address({ off = false } = {}): Check<string | undefined> {
   };
 }
 
+/** An absolute http(s) URL without query or fragment, kept without its trailing slash. */
+const publicUrl: Check<string> = (t) => {
+  let url: URL;
+  try {
+    url = new URL(t.trim());
+  } catch {
+    return bad("must be an absolute URL such as https://collect.example.com");
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") return bad("must use http or https");
+  if (url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== "") {
+    return bad("must have no query, fragment or credentials");
+  }
+  return `${url.origin}${url.pathname.replace(/\/+$/, "")}`;
+};
+
 /** `id:base64key` entries (packages/core/src/secrets/keyring.ts). */
 const secretKeys: Check<SecretKey[]> = (t) => {
   try {
@@ -119,6 +134,37 @@ const secretKeys: Check<SecretKey[]> = (t) => {
   } catch (err) {
     return bad((err as Error).message);
   }
+};
+
+/** An absolute http(s) URL. */
+const consoleUrl: Check<string> = (t) => {
+  let url: URL;
+  try {
+    url = new URL(t.trim());
+  } catch {
+    return bad("must be an absolute URL such as https://hookpost.example.com/console/");
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") return bad("must be an http or https URL");
+  if (url.hash !== "" || url.search !== "") return bad("must have no query or fragment");
+  return url.toString();
+};
+
+/**
+ * CSP host sources (`https://app.example.com`, `https://*.example.com:8443`, `app.example.com`) or
+ * `'self'`. Nothing that widens to every site (`*`, `https:`), and nothing that could end the
+ * directive (`;`, quotes, spaces): the value is written into a header.
+ */
+const FRAME_ANCESTOR =
+  /^(?:'self'|(?:https?:\/\/)?(?:\*\.)?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::(?:\d{1,5}|\*))?)$/;
+const frameAncestors: Check<string[]> = (t) => {
+  const entries = list(t) as string[];
+  const wrong = entries.find((e) => !FRAME_ANCESTOR.test(e));
+  if (wrong !== undefined) {
+    return bad(
+      `has "${wrong.slice(0, 80)}": use hosts such as https://app.example.com or https://*.example.com, or 'self', comma-separated`,
+    );
+  }
+  return entries;
 };
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
@@ -459,6 +505,29 @@ export const SETTINGS = {
     default: "5s",
     description: "how long an idle keep-alive connection stays open",
     check: durationMs(),
+  }),
+  HTTP_PUBLIC_URL: define({
+    services: ["api"],
+    default: undefined,
+    shownDefault: "the request's `Host`, over http",
+    description:
+      "where browsers and apps reach the HTTP API (e.g. `https://collect.example.com` behind a TLS proxy): `/v1/projects/<write key>/settings` answers it as the SDKs' `apiHost` and `protocol`",
+    check: publicUrl,
+  }),
+  CONSOLE_URL: define({
+    services: ["api"],
+    default: undefined,
+    description:
+      "the console's address as its users reach it (e.g. `https://hookpost.example.com/console/`): portal link URLs start with it; unset: they are the path `/console/#portal=…`",
+    check: consoleUrl,
+  }),
+  CONSOLE_FRAME_ANCESTORS: define({
+    services: ["api"],
+    default: undefined,
+    shownDefault: "unset: framed nowhere",
+    description:
+      "sites that may show the console in an iframe (e.g. a portal link in a customer app), comma-separated hosts such as `https://app.example.com`, `https://*.example.com`, or `'self'`; sent as `Content-Security-Policy: frame-ancestors`. Unset: `frame-ancestors 'none'` and `X-Frame-Options: DENY`",
+    check: frameAncestors,
   }),
   GRPC_MAX_CONNECTIONS: define({
     services: ["api"],

@@ -6,7 +6,7 @@ import {
   type NatsConnection,
   type StoredMsg,
 } from "nats";
-import { messageHash, type RoutedRecord } from "../attempts/record.js";
+import { messageHash, ofDestination, type RoutedRecord } from "../attempts/record.js";
 import { isNotFound } from "../nats/jetstream-errors.js";
 import { nextMessage } from "../nats/next-message.js";
 import {
@@ -15,6 +15,7 @@ import {
   deadSubject,
   partitionSubject,
   routedSubject,
+  targetId,
 } from "../nats/topology.js";
 import {
   deliveryMsgId,
@@ -100,7 +101,9 @@ export class DeadLetters {
    * Stores a record. `dedupKey` names the failed delivery, so a dispatcher that crashes between
    * recording and acking records it once when the delivery comes back.
    */
-  async record(full: DeadLetterRecord, dedupKey: string): Promise<number> {
+  async record(letter: DeadLetterRecord, dedupKey: string): Promise<number> {
+    // A FAN_OUT target's letter is its destination's, with the URL index (docs/design/shaping.md 7.2).
+    const full = ofDestination(letter);
     // Payload-free mode: nothing of the call's content is kept here.
     const record: DeadLetterRecord = this.#bodies ? full : { ...full, body: "", bodyOmitted: true };
     // The user also as a header: erasure matches dead letters without parsing them.
@@ -213,9 +216,12 @@ export class DeadLetters {
     setCallHeaders(h, letter);
     // A fresh id (the original is still in the dedup window), yet the same for a repeated
     // replay of the same record, so retrying a replay request does not deliver twice.
-    const msgID = `${deliveryMsgId(letter.sourceId, letter.messageId, letter.destinationId)}:replay:${letter.sequence}`;
+    // A FAN_OUT letter goes back to its own URL (its target).
+    const target =
+      letter.urlIndex === undefined ? letter.destinationId : targetId(letter.destinationId, letter.urlIndex);
+    const msgID = `${deliveryMsgId(letter.sourceId, letter.messageId, target)}:replay:${letter.sequence}`;
     // Partition 0 exists whatever DELIVERY_PARTITIONS is; any partition reaches every destination.
-    await this.#js.publish(partitionSubject(0, letter.destinationId), body, { msgID, headers: h });
+    await this.#js.publish(partitionSubject(0, target), body, { msgID, headers: h });
     try {
       return await this.#jsm.streams.deleteMessage(DEAD_STREAM, letter.sequence, false);
     } catch (err) {

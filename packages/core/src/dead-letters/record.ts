@@ -55,6 +55,8 @@ export interface DeadLetterRecord {
   /** The call's type and event (CALL_TYPE_HEADER, EVENT_HEADER), kept for replays and the attempt log. */
   callType?: string;
   event?: string;
+  /** A FAN_OUT destination's URL the delivery went to (replayed to that URL again). */
+  urlIndex?: number;
 }
 
 /** A stored dead letter with its DEAD stream sequence (the handle for replay). */

@@ -27,12 +27,14 @@ const REDACT = [
   "*.secret",
 ];
 
-export function createLogger(service: string, level = "info"): Logger {
-  return pino({
+/** Logs to stdout, or to `destination` (tests read what would reach the log). */
+export function createLogger(service: string, level = "info", destination?: pino.DestinationStream): Logger {
+  const options = {
     name: service,
     level,
     base: { service },
     redact: { paths: REDACT, censor: "[redacted]" },
     timestamp: pino.stdTimeFunctions.isoTime,
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }

@@ -1,4 +1,4 @@
-import type { FilterSettings, Method, RetrySettings, Signing } from "@hookpost/contract";
+import type { BatchingSettings, FilterSettings, Method, RetrySettings, Signing } from "@hookpost/contract";
 
 export type { Signing };
 
@@ -43,6 +43,18 @@ export interface DestinationRecord {
   method?: Exclude<Method, "POST">;
   /** Its own retry schedule within the server's bounds; absent: the server's. Never stored empty. */
   retry?: RetrySettings & { windowMs?: number; delaysMs?: number[] };
+  /**
+   * Calls sent together as one JSON-array request (docs/design/shaping.md section 7.1); absent: one
+   * call per request. Stored `{}` when every part is the default.
+   */
+  batching?: BatchingSettings;
+  /** "FAN_OUT": every URL gets every call (section 7.2). Absent: FAILOVER (the default). */
+  deliveryMode?: "FAN_OUT";
+  /**
+   * Only on a FAN_OUT delivery target's view (`ConfigStore.destination("<id>~<i>")`): the
+   * destination it belongs to and the URL it delivers to. Never stored.
+   */
+  target?: { destinationId: string; urlIndex: number };
   /** Set when Hookpost paused the destination (410 Gone, failing too long); cleared on enable. */
   disabledReason?: string;
   /** ISO time of that pause. */
@@ -69,4 +81,14 @@ export function signingSecrets(d: DestinationRecord, now: number = Date.now()): 
     out.push(d.previousSecret);
   }
   return out;
+}
+
+/**
+ * The delivery targets of a FAN_OUT destination (docs/design/shaping.md 7.2): one view per URL,
+ * `id` the target id and `urls` that one URL. A target whose URL was removed since has no URL
+ * (its deliveries become "not sent" attempts, then dead letters).
+ */
+export function targetView(d: DestinationRecord, id: string, urlIndex: number): DestinationRecord {
+  const url = d.urls[urlIndex];
+  return { ...d, id, urls: url === undefined ? [] : [url], target: { destinationId: d.id, urlIndex } };
 }

@@ -9,6 +9,11 @@ export interface SourceRecord {
   /** First characters of the key, to tell keys apart in listings. */
   writeKeyPrefix: string;
   createdAt: string;
+  /**
+   * Web origins whose browsers may send this source's calls (CORS, `@hookpost/contract`
+   * origins.ts), normalised. Absent or empty: any origin.
+   */
+  allowedOrigins?: string[];
 }
 
 export function generateWriteKey(): string {

@@ -32,6 +32,14 @@ export const DISPATCHERS_BUCKET = "hookpost_dispatchers";
  * status GetDeletion reads. Holds user hashes, never user ids.
  */
 export const DELETIONS_BUCKET = "hookpost_deletions";
+/**
+ * KV bucket of portal links, one key per link (`portalLinkKey`): its source, expiry, revocation
+ * and the SHA-256 hash of its token, never the token. An entry leaves PORTAL_LINKS_MAX_AGE_MS
+ * after its last write, so expired and revoked links age out by themselves.
+ */
+export const PORTAL_LINKS_BUCKET = "hookpost_portal_links";
+/** A link's key: listing a source's links is a key filter (`<source id>.*`), not a scan. */
+export const portalLinkKey = (sourceId: string, linkId: string) => `${sourceId}.${linkId}`;
 /** The streams behind buckets: KV buckets are streams named `KV_<bucket>`, object stores `OBJ_<bucket>`. */
 export const kvStream = (bucket: string) => `KV_${bucket}`;
 export const objectStream = (bucket: string) => `OBJ_${bucket}`;
@@ -118,7 +126,7 @@ export const AUDIT_SUBJECTS = ["hookpost.audit.>"];
 export const auditRequestSubject = (auditId: string) => `hookpost.audit.requests.${auditId}`;
 export const auditOutcomeSubject = (auditId: string) => `hookpost.audit.outcomes.${auditId}`;
 
-import type { EventType } from "@hookpost/contract";
+import { type EventType, PORTAL_LINK_LIFETIME } from "@hookpost/contract";
 
 export type { EventType };
 
@@ -217,6 +225,22 @@ export const deadSubject = (destinationId: string) => `hookpost.dead.${destinati
 /** Ids become subject tokens and consumer names: keep them to this alphabet. */
 export const ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 
+/**
+ * A FAN_OUT destination's URL `i` is a delivery target `<id>~<i>` (docs/design/shaping.md 7.2):
+ * its own subjects, lane, breaker and slots. `~` is outside ID_PATTERN, so no destination id is
+ * ever taken for a target.
+ */
+export const targetId = (destinationId: string, urlIndex: number) => `${destinationId}~${urlIndex}`;
+/** The destination and URL index of a target id; undefined for a destination id. */
+export function splitTarget(id: string): { destinationId: string; urlIndex: number } | undefined {
+  const at = id.lastIndexOf("~");
+  if (at < 1) return undefined;
+  const urlIndex = Number(id.slice(at + 1));
+  return Number.isInteger(urlIndex) && urlIndex >= 0
+    ? { destinationId: id.slice(0, at), urlIndex }
+    : undefined;
+}
+
 export interface TopologySettings {
   /** How long a delivery is retried (RETRY_WINDOW). */
   retryWindowMs: number;
@@ -277,6 +301,14 @@ const DISPATCHERS_MAX_BYTES = 8 * 1024 ** 2;
 /** Deletion requests are small (≈ 300 bytes each): a fixed limit holds millions. */
 const DELETIONS_MAX_BYTES = 256 * 1024 ** 2;
 
+/**
+ * Portal links are about 400 bytes each and a source has at most MAX_PORTAL_LINKS_PER_SOURCE
+ * working at once: 64 MiB holds some 150 000. When full, CreatePortalLink is refused.
+ */
+const PORTAL_LINKS_MAX_BYTES = 64 * 1024 ** 2;
+/** The longest a link works, and a week to show it expired in ListPortalLinks. */
+export const PORTAL_LINKS_MAX_AGE_MS = PORTAL_LINK_LIFETIME.maxMs + 7 * 86_400_000;
+
 /** What a stream does when a write would exceed its byte limit. */
 export type FullPolicy = "refuse_new" | "drop_oldest";
 
@@ -301,6 +333,7 @@ export function streamLimits(s: TopologySettings): StreamLimit[] {
     { stream: objectStream(MEMBERSHIPS_BUCKET), maxBytes: s.membershipsMaxBytes, policy: "refuse_new" },
     { stream: kvStream(DISPATCHERS_BUCKET), maxBytes: DISPATCHERS_MAX_BYTES, policy: "refuse_new" },
     { stream: kvStream(DELETIONS_BUCKET), maxBytes: DELETIONS_MAX_BYTES, policy: "refuse_new" },
+    { stream: kvStream(PORTAL_LINKS_BUCKET), maxBytes: PORTAL_LINKS_MAX_BYTES, policy: "refuse_new" },
   ];
 }
 

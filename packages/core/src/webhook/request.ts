@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { Method } from "@hookpost/contract";
 import type { DestinationRecord } from "../model/destination.js";
 import { ExpressionError, evaluateExpression } from "./expression.js";
@@ -53,12 +54,122 @@ export async function prepareRequests(
   ids: WebhookIds,
   now: Date = new Date(),
 ): Promise<Prepared> {
-  let shaping: ReturnType<typeof shapingOf>;
+  const rendered = await renderCall(dest, body, ids);
+  if ("filtered" in rendered) return rendered;
+  const { shaping, out, input, bindings } = rendered;
+  // A batching destination's receiver reads arrays: a call sent alone (a test call, the dry run)
+  // is a batch of one, as it would be if no other call came within max_wait.
+  if (dest.batching) return { requests: prepareBatchRequests(dest, [out], batchKey([ids.messageId]), now) };
+  const base = baseHeaders(dest, ids.messageId);
+  for (const [name, template] of shaping.headers) {
+    if (name in base) base[name] = await renderHeader(name, template, input, bindings);
+  }
+  sign(base, dest, out, ids.messageId, now);
+  const requests: WebhookRequest[] = [];
+  for (const [i, url] of (dest.urls ?? []).entries()) {
+    const template = shaping.urls[i];
+    const rendered = template ? await renderUrl(`urls[${i}]`, template, input, bindings) : url;
+    requests.push({
+      method: dest.method ?? "POST",
+      url: rendered,
+      headers: withUrlCredentials(base, rendered),
+      body: out,
+    });
+  }
+  return { requests };
+}
+
+/**
+ * One call's element of a batch (docs/design/shaping.md section 7.1): its body as the destination
+ * renders it (filter, mapping), or why the filter refuses it. RenderError as prepareRequests.
+ */
+export async function renderElement(
+  dest: DestinationRecord,
+  body: Uint8Array,
+  ids: WebhookIds,
+): Promise<{ filtered: string } | { body: Uint8Array }> {
+  const rendered = await renderCall(dest, body, ids);
+  return "filtered" in rendered ? rendered : { body: rendered.out };
+}
+
+/**
+ * The requests of one batch: its elements as one JSON array, signed once, `batchId` as its
+ * Idempotency-Key and webhook-id. Templates render one call, so a destination with one cannot
+ * batch (the admin API refuses the combination; this is the backstop).
+ */
+export function prepareBatchRequests(
+  dest: DestinationRecord,
+  elements: readonly Uint8Array[],
+  batchId: string,
+  now: Date = new Date(),
+): WebhookRequest[] {
+  const shaping = shapingOrRenderError(dest);
+  if (shaping.headers.size > 0 || shaping.urls.some((t) => t !== undefined)) {
+    throw new RenderError("a URL or header placeholder renders one call: it cannot render a batch");
+  }
+  const body = jsonArray(elements);
+  const headers = baseHeaders(dest, batchId);
+  sign(headers, dest, body, batchId, now);
+  return (dest.urls ?? []).map((url) => ({
+    method: dest.method ?? "POST",
+    url,
+    headers: withUrlCredentials(headers, url),
+    body,
+  }));
+}
+
+/**
+ * A batch's Idempotency-Key and webhook-id: `batch_` + 32 hex digits of SHA-256 over its members'
+ * message ids in order, so the same members (a retried batch) give the same key.
+ */
+export function batchKey(messageIds: readonly string[]): string {
+  const h = createHash("sha256");
+  for (const id of messageIds) h.update(id).update("\n");
+  return `batch_${h.digest("hex").slice(0, 32)}`;
+}
+
+/** `[e1,e2,…]` from elements that are each JSON text already. */
+export function jsonArray(elements: readonly Uint8Array[]): Uint8Array {
+  let size = 2 + Math.max(0, elements.length - 1);
+  for (const e of elements) size += e.length;
+  const out = new Uint8Array(size);
+  out[0] = 0x5b; // [
+  let at = 1;
+  elements.forEach((e, i) => {
+    if (i > 0) out[at++] = 0x2c; // ,
+    out.set(e, at);
+    at += e.length;
+  });
+  out[at] = 0x5d; // ]
+  return out;
+}
+
+/** The byte length an element adds to a batch's array (its comma included). */
+export const elementBytes = (element: Uint8Array, first: boolean) => element.length + (first ? 2 : 1);
+
+function shapingOrRenderError(dest: DestinationRecord): ReturnType<typeof shapingOf> {
   try {
-    shaping = shapingOf(dest);
+    return shapingOf(dest);
   } catch (err) {
     throw new RenderError((err as Error).message);
   }
+}
+
+/** The filter and the mapping of one call: its request body, or why it is filtered. */
+async function renderCall(
+  dest: DestinationRecord,
+  body: Uint8Array,
+  ids: WebhookIds,
+): Promise<
+  | { filtered: string }
+  | {
+      shaping: ReturnType<typeof shapingOf>;
+      out: Uint8Array;
+      input: unknown;
+      bindings: Record<string, unknown>;
+    }
+> {
+  const shaping = shapingOrRenderError(dest);
   let out = body;
   let input: unknown;
   let bindings: Record<string, unknown> = {};
@@ -78,27 +189,21 @@ export async function prepareRequests(
     }
     if (shaping.mapping) out = mappedBody(await evaluate("mapping", shaping.mapping, input, bindings));
   }
-  const base = baseHeaders(dest, ids.messageId);
-  for (const [name, template] of shaping.headers) {
-    if (name in base) base[name] = await renderHeader(name, template, input, bindings);
-  }
+  return { shaping, out, input, bindings };
+}
+
+function sign(
+  headers: Record<string, string>,
+  dest: DestinationRecord,
+  body: Uint8Array,
+  id: string,
+  now: Date,
+): void {
   try {
-    Object.assign(base, signatureHeaders(dest, out, ids.messageId, now));
+    Object.assign(headers, signatureHeaders(dest, body, id, now));
   } catch (err) {
     throw new RenderError(`signing failed: ${(err as Error).message}`);
   }
-  const requests: WebhookRequest[] = [];
-  for (const [i, url] of (dest.urls ?? []).entries()) {
-    const template = shaping.urls[i];
-    const rendered = template ? await renderUrl(`urls[${i}]`, template, input, bindings) : url;
-    requests.push({
-      method: dest.method ?? "POST",
-      url: rendered,
-      headers: withUrlCredentials(base, rendered),
-      body: out,
-    });
-  }
-  return { requests };
 }
 
 /** Static headers (values with placeholders rendered later), then the ones Hookpost sets. */
