@@ -116,10 +116,33 @@ describe("the console through a portal link", () => {
     expect(await t.page.locator(`tr[data-destination="${B_HOOK}"]`).count()).toBe(0);
     // The operator's pages are not offered.
     const links = await t.page.getByRole("navigation").getByRole("link").allInnerTexts();
-    expect(links.map((l) => l.trim())).toEqual(["Hookpost", "Overview", "Dead letters", "Messages"]);
+    expect(links.map((l) => l.trim())).toEqual([
+      "Hookpost",
+      "Overview",
+      "Dead letters",
+      "Messages",
+      "Search",
+    ]);
     await expectNothingOfB();
     for (const s of t.sent) expect(s).not.toContain(secretOf(token));
     expect(await screenshots(t.page, "portal-overview")).toBeLessThanOrEqual(1);
+  });
+
+  it("searches the attempt log of its source only, without the whole log's retention", async () => {
+    await nav("Search");
+    const entries = t.page.locator("[data-testid=search-results] details.search-entry");
+    await entries.first().waitFor();
+    const messages = await entries.evaluateAll((els) => els.map((e) => e.getAttribute("data-message")));
+    expect(messages).toContain(world.messages.a);
+    expect(messages).not.toContain(world.messages.b);
+    expect(await t.page.locator("[data-testid=retention]").count()).toBe(0);
+    // Another source's destination is refused by the server, whatever the console sends.
+    await t.page.goto(new URL(`search?destination=${B_HOOK}`, base).toString());
+    expect(await t.page.locator("[role=alert]").first().getAttribute("data-code")).toBe("PermissionDenied");
+    expect(t.errors).toEqual([]);
+    // Back where the next test starts.
+    await nav("Overview");
+    await t.page.locator(`tr[data-destination="${A_HOOK}"]`).waitFor();
   });
 
   it("pauses and resumes a destination, rotates its secret, sends a test call", async () => {
