@@ -152,6 +152,20 @@ describe("console search", () => {
       "Nothing in the attempt log matches these filters.",
     );
 
+    // A time range: from an hour from now finds nothing; since 1 hour ago, everything of crm.
+    const inAnHour = new Date(Date.now() + 3_600_000 - new Date().getTimezoneOffset() * 60_000);
+    await page.goto(new URL("search?destination=crm", base).toString());
+    await search(async (form) => {
+      await form.locator("input[name=since-at]").fill(inAnHour.toISOString().slice(0, 16));
+    });
+    await page.locator("[data-testid=search-empty]").waitFor();
+    expect(page.url()).toContain("since=");
+    await page.goto(new URL("search?destination=crm&since=1h", base).toString());
+    await until(async () => (await entries().count()) === CALLS + 1, {
+      message: "crm's entries since 1 h",
+    });
+    expect(await page.locator("[data-testid=search-filters] select[name=since]").inputValue()).toBe("1h");
+
     await search(async (form) => {
       await form.locator("input[name=http]").fill("6xx");
     });

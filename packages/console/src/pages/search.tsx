@@ -46,6 +46,12 @@ const STATUS_BADGE: Record<number, ["ok" | "bad" | "warn" | "idle", string]> = {
 
 /** `since`/`until` in the URL: a duration ago (`1h`) or a date-time. */
 const AGO: Record<string, number> = { "15m": 900_000, "1h": 3_600_000, "24h": 86_400_000, "3d": 259_200_000 };
+const SINCE_CHOICES: Record<string, string> = {
+  "15m": "15 minutes ago",
+  "1h": "1 hour ago",
+  "24h": "24 hours ago",
+  "3d": "3 days ago",
+};
 
 function pointOf(text: string): Date | undefined {
   if (text === "") return undefined;
@@ -159,6 +165,9 @@ function Filters({ query }: { query: URLSearchParams }) {
       const v = String(form.get(f) ?? "").trim();
       if (v) q.set(f, v);
     }
+    // A date and time given wins over "since 1 hour ago".
+    const from = String(form.get("since-at") ?? "").trim();
+    if (from) q.set("since", from);
     const http = q.get("http");
     if (http && !httpStatusFilterOf(http)) {
       setError({
@@ -192,10 +201,10 @@ function Filters({ query }: { query: URLSearchParams }) {
         </label>
         <label>
           Call type
-          <select name="type" defaultValue={query.get("type") ?? ""}>
+          <select name="type">
             <option value="">any</option>
             {CALL_TYPES.map((t) => (
-              <option key={t} value={t}>
+              <option key={t} value={t} selected={query.get("type") === t}>
                 {t}
               </option>
             ))}
@@ -215,13 +224,22 @@ function Filters({ query }: { query: URLSearchParams }) {
         </label>
         <label>
           Since
-          <select name="since" defaultValue={AGO[since] !== undefined || since === "" ? since : ""}>
+          <select name="since">
             <option value="">any time</option>
-            <option value="15m">15 minutes ago</option>
-            <option value="1h">1 hour ago</option>
-            <option value="24h">24 hours ago</option>
-            <option value="3d">3 days ago</option>
+            {Object.entries(SINCE_CHOICES).map(([v, label]) => (
+              <option key={v} value={v} selected={since === v}>
+                {label}
+              </option>
+            ))}
           </select>
+        </label>
+        <label>
+          From
+          <input
+            name="since-at"
+            type="datetime-local"
+            defaultValue={since && AGO[since] === undefined ? localInput(since) : ""}
+          />
         </label>
         <label>
           Until
