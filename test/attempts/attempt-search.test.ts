@@ -8,6 +8,7 @@ import {
   UpdateDestinationRequestSchema,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import {
+  ATTEMPTS_STREAM,
   type AttemptRecord,
   attemptSubject,
   messageHash,
@@ -333,4 +334,23 @@ describe("SearchAttempts", () => {
     const listed = await stack.admin.listAttempts({ destinationId: "s-broken", messageId: id });
     expect(listed.attempts.map((a) => a.requestBody)).toEqual([routed.body]);
   });
+
+  it("puts the log's subjects back when an older replica set its own list (a rolling upgrade)", async () => {
+    const jsm = await stack.nc.jetstreamManager();
+    const info = await jsm.streams.info(ATTEMPTS_STREAM);
+    const older = ["hookpost.attempts.>", "hookpost.routed.>", "hookpost.health.>"];
+    await jsm.streams.update(ATTEMPTS_STREAM, { ...info.config, subjects: older });
+    // The API's stream check (every 10 s) adds the new subjects back.
+    await until(
+      async () => (await jsm.streams.info(ATTEMPTS_STREAM)).config.subjects.includes("hookpost.log.>"),
+      {
+        timeout: 40_000,
+        message: "the attempt log's subjects restored",
+      },
+    );
+    const { messageId } = await src.client.track({ userId: "u-after", event: "After" });
+    await until(async () => (await stack.admin.searchAttempts({ messageId })).entries.length >= 5, {
+      message: "the new call's entries in the log",
+    });
+  }, 60_000);
 });

@@ -2,7 +2,15 @@ import type { JetStreamManager, StreamInfo } from "nats";
 import { Counter, Gauge, type Registry } from "prom-client";
 import type { Logger } from "../log/logger.js";
 import { isStreamFull } from "./jetstream-errors.js";
-import { ensureBucketLimits, type StreamLimit, streamLimits, type TopologySettings } from "./topology.js";
+import {
+  ATTEMPT_SUBJECTS,
+  ATTEMPTS_STREAM,
+  ensureBucketLimits,
+  ensureSubjects,
+  type StreamLimit,
+  streamLimits,
+  type TopologySettings,
+} from "./topology.js";
 
 /**
  * Messages not kept because a stream was at its byte limit: `refuse_new`, a write refused
@@ -103,6 +111,9 @@ export class StreamWatch {
     const infos: StreamInfo[] = [];
     for await (const si of this.#jsm.streams.list()) infos.push(si);
     for (const si of infos) {
+      if (si.config.name === ATTEMPTS_STREAM && (await ensureSubjects(this.#jsm, si, ATTEMPT_SUBJECTS))) {
+        this.#log.warn("attempt log subjects restored (an older replica had set its own list)");
+      }
       const limit = this.#limits.get(si.config.name);
       if (!limit) continue;
       const { state } = si;

@@ -483,6 +483,26 @@ export function safeMaxBytes(
 }
 
 /**
+ * Adds back subjects of a stream that are missing (the union, never a removal): an older replica
+ * that starts during an upgrade sets the attempt log's subjects back to its own list, and records
+ * written on the new ones would not be stored until a newer replica's check. Returns whether it
+ * changed the stream.
+ */
+export async function ensureSubjects(
+  jsm: JetStreamManager,
+  info: { config: StreamConfig },
+  wanted: readonly string[],
+): Promise<boolean> {
+  const missing = wanted.filter((s) => !info.config.subjects.includes(s));
+  if (missing.length === 0) return false;
+  await jsm.streams.update(info.config.name, {
+    ...info.config,
+    subjects: [...info.config.subjects, ...missing],
+  });
+  return true;
+}
+
+/**
  * Sets the byte limit of the bucket streams (KV, object stores), which their stores create
  * without one; a bucket not created yet is left to a later call. Idempotent. Returns the
  * streams changed.
