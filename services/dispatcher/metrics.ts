@@ -87,6 +87,26 @@ export class DispatcherMetrics {
 
   readonly backlog: Gauge<"destination">;
 
+  /**
+   * Age of the oldest pending call of the destinations with the oldest ones (at most
+   * OLDEST_PENDING_SERIES series, so 10 000 destinations never make 10 000 series), set by the
+   * replica that watches destinations for operational webhooks (operator-webhooks/), on every check.
+   */
+  readonly oldestPending = new Gauge({
+    name: "hookpost_dispatcher_oldest_pending_seconds",
+    help: "Age of the oldest call not yet delivered or dead-lettered, for the destinations with the oldest ones (at most 50 series; set by one replica)",
+    labelNames: ["destination"] as const,
+    registers: [this.registry],
+  });
+
+  /** Operational events stored for delivery to operator webhooks, by type (one per webhook). */
+  readonly operatorEvents = counter(
+    this.registry,
+    "hookpost_dispatcher_operator_events_total",
+    "Operational events stored for delivery to an operator webhook, by type (destination.failing, destination.recovered, destination.disabled, destination.behind, dead_letter.created)",
+    ["type"],
+  );
+
   /** Series of a deleted destination go, so the label stays bounded by the live destinations. */
   forgetDestination(id: string): void {
     for (const outcome of DELIVERY_OUTCOMES) this.deliveries.remove({ destination: id, outcome });

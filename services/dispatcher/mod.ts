@@ -1,6 +1,7 @@
 /** The public entry point of @hookpost/dispatcher: what other packages may import. */
 export { bodyObject, NEXT_SIGNATURE_HEADER, renderBody, signatureHeaders, USER_AGENT } from "@hookpost/core";
 export {
+  type AlertSettings,
   type DispatcherConfig,
   defaultDispatcherConfig,
   dispatcherConfigFrom,

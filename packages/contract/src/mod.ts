@@ -66,6 +66,24 @@ export { MESSAGE_ID_RULE, messageIdProblem } from "./message-id.js";
 export { EVENT_TYPES, type EventType, isEventType, type StoredCall } from "./model/stored-call.js";
 export { numberLiteralProblem, numberValueProblem } from "./numbers.js";
 export { objectProblem, protoKeyProblem } from "./objects.js";
+export {
+  behindAfterViolations,
+  DEFAULT_BEHIND_AFTER_MS,
+  DEFAULT_FAILING_BELOW,
+  eventTypesViolations,
+  failingBelowViolations,
+  isOperatorEventType,
+  MAX_BEHIND_AFTER_MS,
+  MAX_OPERATOR_WEBHOOK_ID_CHARS,
+  MAX_OPERATOR_WEBHOOKS,
+  MIN_BEHIND_AFTER_MS,
+  MIN_FAILING_BELOW,
+  OPERATOR_EVENT_TYPES,
+  type OperatorEventType,
+  operatorSecretViolations,
+  operatorUrlViolations,
+  recoveredAtOrAbove,
+} from "./operator-webhook-rules.js";
 export { batchCallRanges, callSchemaByType, callSchemaOf, findLoss, type Loss } from "./proto-bytes.js";
 export { fromProtoCall, type ProtoCall } from "./proto-call.js";
 export { protoBatchViolations, protoCallViolations } from "./proto-rules.js";

@@ -18,6 +18,7 @@ import { deadLetterHandlers } from "./dead-letters.js";
 import { deletionHandlers } from "./deletions.js";
 import { destinationHandlers } from "./destinations.js";
 import { healthHandlers } from "./health.js";
+import { operatorWebhookHandlers } from "./operator-webhooks.js";
 import { reencryptSecretsHandler } from "./reencrypt-secrets.js";
 import { rotateSecretHandler } from "./rotate-secret.js";
 import { type AdminDeps, type AdminMethods, sourceHandlers } from "./sources.js";
@@ -73,6 +74,7 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
     ...reencryptSecretsHandler(deps),
     ...deletionHandlers(deps),
     ...testCallHandler(deps),
+    ...operatorWebhookHandlers(deps),
   } as Record<string, (req: unknown, ctx: CallContext) => Promise<unknown>>;
   const audit = {
     auditLog: deps.auditLog,

@@ -32,6 +32,17 @@ export const DISPATCHERS_BUCKET = "hookpost_dispatchers";
  * status GetDeletion reads. Holds user hashes, never user ids.
  */
 export const DELETIONS_BUCKET = "hookpost_deletions";
+/**
+ * KV bucket of operational-webhook state (services/dispatcher/operator-webhooks/): which
+ * conditions were announced to which operator webhook, written compare-and-set by the replica
+ * that watches destinations, so that a takeover neither repeats nor forgets an announcement.
+ */
+export const ALERTS_BUCKET = "hookpost_alerts";
+/**
+ * Operator webhooks are delivered as destinations named `_ops_<webhook id>` (core's
+ * model/operator-webhook.ts); no customer destination may take an id with this prefix.
+ */
+export const OPERATOR_TARGET_PREFIX = "_ops_";
 /** The streams behind buckets: KV buckets are streams named `KV_<bucket>`, object stores `OBJ_<bucket>`. */
 export const kvStream = (bucket: string) => `KV_${bucket}`;
 export const objectStream = (bucket: string) => `OBJ_${bucket}`;
@@ -239,6 +250,9 @@ const DISPATCHERS_MAX_BYTES = 8 * 1024 ** 2;
 /** Deletion requests are small (≈ 300 bytes each): a fixed limit holds millions. */
 const DELETIONS_MAX_BYTES = 256 * 1024 ** 2;
 
+/** Alert state: a small key per (operator webhook, destination) with a condition announced. */
+export const ALERTS_MAX_BYTES = 64 * 1024 ** 2;
+
 /** What a stream does when a write would exceed its byte limit. */
 export type FullPolicy = "refuse_new" | "drop_oldest";
 
@@ -262,6 +276,7 @@ export function streamLimits(s: TopologySettings): StreamLimit[] {
     { stream: objectStream(MEMBERSHIPS_BUCKET), maxBytes: s.membershipsMaxBytes, policy: "refuse_new" },
     { stream: kvStream(DISPATCHERS_BUCKET), maxBytes: DISPATCHERS_MAX_BYTES, policy: "refuse_new" },
     { stream: kvStream(DELETIONS_BUCKET), maxBytes: DELETIONS_MAX_BYTES, policy: "refuse_new" },
+    { stream: kvStream(ALERTS_BUCKET), maxBytes: ALERTS_MAX_BYTES, policy: "refuse_new" },
   ];
 }
 

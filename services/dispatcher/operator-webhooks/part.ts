@@ -1,0 +1,34 @@
+import type { DispatcherConfig } from "../config.js";
+import type { CoreDeps } from "../delivery-core.js";
+import { EventEmitter } from "./emitter.js";
+import { AlertMonitor } from "./monitor.js";
+
+/**
+ * Operational webhooks (docs/api.md#operational-webhooks): the watcher of destinations
+ * (monitor.ts) on the replica that leads, and the emitter that stores its events for the
+ * delivery core, which delivers them as it delivers calls.
+ */
+export function startOperatorWebhooks(config: DispatcherConfig, deps: CoreDeps): AlertMonitor {
+  const { conns, core, metrics, logger } = deps;
+  const emitter = new EventEmitter({
+    js: conns.js,
+    partitions: config.deliveryPartitions,
+    answering: (id) => core.deliveries.answering(id),
+    attemptLog: core.attemptLog,
+    metrics,
+    logger,
+  });
+  const monitor = new AlertMonitor({
+    nc: conns.nc,
+    jsm: conns.jsm,
+    store: conns.store,
+    registry: conns.registry,
+    emitter,
+    metrics,
+    logger,
+    settings: config.alerts,
+    replicas: config.topology.replicas,
+  });
+  monitor.start();
+  return monitor;
+}
