@@ -107,6 +107,18 @@ export class DispatcherMetrics {
     ["type"],
   );
 
+  /** Destinations paused by Hookpost now (auto-disable), counted from the configuration at each scrape. */
+  countAutoDisabled(count: () => number): void {
+    new Gauge({
+      name: "hookpost_dispatcher_destinations_auto_disabled",
+      help: "Destinations paused by Hookpost (410 Gone, or failing for AUTO_DISABLE_AFTER) and not enabled again",
+      registers: [this.registry],
+      collect() {
+        this.set(count());
+      },
+    });
+  }
+
   /** Series of a deleted destination go, so the label stays bounded by the live destinations. */
   forgetDestination(id: string): void {
     for (const outcome of DELIVERY_OUTCOMES) this.deliveries.remove({ destination: id, outcome });

@@ -10,6 +10,9 @@ import { AlertMonitor } from "./monitor.js";
  */
 export function startOperatorWebhooks(config: DispatcherConfig, deps: CoreDeps): AlertMonitor {
   const { conns, core, metrics, logger } = deps;
+  metrics.countAutoDisabled(
+    () => conns.store.destinations().filter((d) => !d.enabled && d.disabledReason).length,
+  );
   const emitter = new EventEmitter({
     js: conns.js,
     partitions: config.deliveryPartitions,
