@@ -140,11 +140,6 @@ export class AlertFeed {
     };
   }
 
-  /** Destinations with attempts in the window (others have nothing to say). */
-  watched(): string[] {
-    return [...this.#destinations.keys()];
-  }
-
   /** Dead letters of window `index` (start: index × window), by destination. */
   deadLetters(index: number): ReadonlyMap<string, DeadCount> {
     return this.#dead.get(index) ?? new Map();

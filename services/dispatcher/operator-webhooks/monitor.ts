@@ -19,7 +19,6 @@ import {
   type DisabledState,
   disabledKey,
 } from "./alert-state.js";
-import type { EventEmitter } from "./emitter.js";
 import {
   behindEvent,
   deadLetterEvent,
@@ -33,6 +32,7 @@ import {
 } from "./events.js";
 import { AlertFeed } from "./health-window.js";
 import { PendingAges } from "./pending-ages.js";
+import type { OperatorEventPublisher } from "./publisher.js";
 
 export interface MonitorDeps {
   nc: NatsConnection;
@@ -40,7 +40,7 @@ export interface MonitorDeps {
   /** The dispatcher's store (operator webhooks and destinations). */
   store: ConfigStore;
   registry: ReplicaRegistry;
-  emitter: EventEmitter;
+  publisher: OperatorEventPublisher;
   metrics: DispatcherMetrics;
   logger: Logger;
   settings: AlertSettings;
@@ -186,7 +186,7 @@ export class AlertMonitor {
       const key = disabledKey(dest.id);
       if (state.get<DisabledState>(key)?.disabledAt === dest.disabledAt) continue;
       const recent = now - Date.parse(dest.disabledAt) < DISABLED_RECENT_MS;
-      if (recent && !(await this.#d.emitter.emit(disabledEvent(now, dest), wanting))) continue;
+      if (recent && !(await this.#d.publisher.emit(disabledEvent(now, dest), wanting))) continue;
       await state.put(key, { disabledAt: dest.disabledAt } satisfies DisabledState);
     }
     for (const key of state.keys("d.")) if (!paused.has(key.slice(2))) await state.remove(key);
@@ -301,7 +301,7 @@ export class AlertMonitor {
         if (next.seq === st.seq) continue;
         writes.push(async () => {
           // Stored first, then recorded: a failure in between sends the same ids again next time.
-          for (const e of events) if (!(await this.#d.emitter.emit(e, [w]))) return;
+          for (const e of events) if (!(await this.#d.publisher.emit(e, [w]))) return;
           await state.put(key, next);
         });
       }
@@ -331,7 +331,7 @@ export class AlertMonitor {
         const dest = destinations.get(id);
         if (!dest) continue;
         const event = deadLetterEvent(now, dest, { index, ms: windowMs }, c.count, c.lastReason);
-        if (!(await this.#d.emitter.emit(event, wanting))) return;
+        if (!(await this.#d.publisher.emit(event, wanting))) return;
       }
       if (!(await state.put(DEAD_LETTERS_KEY, { windowMs, index } satisfies DeadLetterState))) return;
       feed.forgetDeadLetters(index);

@@ -1,11 +1,11 @@
 import type { DispatcherConfig } from "../config.js";
 import type { CoreDeps } from "../delivery-core.js";
-import { EventEmitter } from "./emitter.js";
 import { AlertMonitor } from "./monitor.js";
+import { OperatorEventPublisher } from "./publisher.js";
 
 /**
  * Operational webhooks (docs/api.md#operational-webhooks): the watcher of destinations
- * (monitor.ts) on the replica that leads, and the emitter that stores its events for the
+ * (monitor.ts) on the replica that leads, and the publisher that stores its events for the
  * delivery core, which delivers them as it delivers calls.
  */
 export function startOperatorWebhooks(config: DispatcherConfig, deps: CoreDeps): AlertMonitor {
@@ -13,7 +13,7 @@ export function startOperatorWebhooks(config: DispatcherConfig, deps: CoreDeps):
   metrics.countAutoDisabled(
     () => conns.store.destinations().filter((d) => !d.enabled && d.disabledReason).length,
   );
-  const emitter = new EventEmitter({
+  const publisher = new OperatorEventPublisher({
     js: conns.js,
     partitions: config.deliveryPartitions,
     answering: (id) => core.deliveries.answering(id),
@@ -26,7 +26,7 @@ export function startOperatorWebhooks(config: DispatcherConfig, deps: CoreDeps):
     jsm: conns.jsm,
     store: conns.store,
     registry: conns.registry,
-    emitter,
+    publisher,
     metrics,
     logger,
     settings: config.alerts,

@@ -12,7 +12,7 @@ import { headers, type JetStreamClient } from "nats";
 import type { DispatcherMetrics } from "../metrics.js";
 import type { OperatorEvent } from "./events.js";
 
-export interface EmitterDeps {
+export interface PublisherDeps {
   js: JetStreamClient;
   /** DELIVERY_PARTITIONS. */
   partitions: number;
@@ -30,10 +30,10 @@ export interface EmitterDeps {
  * event id and the target, so a second replica storing the same event within DEDUP_WINDOW is
  * dropped by JetStream. A routing record (with the body) makes `messages show <event id>` show it.
  */
-export class EventEmitter {
-  readonly #d: EmitterDeps;
+export class OperatorEventPublisher {
+  readonly #d: PublisherDeps;
 
-  constructor(deps: EmitterDeps) {
+  constructor(deps: PublisherDeps) {
     this.#d = deps;
   }
 
@@ -42,8 +42,9 @@ export class EventEmitter {
     const d = this.#d;
     if (webhooks.length === 0) return true;
     const targets = webhooks.map((w) => operatorTargetId(w.id));
+    let acks: { duplicate: boolean }[];
     try {
-      await Promise.all(
+      acks = await Promise.all(
         targets.map((target) => {
           const h = headers();
           h.set(MESSAGE_ID_HEADER, event.id);
@@ -63,6 +64,9 @@ export class EventEmitter {
       );
       return false;
     }
+    // Another replica stored it already (a hand-over): nothing more to record or count.
+    const stored = acks.filter((a) => !a.duplicate).length;
+    if (stored === 0) return true;
     const now = new Date().toISOString();
     d.attemptLog.routed({
       kind: "routed",
