@@ -35,6 +35,7 @@ const suites: Record<string, (params: string[]) => Promise<Figure[]>> = {
   scale: async (params) => (await import("./scale.js")).benchScale(params),
   erasure: async (params) => (await import("./erasure.js")).benchErasure(params),
   shaping: async () => (await import("./shaping.js")).benchShaping(),
+  alerts: async (params) => (await import("./alerts.js")).benchAlerts(params),
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");

@@ -99,6 +99,14 @@ export class DispatcherMetrics {
     registers: [this.registry],
   });
 
+  /** How long one check of the watcher of destinations took (operator-webhooks/monitor.ts). */
+  readonly alertCheckSeconds = new Histogram({
+    name: "hookpost_dispatcher_alert_check_seconds",
+    help: "Duration of one check of every destination for the operational webhooks (only the replica that watches checks)",
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+
   /** Operational events stored for delivery to operator webhooks, by type (one per webhook). */
   readonly operatorEvents = counter(
     this.registry,

@@ -25,6 +25,7 @@ import {
   disabledEvent,
   eventId,
   failingEvent,
+  type HealthFacts,
   type OperatorEvent,
   recoveredEvent,
   recoveredFromBehind,
@@ -149,7 +150,9 @@ export class AlertMonitor {
     }
     // Figures before the feed has read the last windows would be partial.
     if (!this.#feed.ready) return;
+    const done = d.metrics.alertCheckSeconds.startTimer();
     await this.#check(this.#feed, this.#state!);
+    done();
   }
 
   #stopWatching(): void {
@@ -233,82 +236,99 @@ export class AlertMonitor {
     ages: ReadonlyMap<string, number | undefined>,
     now: number,
   ): Promise<void> {
-    const { minAttempts, minIntervalMs } = this.#d.settings;
-    const due = (last: number | undefined) => last === undefined || now - last >= minIntervalMs;
+    const { minAttempts } = this.#d.settings;
+    const lowestBehind = Math.min(...webhooks.map((w) => w.behindAfterMs ?? DEFAULT_BEHIND_AFTER_MS));
+    const announced = new Set(state.keys("c.").map((k) => k.split(".")[2]!));
     const writes: (() => Promise<void>)[] = [];
-    for (const w of webhooks) {
-      const threshold = w.failingBelow ?? DEFAULT_FAILING_BELOW;
-      const recoverAt = recoveredAtOrAbove(threshold);
-      const behindAfter = w.behindAfterMs ?? DEFAULT_BEHIND_AFTER_MS;
-      for (const dest of destinations) {
+    for (const dest of destinations) {
+      const h = feed.health(dest.id, now);
+      // A paused destination's calls wait by design: it is neither behind nor caught up.
+      const age = !dest.enabled || !ages.has(dest.id) ? undefined : now - (ages.get(dest.id) ?? now);
+      // Most destinations, most of the time: nothing to announce and nothing announced.
+      if (!announced.has(dest.id) && h.attempts < minAttempts && (age ?? 0) < lowestBehind) continue;
+      for (const w of webhooks) {
         const key = conditionKey(w.id, dest.id);
         const st = state.get<ConditionState>(key) ?? { seq: 0 };
-        const next: ConditionState = { ...st };
-        const events: OperatorEvent[] = [];
-        const id = (type: OperatorEventType) =>
-          eventId(type, w.id, w.createdAt, dest.id, dest.createdAt, next.seq);
-
-        const h = feed.health(dest.id, now);
-        const failing = h.attempts >= minAttempts && h.successRate < threshold;
-        const healthy = h.attempts > 0 && h.successRate >= recoverAt;
-        if (st.failing === undefined && failing && wantsEvent(w, "destination.failing")) {
-          if (due(st.lastFailingEvent)) {
-            next.seq++;
-            next.failing = now;
-            next.lastFailingEvent = now;
-            events.push(failingEvent(id("destination.failing"), now, dest, h, threshold));
-          }
-        } else if (st.failing !== undefined && healthy && due(st.lastFailingEvent)) {
-          next.seq++;
-          delete next.failing;
-          next.lastFailingEvent = now;
-          if (wantsEvent(w, "destination.recovered")) {
-            const figures = recoveredFromFailing(h, threshold);
-            events.push(
-              recoveredEvent(id("destination.recovered"), now, dest, "failing", st.failing, figures),
-            );
-          }
-        }
-
-        // A paused destination's calls wait by design: it is neither behind nor caught up.
-        if (dest.enabled && ages.has(dest.id)) {
-          const oldest = ages.get(dest.id);
-          const age = oldest === undefined ? 0 : now - oldest;
-          if (st.behind === undefined && age >= behindAfter && wantsEvent(w, "destination.behind")) {
-            if (due(st.lastBehindEvent)) {
-              next.seq++;
-              next.behind = now;
-              next.lastBehindEvent = now;
-              events.push(
-                behindEvent(id("destination.behind"), now, dest, {
-                  oldestMs: oldest!,
-                  behindAfterMs: behindAfter,
-                }),
-              );
-            }
-          } else if (st.behind !== undefined && age < behindAfter / 2 && due(st.lastBehindEvent)) {
-            next.seq++;
-            delete next.behind;
-            next.lastBehindEvent = now;
-            if (wantsEvent(w, "destination.recovered")) {
-              const figures = recoveredFromBehind(now, oldest, behindAfter);
-              events.push(
-                recoveredEvent(id("destination.recovered"), now, dest, "behind", st.behind, figures),
-              );
-            }
-          }
-        }
-        if (next.seq === st.seq) continue;
+        const change = this.#transition(w, dest, st, h, age, ages.get(dest.id), now);
+        if (!change) continue;
         writes.push(async () => {
           // Stored first, then recorded: a failure in between sends the same ids again next time.
-          for (const e of events) if (!(await this.#d.publisher.emit(e, [w]))) return;
-          await state.put(key, next);
+          for (const e of change.events) if (!(await this.#d.publisher.emit(e, [w]))) return;
+          await state.put(key, change.next);
         });
       }
     }
     for (let i = 0; i < writes.length; i += WRITES_IN_FLIGHT) {
       await Promise.all(writes.slice(i, i + WRITES_IN_FLIGHT).map((write) => write()));
     }
+  }
+
+  /**
+   * One webhook's state machine for one destination: the next state and its events, or undefined
+   * when nothing changes. `age`: how long its oldest pending call has waited, undefined when not
+   * known at this check (paused, or left for a later check).
+   */
+  #transition(
+    w: OperatorWebhookRecord,
+    dest: DestinationRecord,
+    st: ConditionState,
+    h: HealthFacts,
+    age: number | undefined,
+    oldest: number | undefined,
+    now: number,
+  ): { next: ConditionState; events: OperatorEvent[] } | undefined {
+    const { minAttempts, minIntervalMs } = this.#d.settings;
+    const due = (last: number | undefined) => last === undefined || now - last >= minIntervalMs;
+    const threshold = w.failingBelow ?? DEFAULT_FAILING_BELOW;
+    const behindAfter = w.behindAfterMs ?? DEFAULT_BEHIND_AFTER_MS;
+    const next: ConditionState = { ...st };
+    const events: OperatorEvent[] = [];
+    const id = (type: OperatorEventType) =>
+      eventId(type, w.id, w.createdAt, dest.id, dest.createdAt, next.seq);
+
+    const failing = h.attempts >= minAttempts && h.successRate < threshold;
+    const healthy = h.attempts > 0 && h.successRate >= recoveredAtOrAbove(threshold);
+    if (st.failing === undefined && failing && wantsEvent(w, "destination.failing")) {
+      if (due(st.lastFailingEvent)) {
+        next.seq++;
+        next.failing = now;
+        next.lastFailingEvent = now;
+        events.push(failingEvent(id("destination.failing"), now, dest, h, threshold));
+      }
+    } else if (st.failing !== undefined && healthy && due(st.lastFailingEvent)) {
+      next.seq++;
+      delete next.failing;
+      next.lastFailingEvent = now;
+      if (wantsEvent(w, "destination.recovered")) {
+        const figures = recoveredFromFailing(h, threshold);
+        events.push(recoveredEvent(id("destination.recovered"), now, dest, "failing", st.failing, figures));
+      }
+    }
+
+    if (age !== undefined) {
+      if (st.behind === undefined && age >= behindAfter && wantsEvent(w, "destination.behind")) {
+        if (due(st.lastBehindEvent)) {
+          next.seq++;
+          next.behind = now;
+          next.lastBehindEvent = now;
+          events.push(
+            behindEvent(id("destination.behind"), now, dest, {
+              oldestMs: oldest!,
+              behindAfterMs: behindAfter,
+            }),
+          );
+        }
+      } else if (st.behind !== undefined && age < behindAfter / 2 && due(st.lastBehindEvent)) {
+        next.seq++;
+        delete next.behind;
+        next.lastBehindEvent = now;
+        if (wantsEvent(w, "destination.recovered")) {
+          const figures = recoveredFromBehind(now, oldest, behindAfter);
+          events.push(recoveredEvent(id("destination.recovered"), now, dest, "behind", st.behind, figures));
+        }
+      }
+    }
+    return next.seq === st.seq ? undefined : { next, events };
   }
 
   /** dead_letter.created: one per destination and finished window that saw dead letters. */

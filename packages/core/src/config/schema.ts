@@ -748,7 +748,7 @@ export const SETTINGS = {
     services: ["dispatcher"],
     default: "500",
     description:
-      "operational webhooks: destinations whose oldest pending call is looked up per check at most (the rest in later checks)",
+      "operational webhooks: lookups of pending calls per check at most (one per subject holding calls of a destination; the rest in later checks)",
     check: int(1),
   }),
   ATTEMPT_LOG: define({
