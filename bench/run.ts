@@ -36,6 +36,7 @@ const suites: Record<string, (params: string[]) => Promise<Figure[]>> = {
   erasure: async (params) => (await import("./erasure.js")).benchErasure(params),
   shaping: async () => (await import("./shaping.js")).benchShaping(),
   batching: async () => (await import("./batching.js")).benchBatching(),
+  alerts: async (params) => (await import("./alerts.js")).benchAlerts(params),
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");

@@ -5,6 +5,7 @@ export {
   type BreakerFigures,
   HealthAggregate,
   type HealthFigures,
+  healthSummaryFeed,
 } from "./attempts/health.js";
 export {
   type BreakerReport,
@@ -166,6 +167,13 @@ export {
   type Signing,
   signingSecrets,
 } from "./model/destination.js";
+export {
+  isOperatorTarget,
+  type OperatorWebhookRecord,
+  operatorTarget,
+  operatorTargetId,
+  wantsEvent,
+} from "./model/operator-webhook.js";
 export { generateWriteKey, hashWriteKey, type SourceRecord, writeKeyPrefix } from "./model/source.js";
 export { type ConfirmingMsg, confirmingAck } from "./nats/confirmed-ack.js";
 export { connectNats, drainNats } from "./nats/connect.js";
@@ -198,6 +206,8 @@ export { scanStream } from "./nats/scan-stream.js";
 export { StreamFeed, type StreamFeedOptions } from "./nats/stream-feed.js";
 export { countIfFull, registerStreamFull, StreamWatch } from "./nats/stream-watch.js";
 export {
+  ALERTS_BUCKET,
+  ALERTS_MAX_BYTES,
   AUDIT_STREAM,
   AUDIT_SUBJECTS,
   auditOutcomeSubject,
@@ -233,6 +243,7 @@ export {
   laneSubject,
   legacyDeliverySubject,
   legacyDestinationConsumer,
+  OPERATOR_TARGET_PREFIX,
   ORDERED_STREAM,
   ORDERED_SUBJECT_PREFIX,
   objectChunkSubject,

@@ -40,6 +40,7 @@ export class StreamFeed {
   readonly #o: StreamFeedOptions;
   #closed = false;
   #lastSeq = 0;
+  #caughtUp = false;
   #current: { sub: Subscription; consumer?: string } | undefined;
   #restart: (() => void) | undefined;
 
@@ -50,6 +51,14 @@ export class StreamFeed {
   /** The stream sequence of the last message handled. */
   get lastSequence(): number {
     return this.#lastSeq;
+  }
+
+  /**
+   * Every message stored when the feed started was handled (the server said nothing was pending,
+   * or sent an idle heartbeat). Stays true from then on.
+   */
+  get caughtUp(): boolean {
+    return this.#caughtUp;
   }
 
   start(): void {
@@ -78,6 +87,7 @@ export class StreamFeed {
             if (isStatus(m)) {
               // Flow control asks for an answer; a heartbeat may name a stalled flow control.
               if (m.reply) m.respond();
+              else if (m.headers?.description?.toLowerCase().includes("idle")) this.#caughtUp = true;
               const stalled = m.headers?.get("Nats-Consumer-Stalled");
               if (stalled) this.#o.nc.publish(stalled);
               return;
@@ -86,6 +96,7 @@ export class StreamFeed {
             if (!at || at.delivered !== expected) return resolve("gap in the feed");
             expected++;
             this.#lastSeq = at.stream;
+            if (at.pending === 0) this.#caughtUp = true;
             try {
               this.#o.onMessage(m.data, at.stream);
             } catch (e) {
@@ -143,9 +154,9 @@ function isStatus(m: Msg): boolean {
  * `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>`, or with a domain and
  * account hash in front (12 tokens, the last one random).
  */
-function sequences(reply: string): { stream: number; delivered: number } | undefined {
+function sequences(reply: string): { stream: number; delivered: number; pending: number } | undefined {
   const t = reply.split(".");
   const base = t.length === 9 ? 5 : t.length >= 12 ? 7 : -1;
   if (base < 0 || t[0] !== "$JS" || t[1] !== "ACK") return undefined;
-  return { stream: Number(t[base]), delivered: Number(t[base + 1]) };
+  return { stream: Number(t[base]), delivered: Number(t[base + 1]), pending: Number(t[base + 3]) };
 }
