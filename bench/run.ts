@@ -37,6 +37,7 @@ const suites: Record<string, (params: string[]) => Promise<Figure[]>> = {
   shaping: async () => (await import("./shaping.js")).benchShaping(),
   "attempt-search": async (params) => (await import("./attempt-search.js")).benchAttemptSearch(params),
   batching: async () => (await import("./batching.js")).benchBatching(),
+  alerts: async (params) => (await import("./alerts.js")).benchAlerts(params),
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");

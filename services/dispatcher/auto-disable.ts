@@ -1,5 +1,6 @@
 import { formatDuration } from "@hookpost/contract";
 import type { ConfigStore, DestinationRecord, Logger } from "@hookpost/core";
+import { isOperatorTarget } from "@hookpost/core";
 import type { DispatcherMetrics } from "./metrics.js";
 import type { DeliveryResult } from "./sender.js";
 
@@ -51,6 +52,8 @@ export class AutoDisabler {
    * dead-lettering it, so the call waits with the rest of the backlog.
    */
   async failed(dest: DestinationRecord, result: DeliveryResult): Promise<boolean> {
+    // An operator webhook is never paused: its events retry and dead-letter like any call.
+    if (isOperatorTarget(dest.id)) return false;
     const now = this.#d.now?.() ?? Date.now();
     const gone = result.outcomes.find((o) => o.status === 410);
     if (gone) return this.#pause(dest, `the endpoint answered 410 Gone (${gone.url})`, "gone");

@@ -57,6 +57,18 @@ export interface DispatcherConfig {
   topology: TopologySettings;
   /** SECRETS_KEYS (or SECRETS_KEYS_FILE): open the secrets stored encrypted; absent: stored in plain text. */
   keyring?: Keyring;
+  /** Operational webhooks (ALERT_*): what is watched, how often, and how events are debounced. */
+  alerts: AlertSettings;
+}
+
+/** The ALERT_* settings (operator-webhooks/). */
+export interface AlertSettings {
+  checkMs: number;
+  healthWindowMs: number;
+  minAttempts: number;
+  minIntervalMs: number;
+  deadLetterWindowMs: number;
+  behindLookups: number;
 }
 
 /** Reads the configuration from environment variables; throws ConfigError naming a bad one. */
@@ -99,6 +111,14 @@ export function dispatcherConfigFrom(s: Settings): DispatcherConfig {
     deadLetterBodies: s.DEAD_LETTER_BODIES,
     topology,
     opsLimits: opsLimitsFrom(s),
+    alerts: {
+      checkMs: s.ALERT_CHECK_INTERVAL,
+      healthWindowMs: s.ALERT_HEALTH_WINDOW,
+      minAttempts: s.ALERT_MIN_ATTEMPTS,
+      minIntervalMs: s.ALERT_MIN_INTERVAL,
+      deadLetterWindowMs: s.ALERT_DEAD_LETTER_WINDOW,
+      behindLookups: s.ALERT_BEHIND_LOOKUPS,
+    },
     ...(s.AUTO_DISABLE_AFTER === undefined ? {} : { autoDisableAfterMs: s.AUTO_DISABLE_AFTER }),
     ...(s.WEBHOOK_CA_FILE === undefined ? {} : { caFile: s.WEBHOOK_CA_FILE }),
     ...(s.OPS_ADDR === undefined ? {} : { opsAddr: s.OPS_ADDR }),

@@ -125,7 +125,12 @@ async function openStores(
       // Opened once: it heartbeats from then on.
       registry ??= await ReplicaRegistry.open(nc, { replicas: topology.replicas, logger });
       // Last: once open it watches, so a failure after it would leave a watcher behind.
-      const store = await ConfigStore.open(nc, { replicas: topology.replicas, keyring });
+      // operatorTargets: operator webhooks are delivered as destinations (operator-webhooks/).
+      const store = await ConfigStore.open(nc, {
+        replicas: topology.replicas,
+        keyring,
+        operatorTargets: true,
+      });
       return { store, deadLetters, registry };
     } catch (err) {
       // Keys that do not open the stored secrets: waiting will not help.

@@ -10,6 +10,7 @@ import { backlogOf, closeStores, drainConnections, openConnections } from "./con
 import { startDeliveryCore, startOrdered } from "./delivery-core.js";
 import { startHousekeeping } from "./housekeeping.js";
 import { DispatcherMetrics } from "./metrics.js";
+import { startOperatorWebhooks } from "./operator-webhooks/part.js";
 import { startOps } from "./ops-part.js";
 import { startRouting } from "./routing.js";
 
@@ -21,6 +22,8 @@ export interface RunningDispatcher {
   configRevision(): number;
   /** Port of the ops server, when one was started. */
   opsPort?: number;
+  /** This replica watches destinations for the operational webhooks now (one replica does). */
+  watchingAlerts(): boolean;
 }
 
 /**
@@ -58,6 +61,7 @@ export async function startDispatcher(
   const ordered = startOrdered(config, parts);
   const router = startRouting(config, parts);
   const housekeeping = startHousekeeping(config, parts);
+  const alerts = startOperatorWebhooks(config, parts);
 
   let closing: Promise<void> | undefined;
   const ops = await startOps(config, {
@@ -86,6 +90,7 @@ export async function startDispatcher(
     router.pause();
     deliveries.stopPulling();
     await housekeeping.stop();
+    await alerts.close();
     await ordered.close(config.shutdownGraceMs);
     const grace = config.shutdownGraceMs;
     const settled = await Promise.all([router.settle(grace), deliveries.settle(grace)]);
@@ -110,6 +115,7 @@ export async function startDispatcher(
     },
     metrics,
     configRevision,
+    watchingAlerts: () => alerts.watching,
     ...(ops ? { opsPort: splitHostPort(ops.address).port } : {}),
   };
 }

@@ -87,6 +87,46 @@ export class DispatcherMetrics {
 
   readonly backlog: Gauge<"destination">;
 
+  /**
+   * Age of the oldest pending call of the destinations with the oldest ones (at most
+   * OLDEST_PENDING_SERIES series, so 10 000 destinations never make 10 000 series), set by the
+   * replica that watches destinations for operational webhooks (operator-webhooks/), on every check.
+   */
+  readonly oldestPending = new Gauge({
+    name: "hookpost_dispatcher_oldest_pending_seconds",
+    help: "Age of the oldest call not yet delivered or dead-lettered, for the destinations with the oldest ones (at most 50 series; set by one replica)",
+    labelNames: ["destination"] as const,
+    registers: [this.registry],
+  });
+
+  /** How long one check of the watcher of destinations took (operator-webhooks/monitor.ts). */
+  readonly alertCheckSeconds = new Histogram({
+    name: "hookpost_dispatcher_alert_check_seconds",
+    help: "Duration of one check of every destination for the operational webhooks (only the replica that watches checks)",
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+
+  /** Operational events stored for delivery to operator webhooks, by type (one per webhook). */
+  readonly operatorEvents = counter(
+    this.registry,
+    "hookpost_dispatcher_operator_events_total",
+    "Operational events stored for delivery to an operator webhook, by type (destination.failing, destination.recovered, destination.disabled, destination.behind, dead_letter.created)",
+    ["type"],
+  );
+
+  /** Destinations paused by Hookpost now (auto-disable), counted from the configuration at each scrape. */
+  countAutoDisabled(count: () => number): void {
+    new Gauge({
+      name: "hookpost_dispatcher_destinations_auto_disabled",
+      help: "Destinations paused by Hookpost (410 Gone, or failing for AUTO_DISABLE_AFTER) and not enabled again",
+      registers: [this.registry],
+      collect() {
+        this.set(count());
+      },
+    });
+  }
+
   /** Series of a deleted destination go, so the label stays bounded by the live destinations. */
   forgetDestination(id: string): void {
     for (const outcome of DELIVERY_OUTCOMES) this.deliveries.remove({ destination: id, outcome });

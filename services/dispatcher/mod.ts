@@ -1,6 +1,7 @@
 /** The public entry point of @hookpost/dispatcher: what other packages may import. */
 export { bodyObject, NEXT_SIGNATURE_HEADER, renderBody, signatureHeaders, USER_AGENT } from "@hookpost/core";
 export {
+  type AlertSettings,
   type DispatcherConfig,
   defaultDispatcherConfig,
   dispatcherConfigFrom,
@@ -11,6 +12,10 @@ export { type DeliveryDeps, DeliveryHandler } from "./delivery.js";
 export { type RunningDispatcher, startDispatcher } from "./dispatcher.js";
 export { type AgentOptions, createWebhookAgent } from "./http-agent.js";
 export { INTEGRATION_NAME, webhooksEnabled } from "./integrations.js";
+export { DispatcherMetrics } from "./metrics.js";
+export { AlertState, conditionKey } from "./operator-webhooks/alert-state.js";
+export { eventId } from "./operator-webhooks/events.js";
+export { OperatorEventPublisher } from "./operator-webhooks/publisher.js";
 export { Parking } from "./parking.js";
 export { restoreUncounted, uncounted } from "./restore.js";
 export {

@@ -252,13 +252,13 @@ ${extra}`;
   it("refuses empty files, non-mappings, unknown top-level keys and bad syntax", () => {
     expect(problems("")).toEqual([
       "f.yaml has 1 problem; nothing was changed",
-      "(file): the file is empty: expected `sources:` and/or `destinations:`",
+      "(file): the file is empty: expected `sources:`, `destinations:` and/or `operatorWebhooks:`",
     ]);
     expect(problems("- a\n- b\n")[1]).toBe(
-      "(file): expected a mapping with `sources:` and/or `destinations:`",
+      "(file): expected a mapping with `sources:`, `destinations:` and/or `operatorWebhooks:`",
     );
     expect(problems("source: []\n")[1]).toBe(
-      'source: unknown key (did you mean "sources"?); expected sources, destinations (line 1)',
+      'source: unknown key (did you mean "sources"?); expected sources, destinations, operatorWebhooks (line 1)',
     );
     expect(problems("sources: {id: x}\n")[1]).toBe("sources: expected a list (line 1)");
     expect(problems("a: [\n")[0]).toMatch(/^f\.yaml is not valid YAML \(line \d+, column \d+\): /);

@@ -287,6 +287,15 @@ const ROWS: Record<string, Row> = {
   },
   reencryptSecrets: { denied: [(c) => c.reencryptSecrets({})] },
   getDeletion: { denied: [(c) => c.getDeletion({ requestId: world.deletionId })] },
+  createOperatorWebhook: {
+    denied: [(c) => c.createOperatorWebhook({ operatorWebhook: { url: "https://ops.example.com/in" } })],
+  },
+  getOperatorWebhook: { denied: [(c) => c.getOperatorWebhook({ id: "ops" })] },
+  listOperatorWebhooks: { denied: [(c) => c.listOperatorWebhooks({})] },
+  updateOperatorWebhook: {
+    denied: [(c) => c.updateOperatorWebhook({ operatorWebhook: { id: "ops", url: "https://x.example/in" } })],
+  },
+  deleteOperatorWebhook: { denied: [(c) => c.deleteOperatorWebhook({ id: "ops" })] },
   dryRunDestination: {
     // A draft signs with its own secret: a read.
     reads: [async (c) => expect((await c.dryRunDestination(draft([A]))).requests).toHaveLength(1)],

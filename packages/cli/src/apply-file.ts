@@ -6,12 +6,17 @@ import type { FieldViolation } from "@hookpost/contract";
 import {
   allowedOriginsViolations,
   batchingViolations,
+  behindAfterViolations,
   consentCategoriesViolations,
+  eventTypesViolations,
   expressionViolations,
+  failingBelowViolations,
   filterViolations,
   formatDuration,
   headersViolations,
   normalizeOrigins,
+  operatorSecretViolations,
+  operatorUrlViolations,
   parseDuration,
   sharedSecretViolations,
   urlsViolations,
@@ -58,6 +63,15 @@ import {
  *       batching: { maxCalls: 100, maxBytes: 524288, maxWait: 1s }   # JSON arrays; omit for one call per request
  *       deliveryMode: failover       # or fan-out: every URL gets every call
  *       enabled: true
+ *   operatorWebhooks:
+ *     - id: pager
+ *       name: Pager
+ *       url: https://pager.example.com/hookpost
+ *       secretEnv: PAGER_SECRET         # or secret: whsec_…; omitted: generated (printed once)
+ *       events: [destination.failing, destination.recovered]   # omitted: every type
+ *       failingBelow: 0.5                # omitted: 0.5
+ *       behindAfter: 15m                 # omitted: 15m
+ *       enabled: true
  *
  * Ids are required so that a second apply finds what the first one created. The whole file is
  * checked, with every problem named by its path, before anything is sent.
@@ -65,6 +79,23 @@ import {
 export interface ApplyFile {
   sources: DesiredSource[];
   destinations: DesiredDestination[];
+  operatorWebhooks: DesiredOperatorWebhook[];
+}
+
+export interface DesiredOperatorWebhook {
+  id: string;
+  name: string;
+  url: string;
+  /** Absent: generated when created, kept when updated. */
+  secret?: string;
+  /** Empty: every type. */
+  events: string[];
+  /** null: the default. */
+  failingBelow: number | null;
+  /** Normalised (`15m`); null: the default. */
+  behindAfter: string | null;
+  enabled: boolean;
+  path: string;
 }
 
 export interface DesiredSource {
@@ -130,6 +161,17 @@ const DESTINATION_KEYS = [
   "retry",
   "batching",
   "deliveryMode",
+  "enabled",
+];
+const OPERATOR_WEBHOOK_KEYS = [
+  "id",
+  "name",
+  "url",
+  "secret",
+  "secretEnv",
+  "events",
+  "failingBelow",
+  "behindAfter",
   "enabled",
 ];
 const RETRY_KEYS = ["window", "delays"];
@@ -225,16 +267,16 @@ class Checker {
   }
 
   file(value: unknown): ApplyFile {
-    const out: ApplyFile = { sources: [], destinations: [] };
+    const out: ApplyFile = { sources: [], destinations: [], operatorWebhooks: [] };
     if (value === null || value === undefined) {
-      this.problem([], "the file is empty: expected `sources:` and/or `destinations:`");
+      this.problem([], "the file is empty: expected `sources:`, `destinations:` and/or `operatorWebhooks:`");
       return out;
     }
     if (!isObject(value)) {
-      this.problem([], "expected a mapping with `sources:` and/or `destinations:`");
+      this.problem([], "expected a mapping with `sources:`, `destinations:` and/or `operatorWebhooks:`");
       return out;
     }
-    this.unknownKeys(value, [], ["sources", "destinations"]);
+    this.unknownKeys(value, [], ["sources", "destinations", "operatorWebhooks"]);
     const sources = this.list(value.sources, ["sources"]);
     sources.forEach((s, i) => {
       const src = this.source(s, ["sources", i]);
@@ -245,9 +287,85 @@ class Checker {
       const dest = this.destination(d, ["destinations", i]);
       if (dest) out.destinations.push(dest);
     });
+    this.list(value.operatorWebhooks, ["operatorWebhooks"]).forEach((w, i) => {
+      const webhook = this.operatorWebhook(w, ["operatorWebhooks", i]);
+      if (webhook) out.operatorWebhooks.push(webhook);
+    });
     this.unique(out.sources);
     this.unique(out.destinations);
+    this.unique(out.operatorWebhooks);
     return out;
+  }
+
+  operatorWebhook(value: unknown, path: Path): DesiredOperatorWebhook | undefined {
+    if (!isObject(value)) return void this.problem(path, "expected a mapping (id, name, url, …)");
+    const before = this.problems.length;
+    this.unknownKeys(value, path, OPERATOR_WEBHOOK_KEYS);
+    const id = this.id(value.id, [...path, "id"]);
+    const name = this.name(value.name, [...path, "name"]);
+    let url: string | undefined;
+    if (typeof value.url !== "string")
+      this.problem([...path, "url"], "is required: the URL events are POSTed to");
+    else if (this.violations([...path, "url"], operatorUrlViolations(value.url, pathText([...path, "url"]))))
+      url = value.url;
+    let events: string[] = [];
+    if (value.events !== undefined && value.events !== null) {
+      if (!Array.isArray(value.events) || value.events.some((e) => typeof e !== "string"))
+        this.problem([...path, "events"], "must be a list of event types");
+      else if (
+        this.violations(
+          [...path, "events"],
+          eventTypesViolations(value.events, pathText([...path, "events"])),
+        )
+      )
+        events = value.events as string[];
+    }
+    let failingBelow: number | null = null;
+    if (value.failingBelow !== undefined && value.failingBelow !== null) {
+      if (typeof value.failingBelow !== "number")
+        this.problem([...path, "failingBelow"], "must be a number from 0.01 to 1");
+      else if (
+        this.violations(
+          [...path, "failingBelow"],
+          failingBelowViolations(value.failingBelow, pathText([...path, "failingBelow"])),
+        )
+      )
+        failingBelow = value.failingBelow;
+    }
+    let behindAfter: string | null = null;
+    if (value.behindAfter !== undefined && value.behindAfter !== null) {
+      const at = [...path, "behindAfter"];
+      try {
+        if (typeof value.behindAfter !== "string")
+          throw new Error("must be a duration such as 30s, 15m or 1h");
+        const ms = parseDuration(value.behindAfter);
+        if (this.violations(at, behindAfterViolations(ms, pathText(at)))) behindAfter = formatDuration(ms);
+      } catch (err) {
+        this.problem(at, (err as Error).message);
+      }
+    }
+    let enabled = true;
+    if (value.enabled !== undefined) {
+      if (typeof value.enabled === "boolean") enabled = value.enabled;
+      else this.problem([...path, "enabled"], "must be true or false");
+    }
+    const secret = this.secret(value, path);
+    if (secret.ok) {
+      const field = [...path, value.secretEnv !== undefined ? "secretEnv" : "secret"];
+      this.violations(field, operatorSecretViolations(secret.value, pathText(field)));
+    }
+    if (this.problems.length > before) return undefined;
+    return {
+      id: id!,
+      name: name!,
+      url: url!,
+      ...(secret.value !== undefined ? { secret: secret.value } : {}),
+      events,
+      failingBelow,
+      behindAfter,
+      enabled,
+      path: pathText(path),
+    };
   }
 
   source(value: unknown, path: Path): DesiredSource | undefined {

@@ -9,6 +9,7 @@ import { deleteUserCommand } from "./commands/delete-user.js";
 import { deletionCommand } from "./commands/deletion.js";
 import { destinationsCommand } from "./commands/destinations.js";
 import { messagesCommand } from "./commands/messages.js";
+import { operatorWebhooksCommand } from "./commands/operator-webhooks.js";
 import { portalLinksCommand } from "./commands/portal-links.js";
 import { secretsCommand } from "./commands/secrets.js";
 import { sendCommand } from "./commands/send.js";
@@ -91,6 +92,7 @@ Examples:
   for (const cmd of [
     sourcesCommand(session),
     destinationsCommand(session),
+    operatorWebhooksCommand(session),
     applyCommand(session),
     sendCommand(session),
     deleteUserCommand(session),

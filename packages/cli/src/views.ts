@@ -1,9 +1,10 @@
-import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
+import { durationMs, type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
 import {
   type BatchingView,
   batchingView,
   type FilterView,
   filterView,
+  formatDuration,
   methodOf,
   type RetryView,
   retryView,
@@ -13,6 +14,7 @@ import {
   type DeadLetter,
   DeliveryMode,
   type Destination,
+  type OperatorWebhook,
   Ordering,
   Signing,
   type Source,
@@ -126,6 +128,22 @@ export interface DestinationView {
   signingPublicKeys: string[];
 }
 
+export interface OperatorWebhookView {
+  id: string;
+  name: string;
+  url: string;
+  secretSet: boolean;
+  /** Empty: every type. */
+  eventTypes: string[];
+  enabled: boolean;
+  /** null: the default (0.5). */
+  failingBelow: number | null;
+  /** `15m`; null: the default. */
+  behindAfter: string | null;
+  createTime: string | null;
+  updateTime: string | null;
+}
+
 export interface DeadLetterView {
   sequence: bigint;
   messageId: string;
@@ -180,6 +198,21 @@ export function destinationView(d: Destination): DestinationView {
     disabledTime: iso(d.disabledTime),
     previousSecretExpireTime: iso(d.previousSecretExpireTime),
     signingPublicKeys: [...d.signingPublicKeys],
+  };
+}
+
+export function operatorWebhookView(w: OperatorWebhook): OperatorWebhookView {
+  return {
+    id: w.id,
+    name: w.name,
+    url: w.url,
+    secretSet: w.secretSet,
+    eventTypes: [...w.eventTypes],
+    enabled: w.enabled ?? false,
+    failingBelow: w.failingBelow ?? null,
+    behindAfter: w.behindAfter ? formatDuration(durationMs(w.behindAfter)) : null,
+    createTime: iso(w.createTime),
+    updateTime: iso(w.updateTime),
   };
 }
 

@@ -76,6 +76,24 @@ export { EVENT_TYPES, type EventType, isEventType, type StoredCall } from "./mod
 export { numberLiteralProblem, numberValueProblem } from "./numbers.js";
 export { objectProblem, protoKeyProblem } from "./objects.js";
 export {
+  behindAfterViolations,
+  DEFAULT_BEHIND_AFTER_MS,
+  DEFAULT_FAILING_BELOW,
+  eventTypesViolations,
+  failingBelowViolations,
+  isOperatorEventType,
+  MAX_BEHIND_AFTER_MS,
+  MAX_OPERATOR_WEBHOOK_ID_CHARS,
+  MAX_OPERATOR_WEBHOOKS,
+  MIN_BEHIND_AFTER_MS,
+  MIN_FAILING_BELOW,
+  OPERATOR_EVENT_TYPES,
+  type OperatorEventType,
+  operatorSecretViolations,
+  operatorUrlViolations,
+  recoveredAtOrAbove,
+} from "./operator-webhook-rules.js";
+export {
   allowedOriginsViolations,
   MAX_ALLOWED_ORIGINS,
   MAX_ORIGIN_CHARS,

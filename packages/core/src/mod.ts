@@ -5,6 +5,7 @@ export {
   type BreakerFigures,
   HealthAggregate,
   type HealthFigures,
+  healthSummaryFeed,
 } from "./attempts/health.js";
 export {
   type BreakerReport,
@@ -211,6 +212,13 @@ export {
   type Signing,
   signingSecrets,
 } from "./model/destination.js";
+export {
+  isOperatorTarget,
+  type OperatorWebhookRecord,
+  operatorTarget,
+  operatorTargetId,
+  wantsEvent,
+} from "./model/operator-webhook.js";
 export { generateWriteKey, hashWriteKey, type SourceRecord, writeKeyPrefix } from "./model/source.js";
 export { type ConfirmingMsg, confirmingAck } from "./nats/confirmed-ack.js";
 export { connectNats, drainNats } from "./nats/connect.js";
@@ -243,6 +251,8 @@ export { scanStream } from "./nats/scan-stream.js";
 export { StreamFeed, type StreamFeedOptions } from "./nats/stream-feed.js";
 export { countIfFull, registerStreamFull, StreamWatch } from "./nats/stream-watch.js";
 export {
+  ALERTS_BUCKET,
+  ALERTS_MAX_BYTES,
   ATTEMPT_INDEX_DATA_SUBJECT,
   ATTEMPT_INDEX_HEAD_SUBJECT,
   ATTEMPT_INDEX_STREAM,
@@ -283,6 +293,7 @@ export {
   laneSubject,
   legacyDeliverySubject,
   legacyDestinationConsumer,
+  OPERATOR_TARGET_PREFIX,
   ORDERED_STREAM,
   ORDERED_SUBJECT_PREFIX,
   objectChunkSubject,

@@ -22,6 +22,7 @@ import { deadLetterHandlers } from "./dead-letters.js";
 import { deletionHandlers } from "./deletions.js";
 import { destinationHandlers } from "./destinations.js";
 import { healthHandlers } from "./health.js";
+import { operatorWebhookHandlers } from "./operator-webhooks.js";
 import { portalLinkHandlers } from "./portal-links.js";
 import { inPortalScope, Scope } from "./portal-scope.js";
 import { PortalWriteRate } from "./portal-write-rate.js";
@@ -91,6 +92,7 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
     ...deletionHandlers(deps),
     ...testCallHandler(deps),
     ...portalLinkHandlers(deps),
+    ...operatorWebhookHandlers(deps),
   } as Record<string, (req: unknown, ctx: CallContext) => Promise<unknown>>;
   const audit = {
     auditLog: deps.auditLog,

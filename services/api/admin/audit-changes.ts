@@ -3,6 +3,7 @@ import {
   type CallContext,
   changedFields,
   type DestinationRecord,
+  type OperatorWebhookRecord,
   redact,
   type SourceRecord,
 } from "@hookpost/core";
@@ -23,7 +24,12 @@ export function openAuditChanges(ctx: CallContext): AuditChange[] {
 type Resource =
   | { type: "source"; before?: SourceRecord | undefined; after?: SourceRecord | undefined }
   | { type: "destination"; before?: DestinationRecord | undefined; after?: DestinationRecord | undefined }
-  | { type: "portal_link"; before?: object | undefined; after?: object | undefined };
+  | { type: "portal_link"; before?: object | undefined; after?: object | undefined }
+  | {
+      type: "operator_webhook";
+      before?: OperatorWebhookRecord | undefined;
+      after?: OperatorWebhookRecord | undefined;
+    };
 
 /** Records that the call changed one resource (redacted here: secrets never reach the log). */
 export function auditChange(ctx: CallContext, id: string, r: Resource): void {

@@ -131,8 +131,13 @@ function resourceOf(action: string, req: unknown): { resourceType: string; resou
     sourceId?: unknown;
     destination?: unknown;
     source?: unknown;
+    operatorWebhook?: unknown;
   };
   const text = (v: unknown) => (typeof v === "string" ? v.slice(0, MAX_ID_CHARS) : "");
+  if (r.operatorWebhook !== undefined || /OperatorWebhook/.test(action)) {
+    const w = r.operatorWebhook as { id?: unknown } | undefined;
+    return { resourceType: "operator_webhook", resourceId: text(w?.id ?? r.id) };
+  }
   const destination = r.destination as { id?: unknown } | undefined;
   if (r.destination !== undefined || /Destination|RotateSecret|DeadLetters/.test(action)) {
     return { resourceType: "destination", resourceId: text(destination?.id ?? r.destinationId ?? r.id) };

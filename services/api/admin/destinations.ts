@@ -37,6 +37,7 @@ import { generateId, idViolations, nameViolations, requiredIdViolations } from "
 import { pageOf } from "./paging.js";
 import type { AdminDeps, AdminMethods } from "./sources.js";
 import { destinationToProto, signingFromProto } from "./to-proto.js";
+import { maskViolations } from "./update-mask.js";
 
 /** The fields UpdateDestination's update_mask may name. */
 const UPDATABLE = [
@@ -209,18 +210,7 @@ export function destinationHandlers(
       throwIfInvalid(requiredIdViolations(d.id, `${P}id`));
 
       const paths = req.updateMask?.paths ?? [];
-      const maskViolations: FieldViolation[] = [];
-      paths.forEach((p, i) => {
-        if (!(UPDATABLE as readonly string[]).includes(p)) {
-          maskViolations.push({
-            field: `update_mask.paths[${i}]`,
-            description: OUTPUT_ONLY.has(p)
-              ? `"${p}" cannot be changed`
-              : `unknown field "${p.slice(0, 80)}": use ${UPDATABLE.join(", ")}`,
-          });
-        }
-      });
-      throwIfInvalid(maskViolations);
+      throwIfInvalid(maskViolations(paths, UPDATABLE, OUTPUT_ONLY));
 
       const replaceAll = paths.length === 0;
       const fields = new Set<Updatable>(replaceAll ? UPDATABLE : (paths as Updatable[]));

@@ -1,15 +1,24 @@
 import { randomBytes } from "node:crypto";
 import type { FieldViolation } from "@hookpost/contract";
 import { hasControlChar } from "@hookpost/contract";
-import { ID_PATTERN } from "@hookpost/core";
+import { ID_PATTERN, OPERATOR_TARGET_PREFIX } from "@hookpost/core";
 
 /** A fresh id such as `src_3f9a0c1d2b4e5f60` (64 random bits, within ID_PATTERN). */
-export function generateId(prefix: "src" | "dst"): string {
+export function generateId(prefix: "src" | "dst" | "opw"): string {
   return `${prefix}_${randomBytes(8).toString("hex")}`;
 }
 
 /** Rules for an id a caller chose (ids become NATS subject tokens and consumer names). */
 export function idViolations(id: string, field: string): FieldViolation[] {
+  if (id.startsWith(OPERATOR_TARGET_PREFIX)) {
+    // Operator webhooks are delivered as destinations with these ids (core's model/operator-webhook.ts).
+    return [
+      {
+        field,
+        description: `ids starting with "${OPERATOR_TARGET_PREFIX}" are reserved for operator webhooks`,
+      },
+    ];
+  }
   return ID_PATTERN.test(id)
     ? []
     : [

@@ -265,6 +265,12 @@ export const PORTAL_SCOPE: ScopeTable = {
   reencryptSecrets: { access: "refused", why: GLOBAL },
   // A deletion request spans every source that saw the user.
   getDeletion: { access: "refused", why: GLOBAL },
+  // Operational webhooks alert the operator about every source's destinations.
+  createOperatorWebhook: { access: "refused", why: GLOBAL },
+  getOperatorWebhook: { access: "refused", why: GLOBAL },
+  listOperatorWebhooks: { access: "refused", why: GLOBAL },
+  updateOperatorWebhook: { access: "refused", why: GLOBAL },
+  deleteOperatorWebhook: { access: "refused", why: GLOBAL },
   dryRunDestination: {
     access: "read",
     check: (req, s) => {

@@ -40,7 +40,14 @@ export function reencryptSecretsHandler(
         }
       };
       await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-      const unchanged = Math.max(0, store.destinations().length - reencrypted);
+      // Operator webhooks' secrets are sealed alike (at most 10 of them).
+      for (const id of store.operatorWebhooksToReencrypt()) {
+        if ((await store.changeOperatorWebhook(id, (current) => current)) !== undefined) reencrypted++;
+      }
+      const unchanged = Math.max(
+        0,
+        store.destinations().length + store.operatorWebhooks().length - reencrypted,
+      );
       log.info({ reencrypted, unchanged, keyId }, "destination secrets re-encrypted");
       return { reencrypted, unchanged, keyId };
     },

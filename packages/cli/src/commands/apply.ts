@@ -1,9 +1,14 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { allPages, httpMethodOf, parseDuration } from "@hookpost/contract";
-import type { DestinationSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import type { DestinationSchema, OperatorWebhookSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { Command } from "commander";
-import { type ApplyFile, type DesiredDestination, loadApplyFile } from "../apply-file.js";
+import {
+  type ApplyFile,
+  type DesiredDestination,
+  type DesiredOperatorWebhook,
+  loadApplyFile,
+} from "../apply-file.js";
 import type { Context, Session } from "../context.js";
 import { InputError, type InputProblem } from "../errors.js";
 import {
@@ -11,6 +16,8 @@ import {
   type DestinationView,
   deliveryModeWordValue,
   destinationView,
+  type OperatorWebhookView,
+  operatorWebhookView,
   orderingValue,
   signingValue,
   sourceView,
@@ -19,7 +26,7 @@ import {
 type Action = "create" | "update" | "unchanged";
 
 interface Step {
-  kind: "source" | "destination";
+  kind: "source" | "destination" | "operator webhook";
   id: string;
   action: Action;
   /** For updates: the fields that change (proto names, as in the update mask). */
@@ -27,19 +34,20 @@ interface Step {
   note?: string;
   /** A destination whose file gives a secret that was not sent (it is write-only, so not compared). */
   secretKept?: boolean;
+  /** Resolves to what is shown once: a new source's write key, a new operator webhook's generated secret. */
   run?: () => Promise<string | undefined>;
 }
 
 export function applyCommand(session: Session): Command {
   return new Command("apply")
     .description(
-      "make sources and destinations match a YAML or JSON file: creates what is missing, updates what differs, leaves the rest alone",
+      "make sources, destinations and operator webhooks match a YAML or JSON file: creates what is missing, updates what differs, leaves the rest alone",
     )
     .requiredOption("-f, --file <file>", "the file (`-` reads stdin)")
     .option("--dry-run", "only show what would change")
     .option(
       "--update-secrets",
-      "also push shared secrets of existing destinations (secrets are write-only, so they cannot be compared)",
+      "also push the secrets of existing destinations and operator webhooks (secrets are write-only, so they cannot be compared)",
     )
     .addHelpText(
       "after",
@@ -69,21 +77,32 @@ The file (YAML or JSON):
       batching: { maxCalls: 100, maxBytes: 524288, maxWait: 1s }   # JSON arrays; omit for one call per request
       deliveryMode: failover         # or fan-out: every URL gets every call, each retried on its own
       enabled: true
+  operatorWebhooks:                  # operational events: failing, recovered, disabled, behind, dead letters
+    - id: pager
+      name: Pager
+      url: https://pager.example.com/hookpost
+      secretEnv: PAGER_SECRET        # or secret: whsec_…; omit to have one generated (printed once)
+      events: [destination.failing, destination.recovered]   # omit for every type
+      failingBelow: 0.5              # success rate over ALERT_HEALTH_WINDOW; omit for 0.5
+      behindAfter: 15m               # oldest pending call; omit for 15m
+      enabled: true
 
 Nothing is deleted: sources and destinations missing from the file are left alone.
-Write keys are printed only for sources created now.`,
+Write keys are printed only for sources created now, generated secrets only for operator
+webhooks created now.`,
     )
     .action(async (opts: { file: string; dryRun?: boolean; updateSecrets?: boolean }, command: Command) => {
       const file = await loadApplyFile(opts.file);
       const ctx = session.context(command);
       const steps = await plan(ctx, file, Boolean(opts.updateSecrets));
       const writeKeys: Record<string, string> = {};
+      const secrets: Record<string, string> = {};
       const done: Step[] = [];
       if (!opts.dryRun) {
         try {
           for (const step of steps) {
             const key = await step.run?.();
-            if (key) writeKeys[step.id] = key;
+            if (key) (step.kind === "source" ? writeKeys : secrets)[step.id] = key;
             done.push(step);
           }
         } catch (err) {
@@ -95,10 +114,14 @@ Write keys are printed only for sources created now.`,
             ctx.out.note("write keys of the sources created (shown once):");
             for (const [id, key] of Object.entries(writeKeys)) ctx.out.note(`  ${id}: ${key}`);
           }
+          if (Object.keys(secrets).length > 0) {
+            ctx.out.note("secrets of the operator webhooks created (shown once):");
+            for (const [id, key] of Object.entries(secrets)) ctx.out.note(`  ${id}: ${key}`);
+          }
           throw err;
         }
       }
-      report(ctx, steps, writeKeys, Boolean(opts.dryRun));
+      report(ctx, steps, writeKeys, secrets, Boolean(opts.dryRun));
     });
 }
 
@@ -203,7 +226,82 @@ async function plan(ctx: Context, file: ApplyFile, updateSecrets: boolean): Prom
       },
     });
   }
+  steps.push(...(await planOperatorWebhooks(ctx, file.operatorWebhooks, updateSecrets)));
   return steps;
+}
+
+/** Only when the file has some: a server without operator webhooks still takes other files. */
+async function planOperatorWebhooks(
+  ctx: Context,
+  wanted: DesiredOperatorWebhook[],
+  updateSecrets: boolean,
+): Promise<Step[]> {
+  if (wanted.length === 0) return [];
+  const admin = ctx.admin();
+  const existing = new Map(
+    (await admin.listOperatorWebhooks({})).operatorWebhooks.map((w) => [w.id, operatorWebhookView(w)]),
+  );
+  return wanted.map((w): Step => {
+    const kind = "operator webhook";
+    const current = existing.get(w.id);
+    if (!current) {
+      return {
+        kind,
+        id: w.id,
+        action: "create",
+        changes: [],
+        run: async () =>
+          (await admin.createOperatorWebhook({ operatorWebhook: webhookInit(w) })).secret || undefined,
+      };
+    }
+    const changes = operatorWebhookDiff(current, w, updateSecrets);
+    const secretKept = w.secret !== undefined && !changes.includes("secret");
+    if (changes.length === 0) return { kind, id: w.id, action: "unchanged", changes, secretKept };
+    return {
+      kind,
+      id: w.id,
+      action: "update",
+      changes,
+      secretKept,
+      run: async () => {
+        await admin.updateOperatorWebhook({
+          operatorWebhook: webhookInit(w),
+          updateMask: { paths: changes },
+        });
+        return undefined;
+      },
+    };
+  });
+}
+
+function webhookInit(w: DesiredOperatorWebhook): MessageInitShape<typeof OperatorWebhookSchema> {
+  return {
+    id: w.id,
+    name: w.name,
+    url: w.url,
+    secret: w.secret ?? "",
+    eventTypes: w.events,
+    enabled: w.enabled,
+    ...(w.failingBelow === null ? {} : { failingBelow: w.failingBelow }),
+    ...(w.behindAfter === null ? {} : { behindAfter: durationFromMs(parseDuration(w.behindAfter)) }),
+  };
+}
+
+/** The update-mask paths where the server's operator webhook differs from the file's. */
+export function operatorWebhookDiff(
+  current: OperatorWebhookView,
+  want: DesiredOperatorWebhook,
+  updateSecrets: boolean,
+): string[] {
+  const changes: string[] = [];
+  if (current.name !== want.name) changes.push("name");
+  if (normalUrl(current.url) !== normalUrl(want.url)) changes.push("url");
+  if (want.secret !== undefined && updateSecrets) changes.push("secret");
+  if (!sameSet(current.eventTypes, want.events)) changes.push("event_types");
+  if (current.enabled !== want.enabled) changes.push("enabled");
+  if (current.failingBelow !== want.failingBelow) changes.push("failing_below");
+  if (current.behindAfter !== want.behindAfter) changes.push("behind_after");
+  return changes;
 }
 
 function toInit(d: DesiredDestination): MessageInitShape<typeof DestinationSchema> {
@@ -319,7 +417,13 @@ function stepText(s: Step, dryRun = false): string {
   return `${s.kind} ${s.id}: ${VERB[s.action][dryRun ? 1 : 0]}${changes}${note}`;
 }
 
-function report(ctx: Context, steps: Step[], writeKeys: Record<string, string>, dryRun: boolean): void {
+function report(
+  ctx: Context,
+  steps: Step[],
+  writeKeys: Record<string, string>,
+  secrets: Record<string, string>,
+  dryRun: boolean,
+): void {
   const count = (a: Action) => steps.filter((s) => s.action === a).length;
   const summary = { created: count("create"), updated: count("update"), unchanged: count("unchanged") };
   const kept = steps.filter((s) => s.secretKept).map((s) => s.id);
@@ -335,6 +439,7 @@ function report(ctx: Context, steps: Step[], writeKeys: Record<string, string>, 
         ...(s.note ? { note: s.note } : {}),
       })),
       writeKeys,
+      operatorWebhookSecrets: secrets,
       secretsNotCompared: kept,
     });
     return;
@@ -357,6 +462,14 @@ function report(ctx: Context, steps: Step[], writeKeys: Record<string, string>, 
     ctx.out.line("  Write keys of the new sources (shown once, store them now):");
     ctx.out.line();
     for (const [id, key] of keys) ctx.out.line(`    ${id}: ${key}`);
+    ctx.out.line();
+  }
+  const generated = Object.entries(secrets);
+  if (generated.length > 0) {
+    ctx.out.line();
+    ctx.out.line("  Secrets of the new operator webhooks (shown once, store them now):");
+    ctx.out.line();
+    for (const [id, key] of generated) ctx.out.line(`    ${id}: ${key}`);
     ctx.out.line();
   }
 }

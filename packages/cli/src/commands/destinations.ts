@@ -425,7 +425,7 @@ export function destinationsCommand(session: Session): Command {
 }
 
 /** The secret from --secret or --secret-env; undefined when neither was given. */
-function resolveSecret(opts: { secret?: string; secretEnv?: string }): string | undefined {
+export function resolveSecret(opts: { secret?: string; secretEnv?: string }): string | undefined {
   if (opts.secretEnv !== undefined) {
     const value = userVariables()[opts.secretEnv];
     if (!value) throw new UsageError(`--secret-env: environment variable ${opts.secretEnv} is not set`);

@@ -21,7 +21,7 @@ export function idCommand(
 export function deleteCommand(
   session: Session,
   parent: Command,
-  kind: "source" | "destination",
+  kind: "source" | "destination" | "operator webhook",
   description: string,
   remove: (ctx: Context, id: string) => Promise<unknown>,
 ): void {

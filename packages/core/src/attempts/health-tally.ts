@@ -26,6 +26,9 @@ export interface DestinationDelta {
   retrying?: Record<string, number>;
   /** The replica's circuit breaker for the destination, as of its latest change in the window. */
   breaker?: BreakerReport;
+  /** Dead letters written in the window (operational webhooks aggregate them), and the last one's reason. */
+  dead?: number;
+  lastDeadReason?: string;
 }
 
 export type BreakerState = "closed" | "open" | "half_open";
@@ -82,6 +85,8 @@ export class HealthTally {
     const d = this.#get(r.destinationId);
     if (r.kind === "dead") {
       this.#retry(d, r.messageId, 0);
+      d.dead = (d.dead ?? 0) + 1;
+      d.lastDeadReason = r.reason.slice(0, 300);
       return;
     }
     const at = Date.parse(r.startTime) + r.durationMs;

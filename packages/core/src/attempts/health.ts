@@ -82,20 +82,11 @@ export class HealthAggregate {
   readonly #feed: StreamFeed;
 
   constructor(nc: NatsConnection, logger: Logger) {
-    this.#feed = new StreamFeed({
+    this.#feed = healthSummaryFeed({
       nc,
-      stream: ATTEMPTS_STREAM,
-      filterSubject: healthSubject("*"),
-      startTime: () => new Date(Date.now() - HOUR),
-      onMessage: (data) => {
-        try {
-          const r = JSON.parse(decoder.decode(data)) as HealthSummary;
-          if (r.kind === "health") this.merge(r);
-        } catch {
-          // Not ours to judge: an unreadable summary is skipped.
-        }
-      },
       logger,
+      startTime: () => new Date(Date.now() - HOUR),
+      onSummary: (s) => this.merge(s),
     });
   }
 
@@ -262,6 +253,35 @@ export class HealthAggregate {
     }
     return s;
   }
+}
+
+/**
+ * Follows every dispatcher replica's health summaries (`hookpost.health.*`) from `startTime` on:
+ * what ingest's destination health and the operational webhooks' watcher fold.
+ */
+export function healthSummaryFeed(o: {
+  nc: NatsConnection;
+  logger: Logger;
+  startTime: () => Date;
+  onSummary: (s: HealthSummary) => void;
+  heartbeatMs?: number;
+}): StreamFeed {
+  return new StreamFeed({
+    nc: o.nc,
+    stream: ATTEMPTS_STREAM,
+    filterSubject: healthSubject("*"),
+    startTime: o.startTime,
+    ...(o.heartbeatMs === undefined ? {} : { heartbeatMs: o.heartbeatMs }),
+    onMessage: (data) => {
+      try {
+        const r = JSON.parse(decoder.decode(data)) as HealthSummary;
+        if (r.kind === "health") o.onSummary(r);
+      } catch {
+        // Not ours to judge: an unreadable summary is skipped.
+      }
+    },
+    logger: o.logger,
+  });
 }
 
 function add(m: Map<number, number>, key: number, n: number): void {

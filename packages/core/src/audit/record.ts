@@ -16,7 +16,7 @@ export interface AuditActor {
 
 /** What one call changed in one resource: the redacted records before and after. */
 export interface AuditChange {
-  resourceType: "source" | "destination" | "portal_link";
+  resourceType: "source" | "destination" | "portal_link" | "operator_webhook";
   resourceId: string;
   /** Absent: the resource did not exist (created). */
   before?: unknown;
@@ -34,7 +34,7 @@ export interface AuditRequestRecord {
   actor: AuditActor;
   /** The RPC, e.g. "UpdateDestination". */
   action: string;
-  /** "source", "destination", or "" when the RPC is not known to be about either. */
+  /** "source", "destination", "operator_webhook", or "" when the RPC is not known to be about one. */
   resourceType: string;
   /** From the request; "" when the request names none (a create with a generated id). */
   resourceId: string;

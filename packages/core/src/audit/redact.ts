@@ -18,6 +18,9 @@ const SAFE_KEYS = new Set([
   "resourceId",
   "messageId",
   "urls",
+  // Operator webhooks (issue 28): where and what operational events go; the secret is not listed.
+  "url",
+  "eventTypes",
   "signing",
   "ordering",
   "consentCategories",

@@ -3,6 +3,12 @@ import { MAX_URLS } from "@hookpost/contract";
 import type { KV, KvEntry, NatsConnection, Subscription } from "nats";
 import { DomainError } from "../errors.js";
 import { type DestinationRecord, targetView } from "../model/destination.js";
+import {
+  isOperatorTarget,
+  type OperatorWebhookRecord,
+  operatorTarget,
+  operatorTargetId,
+} from "../model/operator-webhook.js";
 import { hashWriteKey, type SourceRecord } from "../model/source.js";
 import { isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
 import { countIfFull } from "../nats/stream-watch.js";
@@ -14,6 +20,11 @@ import {
   sealDestination,
   sealedWith,
 } from "../secrets/sealed-destination.js";
+import {
+  openOperatorWebhook,
+  type StoredOperatorWebhook,
+  sealOperatorWebhook,
+} from "../secrets/sealed-operator-webhook.js";
 import { SecretsKeyError } from "../secrets/secrets-key-error.js";
 
 /** Targets' views per record: records are replaced, never changed, on a revision. */
@@ -21,7 +32,8 @@ const targetViews = new WeakMap<DestinationRecord, DestinationRecord[]>();
 
 export type ConfigChange =
   | { kind: "source"; id: string; record: SourceRecord | undefined }
-  | { kind: "destination"; id: string; record: DestinationRecord | undefined };
+  | { kind: "destination"; id: string; record: DestinationRecord | undefined }
+  | { kind: "operator_webhook"; id: string; record: OperatorWebhookRecord | undefined };
 
 /** Thrown by createSource/createDestination when the id is already taken. */
 export class AlreadyExistsError extends DomainError {
@@ -52,6 +64,12 @@ export interface ConfigStoreOptions {
    * sealed earlier then cannot be read: SecretsKeyError).
    */
   keyring?: Keyring | undefined;
+  /**
+   * The dispatcher's view: destination(id) also answers the delivery targets of operator webhooks
+   * (`_ops_<id>`, model/operator-webhook.ts), so that the delivery core carries operational events
+   * like any webhook. destinations() never lists them.
+   */
+  operatorTargets?: boolean;
 }
 
 /** How a record is turned into the bucket's bytes and back. */
@@ -65,6 +83,7 @@ export const MAX_CHANGE_ATTEMPTS = 10;
 
 const SOURCE = "source.";
 const DESTINATION = "destination.";
+const OPERATOR_WEBHOOK = "operator_webhook.";
 
 /** Sources hold no secret (only their write key's hash): stored as they are. */
 const SOURCES: Codec<SourceRecord> = {
@@ -87,6 +106,13 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange]; unreadab
   readonly #kv: KV;
   readonly #keyring: Keyring | undefined;
   readonly #destinationCodec: Codec<DestinationRecord>;
+  readonly #operatorCodec: Codec<OperatorWebhookRecord>;
+  readonly #operatorTargets: boolean;
+  readonly #operatorWebhooks = new Map<string, OperatorWebhookRecord>();
+  /** Delivery target id -> the webhook as a destination (only with operatorTargets). */
+  readonly #targets = new Map<string, DestinationRecord>();
+  /** The key each operator webhook is stored sealed with; undefined: in clear. */
+  readonly #operatorSealedWith = new Map<string, string | undefined>();
   /** The key each destination is stored sealed with; undefined: in clear. */
   readonly #sealedWith = new Map<string, string | undefined>();
   /** A record of the initial contents this replica cannot open: open() fails with it. */
@@ -108,10 +134,15 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange]; unreadab
   #rewatching = false;
   #advisories: Subscription | undefined;
 
-  private constructor(kv: KV, keyring: Keyring | undefined) {
+  private constructor(kv: KV, keyring: Keyring | undefined, operatorTargets: boolean) {
     super();
     this.#kv = kv;
     this.#keyring = keyring;
+    this.#operatorTargets = operatorTargets;
+    this.#operatorCodec = {
+      decode: (stored) => openOperatorWebhook(stored as StoredOperatorWebhook, keyring),
+      encode: (record) => JSON.stringify(sealOperatorWebhook(record, keyring)),
+    };
     this.#destinationCodec = {
       decode: (stored) => openDestination(stored as StoredDestination, keyring),
       encode: (record) => JSON.stringify(sealDestination(record, keyring)),
@@ -124,7 +155,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange]; unreadab
    */
   static async open(nc: NatsConnection, options: ConfigStoreOptions = {}): Promise<ConfigStore> {
     const kv = await nc.jetstream().views.kv(CONFIG_BUCKET, { history: 1, replicas: options.replicas ?? 1 });
-    const store = new ConfigStore(kv, options.keyring);
+    const store = new ConfigStore(kv, options.keyring, options.operatorTargets ?? false);
     await store.#watch();
     store.#initialized = true;
     if (store.#openError) {
@@ -219,20 +250,39 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange]; unreadab
         return;
       }
       const stored = e.json() as StoredDestination;
-      let record: DestinationRecord;
-      try {
-        record = this.#destinationCodec.decode(stored);
-      } catch (err) {
-        if (!(err instanceof SecretsKeyError)) throw err;
-        // Neither applied nor counted as applied: the previous version (if any) stays in force.
-        if (this.#initialized) this.emit("unreadable", err);
-        else this.#openError ??= err;
-        return;
-      }
+      const record = this.#opened(stored, this.#destinationCodec);
+      if (!record) return;
       this.#applied(e.revision);
       this.#setDestination(id, record, e.revision, sealedWith(stored));
+    } else if (e.key.startsWith(OPERATOR_WEBHOOK)) {
+      const id = e.key.slice(OPERATOR_WEBHOOK.length);
+      if (removed) {
+        this.#applied(e.revision);
+        this.#setOperatorWebhook(id, undefined, undefined);
+        return;
+      }
+      const stored = e.json() as StoredOperatorWebhook;
+      const record = this.#opened(stored, this.#operatorCodec);
+      if (!record) return;
+      this.#applied(e.revision);
+      this.#setOperatorWebhook(id, record, stored.sealed?.key);
     } else {
       this.#applied(e.revision);
+    }
+  }
+
+  /**
+   * A stored record with its secrets opened; undefined when this replica's keys do not open them
+   * (neither applied nor counted as applied: the previous version, if any, stays in force).
+   */
+  #opened<T>(stored: unknown, codec: Codec<T>): T | undefined {
+    try {
+      return codec.decode(stored);
+    } catch (err) {
+      if (!(err instanceof SecretsKeyError)) throw err;
+      if (this.#initialized) this.emit("unreadable", err);
+      else this.#openError ??= err;
+      return undefined;
     }
   }
 
@@ -281,6 +331,23 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange]; unreadab
     this.emit("change", { kind: "destination", id, record });
   }
 
+  #setOperatorWebhook(
+    id: string,
+    record: OperatorWebhookRecord | undefined,
+    sealedKey: string | undefined,
+  ): void {
+    if (record) {
+      this.#operatorWebhooks.set(id, record);
+      this.#operatorSealedWith.set(id, sealedKey);
+      if (this.#operatorTargets) this.#targets.set(operatorTargetId(id), operatorTarget(record));
+    } else {
+      this.#operatorWebhooks.delete(id);
+      this.#operatorSealedWith.delete(id);
+      this.#targets.delete(operatorTargetId(id));
+    }
+    this.emit("change", { kind: "operator_webhook", id, record });
+  }
+
   /**
    * Revisions are the bucket's sequence numbers: every write creates a higher one. A replica
    * whose `revision` is at least N has applied every change up to and including revision N.
@@ -318,6 +385,7 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange]; unreadab
   destination(id: string): DestinationRecord | undefined {
     const d = this.#destinations.get(id);
     if (d !== undefined) return d;
+    if (this.#operatorTargets && isOperatorTarget(id)) return this.#targets.get(id);
     const t = splitTarget(id);
     if (t === undefined || t.urlIndex >= MAX_URLS) return undefined;
     const base = this.#destinations.get(t.destinationId);
@@ -352,6 +420,15 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange]; unreadab
     return list;
   }
 
+  operatorWebhook(id: string): OperatorWebhookRecord | undefined {
+    return this.#operatorWebhooks.get(id);
+  }
+
+  /** Oldest first. */
+  operatorWebhooks(): OperatorWebhookRecord[] {
+    return [...this.#operatorWebhooks.values()].sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+  }
+
   /** The id of the key secrets are sealed with when written; undefined: stored in clear (no SECRETS_KEYS). */
   get encryptionKeyId(): string | undefined {
     return this.#keyring?.primary.id;
@@ -365,6 +442,13 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange]; unreadab
     const newest = this.#keyring?.primary.id;
     if (newest === undefined) return [];
     return [...this.#sealedWith].filter(([, key]) => key !== newest).map(([id]) => id);
+  }
+
+  /** Like destinationsToReencrypt, for operator webhooks' secrets. */
+  operatorWebhooksToReencrypt(): string[] {
+    const newest = this.#keyring?.primary.id;
+    if (newest === undefined) return [];
+    return [...this.#operatorSealedWith].filter(([, key]) => key !== newest).map(([id]) => id);
   }
 
   // Writes: to KV, then applied locally at once so the writer reads its own write.
@@ -477,6 +561,29 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange]; unreadab
       }
       throw err;
     }
+  }
+
+  /** Like createDestination, for an operator webhook. Throws AlreadyExistsError. */
+  async createOperatorWebhook(record: OperatorWebhookRecord): Promise<number> {
+    const revision = await this.#create(OPERATOR_WEBHOOK + record.id, this.#operatorCodec.encode(record));
+    this.#setOperatorWebhook(record.id, record, this.#keyring?.primary.id);
+    return revision;
+  }
+
+  /** Like changeDestination (compare-and-set), for an operator webhook. */
+  async changeOperatorWebhook(
+    id: string,
+    change: (current: OperatorWebhookRecord) => OperatorWebhookRecord | undefined,
+  ): Promise<number | undefined> {
+    const done = await this.#change(OPERATOR_WEBHOOK + id, change, this.#operatorCodec);
+    if (done) this.#setOperatorWebhook(id, done.record, this.#keyring?.primary.id);
+    return done?.revision;
+  }
+
+  async deleteOperatorWebhook(id: string): Promise<number> {
+    const revision = await this.#delete(OPERATOR_WEBHOOK + id);
+    this.#setOperatorWebhook(id, undefined, undefined);
+    return revision;
   }
 
   async deleteDestination(id: string): Promise<number> {

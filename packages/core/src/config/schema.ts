@@ -778,6 +778,48 @@ export const SETTINGS = {
       "pause a destination whose every attempt failed for this long (its calls are kept); `off` never does",
     check: duration(0, { off: true }),
   }),
+  ALERT_CHECK_INTERVAL: define({
+    services: ["dispatcher"],
+    default: "15s",
+    description:
+      "operational webhooks: how often the replica that watches destinations looks for failing, recovered and behind ones (docs/operations.md#alerting)",
+    check: durationMs(100),
+  }),
+  ALERT_HEALTH_WINDOW: define({
+    services: ["dispatcher"],
+    default: "5m",
+    description:
+      "operational webhooks: the success rate that says failing or recovered is counted over this window",
+    check: durationMs(1000),
+  }),
+  ALERT_MIN_ATTEMPTS: define({
+    services: ["dispatcher"],
+    default: "5",
+    description:
+      "operational webhooks: a destination with fewer attempts in the window is never called failing",
+    check: int(1),
+  }),
+  ALERT_MIN_INTERVAL: define({
+    services: ["dispatcher"],
+    default: "5m",
+    description:
+      "operational webhooks: at most one event per destination, operator webhook and condition (failing, behind) in this time: a flapping destination does not flood",
+    check: durationMs(),
+  }),
+  ALERT_DEAD_LETTER_WINDOW: define({
+    services: ["dispatcher"],
+    default: "5m",
+    description:
+      "operational webhooks: dead letters are counted per destination over windows this long, one `dead_letter.created` per destination and window",
+    check: durationMs(1000),
+  }),
+  ALERT_BEHIND_LOOKUPS: define({
+    services: ["dispatcher"],
+    default: "500",
+    description:
+      "operational webhooks: lookups of pending calls per check at most (one per subject holding calls of a destination; the rest in later checks)",
+    check: int(1),
+  }),
   ATTEMPT_LOG: define({
     services: ["dispatcher"],
     default: "on",

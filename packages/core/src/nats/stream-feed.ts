@@ -43,6 +43,7 @@ export class StreamFeed {
   #closed = false;
   #lastSeq = 0;
   #pending = 0;
+  #caughtUp = false;
   #current: { sub: Subscription; consumer?: string } | undefined;
   #restart: (() => void) | undefined;
 
@@ -58,6 +59,14 @@ export class StreamFeed {
   /** Messages the stream held past the last one handled, when it was sent (0: caught up). */
   get pending(): number {
     return this.#pending;
+  }
+
+  /**
+   * Every message stored when the feed started was handled (the server said nothing was pending,
+   * or sent an idle heartbeat). Stays true from then on.
+   */
+  get caughtUp(): boolean {
+    return this.#caughtUp;
   }
 
   start(): void {
@@ -86,6 +95,7 @@ export class StreamFeed {
             if (isStatus(m)) {
               // Flow control asks for an answer; a heartbeat may name a stalled flow control.
               if (m.reply) m.respond();
+              else if (m.headers?.description?.toLowerCase().includes("idle")) this.#caughtUp = true;
               const stalled = m.headers?.get("Nats-Consumer-Stalled");
               if (stalled) this.#o.nc.publish(stalled);
               return;
@@ -94,7 +104,8 @@ export class StreamFeed {
             if (!at || at.delivered !== expected) return resolve("gap in the feed");
             expected++;
             this.#lastSeq = at.stream;
-            this.#pending = at.pending;
+            this.#pending = at.pending || 0;
+            if (at.pending === 0) this.#caughtUp = true;
             try {
               this.#o.onMessage(m.data, at.stream);
             } catch (e) {
@@ -160,5 +171,5 @@ function sequences(reply: string): { stream: number; delivered: number; pending:
   const t = reply.split(".");
   const base = t.length === 9 ? 5 : t.length >= 12 ? 7 : -1;
   if (base < 0 || t[0] !== "$JS" || t[1] !== "ACK") return undefined;
-  return { stream: Number(t[base]), delivered: Number(t[base + 1]), pending: Number(t[base + 3]) || 0 };
+  return { stream: Number(t[base]), delivered: Number(t[base + 1]), pending: Number(t[base + 3]) };
 }

@@ -40,6 +40,17 @@ export const DELETIONS_BUCKET = "hookpost_deletions";
 export const PORTAL_LINKS_BUCKET = "hookpost_portal_links";
 /** A link's key: listing a source's links is a key filter (`<source id>.*`), not a scan. */
 export const portalLinkKey = (sourceId: string, linkId: string) => `${sourceId}.${linkId}`;
+/**
+ * KV bucket of operational-webhook state (services/dispatcher/operator-webhooks/): which
+ * conditions were announced to which operator webhook, written compare-and-set by the replica
+ * that watches destinations, so that a takeover neither repeats nor forgets an announcement.
+ */
+export const ALERTS_BUCKET = "hookpost_alerts";
+/**
+ * Operator webhooks are delivered as destinations named `_ops_<webhook id>` (core's
+ * model/operator-webhook.ts); no customer destination may take an id with this prefix.
+ */
+export const OPERATOR_TARGET_PREFIX = "_ops_";
 /** The streams behind buckets: KV buckets are streams named `KV_<bucket>`, object stores `OBJ_<bucket>`. */
 export const kvStream = (bucket: string) => `KV_${bucket}`;
 export const objectStream = (bucket: string) => `OBJ_${bucket}`;
@@ -308,6 +319,8 @@ const DELETIONS_MAX_BYTES = 256 * 1024 ** 2;
 const PORTAL_LINKS_MAX_BYTES = 64 * 1024 ** 2;
 /** The longest a link works, and a week to show it expired in ListPortalLinks. */
 export const PORTAL_LINKS_MAX_AGE_MS = PORTAL_LINK_LIFETIME.maxMs + 7 * 86_400_000;
+/** Alert state: a small key per (operator webhook, destination) with a condition announced. */
+export const ALERTS_MAX_BYTES = 64 * 1024 ** 2;
 
 /** What a stream does when a write would exceed its byte limit. */
 export type FullPolicy = "refuse_new" | "drop_oldest";
@@ -334,6 +347,7 @@ export function streamLimits(s: TopologySettings): StreamLimit[] {
     { stream: kvStream(DISPATCHERS_BUCKET), maxBytes: DISPATCHERS_MAX_BYTES, policy: "refuse_new" },
     { stream: kvStream(DELETIONS_BUCKET), maxBytes: DELETIONS_MAX_BYTES, policy: "refuse_new" },
     { stream: kvStream(PORTAL_LINKS_BUCKET), maxBytes: PORTAL_LINKS_MAX_BYTES, policy: "refuse_new" },
+    { stream: kvStream(ALERTS_BUCKET), maxBytes: ALERTS_MAX_BYTES, policy: "refuse_new" },
   ];
 }
 

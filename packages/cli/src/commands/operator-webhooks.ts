@@ -1,0 +1,240 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import { OPERATOR_EVENT_TYPES, parseDuration } from "@hookpost/contract";
+import type { OperatorWebhookSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { Command, InvalidArgumentError, Option } from "commander";
+import type { Context, Session } from "../context.js";
+import { UsageError } from "../errors.js";
+import { collect } from "../parse.js";
+import { type OperatorWebhookView, operatorWebhookView } from "../views.js";
+import { resolveSecret } from "./destinations.js";
+import { deleteCommand, idCommand } from "./id-command.js";
+import { printWriteKey } from "./sources.js";
+
+type WebhookInit = MessageInitShape<typeof OperatorWebhookSchema>;
+
+interface WebhookFlags {
+  name?: string;
+  url?: string;
+  secret?: string;
+  secretEnv?: string;
+  event?: string[];
+  failingBelow?: number | "default";
+  behindAfter?: number | "default";
+}
+
+/** Repeatable `--event destination.failing`: a known type. */
+function collectEventType(value: string, previous: string[] = []): string[] {
+  if (!(OPERATOR_EVENT_TYPES as readonly string[]).includes(value)) {
+    throw new InvalidArgumentError(`expected one of ${OPERATOR_EVENT_TYPES.join(", ")}`);
+  }
+  return collect(value, previous);
+}
+
+/** `0.5` (a success rate), or `default`. */
+function rateOrDefault(value: string): number | "default" {
+  if (value.trim() === "default") return "default";
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0 || n > 1)
+    throw new InvalidArgumentError("expected a success rate from 0.01 to 1, or default");
+  return n;
+}
+
+/** `15m` (a duration), or `default`. */
+function durationOrDefault(value: string): number | "default" {
+  if (value.trim() === "default") return "default";
+  try {
+    return parseDuration(value);
+  } catch {
+    throw new InvalidArgumentError("expected a duration such as 30s, 15m or 1h, or default");
+  }
+}
+
+function addFlags(cmd: Command, verb: "create" | "update"): Command {
+  const required = verb === "create";
+  return cmd
+    .addOption(new Option("--name <name>", "a name for people").makeOptionMandatory(required))
+    .addOption(new Option("--url <url>", "where events are POSTed").makeOptionMandatory(required))
+    .addOption(
+      new Option(
+        "--secret <whsec>",
+        `the Standard Webhooks secret that signs events (whsec_…)${required ? "; generated and shown once when omitted" : ""}`,
+      ).conflicts("secretEnv"),
+    )
+    .option("--secret-env <var>", "read the secret from this environment variable (keeps it out of ps)")
+    .addOption(
+      new Option(
+        "--event <type>",
+        `an event type to send, repeatable${required ? "; omitted: every type" : " (replaces the list)"}`,
+      ).argParser(collectEventType),
+    )
+    .option(
+      "--failing-below <rate>",
+      "destination.failing below this success rate (0.01 to 1; default 0.5)",
+      rateOrDefault,
+    )
+    .option(
+      "--behind-after <duration>",
+      "destination.behind when the oldest pending call waited this long (default 15m)",
+      durationOrDefault,
+    );
+}
+
+/** Sets the thresholds given as flags; returns the update-mask paths they touch. */
+function setThresholds(w: WebhookInit, opts: WebhookFlags): string[] {
+  const paths: string[] = [];
+  if (opts.failingBelow !== undefined) {
+    if (opts.failingBelow !== "default") w.failingBelow = opts.failingBelow;
+    paths.push("failing_below");
+  }
+  if (opts.behindAfter !== undefined) {
+    if (opts.behindAfter !== "default") w.behindAfter = durationFromMs(opts.behindAfter);
+    paths.push("behind_after");
+  }
+  return paths;
+}
+
+/** `hookpost operator-webhooks …`: where Hookpost announces failing, behind and paused destinations and dead letters. */
+export function operatorWebhooksCommand(session: Session): Command {
+  const cmd = new Command("operator-webhooks").description(
+    "manage operational webhooks: signed POSTs to your URLs when a destination fails, recovers, is paused by Hookpost, falls behind, or dead-letters calls",
+  );
+
+  addFlags(
+    cmd
+      .command("create")
+      .description("create an operator webhook (prints the generated secret once when none is given)")
+      .option("--id <id>", "the webhook id (letters, digits, - and _); generated when omitted")
+      .option("--disabled", "create it disabled (no events are sent)"),
+    "create",
+  ).action(async (opts: WebhookFlags & { id?: string; disabled?: boolean }, command: Command) => {
+    const secret = resolveSecret(opts);
+    const ctx = session.context(command);
+    const operatorWebhook: WebhookInit = {
+      id: opts.id ?? "",
+      name: opts.name!,
+      url: opts.url!,
+      secret: secret ?? "",
+      eventTypes: opts.event ?? [],
+      enabled: !opts.disabled,
+    };
+    setThresholds(operatorWebhook, opts);
+    const res = await ctx.admin().createOperatorWebhook({ operatorWebhook });
+    const w = operatorWebhookView(res.operatorWebhook!);
+    if (ctx.out.json)
+      return ctx.out.data({ operatorWebhook: w, ...(res.secret ? { secret: res.secret } : {}) });
+    ctx.out.line(`Created operator webhook ${w.id} ("${w.name}").`);
+    if (res.secret) printWriteKey(ctx, res.secret, "Secret (verify every event with it)");
+    else ctx.out.line();
+    printWebhook(ctx, w);
+  });
+
+  cmd
+    .command("list")
+    .description("list operator webhooks")
+    .action(async (_opts: object, command: Command) => {
+      const ctx = session.context(command);
+      const list = (await ctx.admin().listOperatorWebhooks({})).operatorWebhooks.map(operatorWebhookView);
+      if (ctx.out.json) return ctx.out.data(list);
+      ctx.out.table(
+        ["ID", "NAME", "ENABLED", "URL", "EVENTS"],
+        list.map((w) => [w.id, w.name, w.enabled ? "yes" : "no", w.url, eventsText(w)]),
+        "No operator webhooks. Create one with: hookpost operator-webhooks create --name Pager --url https://…",
+      );
+    });
+
+  idCommand(
+    session,
+    cmd,
+    {
+      name: "get",
+      description: "show an operator webhook (the secret is write-only)",
+      id: "operator webhook id",
+    },
+    async (id, ctx) => {
+      const w = operatorWebhookView((await ctx.admin().getOperatorWebhook({ id })).operatorWebhook!);
+      if (ctx.out.json) return ctx.out.data(w);
+      printWebhook(ctx, w);
+    },
+  );
+
+  addFlags(
+    cmd
+      .command("update")
+      .description("change an operator webhook; only the flags given change")
+      .argument("<id>", "operator webhook id")
+      .addOption(new Option("--all-events", "send every event type").conflicts("event"))
+      .addOption(new Option("--enable", "send events again").conflicts("disable"))
+      .option("--disable", "send no new events"),
+    "update",
+  ).action(
+    async (
+      id: string,
+      opts: WebhookFlags & { allEvents?: boolean; enable?: boolean; disable?: boolean },
+      command: Command,
+    ) => {
+      const operatorWebhook: WebhookInit = { id };
+      const paths: string[] = [];
+      if (opts.name !== undefined) {
+        operatorWebhook.name = opts.name;
+        paths.push("name");
+      }
+      if (opts.url !== undefined) {
+        operatorWebhook.url = opts.url;
+        paths.push("url");
+      }
+      const secret = resolveSecret(opts);
+      if (secret !== undefined) {
+        operatorWebhook.secret = secret;
+        paths.push("secret");
+      }
+      if (opts.event !== undefined || opts.allEvents) {
+        operatorWebhook.eventTypes = opts.event ?? [];
+        paths.push("event_types");
+      }
+      if (opts.enable || opts.disable) {
+        operatorWebhook.enabled = Boolean(opts.enable);
+        paths.push("enabled");
+      }
+      paths.push(...setThresholds(operatorWebhook, opts));
+      if (paths.length === 0) throw new UsageError("nothing to change: give at least one flag to update");
+      const ctx = session.context(command);
+      const res = await ctx.admin().updateOperatorWebhook({ operatorWebhook, updateMask: { paths } });
+      const w = operatorWebhookView(res.operatorWebhook!);
+      if (ctx.out.json) return ctx.out.data(w);
+      ctx.out.line(`Updated operator webhook ${w.id}: ${paths.join(", ")} changed.`);
+      ctx.out.line();
+      printWebhook(ctx, w);
+    },
+  );
+
+  deleteCommand(
+    session,
+    cmd,
+    "operator webhook",
+    "delete an operator webhook; events not sent yet are dropped",
+    (ctx, id) => ctx.admin().deleteOperatorWebhook({ id }),
+  );
+
+  return cmd;
+}
+
+function eventsText(w: OperatorWebhookView): string {
+  return w.eventTypes.length === 0 ? "all" : w.eventTypes.join(", ");
+}
+
+function printWebhook(ctx: Context, w: OperatorWebhookView): void {
+  ctx.out.fields([
+    ["id", w.id],
+    ["name", w.name],
+    ["url", w.url],
+    ["secret", w.secretSet ? "set (write-only)" : "-"],
+    ["events", eventsText(w)],
+    ["enabled", w.enabled ? "yes" : "no"],
+    ["failing below", `${w.failingBelow ?? 0.5}${w.failingBelow === null ? " (default)" : ""}`],
+    ["behind after", `${w.behindAfter ?? "15m"}${w.behindAfter === null ? " (default)" : ""}`],
+    ["attempts", `hookpost attempts list --destination _ops_${w.id}`],
+    ["created", w.createTime ?? ""],
+    ["updated", w.updateTime ?? ""],
+  ]);
+}
