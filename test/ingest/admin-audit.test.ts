@@ -282,6 +282,23 @@ describe("the audit log", () => {
     });
   });
 
+  it("masks a URL's password and fragment in a refused request (both can carry a credential)", async () => {
+    const password = marker("url-password");
+    const fragment = marker("url-fragment");
+    const err = await failure(
+      h.admin.createDestination({
+        destination: { name: "Creds", urls: [`https://bot:${password}@creds.example.com/in#${fragment}`] },
+      }),
+    );
+    expect(err.code).toBe(Code.INVALID_ARGUMENT);
+    secrets.push(password, fragment);
+    const [r] = (await h.admin.listAuditRecords({ pageSize: 1 })).records;
+    expect(r).toMatchObject({ action: "CreateDestination", outcome: AuditOutcome.FAILED });
+    expect(parsed(r!.requestJson)).toMatchObject({
+      destination: { urls: ["https://bot:***@creds.example.com/in#[redacted]"] },
+    });
+  });
+
   it("never stores a secret, key, header value or the admin token", async () => {
     const raw = await rawStream();
     expect(raw).toContain("exfiltrate.example.net");

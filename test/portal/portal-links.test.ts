@@ -259,7 +259,11 @@ describe("portal links", () => {
     const created = records.filter((r) => r.action === "CreatePortalLink");
     expect(created.length).toBeGreaterThan(0);
     expect(created[0]?.changes[0]?.resourceType).toBe("portal_link");
-    expect(JSON.parse(created[0]!.resultJson)).toEqual({ token: "[redacted]", url: "[redacted]" });
+    // The console URL stays readable; the token (in the fragment) never is.
+    expect(JSON.parse(created[0]!.resultJson)).toEqual({
+      token: "[redacted]",
+      url: "https://hooks.example.com/console/#[redacted]",
+    });
     const revocations = (await h.admin.listAuditRecords({})).records.filter(
       (r) => r.action === "RevokePortalLink" && r.outcome === AuditOutcome.SUCCEEDED,
     );

@@ -50,6 +50,11 @@ const SAFE_KEYS = new Set([
   "createdBy",
   "sourceCreatedAt",
 ]);
+/**
+ * URLs are shown without what can carry a credential: a password (`user:secret@host`, sent as
+ * Basic auth) and a fragment (never sent to a server; a portal link carries its token there).
+ */
+const URL_KEYS = new Set(["url", "urls"]);
 /** Maps of header name → value: names shown, values redacted. */
 const HEADER_KEYS = new Set(["headers"]);
 /**
@@ -74,7 +79,10 @@ function redactIn(key: string | undefined, value: unknown, safe: boolean): unkno
   if (typeof value === "boolean") return value;
   if (typeof value === "number") return Number.isFinite(value) ? value : String(value);
   if (typeof value === "bigint") return value.toString();
-  if (typeof value === "string") return value === "" ? "" : safe ? clip(value) : REDACTED;
+  if (typeof value === "string") {
+    if (value === "" || !safe) return value === "" ? "" : REDACTED;
+    return clip(key !== undefined && URL_KEYS.has(key) ? withoutCredentials(value) : value);
+  }
   if (value instanceof Uint8Array) return value.length === 0 ? "" : REDACTED;
   if (Array.isArray(value)) {
     const items = value.slice(0, MAX_ITEMS).map((v) => redactIn(key, v, safe));
@@ -109,6 +117,21 @@ export function redactFieldKeys(message: string): string {
     }
     return typeof name === "string" && HEADER_NAME.test(name) ? whole : `[${JSON.stringify(INVALID_NAME)}]`;
   });
+}
+
+function withoutCredentials(text: string): string {
+  let u: URL;
+  try {
+    u = new URL(text);
+  } catch {
+    // Not a URL as stored: nothing tells which part could be a secret.
+    return REDACTED;
+  }
+  if (!u.password && !u.hash) return text;
+  // As dead-letter records mask a password ("***"); a fragment says it was there.
+  if (u.password) u.password = "***";
+  if (u.hash) u.hash = REDACTED;
+  return u.toString();
 }
 
 function clip(text: string): string {
