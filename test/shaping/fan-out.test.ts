@@ -27,7 +27,9 @@ beforeAll(async () => {
   stack = await Stack.start({
     ...STACK_OPTIONS,
     dispatchers: 2,
-    dispatcher: { ...STACK_OPTIONS.dispatcher, retryBaseDelayMs: 200 },
+    // The failing URL's breaker would open after 5 failures and probe it slowly, which is right
+    // but not what this test is about: its retries and dead letters per URL.
+    dispatcher: { ...STACK_OPTIONS.dispatcher, retryBaseDelayMs: 200, breakerFailures: 1000 },
   });
   src = await stack.source("fan-out");
   for (const name of ["failing", "healthy", "testA", "testB"]) rx[name] = await Receiver.http();
