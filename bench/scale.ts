@@ -212,6 +212,7 @@ async function runSize(n: number): Promise<Figure[]> {
     const answerMs: number[] = new Array(fan);
     let underLoad: Promise<number> | undefined;
     const fanFrom = now();
+    const fanCpuBefore = pids.map(cpuMs);
     const sends: Promise<unknown>[] = [];
     for (let i = 0; i < fan; i++) {
       const wait = fanFrom + (i * 1000) / FANOUT_RATE - now();
@@ -234,6 +235,7 @@ async function runSize(n: number): Promise<Figure[]> {
       () => undefined,
       (err: Error) => err.message,
     );
+    const fanCpu = pids.map((pid, i) => ((cpuMs(pid) - fanCpuBefore[i]!) * 1000) / fan);
     const newDestinationMs = await underLoad!;
     // Late duplicates (a redelivery after an ack that got lost) would come within ACK_WAIT; the
     // receipts so far tell most of it, a short wait catches the quick ones.
@@ -298,6 +300,13 @@ async function runSize(n: number): Promise<Figure[]> {
         unit: "ms",
         limit: { name: "target", value: TARGET.p99Ms },
         note: `max ${Math.round(percentile(latencies, 100))} ms`,
+      },
+      {
+        // Where the fan-out's CPU went: the process that saturates first sets the latency.
+        name: name("fan-out CPU per call, whole stack"),
+        value: Math.round(fanCpu.reduce((a, b) => a + b, 0)),
+        unit: "µs",
+        note: `nats-server ${Math.round(fanCpu[0]!)} + dispatcher ${Math.round(fanCpu[1]!)} + api ${Math.round(fanCpu[2]!)} µs, from the first call sent to the last receipt`,
       },
       {
         name: name("fan-out calls never delivered"),
