@@ -17,7 +17,14 @@
 import { availableParallelism } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DEFAULT_TOPOLOGY, ensureTopology } from "@hookpost/core";
-import { connect, type JetStreamClient } from "nats";
+import {
+  connect,
+  headers,
+  type JetStreamClient,
+  type NatsConnection,
+  RetentionPolicy,
+  StorageType,
+} from "nats";
 import { Pool } from "undici";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import type { ServiceProcess } from "../test/helpers/service-process.js";
@@ -28,7 +35,9 @@ import {
   cpuMs,
   ReceiverProcess,
   startApi,
+  startRawForwarder,
   startService,
+  stopForwarder,
   stopProcess,
 } from "./procs/processes.js";
 import { type Figure, printIfMain } from "./table.js";
@@ -69,6 +78,67 @@ async function rawPosts(url: string, count: number, tag: string, sourceId: strin
     });
   } finally {
     await pool.close();
+  }
+}
+
+/** The raw forwarder's stream: the same stored-call bytes, nothing else on it. */
+const RAW_STREAM = "BENCH_RAW_FORWARD";
+const RAW_SUBJECT = "bench.raw";
+
+/**
+ * The raw forwarder limit (procs/raw-forwarder-child.ts): a backlog of the same bodies on a
+ * stream of its own, pulled, POSTed and acked by a process that does nothing else; deliveries/s
+ * measured as the replicas' (from the 10 % receipt), and its CPU per delivery with nats-server's.
+ */
+async function rawForwarder(
+  nc: NatsConnection,
+  server: NatsServer,
+  receiver: ReceiverProcess,
+  sourceId: string,
+): Promise<{ rate: number; forwarder: number; nats: number }> {
+  const natsUrl = server.url;
+  const jsm = await nc.jetstreamManager();
+  await jsm.streams.add({
+    name: RAW_STREAM,
+    subjects: [RAW_SUBJECT],
+    retention: RetentionPolicy.Workqueue,
+    storage: StorageType.File,
+  });
+  const js = nc.jetstream();
+  const fill = (tag: string, count: number) =>
+    pipelined(count, 1_000, (i) => {
+      const c = storedTrack(i, tag, sourceId);
+      const h = headers();
+      h.set("Nats-Msg-Id", `${sourceId}:${c.messageId}`);
+      h.set("Idempotency-Key", c.messageId);
+      return js.publish(RAW_SUBJECT, JSON.stringify(c), { headers: h });
+    });
+  const start = () =>
+    startRawForwarder({
+      natsUrl,
+      stream: RAW_STREAM,
+      consumer: "raw",
+      url: receiver.url,
+      inFlight: RAW_IN_FLIGHT,
+    });
+  // Warm-up (consumer, connections, JIT), then a backlog drained by a fresh process, as the replicas.
+  await fill("fwdwarm", 2_000);
+  const warm = await start();
+  await receiver.waitForTag("fwdwarm", 2_000);
+  await stopForwarder(warm);
+  await fill("fwd", BACKLOG);
+  const proc = await start();
+  try {
+    await receiver.waitForTagCount("fwd", Math.ceil(BACKLOG * WARM_SHARE));
+    const from = performance.timeOrigin + performance.now();
+    const pids = [proc.pid!, server.pid!];
+    const before = pids.map(cpuMs);
+    await receiver.waitForTag("fwd", BACKLOG);
+    const window = windowRate(receiver, "fwd", BACKLOG, from);
+    const used = pids.map((pid, i) => ((cpuMs(pid) - before[i]!) * 1000) / window.count);
+    return { rate: window.rate, forwarder: used[0]!, nats: used[1]! };
+  } finally {
+    await stopForwarder(proc);
   }
 }
 
@@ -227,6 +297,7 @@ export async function benchDispatcher(): Promise<Figure[]> {
 
     await rawPosts(receiver.url, 2_000, "warm-raw", sourceId);
     const raw = await rawPosts(receiver.url, BACKLOG, "raw", sourceId);
+    const fwd = await rawForwarder(nc, server, receiver, sourceId);
 
     // Warm-up: creates the consumers and connections, then stops so a backlog can build.
     replicas.push(replica(server.url));
@@ -313,6 +384,26 @@ export async function benchDispatcher(): Promise<Figure[]> {
         note: "2 cores shared with nats-server, the receiver and the replicas",
       },
       { name: "2 replicas / 1 replica", value: round(two / one, 2), unit: "x", note: "target: >= 1" },
+      {
+        name: "limit: raw forwarder (pull -> POST -> ack)",
+        value: Math.round(fwd.rate),
+        unit: "deliveries/s",
+        note: `the same ${BACKLOG} bodies on a stream of their own, ${RAW_IN_FLIGHT} in flight, own process; CPU per delivery forwarder ${Math.round(fwd.forwarder)} + nats-server ${Math.round(fwd.nats)} µs`,
+      },
+      {
+        name: "dispatch from backlog, 1 replica, against the raw forwarder",
+        value: Math.round(one),
+        unit: "deliveries/s",
+        limit: { name: "raw forwarder (target 0.7x)", value: fwd.rate },
+        note: "routing, signing, confirmed acks, attempt log on (issue 25 target: >= 0.7x)",
+      },
+      {
+        name: "CPU per delivery, nats-server + 1 replica",
+        value: Math.round(budget.nats + budget.replicas),
+        unit: "µs",
+        limit: { name: "target", value: 150 },
+        note: `replica ${Math.round(budget.replicas)} + nats-server ${Math.round(budget.nats)} µs; raw forwarder + its nats-server ${Math.round(fwd.forwarder + fwd.nats)} µs`,
+      },
       ...cpuBudget(budget, raw),
       {
         name: "dispatch from backlog, 1 replica, attempt log off",

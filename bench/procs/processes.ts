@@ -84,6 +84,36 @@ export async function startEmptyGrpc(): Promise<{ proc: ChildProcess; address: s
 }
 
 /**
+ * The raw forwarder (procs/raw-forwarder-child.ts) in its own process, consuming `stream` through
+ * a new durable `consumer`; resolves once it consumes. Stop it with `stopForwarder`.
+ */
+export async function startRawForwarder(o: {
+  natsUrl: string;
+  stream: string;
+  consumer: string;
+  url: string;
+  inFlight: number;
+}): Promise<ChildProcess> {
+  const proc = fork(`${HERE}raw-forwarder-child.ts`, [JSON.stringify(o)], {
+    execArgv: ["--conditions=@hookpost/source", "--import", "tsx", ...profileFlags()],
+    stdio: "inherit",
+  });
+  await new Promise<void>((resolve, reject) => {
+    proc.once("message", () => resolve());
+    proc.once("exit", (code) => reject(new Error(`raw forwarder exited (${code})`)));
+  });
+  return proc;
+}
+
+/** Disconnects the raw forwarder and waits for its exit. */
+export async function stopForwarder(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
+  proc.disconnect();
+  await exited;
+}
+
+/**
  * The webhook receiver (procs/receiver-child.ts) in its own process; keeps the arrival time of
  * every Idempotency-Key (the first one) and counts requests.
  */
