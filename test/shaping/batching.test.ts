@@ -2,12 +2,12 @@ import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import type { HookpostError } from "@hookpost/contract";
 import { AttemptOutcome, DeliveryState, Ordering } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { verifySegmentRequest } from "@hookpost/receiver";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
 import { code } from "../helpers/grpc-code.js";
-import { Receiver } from "../helpers/receiver.js";
-import { type IngestClient, Stack } from "../helpers/stack.js";
+import type { Receiver } from "../helpers/receiver.js";
 import { until } from "../helpers/until.js";
+import { useReceiverStack } from "../helpers/use-receiver-stack.js";
 
 /**
  * Batching (issue 27, docs/design/shaping.md section 7.1) end to end: real ingest, NATS, two
@@ -17,23 +17,10 @@ import { until } from "../helpers/until.js";
  */
 
 const SECRET = "batch-secret";
-let stack: Stack;
-let src: { id: string; client: IngestClient };
-const rx: Record<string, Receiver> = {};
-
-beforeAll(async () => {
-  stack = await Stack.start({
-    ...STACK_OPTIONS,
-    dispatchers: 2,
-    dispatcher: { ...STACK_OPTIONS.dispatcher, retryBaseDelayMs: 200 },
-  });
-  src = await stack.source("batching");
-  for (const name of ["arrays", "retry", "dead", "bytes", "mapped"]) rx[name] = await Receiver.http();
-});
-
-afterAll(async () => {
-  await stack?.close();
-  await Promise.all(Object.values(rx).map((r) => r.close()));
+const { stack, src, rx } = useReceiverStack("batching", ["arrays", "retry", "dead", "bytes", "mapped"], {
+  ...STACK_OPTIONS,
+  dispatchers: 2,
+  dispatcher: { ...STACK_OPTIONS.dispatcher, retryBaseDelayMs: 200 },
 });
 
 /** Sends `n` track calls of one event in one Batch RPC; their message ids in order. */

@@ -6,11 +6,11 @@ import {
   Ordering,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { verifySegmentRequest } from "@hookpost/receiver";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
-import { Receiver } from "../helpers/receiver.js";
-import { type IngestClient, Stack } from "../helpers/stack.js";
+import type { Receiver } from "../helpers/receiver.js";
 import { until } from "../helpers/until.js";
+import { useReceiverStack } from "../helpers/use-receiver-stack.js";
 
 /**
  * Fan-out (issue 27, docs/design/shaping.md section 7.2) end to end: real ingest, NATS, two
@@ -19,25 +19,12 @@ import { until } from "../helpers/until.js";
  */
 
 const SECRET = "fan-secret";
-let stack: Stack;
-let src: { id: string; client: IngestClient };
-const rx: Record<string, Receiver> = {};
-
-beforeAll(async () => {
-  stack = await Stack.start({
-    ...STACK_OPTIONS,
-    dispatchers: 2,
-    // The failing URL's breaker would open after 5 failures and probe it slowly, which is right
-    // but not what this test is about: its retries and dead letters per URL.
-    dispatcher: { ...STACK_OPTIONS.dispatcher, retryBaseDelayMs: 200, breakerFailures: 1000 },
-  });
-  src = await stack.source("fan-out");
-  for (const name of ["failing", "healthy", "testA", "testB"]) rx[name] = await Receiver.http();
-});
-
-afterAll(async () => {
-  await stack?.close();
-  await Promise.all(Object.values(rx).map((r) => r.close()));
+const { stack, src, rx } = useReceiverStack("fan-out", ["failing", "healthy", "testA", "testB"], {
+  ...STACK_OPTIONS,
+  dispatchers: 2,
+  // The failing URL's breaker would open after 5 failures and probe it slowly, which is right
+  // but not what this test is about: its retries and dead letters per URL.
+  dispatcher: { ...STACK_OPTIONS.dispatcher, retryBaseDelayMs: 200, breakerFailures: 1000 },
 });
 
 /** Requests per Idempotency-Key at a receiver. */
