@@ -16,15 +16,10 @@ import {
   urlsViolations,
 } from "@hookpost/contract";
 import { ConsentMissing, type Destination, Ordering } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import {
-  AlreadyExistsError,
-  type DestinationRecord,
-  type ServiceImpl,
-  type Signing,
-  signingSecrets,
-} from "@hookpost/core";
+import { type DestinationRecord, type ServiceImpl, type Signing, signingSecrets } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
 import { auditChange } from "./audit-changes.js";
+import { createOnce } from "./create-once.js";
 import {
   compiledViolations,
   SHAPING_FIELDS,
@@ -176,13 +171,10 @@ export function destinationHandlers(
     createDestination: async (req, ctx) => {
       const record = newRecord(req.destination);
       const id = record.id;
-      let revision: number;
-      try {
-        revision = await store.createDestination(record);
-      } catch (err) {
-        if (err instanceof AlreadyExistsError) throw alreadyExists(id);
-        throw err;
-      }
+      const revision = await createOnce(
+        () => store.createDestination(record),
+        () => alreadyExists(id),
+      );
       auditChange(ctx, id, { type: "destination", after: record });
       log.info(
         { destinationId: id, sourceIds: record.sourceIds, enabled: record.enabled },
