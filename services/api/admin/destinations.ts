@@ -32,7 +32,7 @@ import { generateId, idViolations, nameViolations, requiredIdViolations } from "
 import { pageOf } from "./paging.js";
 import type { AdminDeps, AdminMethods } from "./sources.js";
 import { destinationToProto, signingFromProto } from "./to-proto.js";
-import { maskViolations } from "./update-mask.js";
+import { maskedFields } from "./update-mask.js";
 
 /** The fields UpdateDestination's update_mask may name. */
 const UPDATABLE = [
@@ -201,11 +201,7 @@ export function destinationHandlers(
       if (!d) throw missingDestination();
       throwIfInvalid(requiredIdViolations(d.id, `${P}id`));
 
-      const paths = req.updateMask?.paths ?? [];
-      throwIfInvalid(maskViolations(paths, UPDATABLE, OUTPUT_ONLY));
-
-      const replaceAll = paths.length === 0;
-      const fields = new Set<Updatable>(replaceAll ? UPDATABLE : (paths as Updatable[]));
+      const { replaceAll, fields } = maskedFields(req.updateMask?.paths ?? [], UPDATABLE, OUTPUT_ONLY);
       const { violations: fieldViolations, signing } = readFields(d, fields);
 
       // Compare-and-set on the stored revision: a change made meanwhile (another admin call,

@@ -21,7 +21,7 @@ import { auditChange } from "./audit-changes.js";
 import { createOnce } from "./create-once.js";
 import { generateId, idViolations, nameViolations, requiredIdViolations } from "./ids.js";
 import type { AdminDeps, AdminMethods } from "./sources.js";
-import { maskViolations } from "./update-mask.js";
+import { maskedFields } from "./update-mask.js";
 
 /** The fields UpdateOperatorWebhook's update_mask may name. */
 const UPDATABLE = [
@@ -176,10 +176,7 @@ export function operatorWebhookHandlers(
       const w = req.operatorWebhook;
       if (!w) throw missing();
       throwIfInvalid(requiredIdViolations(w.id, `${P}id`));
-      const paths = req.updateMask?.paths ?? [];
-      throwIfInvalid(maskViolations(paths, UPDATABLE, OUTPUT_ONLY));
-      const replaceAll = paths.length === 0;
-      const fields = new Set<Updatable>(replaceAll ? UPDATABLE : (paths as Updatable[]));
+      const { replaceAll, fields } = maskedFields(req.updateMask?.paths ?? [], UPDATABLE, OUTPUT_ONLY);
       const violations = fieldViolations(w, fields);
       // Empty mask: an empty secret keeps the current one. Named in the mask: it must be given.
       const secretChanges = replaceAll ? w.secret !== "" : fields.has("secret");
