@@ -4,6 +4,7 @@ import { AttemptOutcome, DeliveryState, Ordering } from "@hookpost/contract/gen/
 import { verifySegmentRequest } from "@hookpost/receiver";
 import { describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
+import { untilDeadLetters } from "../helpers/dead-letters.js";
 import { code } from "../helpers/grpc-code.js";
 import type { Receiver } from "../helpers/receiver.js";
 import { until } from "../helpers/until.js";
@@ -112,13 +113,10 @@ describe("batching", () => {
       batching: { maxCalls: 4, maxWait: durationFromMs(1_000) },
     });
     const ids = await sendTracks("Refused", 4);
-    const letters = await until(
-      async () => {
-        const l = (await stack.admin.listDeadLetters({ destinationId: dest.id })).deadLetters;
-        return l.length >= 4 && l;
-      },
-      { timeout: 20_000, message: "4 dead letters" },
-    );
+    const letters = await untilDeadLetters(stack.admin, dest.id, 4, {
+      timeout: 20_000,
+      message: "4 dead letters",
+    });
     expect(new Set(letters.map((l) => l.messageId))).toEqual(new Set(ids));
     for (const l of letters) {
       expect(l.reason).toMatch(/422 is not retried.*\(batch batch_[0-9a-f]{32} of 4\)/);

@@ -8,6 +8,7 @@ import {
 import { verifySegmentRequest } from "@hookpost/receiver";
 import { describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
+import { untilDeadLetters } from "../helpers/dead-letters.js";
 import type { Receiver } from "../helpers/receiver.js";
 import { until } from "../helpers/until.js";
 import { useReceiverStack } from "../helpers/use-receiver-stack.js";
@@ -66,13 +67,10 @@ describe("fan-out", () => {
     for (const req of rx.healthy!.requests)
       expect(verifySegmentRequest(req.body, req.headers, SECRET)).toBe(true);
     // The failing URL: retried on its own (503, 503, then 422: three tries each), then dead letters.
-    const letters = await until(
-      async () => {
-        const l = (await stack.admin.listDeadLetters({ destinationId: dest.id })).deadLetters;
-        return l.length >= 10 && l;
-      },
-      { timeout: 30_000, message: "10 dead letters of the failing URL" },
-    );
+    const letters = await untilDeadLetters(stack.admin, dest.id, 10, {
+      timeout: 30_000,
+      message: "10 dead letters of the failing URL",
+    });
     expect(new Set(letters.map((l) => l.messageId))).toEqual(new Set(ids));
     expect(letters.every((l) => l.urlIndex === 0 && l.attempts === 3)).toBe(true);
     expect([...perKey(rx.failing!).values()]).toEqual(Array(10).fill(3));
