@@ -6,20 +6,14 @@
  *
  *   npm run bench -- batching        BENCH_BATCHING_CALLS=20000 npm run bench -- batching
  */
-import {
-  ConfigStore,
-  DEFAULT_TOPOLOGY,
-  type DestinationRecord,
-  ensureTopology,
-  eventSubject,
-} from "@hookpost/core";
+import { ConfigStore, DEFAULT_TOPOLOGY, type DestinationRecord, ensureTopology } from "@hookpost/core";
 import { defaultDispatcherConfig, startDispatcher } from "@hookpost/dispatcher";
-import { connect, headers } from "nats";
+import { connect } from "nats";
 import pino from "pino";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { Receiver } from "../test/helpers/receiver.js";
 import { until } from "../test/helpers/until.js";
-import { round, storedTrack } from "./payloads.js";
+import { publishStored, round, storedTrack } from "./payloads.js";
 import { type Figure, printIfMain } from "./table.js";
 
 const CALLS = Number(process.env.BENCH_BATCHING_CALLS ?? 4_000);
@@ -61,10 +55,7 @@ async function run(
     await Promise.all(
       Array.from({ length: 16 }, async (_, w) => {
         for (let i = w; i < calls; i += 16) {
-          const call = storedTrack(i, name, sourceId);
-          const h = headers();
-          h.set("Nats-Msg-Id", `${sourceId}:${call.messageId}`);
-          await js.publish(eventSubject(sourceId, "track"), JSON.stringify(call), { headers: h });
+          await publishStored(js, storedTrack(i, name, sourceId));
         }
       }),
     );

@@ -7,14 +7,14 @@
  *
  *   npm run bench -- ordered        BENCH_ORDERED_CALLS=20000 npm run bench -- ordered
  */
-import { ConfigStore, DEFAULT_TOPOLOGY, ensureTopology, eventSubject } from "@hookpost/core";
+import { ConfigStore, DEFAULT_TOPOLOGY, ensureTopology } from "@hookpost/core";
 import { defaultDispatcherConfig, startDispatcher } from "@hookpost/dispatcher";
-import { connect, headers } from "nats";
+import { connect } from "nats";
 import pino from "pino";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { Receiver } from "../test/helpers/receiver.js";
 import { until } from "../test/helpers/until.js";
-import { round, storedTrack } from "./payloads.js";
+import { publishStored, round, storedTrack } from "./payloads.js";
 import { type Figure, printIfMain } from "./table.js";
 
 const CALLS = Number(process.env.BENCH_ORDERED_CALLS ?? 5_000);
@@ -62,10 +62,7 @@ async function runCase(c: Case, index: number): Promise<{ rate: number; inOrder:
     await Promise.all(
       Array.from({ length: c.users }, async (_, u) => {
         for (let i = u; i < CALLS; i += c.users) {
-          const call = { ...storedTrack(i, tag, sourceId), userId: `user-${u}` };
-          const h = headers();
-          h.set("Nats-Msg-Id", `${sourceId}:${call.messageId}`);
-          await js.publish(eventSubject(sourceId, "track"), JSON.stringify(call), { headers: h });
+          await publishStored(js, { ...storedTrack(i, tag, sourceId), userId: `user-${u}` });
         }
       }),
     );

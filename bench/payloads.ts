@@ -30,10 +30,14 @@ export function storedTrack(i: number, tag: string, sourceId: string): StoredCal
 
 /** Puts bench call `i` on EVENTS the way ingest stores it, with the same dedup header. */
 export function publishStoredTrack(js: JetStreamClient, i: number, tag: string, sourceId: string) {
-  const c = storedTrack(i, tag, sourceId);
+  return publishStored(js, storedTrack(i, tag, sourceId));
+}
+
+/** Puts a stored call on EVENTS the way ingest stores it, with the same dedup header. */
+export function publishStored(js: JetStreamClient, call: StoredCall) {
   const h = headers();
-  h.set("Nats-Msg-Id", `${sourceId}:${c.messageId}`);
-  return js.publish(eventSubject(sourceId, "track"), JSON.stringify(c), { headers: h });
+  h.set("Nats-Msg-Id", `${call.sourceId}:${call.messageId}`);
+  return js.publish(eventSubject(call.sourceId, call.type), JSON.stringify(call), { headers: h });
 }
 
 /** Runs `fn(i)` for i in [0, total) with at most `window` in flight; resolves with items/s. */

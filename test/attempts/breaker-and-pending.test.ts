@@ -15,7 +15,7 @@ import {
 import { headers } from "nats";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type CliResult, hookpost } from "../cli/run-cli.js";
+import { hookpostExitsZero } from "../cli/run-cli.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
 import { failure } from "../ingest/harness.js";
@@ -59,11 +59,8 @@ async function healthOf(id: string) {
   return (await stack.admin.listDestinationHealth({ destinationId: id })).destinations[0]!;
 }
 
-async function cli(args: string[]): Promise<CliResult> {
-  const r = await hookpost(args, { HOOKPOST_ENDPOINT: stack.ingest.address, ADMIN_TOKEN: STACK_ADMIN_TOKEN });
-  expect(r.code, `hookpost ${args.join(" ")}\n${r.stdout}\n${r.stderr}`).toBe(0);
-  return r;
-}
+const cli = (args: string[]) =>
+  hookpostExitsZero(args, { HOOKPOST_ENDPOINT: stack.ingest.address, ADMIN_TOKEN: STACK_ADMIN_TOKEN });
 
 describe("destination health", () => {
   it("shows the breaker open until the latest cool-down while any replica's is open, in the API and the CLI", async () => {

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
-import { type CliResult, hookpost } from "./run-cli.js";
+import { hookpost, hookpostExitsZero } from "./run-cli.js";
 
 // A new user with one failing destination, from the CLI alone (a real process against a real
 // stack): every attempt, why it failed, when the next one is, the message's story, the
@@ -27,11 +27,7 @@ afterAll(async () => {
   await failing?.close();
 });
 
-async function cli(args: string[]): Promise<CliResult> {
-  const r = await hookpost(args, env);
-  expect(r.code, `hookpost ${args.join(" ")}\n${r.stdout}\n${r.stderr}`).toBe(0);
-  return r;
-}
+const cli = (args: string[]) => hookpostExitsZero(args, env);
 
 describe("seeing deliveries from the CLI", () => {
   it("attempts list, messages show and destinations health explain a failing destination", async () => {

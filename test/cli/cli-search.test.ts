@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
-import { type CliResult, hookpost } from "./run-cli.js";
+import { hookpost, hookpostExitsZero } from "./run-cli.js";
 
 // `hookpost attempts search` and `attempts retention` as a real process against a real stack
 // (issue 28): the issue's own example, the JSON form, older pages, and clear errors.
@@ -33,11 +33,7 @@ afterAll(async () => {
   await failing?.close();
 });
 
-async function cli(args: string[]): Promise<CliResult> {
-  const r = await hookpost(args, env);
-  expect(r.code, `hookpost ${args.join(" ")}\n${r.stdout}\n${r.stderr}`).toBe(0);
-  return r;
-}
+const cli = (args: string[]) => hookpostExitsZero(args, env);
 
 describe("hookpost attempts search", () => {
   it("finds a user's failed orders of the last hour, as a table and as JSON", async () => {

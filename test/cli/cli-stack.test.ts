@@ -1,30 +1,22 @@
 import { createHmac } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Receiver } from "../helpers/receiver.js";
-import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
+import { STACK_ADMIN_TOKEN } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
+import { useFixture } from "../helpers/use-fixture.js";
+import { useStack } from "../helpers/use-stack.js";
 import { type CliResult, hookpost, useCliUser } from "./run-cli.js";
 
 // The CLI, as a real process, drives the whole real pipeline (ingest, NATS, dispatcher, a
 // webhook receiver): set up with sources create and apply -f, send, list destinations, request a
 // user's deletion, and inspect and replay a dead letter.
 
-let stack: Stack;
-let strict: Receiver;
-
+// The receiver first: its hook closes it after the stack's.
+const strict = useFixture(() => Receiver.http(), "strict receiver");
+const stack = useStack();
 const user = useCliUser(() => stack.ingest.address, STACK_ADMIN_TOKEN);
-
-beforeAll(async () => {
-  stack = await Stack.start();
-  strict = await Receiver.http();
-});
-
-afterAll(async () => {
-  await stack?.close();
-  await strict?.close();
-});
 
 async function cli(args: string[], extraEnv: Record<string, string> = {}): Promise<CliResult> {
   const r = await hookpost(args, { ...user.env, ...extraEnv });

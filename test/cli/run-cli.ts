@@ -72,6 +72,16 @@ export function cliRunner(env: () => Record<string, string>, secret: string) {
   };
 }
 
+/** `hookpost` that must exit 0: a failure names the command and shows all it printed. */
+export async function hookpostExitsZero(
+  args: string[],
+  env: Record<string, string | undefined>,
+): Promise<CliResult> {
+  const r = await hookpost(args, env);
+  expect(r.code, `hookpost ${args.join(" ")}\n${r.stdout}\n${r.stderr}`).toBe(0);
+  return r;
+}
+
 /** A run that succeeded with nothing on stderr. */
 export function ok(r: CliResult): CliResult {
   expect(r.stderr, r.stderr).toBe("");

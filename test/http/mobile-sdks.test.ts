@@ -19,34 +19,25 @@
 import { createHmac, randomUUID } from "node:crypto";
 import { request } from "node:http";
 import { gzipSync } from "node:zlib";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { STACK_OPTIONS, settledCount } from "../e2e/helpers.js";
-import { Receiver } from "../helpers/receiver.js";
-import { Stack } from "../helpers/stack.js";
+import type { Receiver } from "../helpers/receiver.js";
+import { receiverLane } from "../helpers/receiver-lane.js";
+import { useStack } from "../helpers/use-stack.js";
 import { basic } from "./helpers.js";
 
 const SECRET = "mobile-s3cret";
 const KOTLIN_UA = "analytics-kotlin/1.24.1";
 const SWIFT_UA = "analytics-ios/1.9.4";
-let stack: Stack;
+const stack = useStack({ ...STACK_OPTIONS, ingest: { httpAddress: "127.0.0.1:0" } });
 /** `host:port/v1`: what an app is configured with as apiHost and cdnHost. */
 let host: string;
 
-beforeAll(async () => {
-  stack = await Stack.start({ ...STACK_OPTIONS, ingest: { httpAddress: "127.0.0.1:0" } });
+beforeAll(() => {
   host = `${stack.ingest.httpAddress}/v1`;
 });
 
-afterAll(async () => {
-  await stack?.close();
-});
-
-async function lane(name: string): Promise<{ writeKey: string; rx: Receiver }> {
-  const src = await stack.source(name);
-  const rx = await Receiver.http();
-  await stack.destination({ name, sourceIds: [src.id], urls: [rx.url()], sharedSecret: SECRET });
-  return { writeKey: src.writeKey, rx };
-}
+const lane = (name: string) => receiverLane(stack, name, { sharedSecret: SECRET });
 
 /** One request as the SDK's HTTP stack writes it: exact headers, body in `chunks` (chunked when >1). */
 function send(

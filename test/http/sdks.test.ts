@@ -7,32 +7,23 @@ import { readFileSync } from "node:fs";
 import { CALL_TYPES, type CallType } from "@hookpost/contract";
 import RudderAnalytics from "@rudderstack/rudder-sdk-node";
 import { Analytics as SegmentAnalytics } from "@segment/analytics-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { STACK_OPTIONS, settledCount } from "../e2e/helpers.js";
-import { Receiver } from "../helpers/receiver.js";
-import { Stack } from "../helpers/stack.js";
+import type { Receiver } from "../helpers/receiver.js";
+import { receiverLane } from "../helpers/receiver-lane.js";
+import { useStack } from "../helpers/use-stack.js";
 
 const SECRET = "sdk-s3cret";
 const AT = "2026-11-21T09:30:00.000Z";
-let stack: Stack;
+const stack = useStack({ ...STACK_OPTIONS, ingest: { httpAddress: "127.0.0.1:0" } });
 let base: string;
 
-beforeAll(async () => {
-  stack = await Stack.start({ ...STACK_OPTIONS, ingest: { httpAddress: "127.0.0.1:0" } });
+beforeAll(() => {
   base = `http://${stack.ingest.httpAddress}`;
 });
 
-afterAll(async () => {
-  await stack?.close();
-});
-
 /** A source and a destination of its own (its own receiver), so each SDK's requests are apart. */
-async function lane(name: string): Promise<{ writeKey: string; rx: Receiver }> {
-  const src = await stack.source(name);
-  const rx = await Receiver.http();
-  await stack.destination({ name, sourceIds: [src.id], urls: [rx.url()], sharedSecret: SECRET });
-  return { writeKey: src.writeKey, rx };
-}
+const lane = (name: string) => receiverLane(stack, name, { sharedSecret: SECRET });
 
 const version = (pkg: string) =>
   (JSON.parse(readFileSync(`node_modules/${pkg}/package.json`, "utf8")) as { version: string }).version;

@@ -9,10 +9,9 @@ import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { DEFAULT_TOPOLOGY, EVENTS_STREAM, type TopologySettings } from "@hookpost/core";
 import { connect, type JetStreamManager, type NatsConnection } from "nats";
 import { type Logger, pino } from "pino";
-import { afterAll, beforeAll } from "vitest";
 import { testIngestConfig } from "../helpers/ingest.js";
-import { lateBound } from "../helpers/late-bound.js";
 import { NatsServer } from "../helpers/nats-server.js";
+import { useFixture } from "../helpers/use-fixture.js";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
 
@@ -185,12 +184,5 @@ export class Harness {
  * registered after this call), closed in its afterAll. Use it inside tests and hooks.
  */
 export function useHarness(options?: Parameters<typeof Harness.start>[0]): Harness {
-  let h: Harness | undefined;
-  beforeAll(async () => {
-    h = await Harness.start(options);
-  });
-  afterAll(async () => {
-    await h?.close();
-  });
-  return lateBound(() => h, "useHarness");
+  return useFixture(() => Harness.start(options), "useHarness");
 }

@@ -10,7 +10,7 @@ import {
   verifyStandardWebhook,
 } from "@hookpost/receiver";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type CliResult, hookpost } from "../cli/run-cli.js";
+import { hookpost, hookpostExitsZero } from "../cli/run-cli.js";
 import { publishCall, track } from "../dispatcher/helpers.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
@@ -30,11 +30,8 @@ afterAll(async () => {
   await stack?.close();
 });
 
-async function cli(args: string[], extraEnv: Record<string, string> = {}): Promise<CliResult> {
-  const r = await hookpost(args, { ...env, ...extraEnv });
-  expect(r.code, `hookpost ${args.join(" ")}\n${r.stdout}\n${r.stderr}`).toBe(0);
-  return r;
-}
+const cli = (args: string[], extraEnv: Record<string, string> = {}) =>
+  hookpostExitsZero(args, { ...env, ...extraEnv });
 
 /** `destinations create --json` on a new source, with `flags`: the created destination as JSON. */
 async function createWith(name: string, flags: string[]) {

@@ -17,6 +17,7 @@ import {
   sealEnvelope,
 } from "@hookpost/core";
 import { describe, expect, it } from "vitest";
+import { keyring, keyText } from "./keyring.js";
 
 // The crypto envelope of secrets at rest (packages/core/src/secrets/): AES-256-GCM, several keys
 // at once, each ciphertext naming its key; nothing here touches NATS.
@@ -25,8 +26,6 @@ const entryA = newSecretKeyEntry("a");
 const entryB = newSecretKeyEntry("b");
 /** Another key under the id "a": the wrong key. */
 const entryWrongA = newSecretKeyEntry("a");
-const keyring = (...entries: string[]) => new Keyring(parseSecretKeys(entries.join(",")));
-const keyText = (entry: string) => entry.slice(entry.indexOf(":") + 1);
 
 const destination = (over: Partial<DestinationRecord> = {}): DestinationRecord => ({
   id: "crm",

@@ -2,12 +2,13 @@ import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import type { HookpostError } from "@hookpost/contract";
 import { AttemptOutcome, DeliveryState, Ordering } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { verifySegmentRequest } from "@hookpost/receiver";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
+import { untilDeadLetters } from "../helpers/dead-letters.js";
 import { code } from "../helpers/grpc-code.js";
-import { Receiver } from "../helpers/receiver.js";
-import { type IngestClient, Stack } from "../helpers/stack.js";
+import type { Receiver } from "../helpers/receiver.js";
 import { until } from "../helpers/until.js";
+import { useReceiverStack } from "../helpers/use-receiver-stack.js";
 
 /**
  * Batching (issue 27, docs/design/shaping.md section 7.1) end to end: real ingest, NATS, two
@@ -17,23 +18,10 @@ import { until } from "../helpers/until.js";
  */
 
 const SECRET = "batch-secret";
-let stack: Stack;
-let src: { id: string; client: IngestClient };
-const rx: Record<string, Receiver> = {};
-
-beforeAll(async () => {
-  stack = await Stack.start({
-    ...STACK_OPTIONS,
-    dispatchers: 2,
-    dispatcher: { ...STACK_OPTIONS.dispatcher, retryBaseDelayMs: 200 },
-  });
-  src = await stack.source("batching");
-  for (const name of ["arrays", "retry", "dead", "bytes", "mapped"]) rx[name] = await Receiver.http();
-});
-
-afterAll(async () => {
-  await stack?.close();
-  await Promise.all(Object.values(rx).map((r) => r.close()));
+const { stack, src, rx } = useReceiverStack("batching", ["arrays", "retry", "dead", "bytes", "mapped"], {
+  ...STACK_OPTIONS,
+  dispatchers: 2,
+  dispatcher: { ...STACK_OPTIONS.dispatcher, retryBaseDelayMs: 200 },
 });
 
 /** Sends `n` track calls of one event in one Batch RPC; their message ids in order. */
@@ -125,13 +113,10 @@ describe("batching", () => {
       batching: { maxCalls: 4, maxWait: durationFromMs(1_000) },
     });
     const ids = await sendTracks("Refused", 4);
-    const letters = await until(
-      async () => {
-        const l = (await stack.admin.listDeadLetters({ destinationId: dest.id })).deadLetters;
-        return l.length >= 4 && l;
-      },
-      { timeout: 20_000, message: "4 dead letters" },
-    );
+    const letters = await untilDeadLetters(stack.admin, dest.id, 4, {
+      timeout: 20_000,
+      message: "4 dead letters",
+    });
     expect(new Set(letters.map((l) => l.messageId))).toEqual(new Set(ids));
     for (const l of letters) {
       expect(l.reason).toMatch(/422 is not retried.*\(batch batch_[0-9a-f]{32} of 4\)/);

@@ -1,29 +1,22 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { HttpMethod } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ok, useCliUser } from "../cli/run-cli.js";
 import { Receiver } from "../helpers/receiver.js";
-import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
+import { STACK_ADMIN_TOKEN } from "../helpers/stack.js";
+import { useFixture } from "../helpers/use-fixture.js";
+import { useStack } from "../helpers/use-stack.js";
 
 /**
  * Shaping through the CLI (issue 27): `apply -f` with the field names of the contract, a re-apply
  * that changes nothing, and `destinations dry-run` printing the request a call would make.
  */
 
-let stack: Stack;
-let rx: Receiver;
+// The receiver first: its hook closes it after the stack's.
+const rx = useFixture(() => Receiver.http(), "receiver");
+const stack = useStack();
 const user = useCliUser(() => stack.ingest.address, STACK_ADMIN_TOKEN);
-
-beforeAll(async () => {
-  stack = await Stack.start();
-  rx = await Receiver.http();
-});
-
-afterAll(async () => {
-  await stack?.close();
-  await rx?.close();
-});
 
 describe("shaping through the CLI", () => {
   it("apply -f sets filter, mapping and method; a second apply changes nothing; dry-run prints the request", async () => {

@@ -6,11 +6,12 @@ import {
   Ordering,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { verifySegmentRequest } from "@hookpost/receiver";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
-import { Receiver } from "../helpers/receiver.js";
-import { type IngestClient, Stack } from "../helpers/stack.js";
+import { untilDeadLetters } from "../helpers/dead-letters.js";
+import type { Receiver } from "../helpers/receiver.js";
 import { until } from "../helpers/until.js";
+import { useReceiverStack } from "../helpers/use-receiver-stack.js";
 
 /**
  * Fan-out (issue 27, docs/design/shaping.md section 7.2) end to end: real ingest, NATS, two
@@ -19,25 +20,12 @@ import { until } from "../helpers/until.js";
  */
 
 const SECRET = "fan-secret";
-let stack: Stack;
-let src: { id: string; client: IngestClient };
-const rx: Record<string, Receiver> = {};
-
-beforeAll(async () => {
-  stack = await Stack.start({
-    ...STACK_OPTIONS,
-    dispatchers: 2,
-    // The failing URL's breaker would open after 5 failures and probe it slowly, which is right
-    // but not what this test is about: its retries and dead letters per URL.
-    dispatcher: { ...STACK_OPTIONS.dispatcher, retryBaseDelayMs: 200, breakerFailures: 1000 },
-  });
-  src = await stack.source("fan-out");
-  for (const name of ["failing", "healthy", "testA", "testB"]) rx[name] = await Receiver.http();
-});
-
-afterAll(async () => {
-  await stack?.close();
-  await Promise.all(Object.values(rx).map((r) => r.close()));
+const { stack, src, rx } = useReceiverStack("fan-out", ["failing", "healthy", "testA", "testB"], {
+  ...STACK_OPTIONS,
+  dispatchers: 2,
+  // The failing URL's breaker would open after 5 failures and probe it slowly, which is right
+  // but not what this test is about: its retries and dead letters per URL.
+  dispatcher: { ...STACK_OPTIONS.dispatcher, retryBaseDelayMs: 200, breakerFailures: 1000 },
 });
 
 /** Requests per Idempotency-Key at a receiver. */
@@ -79,13 +67,10 @@ describe("fan-out", () => {
     for (const req of rx.healthy!.requests)
       expect(verifySegmentRequest(req.body, req.headers, SECRET)).toBe(true);
     // The failing URL: retried on its own (503, 503, then 422: three tries each), then dead letters.
-    const letters = await until(
-      async () => {
-        const l = (await stack.admin.listDeadLetters({ destinationId: dest.id })).deadLetters;
-        return l.length >= 10 && l;
-      },
-      { timeout: 30_000, message: "10 dead letters of the failing URL" },
-    );
+    const letters = await untilDeadLetters(stack.admin, dest.id, 10, {
+      timeout: 30_000,
+      message: "10 dead letters of the failing URL",
+    });
     expect(new Set(letters.map((l) => l.messageId))).toEqual(new Set(ids));
     expect(letters.every((l) => l.urlIndex === 0 && l.attempts === 3)).toBe(true);
     expect([...perKey(rx.failing!).values()]).toEqual(Array(10).fill(3));

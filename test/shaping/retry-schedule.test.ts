@@ -1,10 +1,12 @@
 import { durationFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import { decide, policyFor, type RetryPolicy } from "@hookpost/dispatcher";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
 import { Receiver } from "../helpers/receiver.js";
-import { type IngestClient, Stack } from "../helpers/stack.js";
+import type { IngestClient } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
+import { useFixture } from "../helpers/use-fixture.js";
+import { useStack } from "../helpers/use-stack.js";
 
 /** A destination's own retry schedule (issue 27): its delays, in order, within the server's bounds. */
 
@@ -42,19 +44,13 @@ describe("retry schedule (rule)", () => {
 });
 
 describe("retry schedule (end to end)", () => {
-  let stack: Stack;
-  let rx: Receiver;
+  // The receiver first: its hook closes it after the stack's.
+  const rx = useFixture(() => Receiver.http(), "receiver");
+  const stack = useStack(STACK_OPTIONS);
   let src: { id: string; client: IngestClient };
 
   beforeAll(async () => {
-    stack = await Stack.start(STACK_OPTIONS);
-    rx = await Receiver.http();
     src = await stack.source("retry");
-  });
-
-  afterAll(async () => {
-    await stack?.close();
-    await rx?.close();
   });
 
   it("each failed attempt's next attempt is due after the destination's delay; refused outside the bounds", async () => {

@@ -1,11 +1,10 @@
 import { AttemptOutcome, DeliveryState, HttpMethod } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { verifyStandardWebhook } from "@hookpost/receiver";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
 import { code } from "../helpers/grpc-code.js";
-import { Receiver } from "../helpers/receiver.js";
-import { type IngestClient, Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
+import { useReceiverStack } from "../helpers/use-receiver-stack.js";
 
 /**
  * Routing and shaping per destination (issue 27, docs/design/shaping.md) end to end: real ingest,
@@ -14,22 +13,9 @@ import { until } from "../helpers/until.js";
  */
 
 const SECRET = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
-let stack: Stack;
-let src: { id: string; client: IngestClient };
-const rx: Record<string, Receiver> = {};
-
-beforeAll(async () => {
-  stack = await Stack.start({
-    ...STACK_OPTIONS,
-    dispatcher: { ...STACK_OPTIONS.dispatcher, retryBaseDelayMs: 200 },
-  });
-  src = await stack.source("shaping");
-  for (const name of ["crm", "events", "broken", "hostile", "healthy"]) rx[name] = await Receiver.http();
-});
-
-afterAll(async () => {
-  await stack?.close();
-  await Promise.all(Object.values(rx).map((r) => r.close()));
+const { stack, src, rx } = useReceiverStack("shaping", ["crm", "events", "broken", "hostile", "healthy"], {
+  ...STACK_OPTIONS,
+  dispatcher: { ...STACK_OPTIONS.dispatcher, retryBaseDelayMs: 200 },
 });
 
 const CRM_MAPPING = `{"id": userId, "email": traits.email, "kind": type, "message": $messageId, "source": $sourceId}`;

@@ -1,29 +1,25 @@
 import { AttemptOutcome, HttpMethod } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { ok, useCliUser } from "../cli/run-cli.js";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
 import { Receiver } from "../helpers/receiver.js";
-import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
+import { STACK_ADMIN_TOKEN } from "../helpers/stack.js";
+import { useFixture } from "../helpers/use-fixture.js";
+import { useStack } from "../helpers/use-stack.js";
 
 /**
  * "Send test call" (issue 27): one synthetic call through the dispatcher's real path, answered
  * with its attempt; sent even to a paused destination, never retried, never a dead letter.
  */
 
-let stack: Stack;
-let rx: Receiver;
+// The receiver first: its hook closes it after the stack's.
+const rx = useFixture(() => Receiver.http(), "receiver");
+const stack = useStack(STACK_OPTIONS);
 let src: { id: string };
 const user = useCliUser(() => stack.ingest.address, STACK_ADMIN_TOKEN);
 
 beforeAll(async () => {
-  stack = await Stack.start(STACK_OPTIONS);
-  rx = await Receiver.http();
   src = await stack.source("tests");
-});
-
-afterAll(async () => {
-  await stack?.close();
-  await rx?.close();
 });
 
 describe("send test call", () => {

@@ -29,6 +29,7 @@ import type {
 } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
 import { optionalIdViolations, requiredIdViolations } from "./ids.js";
+import { beforeSequence } from "./sequence-token.js";
 import type { AdminMethods } from "./sources.js";
 
 export interface AttemptDeps {
@@ -74,10 +75,7 @@ export function attemptHandlers(
       }
       const size = pageSize(req.pageSize, ADMIN_PAGES.attempts);
       if (size === undefined) violations.push(pageSizeViolation(ADMIN_PAGES.attempts));
-      const before = req.pageToken === "" ? undefined : Number(req.pageToken);
-      if (before !== undefined && (!/^\d{1,16}$/.test(req.pageToken) || before < 1)) {
-        violations.push({ field: "page_token", description: "is not a token from a previous response" });
-      }
+      const before = beforeSequence(req.pageToken, violations);
       throwIfInvalid(violations);
       const page = await deps.attempts.list({
         ...(req.destinationId ? { destinationId: req.destinationId } : {}),

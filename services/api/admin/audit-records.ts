@@ -11,6 +11,7 @@ import { ActorKind, AuditOutcome, type AuditRecordSchema } from "@hookpost/contr
 import type { AuditEntry, AuditLog, ServiceImpl } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
 import { requiredIdViolations } from "./ids.js";
+import { beforeSequence } from "./sequence-token.js";
 import type { AdminMethods } from "./sources.js";
 
 export interface AuditRecordDeps {
@@ -30,10 +31,7 @@ export function auditRecordHandlers(
         req.resourceId === "" ? [] : requiredIdViolations(req.resourceId, "resource_id");
       const size = pageSize(req.pageSize, ADMIN_PAGES.auditRecords);
       if (size === undefined) violations.push(pageSizeViolation(ADMIN_PAGES.auditRecords));
-      const before = req.pageToken === "" ? undefined : Number(req.pageToken);
-      if (before !== undefined && (!/^\d{1,16}$/.test(req.pageToken) || before < 1)) {
-        violations.push({ field: "page_token", description: "is not a token from a previous response" });
-      }
+      const before = beforeSequence(req.pageToken, violations);
       throwIfInvalid(violations);
       const page = await deps.auditLog.page({
         pageSize: size ?? ADMIN_PAGES.auditRecords.default,

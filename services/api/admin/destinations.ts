@@ -16,15 +16,10 @@ import {
   urlsViolations,
 } from "@hookpost/contract";
 import { ConsentMissing, type Destination, Ordering } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import {
-  AlreadyExistsError,
-  type DestinationRecord,
-  type ServiceImpl,
-  type Signing,
-  signingSecrets,
-} from "@hookpost/core";
+import { type DestinationRecord, type ServiceImpl, type Signing, signingSecrets } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
 import { auditChange } from "./audit-changes.js";
+import { createOnce } from "./create-once.js";
 import {
   compiledViolations,
   SHAPING_FIELDS,
@@ -37,7 +32,7 @@ import { generateId, idViolations, nameViolations, requiredIdViolations } from "
 import { pageOf } from "./paging.js";
 import type { AdminDeps, AdminMethods } from "./sources.js";
 import { destinationToProto, signingFromProto } from "./to-proto.js";
-import { maskViolations } from "./update-mask.js";
+import { maskedFields } from "./update-mask.js";
 
 /** The fields UpdateDestination's update_mask may name. */
 const UPDATABLE = [
@@ -176,13 +171,10 @@ export function destinationHandlers(
     createDestination: async (req, ctx) => {
       const record = newRecord(req.destination);
       const id = record.id;
-      let revision: number;
-      try {
-        revision = await store.createDestination(record);
-      } catch (err) {
-        if (err instanceof AlreadyExistsError) throw alreadyExists(id);
-        throw err;
-      }
+      const revision = await createOnce(
+        () => store.createDestination(record),
+        () => alreadyExists(id),
+      );
       auditChange(ctx, id, { type: "destination", after: record });
       log.info(
         { destinationId: id, sourceIds: record.sourceIds, enabled: record.enabled },
@@ -209,11 +201,7 @@ export function destinationHandlers(
       if (!d) throw missingDestination();
       throwIfInvalid(requiredIdViolations(d.id, `${P}id`));
 
-      const paths = req.updateMask?.paths ?? [];
-      throwIfInvalid(maskViolations(paths, UPDATABLE, OUTPUT_ONLY));
-
-      const replaceAll = paths.length === 0;
-      const fields = new Set<Updatable>(replaceAll ? UPDATABLE : (paths as Updatable[]));
+      const { replaceAll, fields } = maskedFields(req.updateMask?.paths ?? [], UPDATABLE, OUTPUT_ONLY);
       const { violations: fieldViolations, signing } = readFields(d, fields);
 
       // Compare-and-set on the stored revision: a change made meanwhile (another admin call,

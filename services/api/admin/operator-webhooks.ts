@@ -14,13 +14,14 @@ import {
   operatorUrlViolations,
 } from "@hookpost/contract";
 import type { OperatorWebhook, OperatorWebhookSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import { AlreadyExistsError, type OperatorWebhookRecord, type ServiceImpl } from "@hookpost/core";
+import type { OperatorWebhookRecord, ServiceImpl } from "@hookpost/core";
 import { generateStandardWebhookSecret } from "@hookpost/receiver";
 import { throwIfInvalid } from "../invalid.js";
 import { auditChange } from "./audit-changes.js";
+import { createOnce } from "./create-once.js";
 import { generateId, idViolations, nameViolations, requiredIdViolations } from "./ids.js";
 import type { AdminDeps, AdminMethods } from "./sources.js";
-import { maskViolations } from "./update-mask.js";
+import { maskedFields } from "./update-mask.js";
 
 /** The fields UpdateOperatorWebhook's update_mask may name. */
 const UPDATABLE = [
@@ -147,13 +148,10 @@ export function operatorWebhookHandlers(
         updatedAt: at,
       };
       setThresholds(record, w, new Set(UPDATABLE));
-      let revision: number;
-      try {
-        revision = await store.createOperatorWebhook(record);
-      } catch (err) {
-        if (err instanceof AlreadyExistsError) throw alreadyExists(id);
-        throw err;
-      }
+      const revision = await createOnce(
+        () => store.createOperatorWebhook(record),
+        () => alreadyExists(id),
+      );
       auditChange(ctx, id, { type: "operator_webhook", after: record });
       log.info({ operatorWebhookId: id, eventTypes: record.eventTypes }, "operator webhook created");
       return {
@@ -178,10 +176,7 @@ export function operatorWebhookHandlers(
       const w = req.operatorWebhook;
       if (!w) throw missing();
       throwIfInvalid(requiredIdViolations(w.id, `${P}id`));
-      const paths = req.updateMask?.paths ?? [];
-      throwIfInvalid(maskViolations(paths, UPDATABLE, OUTPUT_ONLY));
-      const replaceAll = paths.length === 0;
-      const fields = new Set<Updatable>(replaceAll ? UPDATABLE : (paths as Updatable[]));
+      const { replaceAll, fields } = maskedFields(req.updateMask?.paths ?? [], UPDATABLE, OUTPUT_ONLY);
       const violations = fieldViolations(w, fields);
       // Empty mask: an empty secret keeps the current one. Named in the mask: it must be given.
       const secretChanges = replaceAll ? w.secret !== "" : fields.has("secret");

@@ -11,7 +11,6 @@ import {
 import type { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import type { Logger } from "@hookpost/core";
 import {
-  AlreadyExistsError,
   type ConfigStore,
   type DestinationRecord,
   generateWriteKey,
@@ -22,6 +21,7 @@ import {
 } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
 import { auditChange } from "./audit-changes.js";
+import { createOnce } from "./create-once.js";
 import { generateId, idViolations, nameViolations, requiredIdViolations } from "./ids.js";
 import { pageOf } from "./paging.js";
 import { sourceToProto } from "./to-proto.js";
@@ -84,13 +84,10 @@ export function sourceHandlers(
         createdAt: now().toISOString(),
         ...withOrigins(normalizeOrigins(req.allowedOrigins)),
       };
-      let revision: number;
-      try {
-        revision = await store.createSource(record);
-      } catch (err) {
-        if (err instanceof AlreadyExistsError) throw alreadyExists(id);
-        throw err;
-      }
+      const revision = await createOnce(
+        () => store.createSource(record),
+        () => alreadyExists(id),
+      );
       auditChange(ctx, id, { type: "source", after: record });
       log.info({ sourceId: id }, "source created");
       return { source: sourceToProto(record), writeKey, revision: BigInt(revision) };
