@@ -216,20 +216,15 @@ async function runSize(n: number): Promise<Figure[]> {
     let underLoad: Promise<number> | undefined;
     const fanFrom = now();
     const fanCpuBefore = pids.map(cpuMs);
-    const sends: Promise<unknown>[] = [];
-    for (let i = 0; i < fan; i++) {
-      const wait = fanFrom + (i * 1000) / FANOUT_RATE - now();
-      if (wait > 1) await sleep(wait);
+    const sends = await paced(fan, (i) => {
       const sent = now();
-      sends.push(
-        track(config.keys[pick(i)]!, `${tag}-${i}`, i).then((at) => {
-          accepted[i] = at;
-          answerMs[i] = at - sent;
-        }),
-      );
       if (i === Math.floor(fan / 2))
         underLoad = newDestinationUnderLoad(admin, receiver, (key, id, k) => track(key, id, k, own));
-    }
+      return track(config.keys[pick(i)]!, `${tag}-${i}`, i).then((at) => {
+        accepted[i] = at;
+        answerMs[i] = at - sent;
+      });
+    });
     const offeredSeconds = (now() - fanFrom) / 1000;
     await Promise.all(sends);
     const sendSeconds = (now() - fanFrom) / 1000;
@@ -254,15 +249,10 @@ async function runSize(n: number): Promise<Figure[]> {
     console.error(`scale ${label}: a second call to each of ${fan} destinations…`);
     const again = await (async () => {
       const at: number[] = new Array(fan);
-      const from = now();
       const cpuBefore = pids.map(cpuMs);
-      const sent: Promise<unknown>[] = [];
-      for (let i = 0; i < fan; i++) {
-        const wait = from + (i * 1000) / FANOUT_RATE - now();
-        if (wait > 1) await sleep(wait);
-        sent.push(track(config.keys[pick(i)]!, `${tag}again-${i}`, i).then((t) => (at[i] = t)));
-      }
-      await Promise.all(sent);
+      await Promise.all(
+        await paced(fan, (i) => track(config.keys[pick(i)]!, `${tag}again-${i}`, i).then((t) => (at[i] = t))),
+      );
       await receiver.waitForTagCount(`${tag}again`, fan, timeoutMs).catch(() => {});
       const cpu = pids.map((pid, i) => ((cpuMs(pid) - cpuBefore[i]!) * 1000) / fan);
       const lat: number[] = [];
@@ -389,6 +379,18 @@ async function runSize(n: number): Promise<Figure[]> {
  * Creates a source and a destination through the admin API while the fan-out runs, then sends
  * one call to it; ms from the create's answer to that call's receipt (NaN: never arrived in 300 s).
  */
+/** Starts `send(0..count-1)` at FANOUT_RATE calls/s, whatever the answers; their promises. */
+async function paced(count: number, send: (i: number) => Promise<unknown>): Promise<Promise<unknown>[]> {
+  const from = now();
+  const sends: Promise<unknown>[] = [];
+  for (let i = 0; i < count; i++) {
+    const wait = from + (i * 1000) / FANOUT_RATE - now();
+    if (wait > 1) await sleep(wait);
+    sends.push(send(i));
+  }
+  return sends;
+}
+
 async function newDestinationUnderLoad(
   admin: ReturnType<typeof adminClient>,
   receiver: ReceiverProcess,
