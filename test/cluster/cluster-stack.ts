@@ -14,6 +14,7 @@ import {
   ROUTER_CONSUMER,
 } from "@hookpost/core";
 import type { JetStreamManager, NatsConnection } from "nats";
+import { afterAll, beforeAll, beforeEach } from "vitest";
 import { NatsCluster } from "../helpers/nats-cluster.js";
 import { Receiver } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
@@ -344,6 +345,33 @@ interface CallRecord {
  */
 /** The load's default pace (calls/s over all workers). */
 export const STEADY_CALLS_PER_SECOND = 1000;
+
+/**
+ * A test file's stack: started once, and replaced before a retry. A failed attempt may leave the
+ * cluster itself broken (after a frozen node nats-server 2.9.10 was seen to keep DELIVERIES
+ * without a leader for minutes, issue 24), and a retry on that cluster could only fail again.
+ */
+export function useClusterStack(options: { dispatchers?: number } = {}): () => ClusterStack {
+  let stack: ClusterStack | undefined;
+  beforeAll(async () => {
+    stack = await ClusterStack.start(options);
+  }, 120_000);
+  beforeEach(async ({ task }) => {
+    if ((task.result?.retryCount ?? 0) === 0) return;
+    console.log(`retrying "${task.name}" on a fresh cluster`);
+    const broken = stack;
+    stack = undefined;
+    await broken?.close();
+    stack = await ClusterStack.start(options);
+  }, 240_000);
+  afterAll(async () => {
+    await stack?.close();
+  }, 60_000);
+  return () => {
+    if (!stack) throw new Error("the cluster stack did not start");
+    return stack;
+  };
+}
 
 export class Load {
   readonly acked: string[] = [];

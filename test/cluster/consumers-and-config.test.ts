@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, HookpostError } from "@hookpost/contract";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { Receiver } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import { until } from "../helpers/until.js";
-import { ClusterStack, Load } from "./cluster-stack.js";
+import { Load, useClusterStack } from "./cluster-stack.js";
 
 // A 3-node cluster, R3, ingest and 2 dispatchers as processes under steady load (cluster-stack's
 // Load: 1 000 calls/s; flat out, see docs/design/delivery-at-scale.md §7). The leader of
@@ -12,21 +12,17 @@ import { ClusterStack, Load } from "./cluster-stack.js";
 // bucket, then a node is frozen (SIGSTOP) for 10 s: deliveries and configuration changes go on,
 // and no acknowledged call is lost.
 
-let s: ClusterStack;
-let second: Receiver;
+const stack = useClusterStack({ dispatchers: 2 });
+let second: Receiver | undefined;
 
-beforeAll(async () => {
-  s = await ClusterStack.start({ dispatchers: 2 });
-  second = await Receiver.http();
-}, 120_000);
-
-afterAll(async () => {
+afterEach(async () => {
   await second?.close();
-  await s?.close();
-}, 60_000);
+  second = undefined;
+});
 
 /** Runs load around `disrupt`, then checks and prints what a test needs; `settleMs`: see settled(). */
 async function underLoad(name: string, disrupt: (load: Load) => Promise<string>, settleMs = 120_000) {
+  const s = stack();
   const before = s.receiver.requests.length;
   const load = new Load(s.client, { tag: name });
   await load.more(300);
@@ -74,6 +70,7 @@ async function change<T>(what: string, fn: () => Promise<T>): Promise<T> {
 
 describe("Hookpost on a 3-node cluster: consumer and bucket leaders", () => {
   it("keeps delivering when the leader of the destination's consumer is killed -9", async () => {
+    const s = stack();
     const { duplicates, distinct } = await underLoad("DELIVERIES consumer leader killed", async () => {
       const leader = await s.leaderOfDeliveries();
       const delivered = s.receiver.requests.length;
@@ -94,17 +91,20 @@ describe("Hookpost on a 3-node cluster: consumer and bucket leaders", () => {
   });
 
   it("applies configuration changes after the configuration bucket's leader is killed -9", async () => {
+    const s = stack();
+    const hook = await Receiver.http();
+    second = hook;
     await underLoad("config bucket leader killed", async () => {
       const leader = await s.leaderOfConfig();
       await s.cluster.kill(leader);
       // A new destination, made after the kill, must be picked up by the dispatchers.
       const dest = await change("a destination created after the kill", () =>
         s.admin.createDestination({
-          destination: { name: "second", urls: [second.url()], enabled: true, sourceIds: [s.sourceId] },
+          destination: { name: "second", urls: [hook.url()], enabled: true, sourceIds: [s.sourceId] },
         }),
       );
       const t = Date.now();
-      await until(() => second.requests.length > 0, {
+      await until(() => hook.requests.length > 0, {
         timeout: 90_000,
         message: "deliveries to the new destination",
       });
@@ -124,11 +124,12 @@ describe("Hookpost on a 3-node cluster: consumer and bucket leaders", () => {
     await load.more(200);
     await load.stop();
     await s.settled(load.acked);
-    const atSecond = second.messageIds();
+    const atSecond = hook.messageIds();
     expect(load.acked.filter((m) => atSecond.has(m))).toEqual([]);
   });
 
   it("loses nothing when a node is frozen for 10 s (SIGSTOP, then SIGCONT)", async () => {
+    const s = stack();
     const { duplicates, distinct } = await underLoad(
       "node frozen 10 s",
       async () => {

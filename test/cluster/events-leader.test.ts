@@ -1,25 +1,18 @@
 import { EVENTS_STREAM } from "@hookpost/core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { until } from "../helpers/until.js";
-import { ClusterStack, Load } from "./cluster-stack.js";
+import { Load, useClusterStack } from "./cluster-stack.js";
 
 // A 3-node cluster, R3 streams, ingest and 2 dispatchers as processes, steady gRPC Batch load.
 // First nothing happens; then the node leading EVENTS is killed -9, restarted and caught up;
 // then the new leader is killed too. Every acknowledged call must be delivered, and ingest must
 // ride out each election instead of answering UNAVAILABLE.
 
-let s: ClusterStack;
-
-beforeAll(async () => {
-  s = await ClusterStack.start({ dispatchers: 2 });
-}, 120_000);
-
-afterAll(async () => {
-  await s?.close();
-}, 60_000);
+const stack = useClusterStack({ dispatchers: 2 });
 
 /** A restarted node is current again: it is a replica of EVENTS with no lag. */
 async function caughtUp(node: string): Promise<void> {
+  const s = stack();
   const jsm = await s.nc.jetstreamManager();
   await until(
     async () => {
@@ -34,6 +27,7 @@ async function caughtUp(node: string): Promise<void> {
 
 describe("Hookpost on a 3-node cluster", () => {
   it("delivers every acknowledged call under steady load with 2 dispatchers", async () => {
+    const s = stack();
     const load = new Load(s.client, { tag: "steady" });
     await load.more(1500);
     await load.stop();
@@ -49,6 +43,7 @@ describe("Hookpost on a 3-node cluster", () => {
   });
 
   it("rides out kill -9 of the EVENTS leader, twice (with a restart in between), losing nothing", async () => {
+    const s = stack();
     const requestsBefore = s.receiver.requests.length;
     const load = new Load(s.client, { tag: "kill" });
     await load.more(500);
