@@ -307,9 +307,8 @@ export async function benchDispatcher(): Promise<Figure[]> {
 
     // CPU per delivery of each process while a backlog drains (from /proc, after the first
     // receipts so start-up is left out): what the machine's 2 cores must pay per delivery.
-    const budget = { replicas: 0, nats: 0, receiver: 0 };
     const backlog = async (n: number, env: Record<string, string> = {}) => {
-      const tag = `backlog${n}${env.ATTEMPT_LOG ?? ""}`;
+      const tag = `backlog${n}${Object.entries(env).flat().join("")}`;
       await fillBacklog(js, sourceId, tag, BACKLOG);
       const started = replicas.length;
       for (let i = 0; i < n; i++) replicas.push(replica(server.url, { LOG_LEVEL: "info", ...env }));
@@ -325,20 +324,23 @@ export async function benchDispatcher(): Promise<Figure[]> {
       await receiver.waitForTag(tag, BACKLOG);
       const window = windowRate(receiver, tag, BACKLOG, from);
       const used = pids.map((pid, i) => ((cpuMs(pid) - before[i]!) * 1000) / window.count);
-      if (n === 1 && env.ATTEMPT_LOG === undefined) {
-        budget.replicas = used[0]!;
-        budget.nats = used[1]!;
-        budget.receiver = used[2]!;
-      }
-      return window.rate;
+      await stopReplicas();
+      // µs per delivery: the replicas together, nats-server, the receiver.
+      const cpu = {
+        replicas: used.slice(0, n).reduce((a, b) => a + b, 0),
+        nats: used[n]!,
+        receiver: used[n + 1]!,
+      };
+      return { rate: window.rate, cpu };
     };
     const one = await backlog(1);
-    await stopReplicas();
+    const budget = one.cpu;
     const two = await backlog(2);
-    await stopReplicas();
     // The same backlog with the attempt log off: its cost (target: on >= 0.8x off).
     const oneOff = await backlog(1, { ATTEMPT_LOG: "off" });
-    await stopReplicas();
+    // And with every delivery stored on DELIVERIES first (design §6: target on >= 1.3x off).
+    const stored = await backlog(1, { DIRECT_DELIVERY: "off" });
+    const cpuOf = (c: typeof budget) => c.replicas + c.nats;
 
     // Latency with 1 replica, warmed up: single calls over gRPC unary and over the HTTP API.
     replicas.push(replica(server.url));
@@ -371,19 +373,24 @@ export async function benchDispatcher(): Promise<Figure[]> {
       },
       {
         name: "dispatch from backlog, 1 replica",
-        value: Math.round(one),
+        value: Math.round(one.rate),
         unit: "deliveries/s",
         limit,
         note: `${BACKLOG} calls on EVENTS, routed, signed, POSTed; from the ${WARM_SHARE * 100} % receipt to the last`,
       },
       {
         name: "dispatch from backlog, 2 replicas",
-        value: Math.round(two),
+        value: Math.round(two.rate),
         unit: "deliveries/s",
         limit,
         note: "2 cores shared with nats-server, the receiver and the replicas",
       },
-      { name: "2 replicas / 1 replica", value: round(two / one, 2), unit: "x", note: "target: >= 1" },
+      {
+        name: "2 replicas / 1 replica",
+        value: round(two.rate / one.rate, 2),
+        unit: "x",
+        note: "target: >= 1",
+      },
       {
         name: "limit: raw forwarder (pull -> POST -> ack)",
         value: Math.round(fwd.rate),
@@ -392,7 +399,7 @@ export async function benchDispatcher(): Promise<Figure[]> {
       },
       {
         name: "dispatch from backlog, 1 replica, against the raw forwarder",
-        value: Math.round(one),
+        value: Math.round(one.rate),
         unit: "deliveries/s",
         limit: { name: "raw forwarder (target 0.7x)", value: fwd.rate },
         note: "routing, signing, confirmed acks, attempt log on (issue 25 target: >= 0.7x)",
@@ -407,16 +414,35 @@ export async function benchDispatcher(): Promise<Figure[]> {
       ...cpuBudget(budget, raw),
       {
         name: "dispatch from backlog, 1 replica, attempt log off",
-        value: Math.round(oneOff),
+        value: Math.round(oneOff.rate),
         unit: "deliveries/s",
         limit,
         note: "the same backlog with ATTEMPT_LOG=off",
       },
       {
         name: "attempt log on / off",
-        value: round(one / oneOff, 2),
+        value: round(one.rate / oneOff.rate, 2),
         unit: "x",
         note: "target: >= 0.8",
+      },
+      {
+        name: "dispatch from backlog, 1 replica, DIRECT_DELIVERY off",
+        value: Math.round(stored.rate),
+        unit: "deliveries/s",
+        limit,
+        note: `every delivery stored on DELIVERIES first; CPU per delivery replica ${Math.round(stored.cpu.replicas)} + nats-server ${Math.round(stored.cpu.nats)} µs`,
+      },
+      {
+        name: "direct delivery on / off, deliveries/s",
+        value: round(one.rate / stored.rate, 2),
+        unit: "x",
+        note: "target: >= 1.3 (docs/design/delivery-at-scale.md section 6)",
+      },
+      {
+        name: "direct delivery on / off, CPU per delivery (nats-server + replica)",
+        value: round(cpuOf(one.cpu) / cpuOf(stored.cpu), 2),
+        unit: "x",
+        note: `target: <= 0.75; on ${Math.round(cpuOf(one.cpu))} µs, off ${Math.round(cpuOf(stored.cpu))} µs`,
       },
       ...steady,
     ];

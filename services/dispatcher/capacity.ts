@@ -21,6 +21,8 @@ interface DestState {
   answering: boolean;
   /** The last attempt timed out or could not connect: fresh deliveries do not wait for it. */
   stalled: boolean;
+  /** Moving average of answered attempts' durations (ms); NaN until one was answered. */
+  latencyMs: number;
   /** Callers waiting for a slot of this destination, first come first served. */
   waiters: (() => void)[];
 }
@@ -57,6 +59,12 @@ export class Capacity {
   /** Whether the destination's last attempt timed out or could not connect. */
   stalled(id: string): boolean {
     return this.#dests.get(id)?.stalled ?? false;
+  }
+
+  /** Whether the destination answers, and its recent answers took at most `maxMs` on average. */
+  fast(id: string, maxMs: number): boolean {
+    const s = this.#dests.get(id);
+    return s?.answering === true && s.latencyMs <= maxMs;
   }
 
   /** How many requests this destination may have in flight now: its limit, lowered by slow start. */
@@ -124,9 +132,11 @@ export class Capacity {
     }
   }
 
-  /** The endpoint answered: full speed comes back by doubling. */
-  answered(id: string): void {
+  /** The endpoint answered after `ms`: full speed comes back by doubling. */
+  answered(id: string, ms: number): void {
     const s = this.#state(id);
+    // A few answers decide (weight 1/4): one slow answer does not, a turn to slow soon does.
+    s.latencyMs = Number.isNaN(s.latencyMs) ? ms : s.latencyMs + (ms - s.latencyMs) / 4;
     s.answering = true;
     s.stalled = false;
     s.window = Math.min(s.window * 2, 1 << 20);
@@ -150,7 +160,7 @@ export class Capacity {
   #state(id: string): DestState {
     let s = this.#dests.get(id);
     if (!s) {
-      s = { inFlight: 0, window: 1, answering: false, stalled: false, waiters: [] };
+      s = { inFlight: 0, window: 1, answering: false, stalled: false, latencyMs: Number.NaN, waiters: [] };
       this.#dests.set(id, s);
     }
     return s;

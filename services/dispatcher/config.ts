@@ -37,6 +37,8 @@ export interface DispatcherConfig {
   orderedPartitions: number;
   /** Concurrent events the router fans out per replica (ROUTER_CONCURRENCY). */
   routerConcurrency: number;
+  /** The router's own first attempts to destinations that answer fast (DIRECT_DELIVERY). */
+  directDelivery: boolean;
   /** Long-poll duration of a pull; shutdown waits for the open pulls to end (PULL_EXPIRES). */
   pullExpiresMs: number;
   /** How long shutdown lets in-flight deliveries finish before handing them back (SHUTDOWN_GRACE). */
@@ -104,6 +106,7 @@ export function dispatcherConfigFrom(s: Settings): DispatcherConfig {
     strandedCheckMs: s.STRANDED_CHECK_INTERVAL,
     orderedPartitions: s.ORDERED_PARTITIONS,
     routerConcurrency: s.ROUTER_CONCURRENCY,
+    directDelivery: s.DIRECT_DELIVERY,
     pullExpiresMs: s.PULL_EXPIRES,
     shutdownGraceMs: s.SHUTDOWN_GRACE,
     attemptLog: s.ATTEMPT_LOG,

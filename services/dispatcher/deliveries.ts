@@ -29,6 +29,7 @@ import {
   removeDestinationDeliveries,
 } from "./consumers.js";
 import type { BatchMember, DeliveryHandler } from "./delivery.js";
+import type { DirectEnd, DirectMsg } from "./direct.js";
 import { Lanes } from "./lanes.js";
 import { ownerOf } from "./ordered/ownership.js";
 import { deliveryState } from "./parking.js";
@@ -36,6 +37,8 @@ import { Puller } from "./puller.js";
 import { RateGate } from "./rate-gate.js";
 import type { ReplicaRegistry } from "./replica-registry.js";
 
+/** The router consumer's ack wait is 30 s (core's topology): a direct attempt's call is kept alive more often. */
+const DIRECT_KEEP_ALIVE_MS = 10_000;
 /** How long a fresh delivery may wait for a slot or its rate limit before it is parked instead. */
 const FRESH_WAIT_MS = 50;
 /** A delivery pulled before its due time is handed back for what is left, at least this long. */
@@ -78,6 +81,11 @@ export interface DeliveriesDeps {
   /** Where breaker changes are reported for destination health. */
   attemptLog?: AttemptLog;
   lanes: { sweepMs: number; idleMs: number; onStrandedRecreated?: () => void };
+  /**
+   * The router's own first attempts (design §6; DIRECT_DELIVERY): at most `max` at once, to
+   * destinations whose answers took at most `maxLatencyMs` on average. Absent: none.
+   */
+  direct?: { max: number; maxLatencyMs: number };
   /** RETRY_WINDOW: a delivery held back by an open breaker past it is dead-lettered. */
   retryWindowMs: number;
 }
@@ -105,6 +113,11 @@ export class Deliveries {
   readonly #batches: Batches;
   #removals = 0;
   #closed = false;
+  /** Direct attempts in flight: their calls are kept alive on EVENTS by one timer. */
+  readonly #direct = new Set<DirectMsg>();
+  /** Direct attempts in flight or waiting for a slot (at most `direct.max`). */
+  #directs = 0;
+  #directTimer: NodeJS.Timeout | undefined;
 
   readonly #onChange = (c: ConfigChange) => {
     if (c.kind !== "destination") return;
@@ -184,6 +197,54 @@ export class Deliveries {
    */
   answering(id: string): boolean {
     return this.#d.capacity.answering(id) && !this.#d.breakers.isOpen(id);
+  }
+
+  /**
+   * The router's own first attempt of a delivery (docs/design/delivery-at-scale.md §6), when its
+   * destination may take it now: enabled, not batching, ordered or rate-limited, breaker
+   * closed, answering fast, a slot free. Undefined when not: the router stores it on DELIVERIES.
+   */
+  async direct(id: string, make: () => DirectMsg): Promise<DirectEnd | undefined> {
+    const d = this.#d;
+    if (!d.direct || this.#closed || d.shutdown.aborted || this.#directs >= d.direct.max) return undefined;
+    const dest = d.store.destination(id);
+    if (
+      !dest?.enabled ||
+      dest.batching ||
+      dest.ordering === "PER_USER" ||
+      dest.rateLimitPerSecond !== undefined
+    )
+      return undefined;
+    if (d.breakers.isOpen(id) || d.capacity.stalled(id) || !d.capacity.fast(id, d.direct.maxLatencyMs))
+      return undefined;
+    this.#directs++;
+    try {
+      // As a partition's delivery would: a slot within 50 ms, else it is stored.
+      const slot = await d.capacity.acquire(id, () => this.#limit(dest), d.shutdown, FRESH_WAIT_MS);
+      if (!slot) return undefined;
+      const msg = make();
+      this.#direct.add(msg);
+      this.#directTimer ??= setInterval(() => {
+        for (const m of this.#direct) m.working();
+      }, DIRECT_KEEP_ALIVE_MS).unref();
+      await this.#track(id, async () => {
+        try {
+          await d.handler.handle(id, msg, msg.state);
+        } finally {
+          slot.release();
+          // Every path of the handler ends it; should one not, the router stores the delivery.
+          msg.nak();
+          this.#direct.delete(msg);
+          if (this.#direct.size === 0) {
+            clearInterval(this.#directTimer);
+            this.#directTimer = undefined;
+          }
+        }
+      });
+      return await msg.ended;
+    } finally {
+      this.#directs--;
+    }
   }
 
   /** No destination removal is being applied: every change seen so far is in effect here. */

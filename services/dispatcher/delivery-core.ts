@@ -88,13 +88,13 @@ export async function startDeliveryCore(
     maxCoolDownMs: config.topology.retryMaxDelayMs,
   });
   const observer: AttemptObserver = {
-    answered: (id) => {
-      capacity.answered(id);
+    answered: (id, ms) => {
+      capacity.answered(id, ms);
       breakers.succeeded(id);
     },
-    failed: (id, stalled, reason) => {
+    failed: (id, stalled, reason, ms) => {
       if (stalled) capacity.stall(id);
-      else capacity.answered(id);
+      else capacity.answered(id, ms);
       breakers.failed(id, reason);
     },
     released: (id) => breakers.released(id),
@@ -138,6 +138,13 @@ export async function startDeliveryCore(
       onStrandedRecreated: () => metrics.stranded.inc({ consumer: "lane" }),
     },
     retryWindowMs: config.topology.retryWindowMs,
+    // Half the router's concurrency at most: a destination turning slow cannot stall routing.
+    ...(config.directDelivery && {
+      direct: {
+        max: Math.max(1, Math.floor(config.routerConcurrency / 2)),
+        maxLatencyMs: DIRECT_MAX_LATENCY_MS,
+      },
+    }),
   });
   parking.onParked = (id) => void deliveries.lanes.ensure(id);
   await migrateLegacyConsumers({ jsm, parking, logger });
@@ -154,6 +161,9 @@ export async function startDeliveryCore(
     abort: () => shutdown.abort(),
   };
 }
+
+/** Destinations answering within this on average get the router's own first attempt (design §6). */
+const DIRECT_MAX_LATENCY_MS = 250;
 
 /** Ordered delivery (PER_USER destinations, issue 24): a worker of its own beside the unordered core. */
 export function startOrdered(config: DispatcherConfig, deps: CoreDeps): OrderedDelivery {

@@ -60,10 +60,13 @@ export interface DeliveryDeps {
 
 /** Who learns how an attempt went: the breakers and slow start. */
 export interface AttemptObserver {
-  /** The endpoint answered (2xx, or a status it chose that is not retried). */
-  answered(destinationId: string): void;
-  /** A timeout or retryable failure; `stalled`: a timeout or a failed connection; `reason` as read. */
-  failed(destinationId: string, stalled: boolean, reason: string): void;
+  /** The endpoint answered (2xx, or a status it chose that is not retried) after `ms`. */
+  answered(destinationId: string, ms: number): void;
+  /**
+   * A timeout or retryable failure; `stalled`: a timeout or a failed connection; `reason` as
+   * read; `ms`: how long the last request took.
+   */
+  failed(destinationId: string, stalled: boolean, reason: string, ms: number): void;
   /** Cut short (shutdown) or not sent: says nothing about the endpoint. */
   released(destinationId: string): void;
 }
@@ -519,10 +522,10 @@ export class DeliveryHandler {
     const last = outcomes.at(-1);
     if (!last || last.aborted || last.error === "not_sent" || last.error === "filtered")
       h.released(destinationId);
-    else if (last.ok || !last.retryable) h.answered(destinationId);
+    else if (last.ok || !last.retryable) h.answered(destinationId, last.durationMs);
     else {
       const stalled = outcomes.some((o) => o.error === "timeout" || o.error === "connection");
-      h.failed(destinationId, stalled, readableReason(last));
+      h.failed(destinationId, stalled, readableReason(last), last.durationMs);
     }
   }
 

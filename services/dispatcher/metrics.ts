@@ -55,6 +55,14 @@ export class DispatcherMetrics {
     "Deliveries scheduled for another attempt",
   );
 
+  /** Router's own first attempts (docs/design/delivery-at-scale.md §6): ended, or handed back to DELIVERIES. */
+  readonly direct = counter(
+    this.registry,
+    "hookpost_dispatcher_direct_total",
+    "First attempts the router made itself to destinations that answer fast, by how they ended (done: delivered, parked for a retry or dead-lettered; handed_back: stored on DELIVERIES instead)",
+    ["outcome"],
+  );
+
   readonly deadLetters = counter(
     this.registry,
     "hookpost_dispatcher_dead_letters_total",

@@ -33,6 +33,7 @@ import {
   userHash,
 } from "@hookpost/core";
 import { headers, type JsMsg } from "nats";
+import { type DirectEnd, DirectMsg } from "./direct.js";
 import { webhooksEnabled } from "./integrations.js";
 import type { DispatcherMetrics } from "./metrics.js";
 
@@ -61,6 +62,11 @@ export interface RouterDeps {
    * that this replica opens the lane at once rather than at the next sweep.
    */
   onLane?: (destinationId: string) => void;
+  /**
+   * The first attempt made here, when the destination may take it now (design §6): how it
+   * ended, or undefined when the delivery is to be stored on DELIVERIES.
+   */
+  direct?: (destinationId: string, make: () => DirectMsg) => Promise<DirectEnd | undefined>;
 }
 
 /** Wait before a call is routed again when DELIVERIES refused it (full, or NATS trouble). */
@@ -167,9 +173,18 @@ export class Router {
                   ),
                   dest.id,
                 );
-          return d.publisher.publish(subject, body, h).then(() => {
-            if (dest.batching && !ordered) d.onLane?.(dest.id);
-          });
+          const store = () =>
+            d.publisher.publish(subject, body, h).then(() => {
+              if (dest.batching && !ordered) d.onLane?.(dest.id);
+            });
+          // Ordered and batching deliveries always wait in storage for their turn.
+          if (ordered || dest.batching || !d.direct) return store();
+          return d
+            .direct(dest.id, () => new DirectMsg(msg, subject, toBytes(body), h))
+            .then((end) => {
+              if (end !== undefined) d.metrics.direct.inc({ outcome: end });
+              return end === "done" ? undefined : store();
+            });
         }),
       );
     } catch (err) {
@@ -275,6 +290,11 @@ function deliveryTargets(
 function fanOutOf(destinations: readonly DestinationRecord[]): Record<string, number> | undefined {
   const fan = destinations.filter((d) => d.deliveryMode === "FAN_OUT");
   return fan.length === 0 ? undefined : Object.fromEntries(fan.map((d) => [d.id, d.urls.length]));
+}
+
+/** The rendered body as the handler reads it (a string is encoded per direct attempt: a call's few). */
+function toBytes(body: string | Uint8Array): Uint8Array {
+  return typeof body === "string" ? Buffer.from(body) : body;
 }
 
 /** Whether a call's records carry its user for erasure: any call that names a user but a deletion notice. */

@@ -759,6 +759,13 @@ export const SETTINGS = {
     description: "events fanned out at once per replica",
     check: int(1),
   }),
+  DIRECT_DELIVERY: define({
+    services: ["dispatcher"],
+    default: "on",
+    description:
+      "the router makes the first attempt itself for destinations that answer fast (on average within 250 ms, breaker closed, a slot free), without storing the delivery on DELIVERIES first; `off`: every delivery goes through DELIVERIES (docs/design/delivery-at-scale.md section 6)",
+    check: onOff,
+  }),
   PULL_EXPIRES: define({
     services: ["dispatcher"],
     default: "5s",

@@ -1,0 +1,97 @@
+import { DELIVERIES_STREAM } from "@hookpost/core";
+import type { DeliveryInfo, JsMsg, MsgHdrs, PullOptions } from "nats";
+import type { DeliveryState } from "./parking.js";
+
+/** What a direct attempt ended in: done (delivered, parked, dead-lettered, dropped) or handed back. */
+export type DirectEnd = "done" | "handed_back";
+
+/**
+ * A delivery the router attempts itself (docs/design/delivery-at-scale.md §6), seen by the
+ * DeliveryHandler as a partition's message: the headers and body the router would have stored,
+ * attempt 0, first stored now. Its ack and term mean the attempt ended (the handler acks only
+ * once a retry is parked or a dead letter stored); a nak hands it back, and the router then
+ * stores it on DELIVERIES. Progress notes keep the call's EVENTS message alive.
+ */
+export class DirectMsg implements JsMsg {
+  readonly data: Uint8Array;
+  readonly headers: MsgHdrs;
+  readonly subject: string;
+  readonly info: DeliveryInfo;
+  readonly state: DeliveryState;
+  readonly sid = 0;
+  readonly redelivered = false;
+  /** Settles with how the attempt ended. */
+  readonly ended: Promise<DirectEnd>;
+  readonly #event: JsMsg;
+  #end!: (how: DirectEnd) => void;
+  #done = false;
+
+  constructor(event: JsMsg, subject: string, data: Uint8Array, headers: MsgHdrs) {
+    this.#event = event;
+    this.subject = subject;
+    this.data = data;
+    this.headers = headers;
+    const now = Date.now();
+    this.state = { attempts: 0, firstTimeMs: now, dueMs: 0 };
+    // Only what the handler reads: it was never stored, so it has no sequence of its own.
+    this.info = {
+      domain: "",
+      stream: DELIVERIES_STREAM,
+      consumer: "",
+      deliveryCount: 1,
+      redeliveryCount: 0,
+      redelivered: false,
+      streamSequence: 0,
+      deliverySequence: 0,
+      timestampNanos: now * 1e6,
+      pending: 0,
+    };
+    this.ended = new Promise((resolve) => {
+      this.#end = resolve;
+    });
+  }
+
+  /** The call's EVENTS sequence: what a fallback id would be derived from. */
+  get seq(): number {
+    return this.#event.seq;
+  }
+
+  ack(): void {
+    this.#settle("done");
+  }
+
+  term(): void {
+    this.#settle("done");
+  }
+
+  nak(): void {
+    this.#settle("handed_back");
+  }
+
+  working(): void {
+    if (!this.#done) this.#event.working();
+  }
+
+  async ackAck(): Promise<boolean> {
+    this.#settle("done");
+    return true;
+  }
+
+  next(_subj: string, _ro?: Partial<PullOptions>): void {
+    throw new Error("a direct delivery is not pulled");
+  }
+
+  json<T>(): T {
+    return JSON.parse(this.string()) as T;
+  }
+
+  string(): string {
+    return new TextDecoder().decode(this.data);
+  }
+
+  #settle(how: DirectEnd): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.#end(how);
+  }
+}

@@ -1,0 +1,156 @@
+import type { RunningDispatcher } from "@hookpost/dispatcher";
+import type { Subscription } from "nats";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { Receiver } from "../helpers/receiver.js";
+import { until } from "../helpers/until.js";
+import { destination, type Pipeline, pipeline, publishCall, track } from "./helpers.js";
+
+/**
+ * Direct delivery (docs/design/delivery-at-scale.md §6): the router makes the first attempt
+ * itself for a destination that answers fast, and stores nothing on DELIVERIES for it; what the
+ * attempt ends in (a retry, a dead letter) is the partitions' own handling; a slow destination,
+ * or DIRECT_DELIVERY off, stores every delivery first.
+ */
+
+let p: Pipeline;
+let d: RunningDispatcher | undefined;
+const receivers: Receiver[] = [];
+const subs: Subscription[] = [];
+
+async function receiver(): Promise<Receiver> {
+  const r = await Receiver.http();
+  receivers.push(r);
+  return r;
+}
+
+/** What the router and parking store on DELIVERIES, by subject, as a plain subscriber sees it. */
+function storedSubjects(): string[] {
+  const seen: string[] = [];
+  for (const subject of ["hookpost.deliveries.>", "hookpost.lanes.>"]) {
+    subs.push(p.nc.subscribe(subject, { callback: (_err, m) => seen.push(m.subject) }));
+  }
+  return seen;
+}
+
+async function directCount(outcome: "done" | "handed_back"): Promise<number> {
+  const values = (await d!.metrics.direct.get()).values;
+  return values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
+}
+
+/** Sends one call of `sourceId` and waits until `rx` got `total` requests. */
+async function sendAndWait(sourceId: string, rx: Receiver, total: number): Promise<string> {
+  const call = track({ sourceId });
+  await publishCall(p.js, call);
+  await rx.waitFor(total, 20_000);
+  return call.messageId;
+}
+
+beforeAll(async () => {
+  p = await pipeline();
+});
+
+afterEach(async () => {
+  for (const s of subs.splice(0)) s.unsubscribe();
+  await d?.close();
+  d = undefined;
+});
+
+afterAll(async () => {
+  await Promise.all(receivers.map((r) => r.close()));
+  await p?.close();
+});
+
+describe("direct delivery", () => {
+  it("a destination that answers fast gets its calls from the router itself, nothing stored, each once", async () => {
+    d = await p.dispatcher();
+    const rx = await receiver();
+    await p.putDestination(destination({ id: "fast", sourceIds: ["direct-fast"], urls: [rx.url("/fast")] }));
+    // Not known to answer yet: the first call goes through a partition.
+    await sendAndWait("direct-fast", rx, 1);
+    const stored = storedSubjects();
+    await p.nc.flush();
+    const sent: string[] = [];
+    for (let i = 0; i < 20; i++) sent.push(await sendAndWait("direct-fast", rx, i + 2));
+    await p.nc.flush();
+    expect(stored).toEqual([]);
+    expect(await directCount("done")).toBe(20);
+    const keys = rx.requests.slice(1).map((r) => String(r.headers["idempotency-key"]));
+    expect(keys).toEqual(sent);
+  });
+
+  it("a direct attempt that fails is parked on the destination's lane and delivered by its retry", async () => {
+    d = await p.dispatcher();
+    const rx = await receiver();
+    await p.putDestination(
+      destination({ id: "flaky", sourceIds: ["direct-flaky"], urls: [rx.url("/flaky")] }),
+    );
+    await sendAndWait("direct-flaky", rx, 1);
+    const failOnce = new Set<string>();
+    rx.respond = (r) => {
+      const key = String(r.headers["idempotency-key"]);
+      if (failOnce.has(key)) return { status: 200 };
+      failOnce.add(key);
+      return { status: 503 };
+    };
+    const stored = storedSubjects();
+    await p.nc.flush();
+    const id = await sendAndWait("direct-flaky", rx, 3);
+    const tries = rx.requests.filter((r) => r.headers["idempotency-key"] === id);
+    expect(tries.map((r) => r.body)).toEqual([tries[0]!.body, tries[0]!.body]);
+    // Stored once: on its lane, for the retry; never on a partition.
+    expect(stored).toEqual(["hookpost.lanes.flaky"]);
+    expect(await directCount("done")).toBe(1);
+    expect((await d.metrics.retries.get()).values[0]?.value).toBe(1);
+  });
+
+  it("a direct attempt answered 400 is dead-lettered at once with the exact body sent", async () => {
+    d = await p.dispatcher();
+    const rx = await receiver();
+    await p.putDestination(
+      destination({ id: "refuses", sourceIds: ["direct-400"], urls: [rx.url("/refuses")] }),
+    );
+    await sendAndWait("direct-400", rx, 1);
+    rx.respond = () => ({ status: 400 });
+    const stored = storedSubjects();
+    await p.nc.flush();
+    const id = await sendAndWait("direct-400", rx, 2);
+    const letters = await until(
+      async () => {
+        const l = await p.deadLetters.list("refuses");
+        return l.length > 0 && l;
+      },
+      { message: "the dead letter" },
+    );
+    expect(letters.map((l) => [l.messageId, l.attempts, l.body])).toEqual([
+      [id, 1, rx.requests[1]!.body.toString()],
+    ]);
+    expect(stored).toEqual([]);
+    expect(await directCount("done")).toBe(1);
+  });
+
+  it("a destination answering slowly (400 ms) has every delivery stored first", async () => {
+    d = await p.dispatcher();
+    const rx = await receiver();
+    rx.respond = () => ({ status: 200, delayMs: 400 });
+    await p.putDestination(destination({ id: "slow", sourceIds: ["direct-slow"], urls: [rx.url("/slow")] }));
+    await sendAndWait("direct-slow", rx, 1);
+    const stored = storedSubjects();
+    await p.nc.flush();
+    for (let i = 0; i < 3; i++) await sendAndWait("direct-slow", rx, i + 2);
+    expect(stored.filter((s) => s.startsWith("hookpost.deliveries.")).length).toBe(3);
+    expect(await directCount("done")).toBe(0);
+  });
+
+  it("DIRECT_DELIVERY off stores every delivery first", async () => {
+    d = await p.dispatcher({ directDelivery: false });
+    const rx = await receiver();
+    await p.putDestination(destination({ id: "off", sourceIds: ["direct-off"], urls: [rx.url("/off")] }));
+    await sendAndWait("direct-off", rx, 1);
+    const stored = storedSubjects();
+    await p.nc.flush();
+    for (let i = 0; i < 5; i++) await sendAndWait("direct-off", rx, i + 2);
+    await until(() => stored.length >= 5, { message: "five deliveries stored" });
+    expect(stored.every((s) => s.startsWith("hookpost.deliveries."))).toBe(true);
+    expect(await directCount("done")).toBe(0);
+  });
+});
