@@ -16,6 +16,7 @@ import {
 import type { JsMsg } from "nats";
 import { attemptRecorder, lastOutcome, readableReason, readableReasons } from "./attempt-records.js";
 import type { AutoDisabler } from "./auto-disable.js";
+import { deadLetterKey } from "./direct.js";
 import type { DispatcherMetrics } from "./metrics.js";
 import { type DeliveryState, deliveryState, type Parking } from "./parking.js";
 import { type DeadCause, decideAfterAttempt, policyFor, type RetryPolicy } from "./retry.js";
@@ -559,7 +560,7 @@ export class DeliveryHandler {
     };
     let deadSequence: number;
     try {
-      deadSequence = await d.deadLetters.record(letter, `${destinationId}:${msg.seq}`);
+      deadSequence = await d.deadLetters.record(letter, deadLetterKey(destinationId, msg));
     } catch (err) {
       // Never drop: without a record the delivery stays and is tried again.
       d.logger.error({ destinationId, messageId, err: (err as Error).message }, "dead-letter write failed");

@@ -2,6 +2,15 @@ import { DELIVERIES_STREAM } from "@hookpost/core";
 import type { DeliveryInfo, JsMsg, MsgHdrs, PullOptions } from "nats";
 import type { DeliveryState } from "./parking.js";
 
+/**
+ * The key a delivery's dead letter is stored once under: the stored delivery's DELIVERIES
+ * sequence, or for a direct one its call's EVENTS sequence, apart (the two sequences overlap, and
+ * a shared key would drop one of two dead letters as a duplicate).
+ */
+export function deadLetterKey(destinationId: string, msg: JsMsg): string {
+  return msg instanceof DirectMsg ? `${destinationId}:event-${msg.seq}` : `${destinationId}:${msg.seq}`;
+}
+
 /** What a direct attempt ended in: done (delivered, parked, dead-lettered, dropped) or handed back. */
 export type DirectEnd = "done" | "handed_back";
 

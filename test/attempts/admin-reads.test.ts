@@ -177,6 +177,25 @@ describe("admin reads are bounded", () => {
       { timeout: 60_000, message: `${BIG_CALLS} attempts of big-ok with their bodies in the log` },
     );
 
+    // A dead letter is stored once the 400 was read, after the receiver counted the request.
+    await until(
+      async () => {
+        let count = 0;
+        let after = 0n;
+        do {
+          const r = await admin.listDeadLetters({
+            destinationId: "big-dead",
+            pageSize: 1000,
+            afterSequence: after,
+          });
+          count += r.deadLetters.length;
+          after = r.nextAfterSequence;
+        } while (after !== 0n);
+        return count >= BIG_CALLS;
+      },
+      { timeout: 60_000, message: `${BIG_CALLS} dead letters of big-dead` },
+    );
+
     const pid = ingest.proc.pid!;
     const before = memory(pid);
     resetPeak(pid);

@@ -128,6 +128,37 @@ describe("direct delivery", () => {
     expect(await directCount("done")).toBe(1);
   });
 
+  it("dead letters of a direct and a stored delivery whose sequences are equal are both kept", async () => {
+    // A server of its own, so that sequences are known: EVENTS and DELIVERIES both start at 1.
+    const q = await pipeline();
+    let r: RunningDispatcher | undefined;
+    try {
+      const rx = await receiver();
+      rx.respond = () => ({ status: 400 });
+      r = await q.dispatcher();
+      await q.putDestination(destination({ id: "seqs", sourceIds: ["seqs"], urls: [rx.url("/seqs")] }));
+      const ids: string[] = [];
+      const send = async (n: number) => {
+        const call = track({ sourceId: "seqs" });
+        ids.push(call.messageId);
+        await publishCall(q.js, call);
+        await until(async () => (await q.deadLetters.list("seqs")).length >= n, {
+          message: `${n} dead letters`,
+        });
+      };
+      await send(1); // EVENTS 1, stored as DELIVERIES 1
+      await send(2); // EVENTS 2, direct (the destination answered)
+      // A new replica does not know the destination: the next call is stored, as DELIVERIES 2.
+      await r.close();
+      r = await q.dispatcher();
+      await send(3);
+      expect((await q.deadLetters.list("seqs")).map((l) => l.messageId).sort()).toEqual([...ids].sort());
+    } finally {
+      await r?.close();
+      await q.close();
+    }
+  });
+
   it("a destination answering slowly (400 ms) has every delivery stored first", async () => {
     d = await p.dispatcher();
     const rx = await receiver();
