@@ -9,6 +9,8 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
 const BACKLOG_TIMEOUT_MS = 2000;
 
 const DELIVERY_OUTCOMES = ["delivered", "retry", "dead_letter", "handed_back"];
+/** Seconds buckets of the dispatcher's latency histograms (5 ms to 10 s, as a webhook may take). */
+const SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const RESULT_CLASSES = ["2xx", "3xx", "4xx", "5xx", "timeout", "connection", "tls", "ssrf", "invalid"];
 
 /** A counter on `registry`: every dispatcher counter is declared alike. */
@@ -45,7 +47,7 @@ export class DispatcherMetrics {
     name: "hookpost_dispatcher_attempt_seconds",
     help: "Latency of one webhook request, by destination and result (2xx, 3xx, 4xx, 5xx, timeout, connection, tls, ssrf, invalid)",
     labelNames: ["destination", "result"] as const,
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    buckets: SECONDS_BUCKETS,
     registers: [this.registry],
   });
 
@@ -103,7 +105,7 @@ export class DispatcherMetrics {
   readonly alertCheckSeconds = new Histogram({
     name: "hookpost_dispatcher_alert_check_seconds",
     help: "Duration of one check of every destination for the operational webhooks (only the replica that watches checks)",
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    buckets: SECONDS_BUCKETS,
     registers: [this.registry],
   });
 
