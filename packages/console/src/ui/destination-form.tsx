@@ -39,21 +39,22 @@ export interface DestinationValues {
   deliveryMode: DeliveryMode;
 }
 
-export const FORM_FIELDS = [
-  "id",
+/** The settings the form edits, as update-mask paths (the shared secret only when one is typed). */
+export const FORM_PATHS = [
   "name",
   "source_ids",
   "urls",
   "headers",
   "signing",
-  "shared_secret",
   "filter",
   "mapping",
   "method",
   "retry",
   "batching",
   "delivery_mode",
-].map((f) => `destination.${f}`);
+];
+
+export const FORM_FIELDS = ["id", ...FORM_PATHS, "shared_secret"].map((f) => `destination.${f}`);
 
 /** The signing modes the form offers, with their labels. */
 const SIGNING_OPTIONS: [Signing, string][] = [
@@ -213,6 +214,34 @@ function TextArea(props: {
   );
 }
 
+/**
+ * A <select> of enum values with its field error. `selected` per option: Preact sets no
+ * defaultValue on a <select>, and a form saved showing the wrong value would switch the
+ * destination to it.
+ */
+function Select<T extends number>(props: {
+  label: string;
+  name: string;
+  field?: string;
+  options: [T, string][];
+  value: T;
+  error: ApiError | undefined;
+}) {
+  return (
+    <label>
+      {props.label}
+      <select name={props.name}>
+        {props.options.map(([value, label]) => (
+          <option key={value} value={String(value)} selected={value === props.value}>
+            {label}
+          </option>
+        ))}
+      </select>
+      <FieldError error={props.error} field={`destination.${props.field ?? props.name}`} />
+    </label>
+  );
+}
+
 /** What a dry run of a draft signs with, in the panel's words. */
 function draftNote(v: DestinationValues, stored: boolean): string {
   const signed = v.sharedSecret
@@ -332,23 +361,13 @@ export function DestinationForm(props: {
           error={error}
         />
         <div class="grid">
-          <label>
-            Signing
-            {/* `selected` per option: Preact sets no defaultValue on a <select>, and a form saved
-                showing the wrong mode would switch the destination to it. */}
-            <select name="signing">
-              {SIGNING_OPTIONS.map(([value, label]) => (
-                <option
-                  key={value}
-                  value={String(value)}
-                  selected={value === (d?.signing || Signing.SEGMENT)}
-                >
-                  {label}
-                </option>
-              ))}
-            </select>
-            <FieldError error={error} field="destination.signing" />
-          </label>
+          <Select
+            label="Signing"
+            name="signing"
+            options={SIGNING_OPTIONS}
+            value={d?.signing || Signing.SEGMENT}
+            error={error}
+          />
           <label>
             Shared secret{" "}
             <span class="muted">
@@ -411,18 +430,13 @@ export function DestinationForm(props: {
             error={error}
           />
           <div class="grid">
-            <label>
-              Method
-              {/* `selected` per option, as for signing. */}
-              <select name="method">
-                {METHODS.map((m) => (
-                  <option key={m} value={String(m)} selected={m === (d?.method || HttpMethod.POST)}>
-                    {methodName(m)}
-                  </option>
-                ))}
-              </select>
-              <FieldError error={error} field="destination.method" />
-            </label>
+            <Select
+              label="Method"
+              name="method"
+              options={METHODS.map((m) => [m, methodName(m)])}
+              value={d?.method || HttpMethod.POST}
+              error={error}
+            />
             <label>
               Retry window <span class="muted">(e.g. 2h; empty: the server's)</span>
               <input name="retry-window" defaultValue={retry?.window ?? ""} autoComplete="off" />
@@ -435,21 +449,14 @@ export function DestinationForm(props: {
             </label>
           </div>
           <div class="grid">
-            <label>
-              Delivery mode
-              <select name="delivery-mode">
-                {DELIVERY_MODES.map(([m, label]) => (
-                  <option
-                    key={m}
-                    value={String(m)}
-                    selected={m === (d?.deliveryMode || DeliveryMode.FAILOVER)}
-                  >
-                    {label}
-                  </option>
-                ))}
-              </select>
-              <FieldError error={error} field="destination.delivery_mode" />
-            </label>
+            <Select
+              label="Delivery mode"
+              name="delivery-mode"
+              field="delivery_mode"
+              options={DELIVERY_MODES}
+              value={d?.deliveryMode || DeliveryMode.FAILOVER}
+              error={error}
+            />
           </div>
           <label class="inline">
             <input type="checkbox" name="batching" defaultChecked={batching !== null} /> Send calls in batches
