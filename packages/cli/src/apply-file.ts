@@ -27,14 +27,11 @@ import { InputError, type InputProblem } from "./errors.js";
 import {
   type BatchingView,
   CONSENT_MISSING_NAMES,
-  type ConsentMissingName,
   DELIVERY_MODE_NAMES,
-  type DeliveryModeName,
+  type DestinationView,
   type FilterView,
   METHOD_NAMES,
-  type MethodName,
   ORDERING_NAMES,
-  type OrderingName,
   type RetryView,
   SIGNING_NAMES,
   type SigningName,
@@ -107,34 +104,34 @@ export interface DesiredSource {
   path: string;
 }
 
-export interface DesiredDestination {
-  id: string;
-  name: string;
-  sourceIds: string[];
-  urls: string[];
-  headers: Record<string, string>;
+/**
+ * A destination as the file declares it: the settings `destinations get` shows, with the secret
+ * itself. Keys absent from the file take the create defaults: unordered, no consent categories,
+ * deliver, every call, the default body, POST, the server's retry schedule, one call per request,
+ * failover.
+ */
+export interface DesiredDestination
+  extends Pick<
+    DestinationView,
+    | "id"
+    | "name"
+    | "sourceIds"
+    | "urls"
+    | "headers"
+    | "signing"
+    | "ordering"
+    | "consentCategories"
+    | "consentMissing"
+    | "filter"
+    | "mapping"
+    | "method"
+    | "retry"
+    | "batching"
+    | "deliveryMode"
+    | "enabled"
+  > {
   /** Absent: the destination has no shared secret. */
   secret?: string;
-  signing: SigningName;
-  /** Absent from the file: unordered. */
-  ordering: OrderingName;
-  /** Absent from the file: none (no consent requirement). */
-  consentCategories: string[];
-  /** Absent from the file: deliver. */
-  consentMissing: ConsentMissingName;
-  /** Absent from the file: every call. */
-  filter: FilterView | null;
-  /** Absent from the file: "" (the default body). */
-  mapping: string;
-  /** Absent from the file: POST. */
-  method: MethodName;
-  /** Absent from the file: the server's schedule. */
-  retry: RetryView | null;
-  /** Absent from the file: one call per request. */
-  batching: BatchingView | null;
-  /** Absent from the file: failover. */
-  deliveryMode: DeliveryModeName;
-  enabled: boolean;
   path: string;
 }
 
