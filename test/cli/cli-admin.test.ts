@@ -7,7 +7,7 @@ import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { stackWithStore } from "../helpers/stack-store.js";
 import { until } from "../helpers/until.js";
-import { createCrm, hookpost, ok, useCliUser } from "./run-cli.js";
+import { createCrm, hookpost, ok, runJson, useCliUser } from "./run-cli.js";
 
 // The CLI as a real process against the real admin service: an ingest (api) with a dispatcher
 // and a nats-server on loopback. What the server stored is read back from the configuration
@@ -235,10 +235,7 @@ describe("destinations", () => {
     expect(cleared.urls).toEqual(["https://new.example.com/h"]); // untouched
     expect(cleared.headers).toEqual({ "X-Team": "growth" }); // untouched
 
-    const json = JSON.parse(ok(await user.run(["--json", "destinations", "get", "crm"])).stdout) as Record<
-      string,
-      unknown
-    >;
+    const json = await runJson(user, ["destinations", "get", "crm"]);
     expect(json).toMatchObject({
       id: "crm",
       enabled: true,
@@ -418,9 +415,9 @@ destinations:
       "origins-2.yaml",
       withOrigins("[https://shop.example.com, http://localhost:3000]", "Web"),
     );
-    const report = JSON.parse(ok(await user.run(["--json", "apply", "-f", edited])).stdout) as {
+    const report = await runJson<{
       results: { id: string; action: string; changes?: string[] }[];
-    };
+    }>(user, ["apply", "-f", edited]);
     expect(report.results).toEqual([
       { kind: "source", id: "web", action: "update", changes: ["name", "allowed_origins"] },
     ]);
@@ -669,16 +666,16 @@ describe("send and delete-user", () => {
     expect(shown.stdout).toMatch(
       new RegExp(`^Deletion request ${requestId}, made \\S+\\.\nNotified: web\\.\nErased: `),
     );
-    const json = JSON.parse(ok(await user.run(["--json", "deletion", requestId])).stdout) as {
+    const json = await runJson<{
       notifiedSourceIds: string[];
       erased: { deadLetters: number };
-    };
+    }>(user, ["deletion", requestId]);
     expect(json.notifiedSourceIds).toEqual(["web"]);
     expect(json.erased.deadLetters).toBeGreaterThanOrEqual(0);
     expect((await user.run(["deletion", "del_unknown"])).code).toBe(1);
-    const none = JSON.parse(ok(await user.run(["--json", "delete-user", "never-seen"])).stdout) as {
+    const none = await runJson<{
       sourceIds: string[];
-    };
+    }>(user, ["delete-user", "never-seen"]);
     expect(none.sourceIds).toEqual([]);
   });
 });

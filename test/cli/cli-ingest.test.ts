@@ -7,7 +7,7 @@ import { connect, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestIngest } from "../helpers/ingest.js";
 import { NatsServer } from "../helpers/nats-server.js";
-import { createCrm, hookpost, ok, useCliUser } from "./run-cli.js";
+import { createCrm, hookpost, ok, runJson, useCliUser } from "./run-cli.js";
 
 // End to end: the CLI as a real process against the real ingest on a real nats-server.
 // (delete-user and dead-letters: test/cli/cli-admin.test.ts and cli-stack.test.ts.)
@@ -50,10 +50,7 @@ describe("hookpost against the real ingest", () => {
     expect(created.stdout).toContain("Write key (shown once, store it now):");
     expect(key).not.toBe("");
 
-    const list = JSON.parse(ok(await user.run(["--json", "sources", "list"])).stdout) as {
-      id: string;
-      writeKeyPrefix: string;
-    }[];
+    const list = await runJson<{ id: string; writeKeyPrefix: string }[]>(user, ["sources", "list"]);
     expect(list).toContainEqual(expect.objectContaining({ id: "web", writeKeyPrefix: key.slice(0, 8) }));
     expect(ok(await user.run(["sources", "get", "web"])).stdout).toMatch(/^name:\s+Web app$/m);
 
@@ -79,10 +76,7 @@ describe("hookpost against the real ingest", () => {
     ok(
       await user.run(createCrm("shop", ["https://crm.example.com/hooks"], "--secret", "plain-secret-value")),
     );
-    const got = JSON.parse(ok(await user.run(["--json", "destinations", "get", "crm"])).stdout) as Record<
-      string,
-      unknown
-    >;
+    const got = await runJson(user, ["destinations", "get", "crm"]);
     expect(got).toMatchObject({
       id: "crm",
       sourceIds: ["shop"],
@@ -96,10 +90,7 @@ describe("hookpost against the real ingest", () => {
     const updated = ok(await user.run(["destinations", "update", "crm", "--disable", "--name", "CRM v2"]));
     expect(updated.stdout).toContain("Updated destination crm: name changed; now disabled.");
     expect(updated.stdout).toMatch(/^enabled:\s+no$/m);
-    const after = JSON.parse(ok(await user.run(["--json", "destinations", "get", "crm"])).stdout) as Record<
-      string,
-      unknown
-    >;
+    const after = await runJson(user, ["destinations", "get", "crm"]);
     expect(after).toMatchObject({
       name: "CRM v2",
       enabled: false,

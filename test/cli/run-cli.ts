@@ -89,6 +89,11 @@ export function ok(r: CliResult): CliResult {
   return r;
 }
 
+/** The `--json` output of a command that must succeed. */
+export async function runJson<T = Record<string, unknown>>(user: CliUser, args: string[]): Promise<T> {
+  return JSON.parse(ok(await user.run(["--json", ...args])).stdout) as T;
+}
+
 /** The CLI as a test file's user: its scratch folder, its environment, and cliRunner. */
 export interface CliUser {
   /** A folder for the files the tests write (removed after the file's tests). */
@@ -120,8 +125,8 @@ export function useCliUser(endpoint: () => string, token: string): CliUser {
   };
 }
 
-/** `destinations create` of the CLI tests' destination crm ("CRM", header X-Team: growth); `secret` are its secret flags. */
-export function createCrm(source: string, urls: readonly string[], ...secret: string[]): string[] {
+/** `destinations create` of the CLI tests' destination crm ("CRM", header X-Team: growth); `flags` follow (its secret, more headers). */
+export function createCrm(source: string, urls: readonly string[], ...flags: string[]): string[] {
   const urlFlags = urls.flatMap((u) => ["--url", u]);
   return [
     "destinations",
@@ -135,6 +140,6 @@ export function createCrm(source: string, urls: readonly string[], ...secret: st
     ...urlFlags,
     "--header",
     "X-Team: growth",
-    ...secret,
+    ...flags,
   ];
 }
