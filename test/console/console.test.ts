@@ -2,10 +2,10 @@ import { adminMetadata, createClient } from "@hookpost/client";
 import { DeliveryMode, HttpMethod, Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { AttemptLog } from "@hookpost/core";
-import pino from "pino";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
+import { quietLogger } from "../helpers/quiet-logger.js";
 import { type IngestClient, ingestClient, STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
 import { launchChromium, screenshots, WIDE, watchErrors } from "./browser.js";
@@ -228,7 +228,7 @@ describe("web console", () => {
     const replica = new AttemptLog(stack.nc, {
       enabled: true,
       bodies: false,
-      logger: pino({ level: "silent" }),
+      logger: quietLogger,
       health: { replica: "console-replica", everyMs: 50 },
     });
     replica.breaker("hook", { state: "open", until: Date.now() + 10 * 60_000, failures: 5 });
