@@ -157,6 +157,7 @@ export { eraseMemberships, type MembershipErasure } from "./erasure/erase-member
 export { erasePass } from "./erasure/erase-pass.js";
 export { ErasureWorker, type ErasureWorkerOptions } from "./erasure/erasure-worker.js";
 export { DomainError, type DomainErrorCode } from "./errors.js";
+export { getOrInsert } from "./get-or-insert.js";
 export { connectImpl, peerKey, toConnectError } from "./grpc/connect-service.js";
 export { domainStatus, toHookpostError } from "./grpc/domain-status.js";
 export {
