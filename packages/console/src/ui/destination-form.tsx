@@ -214,6 +214,30 @@ function TextArea(props: {
   );
 }
 
+/** A one-line text field with its hint and field error. */
+function TextInput(props: {
+  label: string;
+  hint: string;
+  name: string;
+  field: string;
+  numeric?: boolean;
+  value: string | number;
+  error: ApiError | undefined;
+}) {
+  return (
+    <label>
+      {props.label} <span class="muted">({props.hint})</span>
+      <input
+        name={props.name}
+        inputMode={props.numeric ? "numeric" : undefined}
+        defaultValue={props.value}
+        autoComplete="off"
+      />
+      <FieldError error={props.error} field={`destination.${props.field}`} />
+    </label>
+  );
+}
+
 /**
  * A <select> of enum values with its field error. `selected` per option: Preact sets no
  * defaultValue on a <select>, and a form saved showing the wrong value would switch the
@@ -437,16 +461,22 @@ export function DestinationForm(props: {
               value={d?.method || HttpMethod.POST}
               error={error}
             />
-            <label>
-              Retry window <span class="muted">(e.g. 2h; empty: the server's)</span>
-              <input name="retry-window" defaultValue={retry?.window ?? ""} autoComplete="off" />
-              <FieldError error={error} field="destination.retry.window" />
-            </label>
-            <label>
-              Retry delays <span class="muted">(e.g. 30s, 1m, 5m; the last repeats)</span>
-              <input name="retry-delays" defaultValue={retry?.delays?.join(", ") ?? ""} autoComplete="off" />
-              <FieldError error={error} field="destination.retry.delays" />
-            </label>
+            <TextInput
+              label="Retry window"
+              hint="e.g. 2h; empty: the server's"
+              name="retry-window"
+              field="retry.window"
+              value={retry?.window ?? ""}
+              error={error}
+            />
+            <TextInput
+              label="Retry delays"
+              hint="e.g. 30s, 1m, 5m; the last repeats"
+              name="retry-delays"
+              field="retry.delays"
+              value={retry?.delays?.join(", ") ?? ""}
+              error={error}
+            />
           </div>
           <div class="grid">
             <Select
@@ -464,31 +494,32 @@ export function DestinationForm(props: {
           </label>
           <FieldError error={error} field="destination.batching" />
           <div class="grid">
-            <label>
-              Max calls <span class="muted">(1 to 1000; empty: 100)</span>
-              <input
-                name="batch-calls"
-                inputMode="numeric"
-                defaultValue={batching?.maxCalls ?? ""}
-                autoComplete="off"
-              />
-              <FieldError error={error} field="destination.batching.max_calls" />
-            </label>
-            <label>
-              Max bytes <span class="muted">(1024 to 1048576; empty: 512 KiB)</span>
-              <input
-                name="batch-bytes"
-                inputMode="numeric"
-                defaultValue={batching?.maxBytes ?? ""}
-                autoComplete="off"
-              />
-              <FieldError error={error} field="destination.batching.max_bytes" />
-            </label>
-            <label>
-              Max wait <span class="muted">(e.g. 500ms, 5s; empty: 1s)</span>
-              <input name="batch-wait" defaultValue={batching?.maxWait ?? ""} autoComplete="off" />
-              <FieldError error={error} field="destination.batching.max_wait" />
-            </label>
+            <TextInput
+              label="Max calls"
+              hint="1 to 1000; empty: 100"
+              name="batch-calls"
+              field="batching.max_calls"
+              numeric
+              value={batching?.maxCalls ?? ""}
+              error={error}
+            />
+            <TextInput
+              label="Max bytes"
+              hint="1024 to 1048576; empty: 512 KiB"
+              name="batch-bytes"
+              field="batching.max_bytes"
+              numeric
+              value={batching?.maxBytes ?? ""}
+              error={error}
+            />
+            <TextInput
+              label="Max wait"
+              hint="e.g. 500ms, 5s; empty: 1s"
+              name="batch-wait"
+              field="batching.max_wait"
+              value={batching?.maxWait ?? ""}
+              error={error}
+            />
           </div>
         </fieldset>
         {creating ? (
