@@ -544,11 +544,9 @@ class Checker {
   }
 
   /** `filter: { types, events, expression }`: the parts given; undefined when absent (or wrong: a problem). */
-  filter(value: unknown, path: Path): FilterView | undefined {
-    if (value === undefined || value === null) return undefined;
-    if (!isObject(value))
-      return void this.problem(path, "must be a mapping with types, events and/or expression");
-    this.unknownKeys(value, path, FILTER_KEYS);
+  filter(raw: unknown, path: Path): FilterView | undefined {
+    const value = this.section(raw, path, FILTER_KEYS, "types, events and/or expression");
+    if (value === undefined) return undefined;
     const out: FilterView = {};
     for (const key of ["types", "events"] as const) {
       const v = value[key];
@@ -568,11 +566,9 @@ class Checker {
    * `batching: { maxCalls: 100, maxBytes: 524288, maxWait: 1s }` (each optional: the defaults);
    * `batching: {}` batches with every default. The wait normalised as for retry.
    */
-  batching(value: unknown, path: Path): BatchingView | undefined {
-    if (value === undefined || value === null) return undefined;
-    if (!isObject(value))
-      return void this.problem(path, "must be a mapping with maxCalls, maxBytes and/or maxWait");
-    this.unknownKeys(value, path, BATCHING_KEYS);
+  batching(raw: unknown, path: Path): BatchingView | undefined {
+    const value = this.section(raw, path, BATCHING_KEYS, "maxCalls, maxBytes and/or maxWait");
+    if (value === undefined) return undefined;
     const out: BatchingView = {};
     for (const key of ["maxCalls", "maxBytes"] as const) {
       const v = value[key];
@@ -610,10 +606,9 @@ class Checker {
    * `retry: { window: 2h, delays: [10s, 1m] }`: durations as the CLI writes them, normalised ("60s"
    * is "1m") so that a re-apply compares equal; the server checks its bounds.
    */
-  retry(value: unknown, path: Path): RetryView | undefined {
-    if (value === undefined || value === null) return undefined;
-    if (!isObject(value)) return void this.problem(path, "must be a mapping with window and/or delays");
-    this.unknownKeys(value, path, RETRY_KEYS);
+  retry(raw: unknown, path: Path): RetryView | undefined {
+    const value = this.section(raw, path, RETRY_KEYS, "window and/or delays");
+    if (value === undefined) return undefined;
     const duration = (v: unknown, at: Path): string | undefined => {
       try {
         if (typeof v !== "string") throw new Error("must be a duration such as 30s, 5m or 2h");
@@ -675,6 +670,17 @@ class Checker {
       this.problem(path, v.description);
     }
     return list.length === 0;
+  }
+
+  /**
+   * An optional mapping of these `keys` (`expected` names them for people): undefined when absent,
+   * or when not a mapping (a problem); unknown keys are problems.
+   */
+  section(value: unknown, path: Path, keys: string[], expected: string): Record<string, unknown> | undefined {
+    if (value === undefined || value === null) return undefined;
+    if (!isObject(value)) return void this.problem(path, `must be a mapping with ${expected}`);
+    this.unknownKeys(value, path, keys);
+    return value;
   }
 
   unknownKeys(value: Record<string, unknown>, path: Path, known: string[]): void {
