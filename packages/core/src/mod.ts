@@ -144,6 +144,7 @@ export { listenError } from "./env/listen-error.js";
 export { DEFAULT_OPS_LIMITS, opsLimitsFrom } from "./env/ops-env.js";
 export { ConfigError } from "./env/read-env.js";
 export { keyringFrom, PLAIN_SECRETS_WARNING } from "./env/secrets-env.js";
+export { setOnly } from "./env/set-only.js";
 export { topologyFrom } from "./env/topology-env.js";
 export { tracingEnabledFromEnv } from "./env/tracing-env.js";
 export {
