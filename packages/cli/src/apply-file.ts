@@ -513,32 +513,23 @@ class Checker {
 
   urls(value: unknown, path: Path): string[] | undefined {
     if (value === undefined) return void this.problem(path, "is required: 1 to 5 webhook URLs");
-    if (!Array.isArray(value) || value.some((v) => typeof v !== "string")) {
-      return void this.problem(path, "must be a list of URLs");
-    }
-    const urls = value as string[];
-    return this.violations(path, urlsViolations(urls, pathText(path))) ? urls : undefined;
+    const urls = this.textList(value, path, "URLs");
+    return urls && this.violations(path, urlsViolations(urls, pathText(path))) ? urls : undefined;
   }
 
   /** A source's web origins, normalised as the server stores them (so a re-apply compares equal). */
   allowedOrigins(value: unknown, path: Path): string[] | undefined {
     if (value === undefined || value === null) return [];
-    if (!Array.isArray(value) || value.some((v) => typeof v !== "string")) {
-      return void this.problem(path, "must be a list of origins such as https://shop.example.com");
-    }
-    const origins = value as string[];
-    return this.violations(path, allowedOriginsViolations(origins, pathText(path)))
+    const origins = this.textList(value, path, "origins such as https://shop.example.com");
+    return origins && this.violations(path, allowedOriginsViolations(origins, pathText(path)))
       ? normalizeOrigins(origins)
       : undefined;
   }
 
   consentCategories(value: unknown, path: Path): string[] | undefined {
     if (value === undefined || value === null) return [];
-    if (!Array.isArray(value) || value.some((v) => typeof v !== "string")) {
-      return void this.problem(path, "must be a list of consent category names");
-    }
-    const categories = value as string[];
-    return this.violations(path, consentCategoriesViolations(categories, pathText(path)))
+    const categories = this.textList(value, path, "consent category names");
+    return categories && this.violations(path, consentCategoriesViolations(categories, pathText(path)))
       ? categories
       : undefined;
   }
@@ -551,9 +542,8 @@ class Checker {
     for (const key of ["types", "events"] as const) {
       const v = value[key];
       if (v === undefined) continue;
-      if (!Array.isArray(v) || v.some((x) => typeof x !== "string"))
-        this.problem([...path, key], "must be a list of names");
-      else if (v.length > 0) out[key] = v as string[];
+      const names = this.textList(v, [...path, key], "names");
+      if (names && names.length > 0) out[key] = names;
     }
     const expression = this.text(value.expression, [...path, "expression"]);
     if (expression) out.expression = expression;
@@ -670,6 +660,12 @@ class Checker {
       this.problem(path, v.description);
     }
     return list.length === 0;
+  }
+
+  /** `value` as a list of text; otherwise undefined, and a problem: "must be a list of `what`". */
+  textList(value: unknown, path: Path, what: string): string[] | undefined {
+    if (Array.isArray(value) && value.every((v) => typeof v === "string")) return value as string[];
+    return void this.problem(path, `must be a list of ${what}`);
   }
 
   /**
