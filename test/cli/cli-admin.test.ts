@@ -7,7 +7,7 @@ import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { stackWithStore } from "../helpers/stack-store.js";
 import { until } from "../helpers/until.js";
-import { createCrm, hookpost, ok, runJson, useCliUser } from "./run-cli.js";
+import { createCrm, failed, hookpost, ok, runJson, useCliUser } from "./run-cli.js";
 
 // The CLI as a real process against the real admin service: an ingest (api) with a dispatcher
 // and a nats-server on loopback. What the server stored is read back from the configuration
@@ -165,9 +165,9 @@ describe("sources", () => {
     };
     expect(any).toMatchObject({ allowedOrigins: [], name: "Web shop" });
     expect(ok(await user.run(["sources", "get", "shop"])).stdout).toMatch(/^allowed origins:\s+any$/m);
-    const bad = await user.run(["sources", "update", "shop", "--allowed-origin", "shop.example.com"]);
-    expect(bad.code).toBe(1);
-    expect(bad.stderr).toContain("source.allowed_origins[0]");
+    expect(
+      failed(await user.run(["sources", "update", "shop", "--allowed-origin", "shop.example.com"]), 1),
+    ).toContain("source.allowed_origins[0]");
     expect((await user.run(["sources", "update", "shop"])).code).toBe(2);
   });
 
@@ -249,22 +249,23 @@ describe("destinations", () => {
 
   it("field violations from the server are listed one per line", async () => {
     const before = await revision();
-    const r = await user.run([
-      "destinations",
-      "create",
-      "--name",
-      "Bad",
-      "--source",
-      "web",
-      "--url",
-      "ftp://x",
-      "--url",
-      "https://ok.example.com",
-    ]);
-    expect(r.code).toBe(1);
-    expect(r.stderr).toBe(
-      'error: invalid request\n  destination.urls[0]: scheme "ftp" is not allowed: use http or https\n',
-    );
+    expect(
+      failed(
+        await user.run([
+          "destinations",
+          "create",
+          "--name",
+          "Bad",
+          "--source",
+          "web",
+          "--url",
+          "ftp://x",
+          "--url",
+          "https://ok.example.com",
+        ]),
+        1,
+      ),
+    ).toBe('error: invalid request\n  destination.urls[0]: scheme "ftp" is not allowed: use http or https\n');
     expect(await revision()).toBe(before);
 
     const j = await user.run([
@@ -614,17 +615,15 @@ describe("send and delete-user", () => {
       expect(results[i]!.code, args.join(" ")).toBe(2);
       expect(results[i]!.stderr, args.join(" ")).toMatch(message);
     });
-    const noKey = await user.run(["send", "track", "--user-id", "u", "--event", "E"]);
-    expect(noKey.code).toBe(2);
-    expect(noKey.stderr).toContain("no write key");
+    expect(failed(await user.run(["send", "track", "--user-id", "u", "--event", "E"]), 2)).toContain(
+      "no write key",
+    );
     expect(await eventsStored()).toBe(before);
   });
 
   it("the contract's validation (checked before sending) and a wrong write key are readable", async () => {
     const before = await eventsStored();
-    const r = await user.run(["send", "track", "--write-key", key, "--event", "E"]);
-    expect(r.code).toBe(1);
-    expect(r.stderr).toBe(
+    expect(failed(await user.run(["send", "track", "--write-key", key, "--event", "E"]), 1)).toBe(
       "error: invalid request\n  --user-id: a track call needs a user_id or an anonymous_id\n",
     );
     expect(await eventsStored()).toBe(before);
@@ -805,9 +804,9 @@ describe("connection and auth errors", () => {
   });
 
   it("no token at all is a usage error", async () => {
-    const r = await hookpost(["sources", "list"], { HOOKPOST_ENDPOINT: t.stack.ingest.address });
-    expect(r.code).toBe(2);
-    expect(r.stderr).toContain("error: no admin token: set ADMIN_TOKEN or pass --token");
+    expect(
+      failed(await hookpost(["sources", "list"], { HOOKPOST_ENDPOINT: t.stack.ingest.address }), 2),
+    ).toContain("error: no admin token: set ADMIN_TOKEN or pass --token");
   });
 
   it("--help and --version exit 0", async () => {

@@ -89,6 +89,12 @@ export function ok(r: CliResult): CliResult {
   return r;
 }
 
+/** The stderr of a run that failed with exit code `code` (1: refused, 2: usage). */
+export function failed(r: CliResult, code: number): string {
+  expect(r.code, r.stderr).toBe(code);
+  return r.stderr;
+}
+
 /** The `--json` output of a command that must succeed. */
 export async function runJson<T = Record<string, unknown>>(user: CliUser, args: string[]): Promise<T> {
   return JSON.parse(ok(await user.run(["--json", ...args])).stdout) as T;
