@@ -6,6 +6,7 @@ import {
   keyringFrom,
   loadSettings,
   opsLimitsFrom,
+  setOnly,
   topologyFrom,
 } from "@hookpost/core";
 import { defaultSourceQuota, type SourceQuotaSettings } from "./calls/quota.js";
@@ -135,13 +136,15 @@ export function ingestConfigFrom(s: Settings): IngestConfig {
       requestTimeoutMs: s.HTTP_REQUEST_TIMEOUT,
       keepAliveTimeoutMs: s.HTTP_KEEPALIVE_TIMEOUT,
     },
-    ...(s.HTTP_ADDR === undefined ? {} : { httpAddress: s.HTTP_ADDR }),
-    ...(s.HTTP_PUBLIC_URL === undefined ? {} : { httpPublicUrl: s.HTTP_PUBLIC_URL }),
-    ...(s.CONSOLE_URL === undefined ? {} : { consoleUrl: s.CONSOLE_URL }),
-    ...(s.CONSOLE_FRAME_ANCESTORS === undefined ? {} : { frameAncestors: s.CONSOLE_FRAME_ANCESTORS }),
-    ...(s.OPS_ADDR === undefined ? {} : { opsAddress: s.OPS_ADDR }),
-    ...(s.ADMIN_TOKEN === undefined ? {} : { adminToken: s.ADMIN_TOKEN }),
-    ...(keyring === undefined ? {} : { keyring }),
+    ...setOnly({
+      httpAddress: s.HTTP_ADDR,
+      httpPublicUrl: s.HTTP_PUBLIC_URL,
+      consoleUrl: s.CONSOLE_URL,
+      frameAncestors: s.CONSOLE_FRAME_ANCESTORS,
+      opsAddress: s.OPS_ADDR,
+      adminToken: s.ADMIN_TOKEN,
+      keyring,
+    }),
     ...(certFile !== undefined && keyFile !== undefined ? { tls: { certFile, keyFile } } : {}),
   };
 }

@@ -1,3 +1,5 @@
+import { getOrInsert } from "@hookpost/core";
+
 /**
  * Requests in flight on one replica (docs/design/delivery-at-scale.md §3):
  * - a global cap (DELIVERY_MAX_CONNECTIONS) over every destination, of which a quarter is kept
@@ -158,12 +160,14 @@ export class Capacity {
   }
 
   #state(id: string): DestState {
-    let s = this.#dests.get(id);
-    if (!s) {
-      s = { inFlight: 0, window: 1, answering: false, stalled: false, latencyMs: Number.NaN, waiters: [] };
-      this.#dests.set(id, s);
-    }
-    return s;
+    return getOrInsert(this.#dests, id, () => ({
+      inFlight: 0,
+      window: 1,
+      answering: false,
+      stalled: false,
+      latencyMs: Number.NaN,
+      waiters: [],
+    }));
   }
 
   #wake(s: DestState): void {

@@ -1,5 +1,5 @@
 import type { Keyring, OpsLimits, Settings, TopologySettings } from "@hookpost/core";
-import { ConfigError, keyringFrom, loadSettings, opsLimitsFrom, topologyFrom } from "@hookpost/core";
+import { ConfigError, keyringFrom, loadSettings, opsLimitsFrom, setOnly, topologyFrom } from "@hookpost/core";
 import { AddressPolicy } from "./ssrf.js";
 
 type Env = Record<string, string | undefined>;
@@ -122,10 +122,12 @@ export function dispatcherConfigFrom(s: Settings): DispatcherConfig {
       deadLetterWindowMs: s.ALERT_DEAD_LETTER_WINDOW,
       behindLookups: s.ALERT_BEHIND_LOOKUPS,
     },
-    ...(s.AUTO_DISABLE_AFTER === undefined ? {} : { autoDisableAfterMs: s.AUTO_DISABLE_AFTER }),
-    ...(s.WEBHOOK_CA_FILE === undefined ? {} : { caFile: s.WEBHOOK_CA_FILE }),
-    ...(s.OPS_ADDR === undefined ? {} : { opsAddr: s.OPS_ADDR }),
-    ...(keyring === undefined ? {} : { keyring }),
+    ...setOnly({
+      autoDisableAfterMs: s.AUTO_DISABLE_AFTER,
+      caFile: s.WEBHOOK_CA_FILE,
+      opsAddr: s.OPS_ADDR,
+      keyring,
+    }),
   };
 }
 

@@ -12,6 +12,7 @@ import type {
 import {
   DELIVERIES_STREAM,
   destinationOfSubject,
+  getOrInsert,
   partitionConsumer,
   partitionCount,
   partitionOf,
@@ -315,12 +316,7 @@ export class Deliveries {
   }
 
   #gate(id: string): RateGate {
-    let g = this.#gates.get(id);
-    if (!g) {
-      g = new RateGate();
-      this.#gates.set(id, g);
-    }
-    return g;
+    return getOrInsert(this.#gates, id, () => new RateGate());
   }
 
   /** A fresh delivery from partition `p`: now, or parked on its lane. */
@@ -432,7 +428,7 @@ export class Deliveries {
     }
     if (!dest.enabled || !d.breakers.allow(id)) {
       // Paused, or the breaker's probe is already out: it waits on its lane.
-      msg.nak(Math.max(MIN_NOT_DUE_MS, (d.breakers.openUntil(id) ?? Date.now() + 1000) - Date.now()));
+      msg.nak(this.#breakerWaitMs(id));
       this.lanes.refresh(id);
       return;
     }
@@ -448,20 +444,37 @@ export class Deliveries {
       return;
     }
     if (!slot) {
-      // Held no longer than this: a message held while a consumer leader is elected can outlive
-      // its ack wait and come a second time; one handed back just comes again shortly. Not
-      // shortly when its destination is not known to answer: its slot is held by an attempt that
-      // may run to the webhook timeout, and each hand-back costs nats-server a delivery.
       d.breakers.released(id);
-      msg.nak(d.capacity.answering(id) ? MIN_NOT_DUE_MS : NOT_ANSWERING_NAK_MS);
+      msg.nak(this.#noSlotWaitMs(id));
       return;
     }
+    await this.#inSlot(id, slot, () => d.handler.handle(id, msg, state));
+  }
+
+  /** How long a lane's delivery held back by its breaker is handed back for. */
+  #breakerWaitMs(id: string): number {
+    return Math.max(MIN_NOT_DUE_MS, (this.#d.breakers.openUntil(id) ?? Date.now() + 1000) - Date.now());
+  }
+
+  /**
+   * How long a lane's delivery that got no slot is handed back for. Held no longer than this: a
+   * message held while a consumer leader is elected can outlive its ack wait and come a second
+   * time; one handed back just comes again shortly. Not shortly when its destination is not known
+   * to answer: its slot is held by an attempt that may run to the webhook timeout, and each
+   * hand-back costs nats-server a delivery.
+   */
+  #noSlotWaitMs(id: string): number {
+    return this.#d.capacity.answering(id) ? MIN_NOT_DUE_MS : NOT_ANSWERING_NAK_MS;
+  }
+
+  /** An attempt in a lane's slot, then the slot freed and the lane looked at again. */
+  async #inSlot(id: string, slot: Slot, attempt: () => Promise<void>): Promise<void> {
     try {
-      await d.handler.handle(id, msg, state);
+      await attempt();
     } finally {
       slot.release();
       // A probe that ended without telling anything (handed back, paused): another may go.
-      d.breakers.released(id);
+      this.#d.breakers.released(id);
       this.lanes.refresh(id);
     }
   }
@@ -497,7 +510,7 @@ export class Deliveries {
       for (const m of members) m.msg.nak(ms);
     };
     if (!d.breakers.allow(id)) {
-      handBack(Math.max(MIN_NOT_DUE_MS, (d.breakers.openUntil(id) ?? Date.now() + 1000) - Date.now()));
+      handBack(this.#breakerWaitMs(id));
       this.lanes.refresh(id);
       return;
     }
@@ -508,16 +521,10 @@ export class Deliveries {
     }
     if (!slot) {
       d.breakers.released(id);
-      handBack(d.capacity.answering(id) ? MIN_NOT_DUE_MS : NOT_ANSWERING_NAK_MS);
+      handBack(this.#noSlotWaitMs(id));
       return;
     }
-    try {
-      await d.handler.handleBatch(id, members, key);
-    } finally {
-      slot.release();
-      d.breakers.released(id);
-      this.lanes.refresh(id);
-    }
+    await this.#inSlot(id, slot, () => d.handler.handleBatch(id, members, key));
   }
 
   async #track(id: string, work: () => Promise<void>): Promise<void> {

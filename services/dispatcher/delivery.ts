@@ -379,33 +379,30 @@ export class DeliveryHandler {
     const recorders = members.map((m) => this.#memberRecorder(destinationId, m, outcomes));
     const count = (outcome: string, n = members.length) =>
       d.metrics.deliveries.inc({ outcome, destination: destinationId }, n);
+    // Every member settled alike: each recorded, the batch counted and its span ended once.
+    const settleAll = (outcome: "delivered" | "handed_back", settle: (m: BatchMember) => void) => {
+      for (const [i, m] of members.entries()) {
+        settle(m);
+        recorders[i]!();
+      }
+      count(outcome);
+      span.end(outcome);
+    };
 
     if (result.delivered) {
       d.autoDisable?.succeeded(destinationId);
-      for (const [i, m] of members.entries()) {
-        m.msg.ack();
-        recorders[i]!();
-      }
-      count("delivered");
-      span.end("delivered");
+      settleAll("delivered", (m) => m.msg.ack());
       return;
     }
     if (d.shutdown.aborted || result.outcomes.some((o) => o.aborted)) {
-      for (const [i, m] of members.entries()) {
-        m.msg.nak();
-        recorders[i]!();
-      }
-      count("handed_back");
-      span.end("handed_back");
+      settleAll("handed_back", (m) => m.msg.nak());
       return;
     }
     if (await d.autoDisable?.failed(dest, result)) {
       await Promise.all(
         members.map((m) => this.park(destinationId, m.msg, { ...m.state, attempts: m.state.attempts + 1 })),
       );
-      for (const r of recorders) r();
-      count("handed_back");
-      span.end("handed_back");
+      settleAll("handed_back", () => {});
       return;
     }
     const policy = policyFor(d.policy, dest);

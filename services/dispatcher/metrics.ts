@@ -21,6 +21,22 @@ function counter<L extends string = never>(
   return new Counter({ name, help, labelNames, registers: [registry] });
 }
 
+/** A seconds histogram on `registry`, 5 ms to 10 s (as long as a webhook may take). */
+function seconds<L extends string = never>(
+  registry: Registry,
+  name: string,
+  help: string,
+  labelNames: readonly L[] = [],
+): Histogram<L> {
+  return new Histogram({
+    name,
+    help,
+    labelNames,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+}
+
 /** Prometheus metrics of one dispatcher (own registry, so several can live in one process). */
 export class DispatcherMetrics {
   readonly registry = new Registry();
@@ -41,13 +57,12 @@ export class DispatcherMetrics {
     ["destination", "outcome"],
   );
 
-  readonly attemptSeconds = new Histogram({
-    name: "hookpost_dispatcher_attempt_seconds",
-    help: "Latency of one webhook request, by destination and result (2xx, 3xx, 4xx, 5xx, timeout, connection, tls, ssrf, invalid)",
-    labelNames: ["destination", "result"] as const,
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [this.registry],
-  });
+  readonly attemptSeconds = seconds(
+    this.registry,
+    "hookpost_dispatcher_attempt_seconds",
+    "Latency of one webhook request, by destination and result (2xx, 3xx, 4xx, 5xx, timeout, connection, tls, ssrf, invalid)",
+    ["destination", "result"],
+  );
 
   readonly retries = counter(
     this.registry,
@@ -108,12 +123,11 @@ export class DispatcherMetrics {
   });
 
   /** How long one check of the watcher of destinations took (operator-webhooks/monitor.ts). */
-  readonly alertCheckSeconds = new Histogram({
-    name: "hookpost_dispatcher_alert_check_seconds",
-    help: "Duration of one check of every destination for the operational webhooks (only the replica that watches checks)",
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [this.registry],
-  });
+  readonly alertCheckSeconds = seconds(
+    this.registry,
+    "hookpost_dispatcher_alert_check_seconds",
+    "Duration of one check of every destination for the operational webhooks (only the replica that watches checks)",
+  );
 
   /** Operational events stored for delivery to operator webhooks, by type (one per webhook). */
   readonly operatorEvents = counter(

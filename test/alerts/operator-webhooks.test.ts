@@ -14,7 +14,7 @@ import { verifyStandardWebhook } from "@hookpost/receiver";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { publishCall, track } from "../dispatcher/helpers.js";
-import { type ReceivedRequest, Receiver } from "../helpers/receiver.js";
+import { type ReceivedRequest, Receiver, type Reply } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import { Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
@@ -87,6 +87,32 @@ async function operatorWebhook(path: string, extra: Record<string, unknown> = {}
   secrets.set(path, r.secret);
   await waitForRevision(r.revision, stack.dispatchers);
   return r.operatorWebhook!;
+}
+
+/**
+ * A destination of a new source at receiver path `path`, whose requests there get `answer`
+ * (undefined: the receiver's usual answer) until `restore()`.
+ */
+async function destinationAnswering(
+  name: string,
+  path: string,
+  answer: (req: ReceivedRequest) => Reply | undefined,
+  extra: Parameters<Stack["destination"]>[0] = {},
+) {
+  const src = await stack.source();
+  const restore = stack.receiver.answerAt(path, answer);
+  try {
+    const dest = await stack.destination({
+      name,
+      sourceIds: [src.id],
+      urls: [stack.receiver.url(path)],
+      ...extra,
+    });
+    return { src, dest, restore };
+  } catch (err) {
+    restore();
+    throw err;
+  }
 }
 
 /** Sends calls to the source every `everyMs` until stopped. */
@@ -224,15 +250,10 @@ describe("operator webhooks through the admin API", () => {
 
 describe("operational events", () => {
   it("destination.failing, then destination.recovered: signed, verified, each once across two replicas", async () => {
-    const src = await stack.source();
     let failing = true;
-    const previous = stack.receiver.respond;
-    stack.receiver.respond = (req) => (req.url === "/flaky" && failing ? { status: 500 } : previous(req));
-    const dest = await stack.destination({
-      name: "Flaky",
-      sourceIds: [src.id],
-      urls: [stack.receiver.url("/flaky")],
-    });
+    const { src, dest, restore } = await destinationAnswering("Flaky", "/flaky", () =>
+      failing ? { status: 500 } : undefined,
+    );
     const calls = trickle(src.id);
     try {
       const failingEvent = await firstEvent(
@@ -267,7 +288,7 @@ describe("operational events", () => {
       );
     } finally {
       calls.stop();
-      stack.receiver.respond = previous;
+      restore();
     }
     const events = about("/ops", dest.id);
     expect(events.map((e) => e.type)).toEqual(["destination.failing", "destination.recovered"]);
@@ -275,18 +296,13 @@ describe("operational events", () => {
   });
 
   it("a flapping destination is debounced: events alternate and are never closer than ALERT_MIN_INTERVAL", async () => {
-    const src = await stack.source();
     // Refusing (400: not retried, so the breaker stays closed and attempts keep coming) and
     // accepting in turns of 2.5 s: longer than the 2 s window, so each turn crosses a threshold.
     const started = Date.now();
     const bad = () => Math.floor((Date.now() - started) / 2500) % 2 === 0;
-    const previous = stack.receiver.respond;
-    stack.receiver.respond = (req) => (req.url === "/flapping" && bad() ? { status: 400 } : previous(req));
-    const dest = await stack.destination({
-      name: "Flapping",
-      sourceIds: [src.id],
-      urls: [stack.receiver.url("/flapping")],
-    });
+    const { src, dest, restore } = await destinationAnswering("Flapping", "/flapping", () =>
+      bad() ? { status: 400 } : undefined,
+    );
     const calls = trickle(src.id, 50);
     try {
       // Six turns (15 s): undebounced, about six events 2.5 s apart.
@@ -299,7 +315,7 @@ describe("operational events", () => {
       );
     } finally {
       calls.stop();
-      stack.receiver.respond = previous;
+      restore();
     }
     const events = about("/ops", dest.id).filter((e) => e.type !== "dead_letter.created");
     expectOnce(events);
@@ -314,15 +330,8 @@ describe("operational events", () => {
   });
 
   it("destination.disabled with the reason when Hookpost pauses a destination, once", async () => {
-    const src = await stack.source();
-    const previous = stack.receiver.respond;
-    stack.receiver.respond = (req) => (req.url === "/gone" ? { status: 410 } : previous(req));
+    const { src, dest, restore } = await destinationAnswering("Gone", "/gone", () => ({ status: 410 }));
     try {
-      const dest = await stack.destination({
-        name: "Gone",
-        sourceIds: [src.id],
-        urls: [stack.receiver.url("/gone")],
-      });
       for (let i = 0; i < 3; i++) await publishCall(stack.nc.jetstream(), track({ sourceId: src.id }));
       const event = await firstEvent("/ops", dest.id, "destination.disabled", "destination.disabled");
       const stored = (await stack.admin.getDestination({ id: dest.id })).destination!;
@@ -346,7 +355,7 @@ describe("operational events", () => {
       });
       expect(about("/ops", dest.id, "destination.disabled")).toHaveLength(1);
     } finally {
-      stack.receiver.respond = previous;
+      restore();
     }
   });
 
@@ -355,16 +364,13 @@ describe("operational events", () => {
       behindAfter: durationFromMs(2000),
       eventTypes: ["destination.behind", "destination.recovered"],
     });
-    const src = await stack.source();
-    const previous = stack.receiver.respond;
-    stack.receiver.respond = (req) => (req.url === "/slow" ? { status: 200, delayMs: 600 } : previous(req));
+    const { src, dest, restore } = await destinationAnswering(
+      "Slow",
+      "/slow",
+      () => ({ status: 200, delayMs: 600 }),
+      { maxInFlight: 1 },
+    );
     try {
-      const dest = await stack.destination({
-        name: "Slow",
-        sourceIds: [src.id],
-        urls: [stack.receiver.url("/slow")],
-        maxInFlight: 1,
-      });
       const js = stack.nc.jetstream();
       const sent = Array.from({ length: 10 }, () => track({ sourceId: src.id }));
       for (const c of sent) await publishCall(js, c);
@@ -391,22 +397,18 @@ describe("operational events", () => {
       // The default threshold (15 min) of the other webhook was never reached.
       expect(about("/ops", dest.id, "destination.behind")).toHaveLength(0);
     } finally {
-      stack.receiver.respond = previous;
+      restore();
       await stack.admin.deleteOperatorWebhook({ id: w.id });
     }
   });
 
   it("dead_letter.created counts the dead letters of a window in one event per destination", async () => {
-    const src = await stack.source();
-    const previous = stack.receiver.respond;
     // 400 is not retried: each call is a dead letter at its first attempt.
-    stack.receiver.respond = (req) => (req.url === "/refusing" ? { status: 400, body: "no" } : previous(req));
+    const { src, dest, restore } = await destinationAnswering("Refusing", "/refusing", () => ({
+      status: 400,
+      body: "no",
+    }));
     try {
-      const dest = await stack.destination({
-        name: "Refusing",
-        sourceIds: [src.id],
-        urls: [stack.receiver.url("/refusing")],
-      });
       const js = stack.nc.jetstream();
       for (let i = 0; i < 12; i++) await publishCall(js, track({ sourceId: src.id }));
       const count = () =>
@@ -424,24 +426,18 @@ describe("operational events", () => {
       const dead = await stack.admin.listDeadLetters({ destinationId: dest.id });
       expect(dead.deadLetters).toHaveLength(12);
     } finally {
-      stack.receiver.respond = previous;
+      restore();
     }
   });
 
   it("a failing operator endpoint is retried like a customer webhook: same webhook-id, attempts recorded", async () => {
     let answered = 0;
-    const previousOps = ops.respond;
-    ops.respond = (req) => (req.url === "/unsteady" && answered++ < 2 ? { status: 503 } : previousOps(req));
+    const restoreOps = ops.answerAt("/unsteady", () => (answered++ < 2 ? { status: 503 } : undefined));
     const w = await operatorWebhook("/unsteady", { eventTypes: ["dead_letter.created"] });
-    const src = await stack.source();
-    const previous = stack.receiver.respond;
-    stack.receiver.respond = (req) => (req.url === "/refusing-again" ? { status: 400 } : previous(req));
+    const { src, dest, restore } = await destinationAnswering("Refusing again", "/refusing-again", () => ({
+      status: 400,
+    }));
     try {
-      const dest = await stack.destination({
-        name: "Refusing again",
-        sourceIds: [src.id],
-        urls: [stack.receiver.url("/refusing-again")],
-      });
       await publishCall(stack.nc.jetstream(), track({ sourceId: src.id }));
       await until(() => ops.requests.filter((r) => r.url === "/unsteady").length >= 3, {
         timeout: 30_000,
@@ -464,8 +460,8 @@ describe("operational events", () => {
         AttemptOutcome.SUCCESS,
       ]);
     } finally {
-      ops.respond = previousOps;
-      stack.receiver.respond = previous;
+      restoreOps();
+      restore();
       await stack.admin.deleteOperatorWebhook({ id: w.id });
     }
   });
@@ -481,15 +477,10 @@ describe("operational events", () => {
     await until(() => watching().length === 1, { timeout: 20_000, message: "another replica watching" });
 
     // New dead letters are announced by the new watcher...
-    const src = await stack.source();
-    const previous = stack.receiver.respond;
-    stack.receiver.respond = (req) => (req.url === "/after-takeover" ? { status: 400 } : previous(req));
+    const { src, dest, restore } = await destinationAnswering("After takeover", "/after-takeover", () => ({
+      status: 400,
+    }));
     try {
-      const dest = await stack.destination({
-        name: "After takeover",
-        sourceIds: [src.id],
-        urls: [stack.receiver.url("/after-takeover")],
-      });
       for (let i = 0; i < 3; i++) await publishCall(stack.nc.jetstream(), track({ sourceId: src.id }));
       await until(
         () =>
@@ -501,7 +492,7 @@ describe("operational events", () => {
         },
       );
     } finally {
-      stack.receiver.respond = previous;
+      restore();
     }
     // ...and nothing announced before is announced again: per destination and condition the
     // events still alternate, a pause is announced once, and dead letters are counted once.

@@ -13,7 +13,7 @@ import {
   OperatorEventPublisher,
 } from "@hookpost/dispatcher";
 import { describe, expect, it } from "vitest";
-import { quietLogger } from "../dispatcher/helpers.js";
+import { quietLogger } from "../helpers/quiet-logger.js";
 import { useNats } from "../helpers/use-nats.js";
 
 // During a hand-over two dispatcher replicas may both believe they watch destinations for a

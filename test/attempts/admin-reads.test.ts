@@ -15,11 +15,11 @@ import {
 import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { defaultDispatcherConfig, type RunningDispatcher, startDispatcher } from "@hookpost/dispatcher";
 import fc from "fast-check";
-import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 import { code } from "../helpers/grpc-code.js";
 import { spawnIngest } from "../helpers/ingest.js";
+import { quietLogger } from "../helpers/quiet-logger.js";
 import { Receiver } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import type { ServiceProcess } from "../helpers/service-process.js";
@@ -74,7 +74,7 @@ beforeAll(async () => {
       shutdownGraceMs: 2000,
       ackWaitMs: 5000,
     }),
-    { logger: pino({ level: "silent" }) },
+    { logger: quietLogger },
   );
   admin = adminClient(address);
   clients.push(admin);

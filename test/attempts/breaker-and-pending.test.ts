@@ -13,9 +13,9 @@ import {
   partitionSubject,
 } from "@hookpost/core";
 import { headers } from "nats";
-import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hookpostExitsZero } from "../cli/run-cli.js";
+import { quietLogger } from "../helpers/quiet-logger.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
 import { failure } from "../ingest/harness.js";
@@ -48,7 +48,7 @@ function replica(id: string): AttemptLog {
   const log = new AttemptLog(stack.nc, {
     enabled: true,
     bodies: false,
-    logger: pino({ level: "silent" }),
+    logger: quietLogger,
     health: { replica: id, everyMs: 50 },
   });
   logs.push(log);

@@ -13,8 +13,8 @@ import {
   type RoutedRecord,
   routedSubject,
 } from "@hookpost/core";
-import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { quietLogger } from "../helpers/quiet-logger.js";
 import { until } from "../helpers/until.js";
 import { useNats } from "../helpers/use-nats.js";
 
@@ -22,7 +22,6 @@ import { useNats } from "../helpers/use-nats.js";
 // and counted, and bodies are left out when asked.
 
 const nats = useNats();
-const quiet = pino({ level: "silent" });
 
 let index: AttemptIndex;
 let reader: AttemptReader;
@@ -30,7 +29,7 @@ let reader: AttemptReader;
 beforeAll(async () => {
   const jsm = await nats.nc.jetstreamManager();
   await ensureTopology(jsm, DEFAULT_TOPOLOGY);
-  index = await AttemptIndex.open(nats.nc, { logger: quiet });
+  index = await AttemptIndex.open(nats.nc, { logger: quietLogger });
   reader = new AttemptReader(new AttemptSearch(jsm, index));
 });
 
@@ -58,7 +57,7 @@ function record(destinationId: string): AttemptRecord {
 
 describe("AttemptLog", () => {
   it("writes records readable newest first, without bodies when told so", async () => {
-    const log = new AttemptLog(nats.nc, { enabled: true, bodies: false, logger: quiet });
+    const log = new AttemptLog(nats.nc, { enabled: true, bodies: false, logger: quietLogger });
     for (let i = 0; i < 3; i++) log.attempt(record("pub-a"));
     await log.flush();
     const page = await reader.list({
@@ -76,7 +75,7 @@ describe("AttemptLog", () => {
       enabled: true,
       bodies: true,
       connected: () => false,
-      logger: quiet,
+      logger: quietLogger,
       onDrop: (why) => drops.push(why),
     });
     away.attempt(record("pub-b"));
@@ -87,7 +86,7 @@ describe("AttemptLog", () => {
       enabled: true,
       bodies: true,
       maxPendingBytes: 10,
-      logger: quiet,
+      logger: quietLogger,
       onDrop: (why) => drops.push(why),
     });
     for (let i = 0; i < 5; i++) full.attempt(record("pub-b"));
@@ -97,7 +96,7 @@ describe("AttemptLog", () => {
     const off = new AttemptLog(nats.nc, {
       enabled: false,
       bodies: true,
-      logger: quiet,
+      logger: quietLogger,
       onDrop: (why) => drops.push(why),
     });
     off.attempt(record("pub-b"));
@@ -110,7 +109,7 @@ describe("AttemptLog", () => {
   });
 
   it("joins each attempt's request body from the routed record of the same source and message id", async () => {
-    const log = new AttemptLog(nats.nc, { enabled: true, bodies: true, logger: quiet });
+    const log = new AttemptLog(nats.nc, { enabled: true, bodies: true, logger: quietLogger });
     const routed = (messageId: string, sourceId: string, body?: string): RoutedRecord => ({
       kind: "routed",
       messageId,
@@ -170,7 +169,7 @@ describe("AttemptLog", () => {
     const log = new AttemptLog(nats.nc, {
       enabled: true,
       bodies: false,
-      logger: quiet,
+      logger: quietLogger,
       health: { replica, everyMs: 20, breakerRefreshMs: 100 },
     });
     const until5s = Date.now() + 5_000;

@@ -25,8 +25,8 @@ import {
 } from "@hookpost/core";
 import fc from "fast-check";
 import type { JetStreamManager } from "nats";
-import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { quietLogger } from "../helpers/quiet-logger.js";
 import { until } from "../helpers/until.js";
 import { useNats } from "../helpers/use-nats.js";
 
@@ -36,7 +36,6 @@ import { useNats } from "../helpers/use-nats.js";
 // the segment still in memory. Two replicas index the same log and write each segment once.
 
 const nats = useNats();
-const quiet = pino({ level: "silent" });
 /**
  * 64 sequences per segment, 4 segments per group: 1 500 records make ~23 segments and 5 groups;
  * postings of up to 2 entries inline in the header, the others read from the index stream.
@@ -259,8 +258,8 @@ const filterArb: fc.Arbitrary<SearchFilter> = fc
 beforeAll(async () => {
   jsm = await nats.nc.jetstreamManager();
   await ensureTopology(jsm, DEFAULT_TOPOLOGY);
-  index = await AttemptIndex.open(nats.nc, { logger: quiet, spans: SPANS, jitterMs: 0 });
-  second = await AttemptIndex.open(nats.nc, { logger: quiet, spans: SPANS, jitterMs: 0 });
+  index = await AttemptIndex.open(nats.nc, { logger: quietLogger, spans: SPANS, jitterMs: 0 });
+  second = await AttemptIndex.open(nats.nc, { logger: quietLogger, spans: SPANS, jitterMs: 0 });
   search = new AttemptSearch(jsm, index);
   const values = fc.sample(recordArb, { numRuns: RECORDS, seed: 28 });
   const js = nats.nc.jetstream();
@@ -369,7 +368,7 @@ describe("attempt search index", () => {
     expect(want.length).toBeGreaterThan(1);
     const found = await search.forMessage(id);
     expect(found.records.map((r) => r.sequence)).toEqual(want);
-    const fresh = await AttemptIndex.open(nats.nc, { logger: quiet, spans: SPANS, jitterMs: 0 });
+    const fresh = await AttemptIndex.open(nats.nc, { logger: quietLogger, spans: SPANS, jitterMs: 0 });
     try {
       // It loads the written segments and follows from the end of the last one.
       expect(fresh.stats().l0).toBeGreaterThanOrEqual(index.stats().l0);

@@ -13,6 +13,14 @@ function problems(text: string, name = "f.yaml", env: NodeJS.ProcessEnv = {}): s
   return [];
 }
 
+/** The problem of a file that has exactly one. */
+function oneProblem(text: string, env: NodeJS.ProcessEnv = {}): string {
+  const [summary, ...rest] = problems(text, "f.yaml", env);
+  expect(summary).toBe("f.yaml has 1 problem; nothing was changed");
+  expect(rest).toHaveLength(1);
+  return rest[0]!;
+}
+
 /** A file with source web and destination d1 to it; `more` are d1's further lines (from line 8). */
 const oneDestination = (more: string) => `
 sources: [{ id: web, name: Web }]
@@ -68,20 +76,18 @@ describe("apply file", () => {
       "sources[0].allowedOrigins[1]: must be an origin only (scheme://host[:port]), without a path, query or fragment (line 1)",
       "sources[0].allowedOrigins[3]: is listed twice (line 1)",
     ]);
-    expect(problems(file("https://a.com"))).toEqual([
-      "f.yaml has 1 problem; nothing was changed",
+    expect(oneProblem(file("https://a.com"))).toBe(
       "sources[0].allowedOrigins: must be a list of origins such as https://shop.example.com (line 1)",
-    ]);
+    );
   });
 
   it("reads ordering: per-user or unordered, anything else is a problem at its line", () => {
     const file = (ordering: string) => oneDestination(`    ordering: ${ordering}`);
     expect(parseApplyFile(file("per-user"), "f.yaml", {}).destinations[0]!.ordering).toBe("per-user");
     expect(parseApplyFile(file("unordered"), "f.yaml", {}).destinations[0]!.ordering).toBe("unordered");
-    expect(problems(file("PER_USER"))).toEqual([
-      "f.yaml has 1 problem; nothing was changed",
+    expect(oneProblem(file("PER_USER"))).toBe(
       "destinations[0].ordering: must be one of unordered, per-user (line 8)",
-    ]);
+    );
   });
 
   it("reads filter, mapping, method and retry; wrong ones are problems at their paths", () => {
@@ -154,10 +160,9 @@ describe("apply file", () => {
       'destinations[0].consentCategories[1]: "Analytics" is listed twice (line 8)',
       "destinations[0].consentCategories[2]: is empty: a consent category is 1 to 100 characters (line 8)",
     ]);
-    expect(problems(oneDestination("    consentCategories: Analytics"))).toEqual([
-      "f.yaml has 1 problem; nothing was changed",
+    expect(oneProblem(oneDestination("    consentCategories: Analytics"))).toBe(
       "destinations[0].consentCategories: must be a list of consent category names (line 8)",
-    ]);
+    );
   });
 
   it("names every problem by path", () => {
@@ -235,12 +240,9 @@ ${extra}`;
     expect(parseApplyFile(file("    secretEnv: KEY"), "f.yaml", { KEY: key }).destinations[0]!.secret).toBe(
       key,
     );
-    expect(
-      problems(file("    secretEnv: KEY"), "f.yaml", { KEY: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" }),
-    ).toEqual([
-      "f.yaml has 1 problem; nothing was changed",
+    expect(oneProblem(file("    secretEnv: KEY"), { KEY: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" })).toBe(
       "destinations[0].secretEnv: the shared secret is not an Ed25519 secret key (whsk_): it must start with whsk_ (line 9)",
-    ]);
+    );
     expect(problems(file("    secret: whsk_AAAA"))[1]).toBe(
       "destinations[0].secret: the shared secret is not an Ed25519 secret key (whsk_): it decodes to 3 bytes; an Ed25519 private key is 32 (or 64: private then public key) (line 9)",
     );
@@ -250,10 +252,9 @@ ${extra}`;
   });
 
   it("refuses empty files, non-mappings, unknown top-level keys and bad syntax", () => {
-    expect(problems("")).toEqual([
-      "f.yaml has 1 problem; nothing was changed",
+    expect(oneProblem("")).toBe(
       "(file): the file is empty: expected `sources:`, `destinations:` and/or `operatorWebhooks:`",
-    ]);
+    );
     expect(problems("- a\n- b\n")[1]).toBe(
       "(file): expected a mapping with `sources:`, `destinations:` and/or `operatorWebhooks:`",
     );

@@ -7,7 +7,7 @@ import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { stackWithStore } from "../helpers/stack-store.js";
 import { until } from "../helpers/until.js";
-import { createCrm, hookpost, ok, useCliUser } from "./run-cli.js";
+import { createCrm, failed, hookpost, ok, runJson, useCliUser } from "./run-cli.js";
 
 // The CLI as a real process against the real admin service: an ingest (api) with a dispatcher
 // and a nats-server on loopback. What the server stored is read back from the configuration
@@ -165,9 +165,9 @@ describe("sources", () => {
     };
     expect(any).toMatchObject({ allowedOrigins: [], name: "Web shop" });
     expect(ok(await user.run(["sources", "get", "shop"])).stdout).toMatch(/^allowed origins:\s+any$/m);
-    const bad = await user.run(["sources", "update", "shop", "--allowed-origin", "shop.example.com"]);
-    expect(bad.code).toBe(1);
-    expect(bad.stderr).toContain("source.allowed_origins[0]");
+    expect(
+      failed(await user.run(["sources", "update", "shop", "--allowed-origin", "shop.example.com"]), 1),
+    ).toContain("source.allowed_origins[0]");
     expect((await user.run(["sources", "update", "shop"])).code).toBe(2);
   });
 
@@ -235,10 +235,7 @@ describe("destinations", () => {
     expect(cleared.urls).toEqual(["https://new.example.com/h"]); // untouched
     expect(cleared.headers).toEqual({ "X-Team": "growth" }); // untouched
 
-    const json = JSON.parse(ok(await user.run(["--json", "destinations", "get", "crm"])).stdout) as Record<
-      string,
-      unknown
-    >;
+    const json = await runJson(user, ["destinations", "get", "crm"]);
     expect(json).toMatchObject({
       id: "crm",
       enabled: true,
@@ -252,22 +249,23 @@ describe("destinations", () => {
 
   it("field violations from the server are listed one per line", async () => {
     const before = await revision();
-    const r = await user.run([
-      "destinations",
-      "create",
-      "--name",
-      "Bad",
-      "--source",
-      "web",
-      "--url",
-      "ftp://x",
-      "--url",
-      "https://ok.example.com",
-    ]);
-    expect(r.code).toBe(1);
-    expect(r.stderr).toBe(
-      'error: invalid request\n  destination.urls[0]: scheme "ftp" is not allowed: use http or https\n',
-    );
+    expect(
+      failed(
+        await user.run([
+          "destinations",
+          "create",
+          "--name",
+          "Bad",
+          "--source",
+          "web",
+          "--url",
+          "ftp://x",
+          "--url",
+          "https://ok.example.com",
+        ]),
+        1,
+      ),
+    ).toBe('error: invalid request\n  destination.urls[0]: scheme "ftp" is not allowed: use http or https\n');
     expect(await revision()).toBe(before);
 
     const j = await user.run([
@@ -418,9 +416,9 @@ destinations:
       "origins-2.yaml",
       withOrigins("[https://shop.example.com, http://localhost:3000]", "Web"),
     );
-    const report = JSON.parse(ok(await user.run(["--json", "apply", "-f", edited])).stdout) as {
+    const report = await runJson<{
       results: { id: string; action: string; changes?: string[] }[];
-    };
+    }>(user, ["apply", "-f", edited]);
     expect(report.results).toEqual([
       { kind: "source", id: "web", action: "update", changes: ["name", "allowed_origins"] },
     ]);
@@ -617,17 +615,15 @@ describe("send and delete-user", () => {
       expect(results[i]!.code, args.join(" ")).toBe(2);
       expect(results[i]!.stderr, args.join(" ")).toMatch(message);
     });
-    const noKey = await user.run(["send", "track", "--user-id", "u", "--event", "E"]);
-    expect(noKey.code).toBe(2);
-    expect(noKey.stderr).toContain("no write key");
+    expect(failed(await user.run(["send", "track", "--user-id", "u", "--event", "E"]), 2)).toContain(
+      "no write key",
+    );
     expect(await eventsStored()).toBe(before);
   });
 
   it("the contract's validation (checked before sending) and a wrong write key are readable", async () => {
     const before = await eventsStored();
-    const r = await user.run(["send", "track", "--write-key", key, "--event", "E"]);
-    expect(r.code).toBe(1);
-    expect(r.stderr).toBe(
+    expect(failed(await user.run(["send", "track", "--write-key", key, "--event", "E"]), 1)).toBe(
       "error: invalid request\n  --user-id: a track call needs a user_id or an anonymous_id\n",
     );
     expect(await eventsStored()).toBe(before);
@@ -669,16 +665,16 @@ describe("send and delete-user", () => {
     expect(shown.stdout).toMatch(
       new RegExp(`^Deletion request ${requestId}, made \\S+\\.\nNotified: web\\.\nErased: `),
     );
-    const json = JSON.parse(ok(await user.run(["--json", "deletion", requestId])).stdout) as {
+    const json = await runJson<{
       notifiedSourceIds: string[];
       erased: { deadLetters: number };
-    };
+    }>(user, ["deletion", requestId]);
     expect(json.notifiedSourceIds).toEqual(["web"]);
     expect(json.erased.deadLetters).toBeGreaterThanOrEqual(0);
     expect((await user.run(["deletion", "del_unknown"])).code).toBe(1);
-    const none = JSON.parse(ok(await user.run(["--json", "delete-user", "never-seen"])).stdout) as {
+    const none = await runJson<{
       sourceIds: string[];
-    };
+    }>(user, ["delete-user", "never-seen"]);
     expect(none.sourceIds).toEqual([]);
   });
 });
@@ -808,9 +804,9 @@ describe("connection and auth errors", () => {
   });
 
   it("no token at all is a usage error", async () => {
-    const r = await hookpost(["sources", "list"], { HOOKPOST_ENDPOINT: t.stack.ingest.address });
-    expect(r.code).toBe(2);
-    expect(r.stderr).toContain("error: no admin token: set ADMIN_TOKEN or pass --token");
+    expect(
+      failed(await hookpost(["sources", "list"], { HOOKPOST_ENDPOINT: t.stack.ingest.address }), 2),
+    ).toContain("error: no admin token: set ADMIN_TOKEN or pass --token");
   });
 
   it("--help and --version exit 0", async () => {

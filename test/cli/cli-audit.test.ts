@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { tokenFingerprint } from "@hookpost/api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
-import { hookpostExitsZero, ok } from "./run-cli.js";
+import { createCrm, hookpostExitsZero, ok } from "./run-cli.js";
 
 // The audit log from the CLI alone (a real process against a real ingest): changes made with the
 // CLI are listed with who, what and when, in a table and as JSON, without a secret or header value.
@@ -48,22 +48,14 @@ describe("hookpost audit list", () => {
     const created = await cli(["sources", "create", "Shop", "--id", "shop"]);
     const writeKey = /(hpk_\S+)/.exec(created.stdout)![1]!;
     await cli(
-      [
-        "destinations",
-        "create",
-        "--id",
-        "crm",
-        "--name",
-        "CRM",
-        "--source",
+      createCrm(
         "shop",
-        "--url",
-        "https://crm.example.com/in",
+        ["https://crm.example.com/in"],
         "--header",
         `Authorization: ${headerValue}`,
         "--secret-env",
         "CRM_SECRET",
-      ],
+      ),
       { CRM_SECRET: secret },
     );
     await cli(["destinations", "update", "crm", "--url", "https://elsewhere.example.net/in", "--disable"]);

@@ -7,7 +7,7 @@ import { connect, type NatsConnection } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestIngest } from "../helpers/ingest.js";
 import { NatsServer } from "../helpers/nats-server.js";
-import { createCrm, hookpost, ok, useCliUser } from "./run-cli.js";
+import { createCrm, failed, hookpost, ok, runJson, useCliUser } from "./run-cli.js";
 
 // End to end: the CLI as a real process against the real ingest on a real nats-server.
 // (delete-user and dead-letters: test/cli/cli-admin.test.ts and cli-stack.test.ts.)
@@ -50,10 +50,7 @@ describe("hookpost against the real ingest", () => {
     expect(created.stdout).toContain("Write key (shown once, store it now):");
     expect(key).not.toBe("");
 
-    const list = JSON.parse(ok(await user.run(["--json", "sources", "list"])).stdout) as {
-      id: string;
-      writeKeyPrefix: string;
-    }[];
+    const list = await runJson<{ id: string; writeKeyPrefix: string }[]>(user, ["sources", "list"]);
     expect(list).toContainEqual(expect.objectContaining({ id: "web", writeKeyPrefix: key.slice(0, 8) }));
     expect(ok(await user.run(["sources", "get", "web"])).stdout).toMatch(/^name:\s+Web app$/m);
 
@@ -69,9 +66,7 @@ describe("hookpost against the real ingest", () => {
 
     ok(await user.run(["sources", "create", "Temp", "--id", "temp"]));
     ok(await user.run(["sources", "delete", "temp"]));
-    const gone = await user.run(["sources", "get", "temp"]);
-    expect(gone.code).toBe(1);
-    expect(gone.stderr).toMatch(/^error: .*temp/);
+    expect(failed(await user.run(["sources", "get", "temp"]), 1)).toMatch(/^error: .*temp/);
   });
 
   it("manages destinations; the server's field violations are readable", async () => {
@@ -79,10 +74,7 @@ describe("hookpost against the real ingest", () => {
     ok(
       await user.run(createCrm("shop", ["https://crm.example.com/hooks"], "--secret", "plain-secret-value")),
     );
-    const got = JSON.parse(ok(await user.run(["--json", "destinations", "get", "crm"])).stdout) as Record<
-      string,
-      unknown
-    >;
+    const got = await runJson(user, ["destinations", "get", "crm"]);
     expect(got).toMatchObject({
       id: "crm",
       sourceIds: ["shop"],
@@ -96,10 +88,7 @@ describe("hookpost against the real ingest", () => {
     const updated = ok(await user.run(["destinations", "update", "crm", "--disable", "--name", "CRM v2"]));
     expect(updated.stdout).toContain("Updated destination crm: name changed; now disabled.");
     expect(updated.stdout).toMatch(/^enabled:\s+no$/m);
-    const after = JSON.parse(ok(await user.run(["--json", "destinations", "get", "crm"])).stdout) as Record<
-      string,
-      unknown
-    >;
+    const after = await runJson(user, ["destinations", "get", "crm"]);
     expect(after).toMatchObject({
       name: "CRM v2",
       enabled: false,
@@ -110,21 +99,24 @@ describe("hookpost against the real ingest", () => {
       /^crm\s+CRM v2\s+no\s+shop\s/m,
     );
 
-    const bad = await user.run([
-      "destinations",
-      "update",
-      "crm",
-      "--url",
-      "ftp://files.example.com",
-      "--url",
-      "https://ok.example.com",
-    ]);
-    expect(bad.code).toBe(1);
-    expect(bad.stderr).toMatch(/^error: invalid request\n {2}destination\.urls\[0\]: .+\n$/);
+    expect(
+      failed(
+        await user.run([
+          "destinations",
+          "update",
+          "crm",
+          "--url",
+          "ftp://files.example.com",
+          "--url",
+          "https://ok.example.com",
+        ]),
+        1,
+      ),
+    ).toMatch(/^error: invalid request\n {2}destination\.urls\[0\]: .+\n$/);
 
-    const sw = await user.run(["destinations", "update", "crm", "--signing", "standard-webhooks"]);
-    expect(sw.code).toBe(1);
-    expect(sw.stderr).toContain("destination.shared_secret:");
+    expect(
+      failed(await user.run(["destinations", "update", "crm", "--signing", "standard-webhooks"]), 1),
+    ).toContain("destination.shared_secret:");
 
     ok(await user.run(["destinations", "delete", "crm"]));
     expect((await user.run(["destinations", "get", "crm"])).code).toBe(1);
@@ -183,9 +175,7 @@ destinations:
       path,
       yaml.replace("https://audit.example.com/in", "audit.example.com").replace("id: site", "id: site2"),
     );
-    const bad = await user.run(["apply", "-f", path], secrets);
-    expect(bad.code).toBe(1);
-    expect(bad.stderr).toContain("destinations[1].urls[0]:");
+    expect(failed(await user.run(["apply", "-f", path], secrets), 1)).toContain("destinations[1].urls[0]:");
     expect(ok(await user.run(["--json", "destinations", "list"])).stdout).toBe(before);
     expect(ok(await user.run(["sources", "list"])).stdout).not.toContain("site2");
   });

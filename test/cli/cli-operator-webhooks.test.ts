@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { STACK_ADMIN_TOKEN } from "../helpers/stack.js";
 import { stackWithStore } from "../helpers/stack-store.js";
 import { until } from "../helpers/until.js";
-import { ok, useCliUser } from "./run-cli.js";
+import { failed, ok, useCliUser } from "./run-cli.js";
 
 // `hookpost operator-webhooks …` and the `operatorWebhooks:` key of `hookpost apply -f`, as a
 // real process against the real admin service. What the server stored (the secret included) is
@@ -91,27 +91,30 @@ describe("operator-webhooks", () => {
     expect(list.stdout).toMatch(/pager\s+Pager\s+no\s+https:\/\/pager\.example\.com\/in\s+all/);
 
     ok(await user.run(["operator-webhooks", "delete", "pager"]));
-    const gone = await user.run(["operator-webhooks", "get", "pager"]);
-    expect(gone.code).toBe(1);
-    expect(gone.stderr).toContain('operator webhook "pager" does not exist');
+    expect(failed(await user.run(["operator-webhooks", "get", "pager"]), 1)).toContain(
+      'operator webhook "pager" does not exist',
+    );
   });
 
   it("refuses an unknown event type before calling, and names the server's field on a bad URL", async () => {
-    const usage = await user.run([
-      "operator-webhooks",
-      "create",
-      "--name",
-      "x",
-      "--url",
-      "https://x.example.com",
-      "--event",
-      "nope",
-    ]);
-    expect(usage.code).toBe(2);
-    expect(usage.stderr).toContain("expected one of destination.failing");
-    const refused = await user.run(["operator-webhooks", "create", "--name", "x", "--url", "ftp://x"]);
-    expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain("operator_webhook.url");
+    expect(
+      failed(
+        await user.run([
+          "operator-webhooks",
+          "create",
+          "--name",
+          "x",
+          "--url",
+          "https://x.example.com",
+          "--event",
+          "nope",
+        ]),
+        2,
+      ),
+    ).toContain("expected one of destination.failing");
+    expect(
+      failed(await user.run(["operator-webhooks", "create", "--name", "x", "--url", "ftp://x"]), 1),
+    ).toContain("operator_webhook.url");
   });
 });
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
-import { hookpost, hookpostExitsZero } from "./run-cli.js";
+import { failed, hookpost, hookpostExitsZero } from "./run-cli.js";
 
 // `hookpost attempts search` and `attempts retention` as a real process against a real stack
 // (issue 28): the issue's own example, the JSON form, older pages, and clear errors.
@@ -120,23 +120,26 @@ describe("hookpost attempts search", () => {
   }, 120_000);
 
   it("says what is wrong with a flag, an unknown destination, or a token of another search", async () => {
-    const badStatus = await hookpost(["attempts", "search", "--status", "lost"], env);
-    expect(badStatus.code).toBe(2);
-    expect(badStatus.stderr).toContain("use delivered, failed, filtered, dead-lettered");
-    const badHttp = await hookpost(["attempts", "search", "--http", "5x"], env);
-    expect(badHttp.code).toBe(2);
-    expect(badHttp.stderr).toContain("expected an HTTP status (500) or a class (5xx)");
-    const unknown = await hookpost(["attempts", "search", "--destination", "nope"], env);
-    expect(unknown.code).toBe(1);
-    expect(unknown.stderr).toContain('destination "nope" does not exist');
+    expect(failed(await hookpost(["attempts", "search", "--status", "lost"], env), 2)).toContain(
+      "use delivered, failed, filtered, dead-lettered",
+    );
+    expect(failed(await hookpost(["attempts", "search", "--http", "5x"], env), 2)).toContain(
+      "expected an HTTP status (500) or a class (5xx)",
+    );
+    expect(failed(await hookpost(["attempts", "search", "--destination", "nope"], env), 1)).toContain(
+      'destination "nope" does not exist',
+    );
     const first = JSON.parse((await cli(["--json", "attempts", "search", "--limit", "1"])).stdout) as {
       nextPageToken: string;
     };
-    const mixed = await hookpost(
-      ["attempts", "search", "--status", "failed", "--page-token", first.nextPageToken],
-      env,
-    );
-    expect(mixed.code).toBe(1);
-    expect(mixed.stderr).toContain("belongs to a search with other filters");
+    expect(
+      failed(
+        await hookpost(
+          ["attempts", "search", "--status", "failed", "--page-token", first.nextPageToken],
+          env,
+        ),
+        1,
+      ),
+    ).toContain("belongs to a search with other filters");
   }, 120_000);
 });

@@ -89,6 +89,17 @@ export function ok(r: CliResult): CliResult {
   return r;
 }
 
+/** The stderr of a run that failed with exit code `code` (1: refused, 2: usage). */
+export function failed(r: CliResult, code: number): string {
+  expect(r.code, r.stderr).toBe(code);
+  return r.stderr;
+}
+
+/** The `--json` output of a command that must succeed. */
+export async function runJson<T = Record<string, unknown>>(user: CliUser, args: string[]): Promise<T> {
+  return JSON.parse(ok(await user.run(["--json", ...args])).stdout) as T;
+}
+
 /** The CLI as a test file's user: its scratch folder, its environment, and cliRunner. */
 export interface CliUser {
   /** A folder for the files the tests write (removed after the file's tests). */
@@ -120,8 +131,8 @@ export function useCliUser(endpoint: () => string, token: string): CliUser {
   };
 }
 
-/** `destinations create` of the CLI tests' destination crm ("CRM", header X-Team: growth); `secret` are its secret flags. */
-export function createCrm(source: string, urls: readonly string[], ...secret: string[]): string[] {
+/** `destinations create` of the CLI tests' destination crm ("CRM", header X-Team: growth); `flags` follow (its secret, more headers). */
+export function createCrm(source: string, urls: readonly string[], ...flags: string[]): string[] {
   const urlFlags = urls.flatMap((u) => ["--url", u]);
   return [
     "destinations",
@@ -135,6 +146,6 @@ export function createCrm(source: string, urls: readonly string[], ...secret: st
     ...urlFlags,
     "--header",
     "X-Team: growth",
-    ...secret,
+    ...flags,
   ];
 }

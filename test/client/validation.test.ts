@@ -1,6 +1,7 @@
 import { Analytics, AnalyticsError, type AnalyticsErrorCode } from "@hookpost/client";
 import { afterAll, describe, expect, it } from "vitest";
 import { HOSTILE_MESSAGE_IDS } from "../helpers/hostile-ids.js";
+import { thrown } from "../helpers/thrown.js";
 
 // Refusals happen before the network: nothing listens at this endpoint. The calls that were
 // accepted fail to deliver on close, which is expected here.
@@ -9,13 +10,7 @@ a.on("error", () => {});
 afterAll(() => a.close({ timeoutMs: 1000 }));
 
 function refusal(fn: () => unknown): AnalyticsError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(AnalyticsError);
-    return err as AnalyticsError;
-  }
-  throw new Error("the call was accepted");
+  return thrown(fn, AnalyticsError);
 }
 
 function expectRefused(fn: () => unknown, code: AnalyticsErrorCode, field?: string): void {

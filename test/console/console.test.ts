@@ -1,11 +1,16 @@
 import { adminMetadata, createClient } from "@hookpost/client";
-import { DeliveryMode, HttpMethod, Signing } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import {
+  DeliveryMode,
+  type Destination,
+  HttpMethod,
+  Signing,
+} from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { AttemptLog } from "@hookpost/core";
-import pino from "pino";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
+import { quietLogger } from "../helpers/quiet-logger.js";
 import { type IngestClient, ingestClient, STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
 import { launchChromium, screenshots, WIDE, watchErrors } from "./browser.js";
@@ -81,6 +86,13 @@ async function newDestination(id: string, name: string, url: string): Promise<vo
   await page.locator("input[name=id]").fill(id);
   await page.locator("input[name=name]").fill(name);
   await page.locator("textarea[name=urls]").fill(url);
+}
+
+/** Saves the destination page's settings and reads back what the server stored. */
+async function saveSettings(id: string): Promise<Destination> {
+  await page.getByRole("button", { name: "Save settings" }).click();
+  await page.getByText("Saved.").waitFor();
+  return (await stack.admin.getDestination({ id })).destination!;
 }
 
 async function expectNoSidewaysScroll(name: string): Promise<void> {
@@ -228,7 +240,7 @@ describe("web console", () => {
     const replica = new AttemptLog(stack.nc, {
       enabled: true,
       bodies: false,
-      logger: pino({ level: "silent" }),
+      logger: quietLogger,
       health: { replica: "console-replica", everyMs: 50 },
     });
     replica.breaker("hook", { state: "open", until: Date.now() + 10 * 60_000, failures: 5 });
@@ -306,9 +318,7 @@ describe("web console", () => {
       "token",
     );
     await page.locator("textarea[name=headers]").fill("X-Tenant: acme-eu");
-    await page.getByRole("button", { name: "Save settings" }).click();
-    await page.getByText("Saved.").waitFor();
-    let d = (await stack.admin.getDestination({ id: "hook" })).destination!;
+    let d = await saveSettings("hook");
     expect(d.name).toBe("Customer hook (EU)");
     expect(d.headers).toEqual({ "X-Tenant": "acme-eu" });
 
@@ -381,9 +391,7 @@ describe("web console", () => {
       "Standard Webhooks, Ed25519",
     );
     await page.locator("input[name=name]").fill("Ed25519 hook (EU)");
-    await page.getByRole("button", { name: "Save settings" }).click();
-    await page.getByText("Saved.").waitFor();
-    const saved = (await stack.admin.getDestination({ id: "ed-hook" })).destination!;
+    const saved = await saveSettings("ed-hook");
     expect([saved.name, saved.signing]).toEqual(["Ed25519 hook (EU)", Signing.STANDARD_WEBHOOKS_ED25519]);
     expect(saved.signingPublicKeys).toEqual(d.signingPublicKeys);
 
@@ -504,9 +512,7 @@ describe("web console", () => {
 
     await page.locator("input[name=retry-window]").fill("2h");
     await page.locator("input[name=retry-delays]").fill("10s, 1m");
-    await page.getByRole("button", { name: "Save settings" }).click();
-    await page.getByText("Saved.").waitFor();
-    const d = (await stack.admin.getDestination({ id: "crm" })).destination!;
+    const d = await saveSettings("crm");
     expect([d.filter?.types, d.filter?.events]).toEqual([["track"], ["Signed Up"]]);
     expect(d.retry?.window?.seconds).toBe(7200n);
     expect(d.retry?.delays.map((x) => x.seconds)).toEqual([10n, 60n]);

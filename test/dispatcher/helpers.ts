@@ -12,9 +12,9 @@ import {
   startDispatcher,
 } from "@hookpost/dispatcher";
 import { connect, type JetStreamClient, type JetStreamManager, type NatsConnection } from "nats";
-import pino from "pino";
 import { afterAll, beforeAll } from "vitest";
 import { NatsServer } from "../helpers/nats-server.js";
+import { quietLogger } from "../helpers/quiet-logger.js";
 import { Receiver } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
 
@@ -189,8 +189,6 @@ export async function pipeline(): Promise<Pipeline> {
     },
   };
 }
-
-export const quietLogger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
 
 /**
  * For a test file: a pipeline with one dispatcher and an HTTP receiver, started before its tests

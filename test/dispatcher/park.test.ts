@@ -2,7 +2,8 @@ import { DELIVERIES_STREAM, laneConsumer, laneSubject, PipelinedPublisher } from
 import { type DeliveryDeps, DeliveryHandler, laneConsumerConfig, Parking } from "@hookpost/dispatcher";
 import { headers } from "nats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { destination, type Pipeline, pipeline, quietLogger } from "./helpers.js";
+import { quietLogger } from "../helpers/quiet-logger.js";
+import { destination, type Pipeline, pipeline } from "./helpers.js";
 
 // Parking moves a delivery to its destination's lane with a Nats-Msg-Id per attempt count, so a
 // park retried after a timeout is stored once. A lane delivery "parked" again unchanged (its

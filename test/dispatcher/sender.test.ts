@@ -1,13 +1,12 @@
 import { rmSync } from "node:fs";
 import { AddressPolicy, createWebhookAgent, WebhookSender } from "@hookpost/dispatcher";
-import pino from "pino";
 import type { Agent } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { quietLogger } from "../helpers/quiet-logger.js";
 import { destination, makeCerts, Receiver, type TestCerts } from "./helpers.js";
 
 /** The sender on its own, against real HTTP(S) receivers: SSRF, TLS, status handling. */
 
-const logger = pino({ level: "silent" });
 const body = new TextEncoder().encode(`{"version":1,"type":"track"}`);
 const never = new AbortController().signal;
 
@@ -23,7 +22,7 @@ function sender(o: { allowed?: string[]; caFile?: string; timeoutMs?: number } =
     ...(o.caFile ? { caFile: o.caFile } : {}),
   });
   agents.push(agent);
-  return new WebhookSender({ agent, timeoutMs: o.timeoutMs ?? 2000, logger });
+  return new WebhookSender({ agent, timeoutMs: o.timeoutMs ?? 2000, logger: quietLogger });
 }
 
 async function send(s: WebhookSender, ...urls: string[]) {

@@ -25,8 +25,8 @@ import {
   userHash,
 } from "@hookpost/core";
 import { headers } from "nats";
-import { pino } from "pino";
 import { beforeAll, describe, expect, it } from "vitest";
+import { quietLogger } from "../helpers/quiet-logger.js";
 import { until } from "../helpers/until.js";
 import { useNats } from "../helpers/use-nats.js";
 
@@ -39,7 +39,6 @@ import { useNats } from "../helpers/use-nats.js";
  */
 
 const nats = useNats();
-const log = pino({ level: "silent" });
 const enc = new TextEncoder();
 let deletions: DeletionStore;
 let memberships: MembershipStore;
@@ -160,7 +159,13 @@ describe("the erasure worker", () => {
       passes: 0,
     });
     const workers = [0, 1].map(
-      () => new ErasureWorker(nats.nc, deletions, { intervalMs: 100, settleMs: SETTLE_MS, memberships, log }),
+      () =>
+        new ErasureWorker(nats.nc, deletions, {
+          intervalMs: 100,
+          settleMs: SETTLE_MS,
+          memberships,
+          log: quietLogger,
+        }),
     );
     for (const w of workers) w.start();
     try {
@@ -215,7 +220,7 @@ describe("the erasure worker", () => {
       intervalMs: 100,
       settleMs: 500,
       memberships,
-      log,
+      log: quietLogger,
     });
     worker.start();
     try {

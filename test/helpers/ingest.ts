@@ -1,6 +1,6 @@
 import { type IngestConfig, type IngestHandle, startIngest } from "@hookpost/api";
 import { DEFAULT_TOPOLOGY } from "@hookpost/core";
-import { pino } from "pino";
+import { quietLogger } from "./quiet-logger.js";
 import { type ServiceProcess, spawnService } from "./service-process.js";
 
 /** An in-process ingest's configuration for tests: a free loopback gRPC port, silent, the default topology. */
@@ -26,7 +26,7 @@ export function startTestIngest(
   adminToken: string,
   overrides: Partial<IngestConfig> = {},
 ): Promise<IngestHandle> {
-  return startIngest(testIngestConfig(natsUrl, adminToken, overrides), { logger: pino({ level: "silent" }) });
+  return startIngest(testIngestConfig(natsUrl, adminToken, overrides), { logger: quietLogger });
 }
 
 /**

@@ -46,6 +46,17 @@ export class Receiver {
     });
     server.on("request", (req: IncomingMessage, res: ServerResponse) => this.#onRequest(req, res));
   }
+  /**
+   * Answers the requests to `path` with `answer` (undefined: as before) until the returned
+   * function gives back the previous answers.
+   */
+  answerAt(path: string, answer: (req: ReceivedRequest) => Reply | undefined): () => void {
+    const previous = this.respond;
+    this.respond = (req) => (req.url === path ? (answer(req) ?? previous(req)) : previous(req));
+    return () => {
+      this.respond = previous;
+    };
+  }
 
   static async http(host = "127.0.0.1"): Promise<Receiver> {
     return Receiver.#listen(new Receiver(createHttpServer(), "http"), host);

@@ -15,9 +15,9 @@ import {
   startDispatcher,
 } from "@hookpost/dispatcher";
 import { connect, type NatsConnection } from "nats";
-import pino from "pino";
 import { startTestIngest } from "./ingest.js";
 import { NatsServer } from "./nats-server.js";
+import { quietLogger } from "./quiet-logger.js";
 import { Receiver } from "./receiver.js";
 import { waitForRevision } from "./revisions.js";
 
@@ -91,7 +91,7 @@ export class Stack {
   }
 
   async addDispatcher(overrides: Partial<DispatcherConfig> = {}): Promise<RunningDispatcher> {
-    const d = await startDispatcher(this.dispatcherConfig(overrides), { logger: pino({ level: "silent" }) });
+    const d = await startDispatcher(this.dispatcherConfig(overrides), { logger: quietLogger });
     this.dispatchers.push(d);
     return d;
   }

@@ -1,6 +1,6 @@
 import { StreamFeed } from "@hookpost/core";
-import pino from "pino";
 import { beforeAll, describe, expect, it } from "vitest";
+import { quietLogger } from "../helpers/quiet-logger.js";
 import { until } from "../helpers/until.js";
 import { useNats } from "../helpers/use-nats.js";
 
@@ -33,7 +33,7 @@ describe("StreamFeed", () => {
       stream: "FEED",
       startTime: () => startedAt,
       onMessage: (data, seq) => seen.push({ text: decoder.decode(data), seq }),
-      logger: pino({ level: "silent" }),
+      logger: quietLogger,
       heartbeatMs: 500,
     });
     feed.start();

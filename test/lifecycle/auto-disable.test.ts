@@ -38,8 +38,7 @@ async function scenario(path: string, failure: number, cause: string, reason: Re
   });
   const mine = () => stack.receiver.requests.filter((r) => r.url === path);
   let healthy = false;
-  const previous = stack.receiver.respond;
-  stack.receiver.respond = (req) => (req.url === path && !healthy ? { status: failure } : previous(req));
+  const restore = stack.receiver.answerAt(path, () => (healthy ? undefined : { status: failure }));
   try {
     const js = stack.nc.jetstream();
     const early = Array.from({ length: 5 }, () => track({ sourceId }));
@@ -83,7 +82,7 @@ async function scenario(path: string, failure: number, cause: string, reason: Re
     const dead = await stack.admin.listDeadLetters({ destinationId: dest.id });
     expect(dead.deadLetters).toHaveLength(0);
   } finally {
-    stack.receiver.respond = previous;
+    restore();
   }
 }
 

@@ -193,8 +193,7 @@ describe("hookpost destinations (lifecycle)", () => {
     expect(limited.stdout).toMatch(/rate limit:\s+20\/s/);
     expect(limited.stdout).toMatch(/max in flight:\s+4/);
 
-    const previous = stack.receiver.respond;
-    stack.receiver.respond = (req) => (req.url === path ? { status: 410 } : previous(req));
+    const restore = stack.receiver.answerAt(path, () => ({ status: 410 }));
     try {
       await publishCall(stack.nc.jetstream(), track({ sourceId: src }));
       await until(async () => !(await stack.admin.getDestination({ id: d.id })).destination!.enabled, {
@@ -202,7 +201,7 @@ describe("hookpost destinations (lifecycle)", () => {
         message: "the pause",
       });
     } finally {
-      stack.receiver.respond = previous;
+      restore();
     }
     const paused = await cli(["destinations", "get", d.id]);
     expect(paused.stdout).toMatch(/enabled:\s+no/);

@@ -1,9 +1,9 @@
 import type { IngestHandle } from "@hookpost/api";
 import { DEAD_STREAM, DELIVERIES_STREAM, EVENTS_STREAM } from "@hookpost/core";
 import { defaultDispatcherConfig, type RunningDispatcher, startDispatcher } from "@hookpost/dispatcher";
-import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestIngest } from "../helpers/ingest.js";
+import { quietLogger } from "../helpers/quiet-logger.js";
 import { Receiver } from "../helpers/receiver.js";
 import { killIfRunning } from "../helpers/service-process.js";
 import { adminClient, ingestClient, STACK_ADMIN_TOKEN } from "../helpers/stack.js";
@@ -81,7 +81,7 @@ describe("SIGTERM to a dispatcher mid-delivery", () => {
     // for the consumer's ack wait (30 s) to expire.
     second = await startDispatcher(
       defaultDispatcherConfig(nats.server.url, { allowedCidrs: ["127.0.0.0/8"], pullExpiresMs: 1000 }),
-      { logger: pino({ level: "silent" }) },
+      { logger: quietLogger },
     );
     await until(
       () => {

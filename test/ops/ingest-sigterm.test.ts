@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, HookpostError } from "@hookpost/contract";
 import { defaultDispatcherConfig, type RunningDispatcher, startDispatcher } from "@hookpost/dispatcher";
-import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnIngest } from "../helpers/ingest.js";
+import { quietLogger } from "../helpers/quiet-logger.js";
 import { Receiver } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import { killIfRunning } from "../helpers/service-process.js";
@@ -31,7 +31,7 @@ beforeAll(async () => {
       pullExpiresMs: 1000,
       shutdownGraceMs: 2000,
     }),
-    { logger: pino({ level: "silent" }) },
+    { logger: quietLogger },
   );
 });
 

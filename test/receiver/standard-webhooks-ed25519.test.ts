@@ -12,6 +12,7 @@ import {
   type WebhookVerificationErrorCode,
 } from "@hookpost/receiver";
 import { describe, expect, it } from "vitest";
+import { thrown } from "../helpers/thrown.js";
 
 /**
  * Standard Webhooks asymmetric signatures (`v1a,`, Ed25519, `whsk_` / `whpk_` keys): signing and
@@ -29,13 +30,7 @@ const RFC_PUBLIC = Buffer.from("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325
 
 /** The error `fn` was refused with. */
 function refused(fn: () => unknown): WebhookVerificationError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(WebhookVerificationError);
-    return err as WebhookVerificationError;
-  }
-  throw new Error("accepted");
+  return thrown(fn, WebhookVerificationError);
 }
 
 const refusal = (fn: () => unknown): WebhookVerificationErrorCode => refused(fn).code;

@@ -9,19 +9,14 @@ import {
 } from "@hookpost/receiver";
 import { WebhookVerificationError as TheirError, Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
+import { thrown } from "../helpers/thrown.js";
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const body = JSON.stringify({ version: 1, type: "identify", userId: "u1", traits: { name: "Zoë" } });
 const id = "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W";
 
 function refusal(fn: () => unknown): WebhookVerificationErrorCode {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(WebhookVerificationError);
-    return (err as WebhookVerificationError).code;
-  }
-  throw new Error("accepted");
+  return thrown(fn, WebhookVerificationError).code;
 }
 
 describe("Standard Webhooks", () => {

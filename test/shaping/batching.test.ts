@@ -7,6 +7,7 @@ import { STACK_OPTIONS } from "../e2e/helpers.js";
 import { untilDeadLetters } from "../helpers/dead-letters.js";
 import { code } from "../helpers/grpc-code.js";
 import type { Receiver } from "../helpers/receiver.js";
+import type { Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
 import { useReceiverStack } from "../helpers/use-receiver-stack.js";
 
@@ -23,6 +24,11 @@ const { stack, src, rx } = useReceiverStack("batching", ["arrays", "retry", "dea
   dispatchers: 2,
   dispatcher: { ...STACK_OPTIONS.dispatcher, retryBaseDelayMs: 200 },
 });
+
+/** Destination `name` of the source, sending to the receiver of the same name at /batch. */
+function batchDestination(name: string, init: Parameters<Stack["destination"]>[0]) {
+  return stack.destination({ name, sourceIds: [src.id], urls: [rx[name]!.url("/batch")], ...init });
+}
 
 /** Sends `n` track calls of one event in one Batch RPC; their message ids in order. */
 async function sendTracks(event: string, n: number, props: Record<string, unknown> = {}): Promise<string[]> {
@@ -45,10 +51,7 @@ function elements(r: Receiver): Array<{ element: Record<string, unknown>; reques
 
 describe("batching", () => {
   it("delivers calls as signed JSON arrays of at most max_calls, each call once", async () => {
-    const dest = await stack.destination({
-      name: "arrays",
-      sourceIds: [src.id],
-      urls: [rx.arrays!.url("/batch")],
+    const dest = await batchDestination("arrays", {
       sharedSecret: SECRET,
       filter: { events: ["Batched"] },
       batching: { maxCalls: 10, maxWait: durationFromMs(300) },
@@ -82,10 +85,7 @@ describe("batching", () => {
   it("a failed batch is retried as the same batch: same members, key and bytes", async () => {
     let refused = 0;
     rx.retry!.respond = () => (refused++ < 2 ? { status: 503 } : { status: 200 });
-    await stack.destination({
-      name: "retry",
-      sourceIds: [src.id],
-      urls: [rx.retry!.url("/batch")],
+    await batchDestination("retry", {
       sharedSecret: SECRET,
       filter: { events: ["Retried"] },
       // Wait long enough for all 8 calls to be one batch.
@@ -105,10 +105,7 @@ describe("batching", () => {
 
   it("members a batch cannot deliver become dead letters of their own, with the batch in the reason", async () => {
     rx.dead!.respond = () => ({ status: 422 });
-    const dest = await stack.destination({
-      name: "dead",
-      sourceIds: [src.id],
-      urls: [rx.dead!.url("/batch")],
+    const dest = await batchDestination("dead", {
       filter: { events: ["Refused"] },
       batching: { maxCalls: 4, maxWait: durationFromMs(1_000) },
     });
@@ -128,10 +125,7 @@ describe("batching", () => {
   });
 
   it("max_bytes splits batches by the size of the array sent", async () => {
-    await stack.destination({
-      name: "bytes",
-      sourceIds: [src.id],
-      urls: [rx.bytes!.url("/batch")],
+    await batchDestination("bytes", {
       filter: { events: ["Sized"] },
       batching: { maxCalls: 1000, maxBytes: 2048, maxWait: durationFromMs(500) },
     });
@@ -142,10 +136,7 @@ describe("batching", () => {
   });
 
   it("a mapping renders each element; the filter leaves calls out as filtered; the dry run shows a batch of one", async () => {
-    const dest = await stack.destination({
-      name: "mapped",
-      sourceIds: [src.id],
-      urls: [rx.mapped!.url("/batch")],
+    const dest = await batchDestination("mapped", {
       sharedSecret: SECRET,
       mapping: `{"id": $messageId, "n": properties.i}`,
       filter: { expression: `event = "Mapped" and properties.i < 3` },

@@ -1,8 +1,8 @@
 import { startTracing, type Tracing } from "@hookpost/core";
 import { SpanKind } from "@opentelemetry/api";
 import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
-import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { quietLogger } from "../helpers/quiet-logger.js";
 import { Receiver } from "../helpers/receiver.js";
 import { Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
@@ -21,7 +21,7 @@ let stack: Stack;
 let failing: Receiver;
 
 beforeAll(async () => {
-  tracing = await startTracing("hookpost-test", {}, pino({ level: "silent" }), { exporter });
+  tracing = await startTracing("hookpost-test", {}, quietLogger, { exporter });
   stack = await Stack.start({ ingest: { httpAddress: "127.0.0.1:0" } });
   failing = await Receiver.http();
 });

@@ -27,14 +27,11 @@ import { InputError, type InputProblem } from "./errors.js";
 import {
   type BatchingView,
   CONSENT_MISSING_NAMES,
-  type ConsentMissingName,
   DELIVERY_MODE_NAMES,
-  type DeliveryModeName,
+  type DestinationView,
   type FilterView,
   METHOD_NAMES,
-  type MethodName,
   ORDERING_NAMES,
-  type OrderingName,
   type RetryView,
   SIGNING_NAMES,
   type SigningName,
@@ -107,34 +104,34 @@ export interface DesiredSource {
   path: string;
 }
 
-export interface DesiredDestination {
-  id: string;
-  name: string;
-  sourceIds: string[];
-  urls: string[];
-  headers: Record<string, string>;
+/**
+ * A destination as the file declares it: the settings `destinations get` shows, with the secret
+ * itself. Keys absent from the file take the create defaults: unordered, no consent categories,
+ * deliver, every call, the default body, POST, the server's retry schedule, one call per request,
+ * failover.
+ */
+export interface DesiredDestination
+  extends Pick<
+    DestinationView,
+    | "id"
+    | "name"
+    | "sourceIds"
+    | "urls"
+    | "headers"
+    | "signing"
+    | "ordering"
+    | "consentCategories"
+    | "consentMissing"
+    | "filter"
+    | "mapping"
+    | "method"
+    | "retry"
+    | "batching"
+    | "deliveryMode"
+    | "enabled"
+  > {
   /** Absent: the destination has no shared secret. */
   secret?: string;
-  signing: SigningName;
-  /** Absent from the file: unordered. */
-  ordering: OrderingName;
-  /** Absent from the file: none (no consent requirement). */
-  consentCategories: string[];
-  /** Absent from the file: deliver. */
-  consentMissing: ConsentMissingName;
-  /** Absent from the file: every call. */
-  filter: FilterView | null;
-  /** Absent from the file: "" (the default body). */
-  mapping: string;
-  /** Absent from the file: POST. */
-  method: MethodName;
-  /** Absent from the file: the server's schedule. */
-  retry: RetryView | null;
-  /** Absent from the file: one call per request. */
-  batching: BatchingView | null;
-  /** Absent from the file: failover. */
-  deliveryMode: DeliveryModeName;
-  enabled: boolean;
   path: string;
 }
 
@@ -516,49 +513,37 @@ class Checker {
 
   urls(value: unknown, path: Path): string[] | undefined {
     if (value === undefined) return void this.problem(path, "is required: 1 to 5 webhook URLs");
-    if (!Array.isArray(value) || value.some((v) => typeof v !== "string")) {
-      return void this.problem(path, "must be a list of URLs");
-    }
-    const urls = value as string[];
-    return this.violations(path, urlsViolations(urls, pathText(path))) ? urls : undefined;
+    const urls = this.textList(value, path, "URLs");
+    return urls && this.violations(path, urlsViolations(urls, pathText(path))) ? urls : undefined;
   }
 
   /** A source's web origins, normalised as the server stores them (so a re-apply compares equal). */
   allowedOrigins(value: unknown, path: Path): string[] | undefined {
     if (value === undefined || value === null) return [];
-    if (!Array.isArray(value) || value.some((v) => typeof v !== "string")) {
-      return void this.problem(path, "must be a list of origins such as https://shop.example.com");
-    }
-    const origins = value as string[];
-    return this.violations(path, allowedOriginsViolations(origins, pathText(path)))
+    const origins = this.textList(value, path, "origins such as https://shop.example.com");
+    return origins && this.violations(path, allowedOriginsViolations(origins, pathText(path)))
       ? normalizeOrigins(origins)
       : undefined;
   }
 
   consentCategories(value: unknown, path: Path): string[] | undefined {
     if (value === undefined || value === null) return [];
-    if (!Array.isArray(value) || value.some((v) => typeof v !== "string")) {
-      return void this.problem(path, "must be a list of consent category names");
-    }
-    const categories = value as string[];
-    return this.violations(path, consentCategoriesViolations(categories, pathText(path)))
+    const categories = this.textList(value, path, "consent category names");
+    return categories && this.violations(path, consentCategoriesViolations(categories, pathText(path)))
       ? categories
       : undefined;
   }
 
   /** `filter: { types, events, expression }`: the parts given; undefined when absent (or wrong: a problem). */
-  filter(value: unknown, path: Path): FilterView | undefined {
-    if (value === undefined || value === null) return undefined;
-    if (!isObject(value))
-      return void this.problem(path, "must be a mapping with types, events and/or expression");
-    this.unknownKeys(value, path, FILTER_KEYS);
+  filter(raw: unknown, path: Path): FilterView | undefined {
+    const value = this.section(raw, path, FILTER_KEYS, "types, events and/or expression");
+    if (value === undefined) return undefined;
     const out: FilterView = {};
     for (const key of ["types", "events"] as const) {
       const v = value[key];
       if (v === undefined) continue;
-      if (!Array.isArray(v) || v.some((x) => typeof x !== "string"))
-        this.problem([...path, key], "must be a list of names");
-      else if (v.length > 0) out[key] = v as string[];
+      const names = this.textList(v, [...path, key], "names");
+      if (names && names.length > 0) out[key] = names;
     }
     const expression = this.text(value.expression, [...path, "expression"]);
     if (expression) out.expression = expression;
@@ -571,11 +556,9 @@ class Checker {
    * `batching: { maxCalls: 100, maxBytes: 524288, maxWait: 1s }` (each optional: the defaults);
    * `batching: {}` batches with every default. The wait normalised as for retry.
    */
-  batching(value: unknown, path: Path): BatchingView | undefined {
-    if (value === undefined || value === null) return undefined;
-    if (!isObject(value))
-      return void this.problem(path, "must be a mapping with maxCalls, maxBytes and/or maxWait");
-    this.unknownKeys(value, path, BATCHING_KEYS);
+  batching(raw: unknown, path: Path): BatchingView | undefined {
+    const value = this.section(raw, path, BATCHING_KEYS, "maxCalls, maxBytes and/or maxWait");
+    if (value === undefined) return undefined;
     const out: BatchingView = {};
     for (const key of ["maxCalls", "maxBytes"] as const) {
       const v = value[key];
@@ -613,10 +596,9 @@ class Checker {
    * `retry: { window: 2h, delays: [10s, 1m] }`: durations as the CLI writes them, normalised ("60s"
    * is "1m") so that a re-apply compares equal; the server checks its bounds.
    */
-  retry(value: unknown, path: Path): RetryView | undefined {
-    if (value === undefined || value === null) return undefined;
-    if (!isObject(value)) return void this.problem(path, "must be a mapping with window and/or delays");
-    this.unknownKeys(value, path, RETRY_KEYS);
+  retry(raw: unknown, path: Path): RetryView | undefined {
+    const value = this.section(raw, path, RETRY_KEYS, "window and/or delays");
+    if (value === undefined) return undefined;
     const duration = (v: unknown, at: Path): string | undefined => {
       try {
         if (typeof v !== "string") throw new Error("must be a duration such as 30s, 5m or 2h");
@@ -678,6 +660,23 @@ class Checker {
       this.problem(path, v.description);
     }
     return list.length === 0;
+  }
+
+  /** `value` as a list of text; otherwise undefined, and a problem: "must be a list of `what`". */
+  textList(value: unknown, path: Path, what: string): string[] | undefined {
+    if (Array.isArray(value) && value.every((v) => typeof v === "string")) return value as string[];
+    return void this.problem(path, `must be a list of ${what}`);
+  }
+
+  /**
+   * An optional mapping of these `keys` (`expected` names them for people): undefined when absent,
+   * or when not a mapping (a problem); unknown keys are problems.
+   */
+  section(value: unknown, path: Path, keys: string[], expected: string): Record<string, unknown> | undefined {
+    if (value === undefined || value === null) return undefined;
+    if (!isObject(value)) return void this.problem(path, `must be a mapping with ${expected}`);
+    this.unknownKeys(value, path, keys);
+    return value;
   }
 
   unknownKeys(value: Record<string, unknown>, path: Path, known: string[]): void {

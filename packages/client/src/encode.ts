@@ -1,5 +1,5 @@
 import type { JsonObject } from "@bufbuild/protobuf";
-import { MAX_CALL_BYTES, objectProblem } from "@hookpost/contract";
+import { CALL_STRING_FIELDS, CALL_TYPE_FIELDS, MAX_CALL_BYTES, objectProblem } from "@hookpost/contract";
 import { AnalyticsError } from "./analytics-error.js";
 import { type CallFields, CallTooLargeError, encodeFrame } from "./call-encoder.js";
 import type { CallType, ParamsByType } from "./calls.js";
@@ -30,29 +30,8 @@ export function encodeCall<T extends CallType>(
     context: { ...(p.context ? json(p.context, "context") : {}), library },
     integrations: p.integrations as Record<string, boolean> | undefined,
   };
-  switch (type) {
-    case "identify":
-      fields.traits = json(p.traits, "traits");
-      break;
-    case "track":
-      fields.event = p.event as string;
-      fields.properties = json(p.properties, "properties");
-      break;
-    case "page":
-      fields.name = p.name as string | undefined;
-      fields.category = p.category as string | undefined;
-      fields.properties = json(p.properties, "properties");
-      break;
-    case "screen":
-      fields.name = p.name as string | undefined;
-      break;
-    case "group":
-      fields.groupId = p.groupId as string;
-      fields.traits = json(p.traits, "traits");
-      break;
-    case "alias":
-      fields.previousId = p.previousId as string;
-      break;
+  for (const key of CALL_TYPE_FIELDS[type]) {
+    fields[key] = isStringField(key) ? (p[key] as string | undefined) : json(p[key], key);
   }
   try {
     return encodeFrame(type, fields, MAX_CALL_BYTES);
@@ -72,4 +51,8 @@ function json(value: unknown, path: string): JsonObject | undefined {
   const problem = objectProblem(out, path);
   if (problem) throw new AnalyticsError("invalid_call", `${path} ${problem}`, { field: path });
   return out;
+}
+
+function isStringField(key: string): boolean {
+  return (CALL_STRING_FIELDS as readonly string[]).includes(key);
 }

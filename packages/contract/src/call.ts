@@ -20,6 +20,16 @@ export const CALL_STRING_FIELDS = [
   "previousId",
 ] as const;
 
+/** The fields each call type carries beyond the ones every call has (JSON names). */
+export const CALL_TYPE_FIELDS = {
+  identify: ["traits"],
+  track: ["event", "properties"],
+  page: ["name", "category", "properties"],
+  screen: ["name"],
+  group: ["groupId", "traits"],
+  alias: ["previousId"],
+} as const satisfies Record<CallType, ReadonlyArray<keyof ContractCall>>;
+
 /**
  * One analytics call as the contract sees it, whatever transport carried it. Strings are ""
  * when not sent (as in proto3); objects are undefined when not sent. Fields that do not belong

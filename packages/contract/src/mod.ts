@@ -25,7 +25,14 @@ export {
   type SearchFilterFields,
   searchFilterViolations,
 } from "./attempt-search.js";
-export { CALL_STRING_FIELDS, CALL_TYPES, type CallType, type ContractCall, isCallType } from "./call.js";
+export {
+  CALL_STRING_FIELDS,
+  CALL_TYPE_FIELDS,
+  CALL_TYPES,
+  type CallType,
+  type ContractCall,
+  isCallType,
+} from "./call.js";
 export { CLIENT_SETTINGS, type ClientSetting, clientSetting, userVariables } from "./config/client-env.js";
 export {
   type ConsentDecision,

@@ -1,4 +1,4 @@
-import type { ContractCall } from "./call.js";
+import { CALL_TYPE_FIELDS, type ContractCall } from "./call.js";
 import type { BatchCall } from "./gen/hookpost/v1/ingest_pb.js";
 import { fromProtoTimestamp } from "./timestamp.js";
 
@@ -17,29 +17,9 @@ export function fromProtoCall(call: ProtoCall): ContractCall {
     context: v.context,
     integrations: v.integrations,
   };
-  switch (call.case) {
-    case "identify":
-      out.traits = call.value.traits;
-      break;
-    case "track":
-      out.event = call.value.event;
-      out.properties = call.value.properties;
-      break;
-    case "page":
-      out.name = call.value.name;
-      out.category = call.value.category;
-      out.properties = call.value.properties;
-      break;
-    case "screen":
-      out.name = call.value.name;
-      break;
-    case "group":
-      out.groupId = call.value.groupId;
-      out.traits = call.value.traits;
-      break;
-    case "alias":
-      out.previousId = call.value.previousId;
-      break;
-  }
+  // The type's own fields: protobuf-es gives them the contract's names and JSON shapes.
+  const from = v as Partial<Record<keyof ContractCall, unknown>>;
+  const to = out as unknown as Record<string, unknown>;
+  for (const key of CALL_TYPE_FIELDS[call.case]) to[key] = from[key];
   return out;
 }

@@ -6,7 +6,7 @@ import {
   protoInt64,
   ScalarType,
 } from "@bufbuild/protobuf";
-import { type CallType, type ContractCall, isCallType } from "./call.js";
+import { CALL_TYPE_FIELDS, type CallType, type ContractCall, isCallType } from "./call.js";
 import { BatchCallSchema } from "./gen/hookpost/v1/ingest_pb.js";
 import { MAX_BATCH_BYTES, MAX_CALL_BYTES, MAX_OBJECT_DEPTH } from "./limits.js";
 import { batchCountProblem, validateCall } from "./rules.js";
@@ -92,15 +92,6 @@ interface CallSpec {
   empty: () => ContractCall;
 }
 
-/** The ContractCall properties fromProtoCall sets for each type beyond the common ones. */
-const TYPE_KEYS: Record<CallType, Array<keyof ContractCall>> = {
-  identify: ["traits"],
-  track: ["event", "properties"],
-  page: ["name", "category", "properties"],
-  screen: ["name"],
-  group: ["groupId", "traits"],
-  alias: ["previousId"],
-};
 const COMMON_KEYS: Array<keyof ContractCall> = [
   "messageId",
   "userId",
@@ -113,7 +104,7 @@ const COMMON_KEYS: Array<keyof ContractCall> = [
 /** From the descriptors, so that a field added to the .proto fails here (tests) until taught. */
 function callSpec(type: CallType, desc: DescMessage): CallSpec {
   const fields: Array<CallField | undefined> = [];
-  const keys = [...COMMON_KEYS, ...TYPE_KEYS[type]];
+  const keys = [...COMMON_KEYS, ...CALL_TYPE_FIELDS[type]];
   for (const f of desc.fields) {
     const key = f.localName as keyof ContractCall;
     if (!keys.includes(key) || f.number > 15)

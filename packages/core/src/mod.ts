@@ -144,6 +144,7 @@ export { listenError } from "./env/listen-error.js";
 export { DEFAULT_OPS_LIMITS, opsLimitsFrom } from "./env/ops-env.js";
 export { ConfigError } from "./env/read-env.js";
 export { keyringFrom, PLAIN_SECRETS_WARNING } from "./env/secrets-env.js";
+export { setOnly } from "./env/set-only.js";
 export { topologyFrom } from "./env/topology-env.js";
 export { tracingEnabledFromEnv } from "./env/tracing-env.js";
 export {
@@ -157,6 +158,7 @@ export { eraseMemberships, type MembershipErasure } from "./erasure/erase-member
 export { erasePass } from "./erasure/erase-pass.js";
 export { ErasureWorker, type ErasureWorkerOptions } from "./erasure/erasure-worker.js";
 export { DomainError, type DomainErrorCode } from "./errors.js";
+export { getOrInsert } from "./get-or-insert.js";
 export { connectImpl, peerKey, toConnectError } from "./grpc/connect-service.js";
 export { domainStatus, toHookpostError } from "./grpc/domain-status.js";
 export {

@@ -5,9 +5,7 @@ import {
   ADMIN_PAGE_MAX_BYTES,
   ADMIN_PAGES,
   answerBytes,
-  Code,
   type FieldViolation,
-  HookpostError,
   pageSize,
   pageSizeViolation,
   searchFilterViolations,
@@ -31,7 +29,7 @@ import {
 import type { JetStreamManager } from "nats";
 import { throwIfInvalid } from "../invalid.js";
 import { attemptToProto } from "./attempts.js";
-import { optionalIdViolations } from "./ids.js";
+import { logFilterViolations, notFound } from "./ids.js";
 import type { AdminMethods } from "./sources.js";
 
 export interface AttemptSearchDeps {
@@ -119,10 +117,7 @@ export function attemptSearchHandlers(
 ): Pick<ServiceImpl<AdminMethods>, "searchAttempts" | "getAttemptLogInfo"> {
   return {
     searchAttempts: async (req) => {
-      const violations: FieldViolation[] = [
-        ...optionalIdViolations(req.destinationId, "destination_id"),
-        ...optionalIdViolations(req.sourceId, "source_id"),
-      ];
+      const violations = logFilterViolations(req);
       const sinceMs = req.since ? timestampDate(req.since).getTime() : undefined;
       const untilMs = req.until ? timestampDate(req.until).getTime() : undefined;
       violations.push(
@@ -168,10 +163,10 @@ export function attemptSearchHandlers(
       // A typo is never an empty, reassuring answer.
       if (page.hits.length === 0 && !after) {
         if (req.destinationId && !deps.store.destination(req.destinationId)) {
-          throw new HookpostError(Code.NOT_FOUND, `destination "${req.destinationId}" does not exist`);
+          throw notFound("destination", req.destinationId);
         }
         if (req.sourceId && !deps.store.source(req.sourceId)) {
-          throw new HookpostError(Code.NOT_FOUND, `source "${req.sourceId}" does not exist`);
+          throw notFound("source", req.sourceId);
         }
       }
       return {

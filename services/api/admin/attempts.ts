@@ -28,7 +28,7 @@ import type {
   Stored,
 } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
-import { optionalIdViolations, requiredIdViolations } from "./ids.js";
+import { logFilterViolations, notFound, requiredIdViolations } from "./ids.js";
 import { beforeSequence } from "./sequence-token.js";
 import type { AdminMethods } from "./sources.js";
 
@@ -66,10 +66,7 @@ export function attemptHandlers(
 ): Pick<ServiceImpl<AdminMethods>, "listAttempts" | "getMessage"> {
   return {
     listAttempts: async (req) => {
-      const violations: FieldViolation[] = [
-        ...optionalIdViolations(req.destinationId, "destination_id"),
-        ...optionalIdViolations(req.sourceId, "source_id"),
-      ];
+      const violations = logFilterViolations(req);
       if (req.messageId.length > MAX_MESSAGE_ID) {
         violations.push({ field: "message_id", description: `is too long: at most ${MAX_MESSAGE_ID}` });
       }
@@ -89,7 +86,7 @@ export function attemptHandlers(
       });
       if (req.destinationId && page.attempts.length === 0 && before === undefined) {
         if (!deps.store.destination(req.destinationId)) {
-          throw new HookpostError(Code.NOT_FOUND, `destination "${req.destinationId}" does not exist`);
+          throw notFound("destination", req.destinationId);
         }
       }
       return {

@@ -11,7 +11,7 @@ import {
 import type { DeadLetterSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import type { ConfigStore, DeadLetter, DeadLetters, Logger, ServiceImpl } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
-import { requiredIdViolations } from "./ids.js";
+import { notFound, optionalIdViolations, requiredIdViolations } from "./ids.js";
 import type { AdminMethods } from "./sources.js";
 
 export interface DeadLetterDeps {
@@ -45,7 +45,7 @@ export function deadLetterHandlers(
       // Deleted destinations keep their records; an id with neither is a mistake worth saying.
       if (letters.length === 0 && req.destinationId !== "" && !deps.store.destination(req.destinationId)) {
         const any = await deps.deadLetters.list(req.destinationId, { pageSize: 1 });
-        if (any.length === 0) throw destinationNotFound(req.destinationId);
+        if (any.length === 0) throw notFound("destination", req.destinationId);
       }
       return { deadLetters: letters.map(toProto), nextAfterSequence: BigInt(nextAfter ?? 0) };
     },
@@ -53,9 +53,9 @@ export function deadLetterHandlers(
     replayDeadLetters: async (req) => {
       throwIfInvalid([
         ...requiredIdViolations(req.destinationId, "destination_id"),
-        ...(req.sourceId === "" ? [] : requiredIdViolations(req.sourceId, "source_id")),
+        ...optionalIdViolations(req.sourceId, "source_id"),
       ]);
-      if (!deps.store.destination(req.destinationId)) throw destinationNotFound(req.destinationId);
+      if (!deps.store.destination(req.destinationId)) throw notFound("destination", req.destinationId);
       const sinceMs = req.since ? timestampDate(req.since).getTime() : undefined;
       const untilMs = req.until ? timestampDate(req.until).getTime() : undefined;
       if (sinceMs !== undefined && untilMs !== undefined && untilMs <= sinceMs) {
@@ -92,10 +92,6 @@ export function deadLetterHandlers(
       return r;
     },
   };
-}
-
-function destinationNotFound(id: string): HookpostError {
-  return new HookpostError(Code.NOT_FOUND, `destination "${id}" does not exist`);
 }
 
 function toProto(d: DeadLetter): MessageInitShape<typeof DeadLetterSchema> {

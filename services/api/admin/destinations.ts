@@ -28,7 +28,7 @@ import {
 } from "./destination-shaping.js";
 import { dryRun, dryRunCall, missingDryRunDestination } from "./dry-run.js";
 import { ensureSigningKey, oneNewKey } from "./ed25519-signing-key.js";
-import { generateId, idViolations, nameViolations, requiredIdViolations } from "./ids.js";
+import { generateId, idViolations, nameViolations, notFound, requiredIdViolations } from "./ids.js";
 import { pageOf } from "./paging.js";
 import type { AdminDeps, AdminMethods } from "./sources.js";
 import { destinationToProto, signingFromProto } from "./to-proto.js";
@@ -63,10 +63,6 @@ const OUTPUT_ONLY = new Set([
 ]);
 
 const P = "destination.";
-
-function notFound(id: string): HookpostError {
-  return new HookpostError(Code.NOT_FOUND, `destination "${id}" does not exist`);
-}
 
 /**
  * Webhook destinations. Every write validates the whole request first and changes nothing
@@ -186,7 +182,7 @@ export function destinationHandlers(
     getDestination: async (req) => {
       throwIfInvalid(requiredIdViolations(req.id));
       const d = store.destination(req.id);
-      if (!d) throw notFound(req.id);
+      if (!d) throw notFound("destination", req.id);
       return { destination: destinationToProto(d) };
     },
 
@@ -253,7 +249,7 @@ export function destinationHandlers(
         throwIfInvalid(violations);
         return next;
       });
-      if (revision === undefined || next === undefined) throw notFound(d.id);
+      if (revision === undefined || next === undefined) throw notFound("destination", d.id);
       auditChange(ctx, next.id, { type: "destination", before: prior, after: next });
 
       log.info({ destinationId: next.id, fields: [...fields] }, "destination updated");
@@ -266,7 +262,7 @@ export function destinationHandlers(
       if (req.destination.case === "destinationId") {
         throwIfInvalid(requiredIdViolations(req.destination.value, "destination_id"));
         const stored = store.destination(req.destination.value);
-        if (!stored) throw notFound(req.destination.value);
+        if (!stored) throw notFound("destination", req.destination.value);
         dest = stored;
       } else if (req.destination.case === "draft") {
         dest = newRecord(req.destination.value, true);
@@ -277,7 +273,7 @@ export function destinationHandlers(
     deleteDestination: async (req, ctx) => {
       throwIfInvalid(requiredIdViolations(req.id));
       const before = store.destination(req.id);
-      if (!before) throw notFound(req.id);
+      if (!before) throw notFound("destination", req.id);
       const revision = await store.deleteDestination(req.id);
       auditChange(ctx, req.id, { type: "destination", before });
       log.info({ destinationId: req.id }, "destination deleted");

@@ -1,6 +1,6 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { ADMIN_PAGES, answerBytes, Code, HookpostError } from "@hookpost/contract";
+import { ADMIN_PAGES, answerBytes } from "@hookpost/contract";
 import {
   BreakerState,
   type DestinationHealthSchema,
@@ -16,7 +16,7 @@ import type {
 import { targetId } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import { throwIfInvalid } from "../invalid.js";
-import { requiredIdViolations } from "./ids.js";
+import { notFound, requiredIdViolations } from "./ids.js";
 import { pageOf } from "./paging.js";
 import { type Pending, pendingOf } from "./pending.js";
 import type { AdminMethods } from "./sources.js";
@@ -63,7 +63,7 @@ export function healthHandlers(deps: HealthDeps): Pick<ServiceImpl<AdminMethods>
       } else {
         throwIfInvalid(requiredIdViolations(req.destinationId, "destination_id"));
         const d = deps.store.destination(req.destinationId);
-        if (!d) throw new HookpostError(Code.NOT_FOUND, `destination "${req.destinationId}" does not exist`);
+        if (!d) throw notFound("destination", req.destinationId);
         list = [d];
       }
       // A FAN_OUT destination's calls wait per URL (its delivery targets): counted together.

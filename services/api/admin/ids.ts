@@ -1,6 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { FieldViolation } from "@hookpost/contract";
-import { hasControlChar } from "@hookpost/contract";
+import { Code, type FieldViolation, HookpostError, hasControlChar } from "@hookpost/contract";
 import { ID_PATTERN, OPERATOR_TARGET_PREFIX } from "@hookpost/core";
 
 /** A fresh id such as `src_3f9a0c1d2b4e5f60` (64 random bits, within ID_PATTERN). */
@@ -38,6 +37,19 @@ export function requiredIdViolations(id: string, field = "id"): FieldViolation[]
 /** For filters: the id may be left empty, else it must be well formed. */
 export function optionalIdViolations(id: string, field: string): FieldViolation[] {
   return id === "" ? [] : requiredIdViolations(id, field);
+}
+
+/** The destination and source filters of a read of the attempt log: optional, well formed. */
+export function logFilterViolations(req: { destinationId: string; sourceId: string }): FieldViolation[] {
+  return [
+    ...optionalIdViolations(req.destinationId, "destination_id"),
+    ...optionalIdViolations(req.sourceId, "source_id"),
+  ];
+}
+
+/** NOT_FOUND for an id that names nothing, worded alike for every kind. */
+export function notFound(kind: "destination" | "source" | "operator webhook", id: string): HookpostError {
+  return new HookpostError(Code.NOT_FOUND, `${kind} "${id}" does not exist`);
 }
 
 export const MAX_NAME_CHARS = 200;

@@ -19,7 +19,7 @@ import { generateStandardWebhookSecret } from "@hookpost/receiver";
 import { throwIfInvalid } from "../invalid.js";
 import { auditChange } from "./audit-changes.js";
 import { createOnce } from "./create-once.js";
-import { generateId, idViolations, nameViolations, requiredIdViolations } from "./ids.js";
+import { generateId, idViolations, nameViolations, notFound, requiredIdViolations } from "./ids.js";
 import type { AdminDeps, AdminMethods } from "./sources.js";
 import { maskedFields } from "./update-mask.js";
 
@@ -36,10 +36,6 @@ const UPDATABLE = [
 type Updatable = (typeof UPDATABLE)[number];
 const OUTPUT_ONLY = new Set(["id", "secret_set", "create_time", "update_time"]);
 const P = "operator_webhook.";
-
-function notFound(id: string): HookpostError {
-  return new HookpostError(Code.NOT_FOUND, `operator webhook "${id}" does not exist`);
-}
 
 function missing(): HookpostError {
   return new HookpostError(Code.INVALID_ARGUMENT, "invalid request: operator_webhook: is required", [
@@ -164,7 +160,7 @@ export function operatorWebhookHandlers(
     getOperatorWebhook: async (req) => {
       throwIfInvalid(requiredIdViolations(req.id));
       const w = store.operatorWebhook(req.id);
-      if (!w) throw notFound(req.id);
+      if (!w) throw notFound("operator webhook", req.id);
       return { operatorWebhook: operatorWebhookToProto(w) };
     },
 
@@ -208,7 +204,7 @@ export function operatorWebhookHandlers(
         setThresholds(next, w, fields);
         return next;
       });
-      if (revision === undefined || next === undefined) throw notFound(w.id);
+      if (revision === undefined || next === undefined) throw notFound("operator webhook", w.id);
       auditChange(ctx, next.id, { type: "operator_webhook", before: prior, after: next });
       log.info({ operatorWebhookId: next.id, fields: [...fields] }, "operator webhook updated");
       return { operatorWebhook: operatorWebhookToProto(next), revision: BigInt(revision) };
@@ -217,7 +213,7 @@ export function operatorWebhookHandlers(
     deleteOperatorWebhook: async (req, ctx) => {
       throwIfInvalid(requiredIdViolations(req.id));
       const before = store.operatorWebhook(req.id);
-      if (!before) throw notFound(req.id);
+      if (!before) throw notFound("operator webhook", req.id);
       const revision = await store.deleteOperatorWebhook(req.id);
       auditChange(ctx, req.id, { type: "operator_webhook", before });
       log.info({ operatorWebhookId: req.id }, "operator webhook deleted");

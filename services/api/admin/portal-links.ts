@@ -29,10 +29,9 @@ import {
 import { throwIfInvalid } from "../invalid.js";
 import { auditChange } from "./audit-changes.js";
 import { callerOf } from "./callers.js";
-import { requiredIdViolations } from "./ids.js";
+import { notFound, requiredIdViolations } from "./ids.js";
 import { pageOf } from "./paging.js";
 import type { AdminMethods } from "./sources.js";
-import { sourceNotFound } from "./sources.js";
 
 export interface PortalLinkDeps {
   store: ConfigStore;
@@ -66,7 +65,7 @@ export function portalLinkHandlers(
         ...portalLinkNameViolations(req.name, "name"),
       ]);
       const source = store.source(req.sourceId);
-      if (!source) throw sourceNotFound(req.sourceId);
+      if (!source) throw notFound("source", req.sourceId);
       const at = now();
       const working = (await portalLinks.list(source.id)).filter((l) => isWorking(l, at));
       if (working.length >= MAX_PORTAL_LINKS_PER_SOURCE) {
@@ -107,7 +106,7 @@ export function portalLinkHandlers(
     listPortalLinks: async (req) => {
       throwIfInvalid(requiredIdViolations(req.sourceId, "source_id"));
       const all = await portalLinks.list(req.sourceId);
-      if (all.length === 0 && !store.source(req.sourceId)) throw sourceNotFound(req.sourceId);
+      if (all.length === 0 && !store.source(req.sourceId)) throw notFound("source", req.sourceId);
       const { page, nextPageToken } = pageOf(all, req, ADMIN_PAGES.portalLinks, (l) =>
         answerBytes(l.id, l.sourceId, l.name, l.createdBy),
       );

@@ -11,7 +11,7 @@ import { type DestinationRecord, type ServiceImpl, type Signing, signingSecrets 
 import { generateStandardWebhookKeyPair, generateStandardWebhookSecret } from "@hookpost/receiver";
 import { throwIfInvalid } from "../invalid.js";
 import { auditChange } from "./audit-changes.js";
-import { requiredIdViolations } from "./ids.js";
+import { notFound, requiredIdViolations } from "./ids.js";
 import type { AdminDeps, AdminMethods } from "./sources.js";
 import { destinationToProto } from "./to-proto.js";
 
@@ -73,7 +73,7 @@ export function rotateSecretHandler(deps: AdminDeps): Pick<ServiceImpl<AdminMeth
         throwIfInvalid(problems);
         return next;
       });
-      if (revision === undefined || next === undefined) throw notFound(req.destinationId);
+      if (revision === undefined || next === undefined) throw notFound("destination", req.destinationId);
       auditChange(ctx, next.id, { type: "destination", before: prior, after: next });
       log.info(
         { destinationId: next.id, overlapMs, previousUntil: next.previousSecretExpiresAt },
@@ -95,10 +95,6 @@ export function rotateSecretHandler(deps: AdminDeps): Pick<ServiceImpl<AdminMeth
 function newSecret(signing: Signing): string {
   if (signing === "standard-webhooks-ed25519") return generateStandardWebhookKeyPair().secretKey;
   return signing === "standard-webhooks" ? generateStandardWebhookSecret() : randomBytes(32).toString("hex");
-}
-
-function notFound(id: string): HookpostError {
-  return new HookpostError(Code.NOT_FOUND, `destination "${id}" does not exist`);
 }
 
 function concurrentRotation(id: string): HookpostError {

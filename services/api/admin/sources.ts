@@ -22,7 +22,7 @@ import {
 import { throwIfInvalid } from "../invalid.js";
 import { auditChange } from "./audit-changes.js";
 import { createOnce } from "./create-once.js";
-import { generateId, idViolations, nameViolations, requiredIdViolations } from "./ids.js";
+import { generateId, idViolations, nameViolations, notFound, requiredIdViolations } from "./ids.js";
 import { pageOf } from "./paging.js";
 import { sourceToProto } from "./to-proto.js";
 
@@ -36,10 +36,6 @@ export interface AdminDeps {
   now?: () => Date;
   /** RETRY_WINDOW and RETRY_MAX_DELAY (default: the default topology's). */
   retryBounds?: { windowMs: number; maxDelayMs: number };
-}
-
-export function sourceNotFound(id: string): HookpostError {
-  return new HookpostError(Code.NOT_FOUND, `source "${id}" does not exist`);
 }
 
 /**
@@ -62,7 +58,7 @@ export function sourceHandlers(
   const existing = (id: string): SourceRecord => {
     throwIfInvalid(requiredIdViolations(id));
     const s = store.source(id);
-    if (!s) throw sourceNotFound(id);
+    if (!s) throw notFound("source", id);
     return s;
   };
 
@@ -136,7 +132,7 @@ export function sourceHandlers(
         }
         return next;
       });
-      if (revision === undefined || next === undefined) throw sourceNotFound(s.id);
+      if (revision === undefined || next === undefined) throw notFound("source", s.id);
       auditChange(ctx, next.id, { type: "source", before: prior, after: next });
       log.info({ sourceId: next.id, fields: [...fields] }, "source updated");
       return { source: sourceToProto(next), revision: BigInt(revision) };
@@ -192,7 +188,7 @@ export function sourceHandlers(
         };
         return record;
       });
-      if (revision === undefined || record === undefined) throw sourceNotFound(source.id);
+      if (revision === undefined || record === undefined) throw notFound("source", source.id);
       auditChange(ctx, source.id, { type: "source", before: prior, after: record });
       log.info({ sourceId: source.id }, "write key rotated");
       return { source: sourceToProto(record), writeKey, revision: BigInt(revision) };

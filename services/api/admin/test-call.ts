@@ -14,7 +14,7 @@ import type { JetStreamManager } from "nats";
 import { throwIfInvalid } from "../invalid.js";
 import { attemptToProto } from "./attempts.js";
 import { dryRunCall } from "./dry-run.js";
-import { requiredIdViolations } from "./ids.js";
+import { notFound, requiredIdViolations } from "./ids.js";
 import type { AdminMethods } from "./sources.js";
 
 export interface TestCallDeps {
@@ -41,7 +41,7 @@ export function testCallHandler(deps: TestCallDeps): Pick<ServiceImpl<AdminMetho
     sendTestCall: async (req) => {
       throwIfInvalid(requiredIdViolations(req.destinationId, "destination_id"));
       const dest = deps.store.destination(req.destinationId);
-      if (!dest) throw new HookpostError(Code.NOT_FOUND, `destination "${req.destinationId}" does not exist`);
+      if (!dest) throw notFound("destination", req.destinationId);
       const sourceId = dest.sourceIds[0] ?? "";
       const call = dryRunCall(req.callJson === "" ? DEFAULT_CALL : req.callJson, sourceId, now());
       const messageId = `test_${randomBytes(12).toString("base64url")}`;

@@ -1,6 +1,6 @@
 import { escapeField } from "@hookpost/core";
 import type { SyncDeps, SyncOptions } from "./deps.js";
-import { applySync, readSyncStream, type StreamReading, userIdProblem, withTempDir } from "./sync-engine.js";
+import { runSync, type StreamReading, userIdProblem } from "./sync-engine.js";
 
 /** One message of a SyncAudience stream (the generated SyncAudienceRequest fits). */
 export interface AudienceChunk {
@@ -50,9 +50,6 @@ export async function syncAudience(
   requests: AsyncIterable<AudienceChunk>,
   options: SyncOptions = {},
 ): Promise<SyncAudienceResult> {
-  return withTempDir(deps, async (dir) => {
-    const { sorted, ...named } = await readSyncStream(deps, dir, requests, AUDIENCE_STREAM, options);
-    const counts = await applySync(deps, { kind: "audience", sourceId, ...named }, sorted, dir, options);
-    return { members: counts.current, joined: counts.added, left: counts.left };
-  });
+  const counts = await runSync(deps, "audience", sourceId, requests, AUDIENCE_STREAM, options);
+  return { members: counts.current, joined: counts.added, left: counts.left };
 }

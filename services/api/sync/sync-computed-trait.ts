@@ -2,7 +2,7 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import type { Value } from "@bufbuild/protobuf/wkt";
 import { type Entry, escapeField, type SortedSource } from "@hookpost/core";
 import type { SyncDeps, SyncOptions } from "./deps.js";
-import { applySync, readSyncStream, type StreamReading, userIdProblem, withTempDir } from "./sync-engine.js";
+import { runSync, type StreamReading, userIdProblem } from "./sync-engine.js";
 
 /** One message of a SyncComputedTrait stream (the generated SyncComputedTraitRequest fits). */
 export interface TraitChunk {
@@ -66,17 +66,8 @@ export async function syncComputedTrait(
   requests: AsyncIterable<TraitChunk>,
   options: SyncOptions = {},
 ): Promise<SyncComputedTraitResult> {
-  return withTempDir(deps, async (dir) => {
-    const { sorted, ...named } = await readSyncStream(deps, dir, requests, TRAIT_STREAM, options);
-    const counts = await applySync(
-      deps,
-      { kind: "trait", sourceId, ...named },
-      withoutNulls(sorted),
-      dir,
-      options,
-    );
-    return { users: counts.current, changed: counts.added + counts.changed, left: counts.left };
-  });
+  const counts = await runSync(deps, "trait", sourceId, requests, TRAIT_STREAM, options, withoutNulls);
+  return { users: counts.current, changed: counts.added + counts.changed, left: counts.left };
 }
 
 /**

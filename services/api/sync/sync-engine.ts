@@ -244,6 +244,25 @@ export function identifyJsonRenderer(
 }
 
 /**
+ * A whole sync: its stream read, checked and sorted in a temporary folder, then merged with the
+ * stored membership; `current` may refine what was read before the merge.
+ */
+export function runSync<R>(
+  deps: SyncDeps,
+  kind: MembershipKind,
+  sourceId: string,
+  requests: AsyncIterable<R>,
+  reading: StreamReading<R>,
+  options: SyncOptions,
+  current: (sorted: SortedSource) => SortedSource = (sorted) => sorted,
+): Promise<SyncCounts> {
+  return withTempDir(deps, async (dir) => {
+    const { sorted, ...named } = await readSyncStream(deps, dir, requests, reading, options);
+    return applySync(deps, { kind, sourceId, ...named }, current(sorted), dir, options);
+  });
+}
+
+/**
  * Compares the complete current membership (sorted, deduplicated) with the stored one in one
  * streaming pass, publishes an identify call for every difference (at most `maxInFlight`
  * awaiting their PubAck), writes the new membership to a local file meanwhile, and once every

@@ -31,6 +31,7 @@ import {
 } from "../views.js";
 import { destinationHealthCommand } from "./destination-health.js";
 import { deleteCommand, idCommand } from "./id-command.js";
+import { Update } from "./update.js";
 
 type DestinationInit = MessageInitShape<typeof DestinationSchema>;
 
@@ -116,32 +117,17 @@ function limitOrOff(max: number) {
 }
 
 /**
- * Sets the lifecycle limits, the ordering and the consent settings given as flags; returns the
- * update-mask paths they touch.
+ * Sets the lifecycle limits, the ordering and the consent settings given as flags, each named in
+ * the update's mask ("off": cleared).
  */
-function setLimitFlags(destination: DestinationInit, opts: DestinationFlags): string[] {
-  const paths: string[] = [];
-  if (opts.rateLimit !== undefined) {
-    if (opts.rateLimit !== "off") destination.rateLimitPerSecond = opts.rateLimit;
-    paths.push("rate_limit_per_second");
-  }
-  if (opts.maxInFlight !== undefined) {
-    if (opts.maxInFlight !== "off") destination.maxInFlight = opts.maxInFlight;
-    paths.push("max_in_flight");
-  }
-  if (opts.ordering !== undefined) {
-    destination.ordering = orderingValue(opts.ordering);
-    paths.push("ordering");
-  }
-  if (opts.consentCategory !== undefined) {
-    destination.consentCategories = opts.consentCategory;
-    paths.push("consent_categories");
-  }
-  if (opts.consentMissing !== undefined) {
-    destination.consentMissing = consentMissingValue(opts.consentMissing);
-    paths.push("consent_missing");
-  }
-  return paths;
+function setLimitFlags(update: Update<DestinationInit>, opts: DestinationFlags): void {
+  const { rateLimit, maxInFlight } = opts;
+  if (rateLimit !== undefined) update.set("rateLimitPerSecond", rateLimit === "off" ? undefined : rateLimit);
+  if (maxInFlight !== undefined) update.set("maxInFlight", maxInFlight === "off" ? undefined : maxInFlight);
+  if (opts.ordering !== undefined) update.set("ordering", orderingValue(opts.ordering));
+  if (opts.consentCategory !== undefined) update.set("consentCategories", opts.consentCategory);
+  if (opts.consentMissing !== undefined)
+    update.set("consentMissing", consentMissingValue(opts.consentMissing));
 }
 
 export function destinationsCommand(session: Session): Command {
@@ -167,7 +153,7 @@ export function destinationsCommand(session: Session): Command {
       signing: signingValue(opts.signing ?? "segment"),
       enabled: !opts.disabled,
     };
-    setLimitFlags(destination, opts);
+    setLimitFlags(new Update(destination), opts);
     const res = await ctx.admin().createDestination({ destination });
     const d = destinationView(res.destination!);
     if (ctx.out.json) return ctx.out.data(d);
@@ -252,42 +238,19 @@ export function destinationsCommand(session: Session): Command {
       },
       command: Command,
     ) => {
-      const destination: DestinationInit = { id };
-      const paths: string[] = [];
-      if (opts.name !== undefined) {
-        destination.name = opts.name;
-        paths.push("name");
-      }
-      if (opts.source !== undefined) {
-        destination.sourceIds = opts.source;
-        paths.push("source_ids");
-      }
-      if (opts.url !== undefined) {
-        destination.urls = opts.url;
-        paths.push("urls");
-      }
-      if (opts.header !== undefined || opts.clearHeaders) {
-        destination.headers = Object.fromEntries(opts.header ?? []);
-        paths.push("headers");
-      }
+      const update = new Update<DestinationInit>({ id });
+      if (opts.name !== undefined) update.set("name", opts.name);
+      if (opts.source !== undefined) update.set("sourceIds", opts.source);
+      if (opts.url !== undefined) update.set("urls", opts.url);
+      if (opts.header !== undefined || opts.clearHeaders)
+        update.set("headers", Object.fromEntries(opts.header ?? []));
       const secret = resolveSecret(opts);
-      if (secret !== undefined || opts.clearSecret) {
-        destination.sharedSecret = secret ?? "";
-        paths.push("shared_secret");
-      }
-      if (opts.signing !== undefined) {
-        destination.signing = signingValue(opts.signing);
-        paths.push("signing");
-      }
-      if (opts.enable || opts.disable) {
-        destination.enabled = Boolean(opts.enable);
-        paths.push("enabled");
-      }
-      if (opts.clearConsentCategories) {
-        destination.consentCategories = [];
-        paths.push("consent_categories");
-      }
-      paths.push(...setLimitFlags(destination, opts));
+      if (secret !== undefined || opts.clearSecret) update.set("sharedSecret", secret ?? "");
+      if (opts.signing !== undefined) update.set("signing", signingValue(opts.signing));
+      if (opts.enable || opts.disable) update.set("enabled", Boolean(opts.enable));
+      if (opts.clearConsentCategories) update.set("consentCategories", []);
+      setLimitFlags(update, opts);
+      const { message: destination, paths } = update;
       if (paths.length === 0) throw new UsageError("nothing to change: give at least one flag to update");
       const ctx = session.context(command);
       const res = await ctx.admin().updateDestination({ destination, updateMask: { paths } });

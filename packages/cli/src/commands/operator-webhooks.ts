@@ -10,6 +10,7 @@ import { type OperatorWebhookView, operatorWebhookView } from "../views.js";
 import { resolveSecret } from "./destinations.js";
 import { deleteCommand, idCommand } from "./id-command.js";
 import { printWriteKey } from "./sources.js";
+import { Update } from "./update.js";
 
 type WebhookInit = MessageInitShape<typeof OperatorWebhookSchema>;
 
@@ -80,18 +81,13 @@ function addFlags(cmd: Command, verb: "create" | "update"): Command {
     );
 }
 
-/** Sets the thresholds given as flags; returns the update-mask paths they touch. */
-function setThresholds(w: WebhookInit, opts: WebhookFlags): string[] {
-  const paths: string[] = [];
-  if (opts.failingBelow !== undefined) {
-    if (opts.failingBelow !== "default") w.failingBelow = opts.failingBelow;
-    paths.push("failing_below");
-  }
-  if (opts.behindAfter !== undefined) {
-    if (opts.behindAfter !== "default") w.behindAfter = durationFromMs(opts.behindAfter);
-    paths.push("behind_after");
-  }
-  return paths;
+/** Sets the thresholds given as flags, each named in the update's mask ("default": cleared). */
+function setThresholds(update: Update<WebhookInit>, opts: WebhookFlags): void {
+  const { failingBelow, behindAfter } = opts;
+  if (failingBelow !== undefined)
+    update.set("failingBelow", failingBelow === "default" ? undefined : failingBelow);
+  if (behindAfter !== undefined)
+    update.set("behindAfter", behindAfter === "default" ? undefined : durationFromMs(behindAfter));
 }
 
 /** `hookpost operator-webhooks …`: where Hookpost announces failing, behind and paused destinations and dead letters. */
@@ -118,7 +114,7 @@ export function operatorWebhooksCommand(session: Session): Command {
       eventTypes: opts.event ?? [],
       enabled: !opts.disabled,
     };
-    setThresholds(operatorWebhook, opts);
+    setThresholds(new Update(operatorWebhook), opts);
     const res = await ctx.admin().createOperatorWebhook({ operatorWebhook });
     const w = operatorWebhookView(res.operatorWebhook!);
     if (ctx.out.json)
@@ -173,30 +169,15 @@ export function operatorWebhooksCommand(session: Session): Command {
       opts: WebhookFlags & { allEvents?: boolean; enable?: boolean; disable?: boolean },
       command: Command,
     ) => {
-      const operatorWebhook: WebhookInit = { id };
-      const paths: string[] = [];
-      if (opts.name !== undefined) {
-        operatorWebhook.name = opts.name;
-        paths.push("name");
-      }
-      if (opts.url !== undefined) {
-        operatorWebhook.url = opts.url;
-        paths.push("url");
-      }
+      const update = new Update<WebhookInit>({ id });
+      if (opts.name !== undefined) update.set("name", opts.name);
+      if (opts.url !== undefined) update.set("url", opts.url);
       const secret = resolveSecret(opts);
-      if (secret !== undefined) {
-        operatorWebhook.secret = secret;
-        paths.push("secret");
-      }
-      if (opts.event !== undefined || opts.allEvents) {
-        operatorWebhook.eventTypes = opts.event ?? [];
-        paths.push("event_types");
-      }
-      if (opts.enable || opts.disable) {
-        operatorWebhook.enabled = Boolean(opts.enable);
-        paths.push("enabled");
-      }
-      paths.push(...setThresholds(operatorWebhook, opts));
+      if (secret !== undefined) update.set("secret", secret);
+      if (opts.event !== undefined || opts.allEvents) update.set("eventTypes", opts.event ?? []);
+      if (opts.enable || opts.disable) update.set("enabled", Boolean(opts.enable));
+      setThresholds(update, opts);
+      const { message: operatorWebhook, paths } = update;
       if (paths.length === 0) throw new UsageError("nothing to change: give at least one flag to update");
       const ctx = session.context(command);
       const res = await ctx.admin().updateOperatorWebhook({ operatorWebhook, updateMask: { paths } });

@@ -18,6 +18,7 @@ import {
   DestinationForm,
   type DestinationValues,
   destinationInit,
+  FORM_PATHS,
   methodName,
 } from "../ui/destination-form.js";
 import { DestinationStatus } from "../ui/destination-status.js";
@@ -94,20 +95,7 @@ export function DestinationPage({ id }: { id: string }) {
   const save = async (v: DestinationValues) => {
     setBusy(true);
     setSaved("");
-    const paths = [
-      "name",
-      "source_ids",
-      "urls",
-      "headers",
-      "signing",
-      "filter",
-      "mapping",
-      "method",
-      "retry",
-      "batching",
-      "delivery_mode",
-      ...(v.sharedSecret ? ["shared_secret"] : []),
-    ];
+    const paths = [...FORM_PATHS, ...(v.sharedSecret ? ["shared_secret"] : [])];
     const r = await call(() =>
       admin.updateDestination({ destination: { ...destinationInit(v), id }, updateMask: { paths } }),
     );

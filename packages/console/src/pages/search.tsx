@@ -17,6 +17,7 @@ import { type ApiError, admin, Code, call, messageHref } from "../api.js";
 import { absolute } from "../format.js";
 import { portal } from "../portal.js";
 import { navigate } from "../router.js";
+import { NextAttempt } from "../ui/attempt-list.js";
 import { Badge, Time } from "../ui/bits.js";
 import { ErrorNotice, FieldError, FormError } from "../ui/notice.js";
 import { useApi } from "../ui/use-api.js";
@@ -383,12 +384,7 @@ function Row({ e }: { e: LogEntry }) {
             <dt>Attempt</dt>
             <dd>
               #{a.attemptNumber}, {a.durationMs} ms
-              {a.nextAttemptTime ? (
-                <>
-                  {" "}
-                  (next attempt <Time ts={a.nextAttemptTime} />)
-                </>
-              ) : null}
+              <NextAttempt ts={a.nextAttemptTime} />
             </dd>
             <dt>Response</dt>
             <dd>{a.responseBody ? <pre>{a.responseBody}</pre> : <span class="muted">(empty)</span>}</dd>

@@ -1,3 +1,4 @@
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { Attempt } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { AttemptOutcome } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { messageHref } from "../api.js";
@@ -21,6 +22,17 @@ const OUTCOME: Record<number, [string, "ok" | "bad" | "warn"]> = {
 export function OutcomeBadge({ a }: { a: Attempt }) {
   const [label, kind] = OUTCOME[a.outcome] ?? ["unknown", "warn"];
   return <Badge kind={kind}>{a.status ? `${a.status} ${label}` : label}</Badge>;
+}
+
+/** " (next attempt in …)" after an attempt's reason, when another is scheduled. */
+export function NextAttempt({ ts }: { ts: Timestamp | undefined }) {
+  if (!ts) return null;
+  return (
+    <>
+      {" "}
+      (next attempt <Time ts={ts} />)
+    </>
+  );
 }
 
 /** Attempts as rows that open (native <details>) to their request, response and reason. */
@@ -57,12 +69,7 @@ export function AttemptList({
             <dt>Reason</dt>
             <dd>
               {a.reason || "—"}
-              {a.retryable && a.nextAttemptTime ? (
-                <>
-                  {" "}
-                  (next attempt <Time ts={a.nextAttemptTime} />)
-                </>
-              ) : null}
+              <NextAttempt ts={a.retryable ? a.nextAttemptTime : undefined} />
             </dd>
             <dt>Response</dt>
             <dd>

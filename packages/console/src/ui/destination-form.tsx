@@ -39,21 +39,22 @@ export interface DestinationValues {
   deliveryMode: DeliveryMode;
 }
 
-export const FORM_FIELDS = [
-  "id",
+/** The settings the form edits, as update-mask paths (the shared secret only when one is typed). */
+export const FORM_PATHS = [
   "name",
   "source_ids",
   "urls",
   "headers",
   "signing",
-  "shared_secret",
   "filter",
   "mapping",
   "method",
   "retry",
   "batching",
   "delivery_mode",
-].map((f) => `destination.${f}`);
+];
+
+export const FORM_FIELDS = ["id", ...FORM_PATHS, "shared_secret"].map((f) => `destination.${f}`);
 
 /** The signing modes the form offers, with their labels. */
 const SIGNING_OPTIONS: [Signing, string][] = [
@@ -213,6 +214,58 @@ function TextArea(props: {
   );
 }
 
+/** A one-line text field with its hint and field error. */
+function TextInput(props: {
+  label: string;
+  hint: string;
+  name: string;
+  field: string;
+  numeric?: boolean;
+  value: string | number;
+  error: ApiError | undefined;
+}) {
+  return (
+    <label>
+      {props.label} <span class="muted">({props.hint})</span>
+      <input
+        name={props.name}
+        inputMode={props.numeric ? "numeric" : undefined}
+        defaultValue={props.value}
+        autoComplete="off"
+      />
+      <FieldError error={props.error} field={`destination.${props.field}`} />
+    </label>
+  );
+}
+
+/**
+ * A <select> of enum values with its field error. `selected` per option: Preact sets no
+ * defaultValue on a <select>, and a form saved showing the wrong value would switch the
+ * destination to it.
+ */
+function Select<T extends number>(props: {
+  label: string;
+  name: string;
+  field?: string;
+  options: [T, string][];
+  value: T;
+  error: ApiError | undefined;
+}) {
+  return (
+    <label>
+      {props.label}
+      <select name={props.name}>
+        {props.options.map(([value, label]) => (
+          <option key={value} value={String(value)} selected={value === props.value}>
+            {label}
+          </option>
+        ))}
+      </select>
+      <FieldError error={props.error} field={`destination.${props.field ?? props.name}`} />
+    </label>
+  );
+}
+
 /** What a dry run of a draft signs with, in the panel's words. */
 function draftNote(v: DestinationValues, stored: boolean): string {
   const signed = v.sharedSecret
@@ -332,23 +385,13 @@ export function DestinationForm(props: {
           error={error}
         />
         <div class="grid">
-          <label>
-            Signing
-            {/* `selected` per option: Preact sets no defaultValue on a <select>, and a form saved
-                showing the wrong mode would switch the destination to it. */}
-            <select name="signing">
-              {SIGNING_OPTIONS.map(([value, label]) => (
-                <option
-                  key={value}
-                  value={String(value)}
-                  selected={value === (d?.signing || Signing.SEGMENT)}
-                >
-                  {label}
-                </option>
-              ))}
-            </select>
-            <FieldError error={error} field="destination.signing" />
-          </label>
+          <Select
+            label="Signing"
+            name="signing"
+            options={SIGNING_OPTIONS}
+            value={d?.signing || Signing.SEGMENT}
+            error={error}
+          />
           <label>
             Shared secret{" "}
             <span class="muted">
@@ -411,45 +454,39 @@ export function DestinationForm(props: {
             error={error}
           />
           <div class="grid">
-            <label>
-              Method
-              {/* `selected` per option, as for signing. */}
-              <select name="method">
-                {METHODS.map((m) => (
-                  <option key={m} value={String(m)} selected={m === (d?.method || HttpMethod.POST)}>
-                    {methodName(m)}
-                  </option>
-                ))}
-              </select>
-              <FieldError error={error} field="destination.method" />
-            </label>
-            <label>
-              Retry window <span class="muted">(e.g. 2h; empty: the server's)</span>
-              <input name="retry-window" defaultValue={retry?.window ?? ""} autoComplete="off" />
-              <FieldError error={error} field="destination.retry.window" />
-            </label>
-            <label>
-              Retry delays <span class="muted">(e.g. 30s, 1m, 5m; the last repeats)</span>
-              <input name="retry-delays" defaultValue={retry?.delays?.join(", ") ?? ""} autoComplete="off" />
-              <FieldError error={error} field="destination.retry.delays" />
-            </label>
+            <Select
+              label="Method"
+              name="method"
+              options={METHODS.map((m) => [m, methodName(m)])}
+              value={d?.method || HttpMethod.POST}
+              error={error}
+            />
+            <TextInput
+              label="Retry window"
+              hint="e.g. 2h; empty: the server's"
+              name="retry-window"
+              field="retry.window"
+              value={retry?.window ?? ""}
+              error={error}
+            />
+            <TextInput
+              label="Retry delays"
+              hint="e.g. 30s, 1m, 5m; the last repeats"
+              name="retry-delays"
+              field="retry.delays"
+              value={retry?.delays?.join(", ") ?? ""}
+              error={error}
+            />
           </div>
           <div class="grid">
-            <label>
-              Delivery mode
-              <select name="delivery-mode">
-                {DELIVERY_MODES.map(([m, label]) => (
-                  <option
-                    key={m}
-                    value={String(m)}
-                    selected={m === (d?.deliveryMode || DeliveryMode.FAILOVER)}
-                  >
-                    {label}
-                  </option>
-                ))}
-              </select>
-              <FieldError error={error} field="destination.delivery_mode" />
-            </label>
+            <Select
+              label="Delivery mode"
+              name="delivery-mode"
+              field="delivery_mode"
+              options={DELIVERY_MODES}
+              value={d?.deliveryMode || DeliveryMode.FAILOVER}
+              error={error}
+            />
           </div>
           <label class="inline">
             <input type="checkbox" name="batching" defaultChecked={batching !== null} /> Send calls in batches
@@ -457,31 +494,32 @@ export function DestinationForm(props: {
           </label>
           <FieldError error={error} field="destination.batching" />
           <div class="grid">
-            <label>
-              Max calls <span class="muted">(1 to 1000; empty: 100)</span>
-              <input
-                name="batch-calls"
-                inputMode="numeric"
-                defaultValue={batching?.maxCalls ?? ""}
-                autoComplete="off"
-              />
-              <FieldError error={error} field="destination.batching.max_calls" />
-            </label>
-            <label>
-              Max bytes <span class="muted">(1024 to 1048576; empty: 512 KiB)</span>
-              <input
-                name="batch-bytes"
-                inputMode="numeric"
-                defaultValue={batching?.maxBytes ?? ""}
-                autoComplete="off"
-              />
-              <FieldError error={error} field="destination.batching.max_bytes" />
-            </label>
-            <label>
-              Max wait <span class="muted">(e.g. 500ms, 5s; empty: 1s)</span>
-              <input name="batch-wait" defaultValue={batching?.maxWait ?? ""} autoComplete="off" />
-              <FieldError error={error} field="destination.batching.max_wait" />
-            </label>
+            <TextInput
+              label="Max calls"
+              hint="1 to 1000; empty: 100"
+              name="batch-calls"
+              field="batching.max_calls"
+              numeric
+              value={batching?.maxCalls ?? ""}
+              error={error}
+            />
+            <TextInput
+              label="Max bytes"
+              hint="1024 to 1048576; empty: 512 KiB"
+              name="batch-bytes"
+              field="batching.max_bytes"
+              numeric
+              value={batching?.maxBytes ?? ""}
+              error={error}
+            />
+            <TextInput
+              label="Max wait"
+              hint="e.g. 500ms, 5s; empty: 1s"
+              name="batch-wait"
+              field="batching.max_wait"
+              value={batching?.maxWait ?? ""}
+              error={error}
+            />
           </div>
         </fieldset>
         {creating ? (

@@ -1,3 +1,4 @@
+import { getOrInsert } from "../get-or-insert.js";
 import type { LogRecord } from "./record.js";
 
 const MINUTE = 60_000;
@@ -140,11 +141,6 @@ export class HealthTally {
   }
 
   #get(id: string): DestinationDelta {
-    let d = this.#deltas.get(id);
-    if (!d) {
-      d = {};
-      this.#deltas.set(id, d);
-    }
-    return d;
+    return getOrInsert(this.#deltas, id, () => ({}));
   }
 }

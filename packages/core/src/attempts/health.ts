@@ -1,5 +1,6 @@
 import { MAX_URLS } from "@hookpost/contract";
 import type { NatsConnection } from "nats";
+import { getOrInsert } from "../get-or-insert.js";
 import type { Logger } from "../log/logger.js";
 import { StreamFeed } from "../nats/stream-feed.js";
 import { targetId } from "../nats/topology.js";
@@ -246,12 +247,7 @@ export class HealthAggregate {
   }
 
   #get(id: string): DestinationStats {
-    let s = this.#stats.get(id);
-    if (!s) {
-      s = new DestinationStats();
-      this.#stats.set(id, s);
-    }
-    return s;
+    return getOrInsert(this.#stats, id, () => new DestinationStats());
   }
 }
 

@@ -21,7 +21,11 @@ export function bodyObject(call: StoredCall): Record<string, JsonValue> {
   };
   const timestamp = isoMillis(call.timestamp) ?? isoMillis(call.receivedAt) ?? new Date().toISOString();
   const context = isObject(call.context) ? call.context : {};
-  const version = () => put("version", 1);
+  // Every body but delete's opens with the version and the type.
+  const head = () => {
+    put("version", 1);
+    put("type", call.type);
+  };
 
   switch (call.type) {
     case "delete":
@@ -30,34 +34,29 @@ export function bodyObject(call: StoredCall): Record<string, JsonValue> {
       put("timestamp", timestamp);
       return b;
     case "page":
-      version();
-      put("type", "page");
+      head();
       ids();
       put("properties", pageProperties(call));
       break;
     case "screen":
-      version();
-      put("type", "screen");
+      head();
       ids();
       put("name", call.name);
       break;
     case "identify":
-      version();
-      put("type", "identify");
+      head();
       ids();
       put("traits", objectOrUndefined(call.traits));
       break;
     case "track":
-      version();
-      put("type", "track");
+      head();
       ids();
       put("event", call.event);
       put("properties", objectOrUndefined(call.properties));
       break;
     case "alias":
       // The seed's alias body: identity keys written with spaces, no previousId/userId keys.
-      version();
-      put("type", "alias");
+      head();
       put("timestamp", timestamp);
       put("Previous ID", call.previousId);
       put("User ID", call.userId);
@@ -65,8 +64,7 @@ export function bodyObject(call: StoredCall): Record<string, JsonValue> {
       put("context", context);
       return b;
     case "group":
-      version();
-      put("type", "group");
+      head();
       put("groupId", call.groupId);
       ids();
       put("traits", objectOrUndefined(call.traits));

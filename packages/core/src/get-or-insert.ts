@@ -1,0 +1,9 @@
+/** The value of `key`, created by `make` and stored when the map has none (Map.getOrInsertComputed, not yet in Node 20). */
+export function getOrInsert<K, V>(map: Map<K, V>, key: K, make: () => V): V {
+  let value = map.get(key);
+  if (value === undefined) {
+    value = make();
+    map.set(key, value);
+  }
+  return value;
+}
