@@ -1,9 +1,9 @@
 import type { RunningDispatcher } from "@hookpost/dispatcher";
 import type { Subscription } from "nats";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { Receiver } from "../helpers/receiver.js";
+import type { Receiver } from "../helpers/receiver.js";
 import { until } from "../helpers/until.js";
-import { destination, type Pipeline, pipeline, publishCall, track } from "./helpers.js";
+import { destination, type Pipeline, pipeline, publishCall, track, useReceivers } from "./helpers.js";
 
 /**
  * Direct delivery (docs/design/delivery-at-scale.md §6): the router makes the first attempt
@@ -14,14 +14,8 @@ import { destination, type Pipeline, pipeline, publishCall, track } from "./help
 
 let p: Pipeline;
 let d: RunningDispatcher | undefined;
-const receivers: Receiver[] = [];
+const { receiver } = useReceivers();
 const subs: Subscription[] = [];
-
-async function receiver(): Promise<Receiver> {
-  const r = await Receiver.http();
-  receivers.push(r);
-  return r;
-}
 
 /** What the router and parking store on DELIVERIES, by subject, as a plain subscriber sees it. */
 function storedSubjects(): string[] {
@@ -45,6 +39,23 @@ async function sendAndWait(sourceId: string, rx: Receiver, total: number): Promi
   return call.messageId;
 }
 
+/**
+ * A dispatcher (with `overrides`), and destination `id` of source `id` with one call delivered
+ * through a partition: this replica then knows how it answers. `respond`: set before that call.
+ */
+async function answered(
+  id: string,
+  overrides: Parameters<Pipeline["dispatcher"]>[0] = {},
+  respond?: Receiver["respond"],
+): Promise<Receiver> {
+  d = await p.dispatcher(overrides);
+  const rx = await receiver();
+  if (respond) rx.respond = respond;
+  await p.putDestination(destination({ id, sourceIds: [id], urls: [rx.url(`/${id}`)] }));
+  await sendAndWait(id, rx, 1);
+  return rx;
+}
+
 beforeAll(async () => {
   p = await pipeline();
 });
@@ -56,17 +67,13 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
-  await Promise.all(receivers.map((r) => r.close()));
   await p?.close();
 });
 
 describe("direct delivery", () => {
   it("a destination that answers fast gets its calls from the router itself, nothing stored, each once", async () => {
-    d = await p.dispatcher();
-    const rx = await receiver();
-    await p.putDestination(destination({ id: "fast", sourceIds: ["direct-fast"], urls: [rx.url("/fast")] }));
-    // Not known to answer yet: the first call goes through a partition.
-    await sendAndWait("direct-fast", rx, 1);
+    // Not known to answer yet: its first call goes through a partition.
+    const rx = await answered("direct-fast");
     const stored = storedSubjects();
     await p.nc.flush();
     const sent: string[] = [];
@@ -79,12 +86,7 @@ describe("direct delivery", () => {
   });
 
   it("a direct attempt that fails is parked on the destination's lane and delivered by its retry", async () => {
-    d = await p.dispatcher();
-    const rx = await receiver();
-    await p.putDestination(
-      destination({ id: "flaky", sourceIds: ["direct-flaky"], urls: [rx.url("/flaky")] }),
-    );
-    await sendAndWait("direct-flaky", rx, 1);
+    const rx = await answered("direct-flaky");
     const failOnce = new Set<string>();
     rx.respond = (r) => {
       const key = String(r.headers["idempotency-key"]);
@@ -98,25 +100,20 @@ describe("direct delivery", () => {
     const tries = rx.requests.filter((r) => r.headers["idempotency-key"] === id);
     expect(tries.map((r) => r.body)).toEqual([tries[0]!.body, tries[0]!.body]);
     // Stored once: on its lane, for the retry; never on a partition.
-    expect(stored).toEqual(["hookpost.lanes.flaky"]);
+    expect(stored).toEqual(["hookpost.lanes.direct-flaky"]);
     expect(await directCount("done")).toBe(1);
-    expect((await d.metrics.retries.get()).values[0]?.value).toBe(1);
+    expect((await d!.metrics.retries.get()).values[0]?.value).toBe(1);
   });
 
   it("a direct attempt answered 400 is dead-lettered at once with the exact body sent", async () => {
-    d = await p.dispatcher();
-    const rx = await receiver();
-    await p.putDestination(
-      destination({ id: "refuses", sourceIds: ["direct-400"], urls: [rx.url("/refuses")] }),
-    );
-    await sendAndWait("direct-400", rx, 1);
+    const rx = await answered("direct-400");
     rx.respond = () => ({ status: 400 });
     const stored = storedSubjects();
     await p.nc.flush();
     const id = await sendAndWait("direct-400", rx, 2);
     const letters = await until(
       async () => {
-        const l = await p.deadLetters.list("refuses");
+        const l = await p.deadLetters.list("direct-400");
         return l.length > 0 && l;
       },
       { message: "the dead letter" },
@@ -160,11 +157,7 @@ describe("direct delivery", () => {
   });
 
   it("a destination answering slowly (400 ms) has every delivery stored first", async () => {
-    d = await p.dispatcher();
-    const rx = await receiver();
-    rx.respond = () => ({ status: 200, delayMs: 400 });
-    await p.putDestination(destination({ id: "slow", sourceIds: ["direct-slow"], urls: [rx.url("/slow")] }));
-    await sendAndWait("direct-slow", rx, 1);
+    const rx = await answered("direct-slow", {}, () => ({ status: 200, delayMs: 400 }));
     const stored = storedSubjects();
     await p.nc.flush();
     for (let i = 0; i < 3; i++) await sendAndWait("direct-slow", rx, i + 2);
@@ -173,10 +166,7 @@ describe("direct delivery", () => {
   });
 
   it("DIRECT_DELIVERY off stores every delivery first", async () => {
-    d = await p.dispatcher({ directDelivery: false });
-    const rx = await receiver();
-    await p.putDestination(destination({ id: "off", sourceIds: ["direct-off"], urls: [rx.url("/off")] }));
-    await sendAndWait("direct-off", rx, 1);
+    const rx = await answered("direct-off", { directDelivery: false });
     const stored = storedSubjects();
     await p.nc.flush();
     for (let i = 0; i < 5; i++) await sendAndWait("direct-off", rx, i + 2);

@@ -207,3 +207,19 @@ export function pipelineWithReceiver(): { readonly p: Pipeline; readonly rx: Rec
   });
   return t;
 }
+
+/** A test file's HTTP receivers, closed after its tests: `receiver()` opens one, `keep()` takes one opened otherwise. */
+export function useReceivers(): { receiver(): Promise<Receiver>; keep(r: Receiver): void } {
+  const all: Receiver[] = [];
+  afterAll(async () => {
+    await Promise.all(all.map((r) => r.close()));
+  });
+  return {
+    receiver: async () => {
+      const r = await Receiver.http();
+      all.push(r);
+      return r;
+    },
+    keep: (r) => void all.push(r),
+  };
+}

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { counterValue } from "../e2e/helpers.js";
 import { waitForRevision } from "../helpers/revisions.js";
 import { until } from "../helpers/until.js";
-import { destination, type Pipeline, pipeline, publishCall, Receiver, track } from "./helpers.js";
+import { destination, type Pipeline, pipeline, publishCall, track, useReceivers } from "./helpers.js";
 
 /**
  * Configuration changes reach a running dispatcher within 2 s, without restart. Changes are made
@@ -25,13 +25,7 @@ let opsPort: number;
 let dispatcher: RunningDispatcher;
 /** Waits until the dispatcher applied a change (what the write returned), instead of sleeping. */
 const applied = (revision: number) => waitForRevision(revision, [dispatcher]);
-const receivers: Receiver[] = [];
-
-async function receiver(): Promise<Receiver> {
-  const r = await Receiver.http();
-  receivers.push(r);
-  return r;
-}
+const { receiver } = useReceivers();
 
 beforeAll(async () => {
   p = await pipeline();
@@ -48,7 +42,6 @@ beforeAll(async () => {
 afterAll(async () => {
   admin?.close();
   await p?.close();
-  await Promise.all(receivers.map((r) => r.close()));
 });
 
 describe("live configuration", () => {

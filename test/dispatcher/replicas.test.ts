@@ -4,19 +4,13 @@ import { EVENTS_STREAM } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { killIfRunning } from "../helpers/service-process.js";
 import { until } from "../helpers/until.js";
-import { destination, type Pipeline, pipeline, publishCall, Receiver, track } from "./helpers.js";
+import { destination, type Pipeline, pipeline, publishCall, track, useReceivers } from "./helpers.js";
 
 /** Several replicas share the work; a replica that dies or stops loses nothing. */
 
 let p: Pipeline;
-const receivers: Receiver[] = [];
+const { receiver } = useReceivers();
 const children: ChildProcess[] = [];
-
-async function receiver(): Promise<Receiver> {
-  const r = await Receiver.http();
-  receivers.push(r);
-  return r;
-}
 
 /** `node --import tsx services/dispatcher/main.ts`; resolves once it logged "dispatcher started". */
 async function child(env: Record<string, string> = {}): Promise<{ proc: ChildProcess; logs: string[] }> {
@@ -85,7 +79,6 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const c of children) killIfRunning(c);
   await p?.close();
-  await Promise.all(receivers.map((r) => r.close()));
 });
 
 describe("replicas", () => {

@@ -24,6 +24,7 @@ import {
   Receiver,
   type TestCerts,
   track,
+  useReceivers,
 } from "./helpers.js";
 
 /**
@@ -34,14 +35,8 @@ import {
 
 let p: Pipeline;
 let certs: TestCerts;
-const receivers: Receiver[] = [];
+const { receiver, keep } = useReceivers();
 let n = 0;
-
-async function receiver(): Promise<Receiver> {
-  const r = await Receiver.http();
-  receivers.push(r);
-  return r;
-}
 
 /** A destination on its own source; returns the source id to publish to. */
 async function dest(urls: string[], extra: Partial<Parameters<typeof destination>[0]> = {}) {
@@ -81,7 +76,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await p?.close();
-  await Promise.all(receivers.map((r) => r.close()));
   rmSync(certs.dir, { recursive: true, force: true });
 });
 
@@ -204,7 +198,7 @@ describe("failures and dead letters", () => {
 
   it("sends nothing to a self-signed HTTPS endpoint", async () => {
     const self = await Receiver.https(certs.selfSignedCert, certs.selfSignedKey);
-    receivers.push(self);
+    keep(self);
     const d = await dest([self.url()]);
     await publishCall(p.js, track({ sourceId: d.sourceId }));
     const [letter] = await deadLetters(d.id);
@@ -222,7 +216,7 @@ describe("failures and dead letters", () => {
 
   it("delivers to an HTTPS endpoint whose CA is trusted through WEBHOOK_CA_FILE", async () => {
     const https = await Receiver.https(certs.serverCert, certs.serverKey);
-    receivers.push(https);
+    keep(https);
     const d = await dest([https.url("/tls", "localhost")]);
     const call = track({ sourceId: d.sourceId });
     await publishCall(p.js, call);

@@ -16,9 +16,8 @@ import type { RunningDispatcher } from "@hookpost/dispatcher";
 import { renderBody } from "@hookpost/dispatcher";
 import { AckPolicy, headers, nanos } from "nats";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { Receiver } from "../helpers/receiver.js";
 import { until } from "../helpers/until.js";
-import { destination, type Pipeline, pipeline, publishCall, track } from "./helpers.js";
+import { destination, type Pipeline, pipeline, publishCall, track, useReceivers } from "./helpers.js";
 
 /**
  * The delivery core whose cost follows pending work (docs/design/delivery-at-scale.md), at a
@@ -29,15 +28,9 @@ import { destination, type Pipeline, pipeline, publishCall, track } from "./help
  */
 
 let p: Pipeline;
-const receivers: Receiver[] = [];
+const { receiver } = useReceivers();
 /** Each test's dispatcher, closed after it whatever the outcome. */
 let d: RunningDispatcher | undefined;
-
-async function receiver(): Promise<Receiver> {
-  const r = await Receiver.http();
-  receivers.push(r);
-  return r;
-}
 
 async function consumerNames(): Promise<string[]> {
   const out: string[] = [];
@@ -78,7 +71,6 @@ afterEach(async () => {
 
 afterAll(async () => {
   await p?.close();
-  await Promise.all(receivers.map((r) => r.close()));
 });
 
 describe("delivery at scale (CI size)", () => {
