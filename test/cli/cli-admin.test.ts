@@ -1,5 +1,4 @@
 import { execFileSync } from "node:child_process";
-import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { CONFIG_BUCKET, EVENTS_STREAM, kvStream } from "@hookpost/core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -62,12 +61,6 @@ const sendTrack = (key: string, messageId: string) => [
   "--message-id",
   messageId,
 ];
-
-async function file(name: string, text: string): Promise<string> {
-  const path = join(user.dir, name);
-  await writeFile(path, text);
-  return path;
-}
 
 describe("sources", () => {
   it("create prints the write key once, clearly; list/get show only its prefix", async () => {
@@ -341,7 +334,7 @@ destinations:
 `;
 
   it("creates what is missing, then a second run changes nothing; edits update only what differs", async () => {
-    const path = await file("hookpost.yaml", yaml);
+    const path = await user.file("hookpost.yaml", yaml);
     const first = ok(await user.run(["apply", "-f", path], { CRM_SECRET: "crm-secret-1" }));
     expect(first.stdout).toContain("source web: created");
     expect(first.stdout).toContain("destination audit: created");
@@ -364,7 +357,7 @@ destinations:
     );
     expect(await revision()).toBe(applied);
 
-    const edited = await file(
+    const edited = await user.file(
       "edited.yaml",
       yaml.replace("X-Team: growth", "X-Team: sales").replace("enabled: false", "enabled: true"),
     );
@@ -404,7 +397,7 @@ destinations:
   it("sets, updates and renames a source's allowed origins; a re-apply changes nothing", async () => {
     const withOrigins = (origins: string, name = "Web app") =>
       `sources:\n  - { id: web, name: ${name}, allowedOrigins: ${origins} }\n`;
-    const path = await file("origins.yaml", withOrigins("[HTTPS://Shop.Example.com/]"));
+    const path = await user.file("origins.yaml", withOrigins("[HTTPS://Shop.Example.com/]"));
     expect(ok(await user.run(["apply", "-f", path])).stdout).toContain("source web: created");
     expect((await t.stack.admin.getSource({ id: "web" })).source!.allowedOrigins).toEqual([
       "https://shop.example.com",
@@ -412,7 +405,7 @@ destinations:
     const applied = await revision();
     expect(ok(await user.run(["apply", "-f", path])).stdout).toContain("source web: unchanged");
     expect(await revision()).toBe(applied);
-    const edited = await file(
+    const edited = await user.file(
       "origins-2.yaml",
       withOrigins("[https://shop.example.com, http://localhost:3000]", "Web"),
     );
@@ -427,12 +420,18 @@ destinations:
       allowedOrigins: ["https://shop.example.com", "http://localhost:3000"],
     });
     // Omitted: any origin again.
-    ok(await user.run(["apply", "-f", await file("origins-3.yaml", "sources: [{ id: web, name: Web }]\n")]));
+    ok(
+      await user.run([
+        "apply",
+        "-f",
+        await user.file("origins-3.yaml", "sources: [{ id: web, name: Web }]\n"),
+      ]),
+    );
     expect((await t.stack.admin.getSource({ id: "web" })).source!.allowedOrigins).toEqual([]);
   });
 
   it("--dry-run shows the plan and changes nothing; JSON files work too", async () => {
-    const path = await file(
+    const path = await user.file(
       "hookpost.json",
       JSON.stringify({
         sources: [{ id: "web", name: "Web" }],
@@ -450,7 +449,7 @@ destinations:
   });
 
   it("an invalid file is refused with every problem named by its path, and nothing changes", async () => {
-    const bad = await file(
+    const bad = await user.file(
       "bad.yaml",
       `
 sources:
@@ -488,7 +487,7 @@ destinations:
   });
 
   it("unknown sources, missing files, bad YAML and unset secret variables are clear errors", async () => {
-    const unknown = await file(
+    const unknown = await user.file(
       "unknown.yaml",
       "destinations:\n  - { id: d, name: D, sources: [ghost], urls: ['https://a.example.com'] }\n",
     );
@@ -503,15 +502,15 @@ destinations:
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^error: cannot read .*missing\.yaml: no such file\n$/);
 
-    r = await user.run(["apply", "-f", await file("broken.yaml", "sources: [\n  - id: web\n")]);
+    r = await user.run(["apply", "-f", await user.file("broken.yaml", "sources: [\n  - id: web\n")]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^error: .*broken\.yaml is not valid YAML \(line \d+, column \d+\): /);
 
-    r = await user.run(["apply", "-f", await file("broken.json", '{"sources": [}')]);
+    r = await user.run(["apply", "-f", await user.file("broken.json", '{"sources": [}')]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/broken\.json is not valid JSON/);
 
-    r = await user.run(["apply", "-f", await file("env.yaml", yaml)]);
+    r = await user.run(["apply", "-f", await user.file("env.yaml", yaml)]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("  destinations[0].secretEnv: environment variable CRM_SECRET is not set");
 

@@ -1,5 +1,3 @@
-import { writeFile } from "node:fs/promises";
-import { join } from "node:path";
 import { generateStandardWebhookSecret } from "@hookpost/receiver";
 import { describe, expect, it } from "vitest";
 import { STACK_ADMIN_TOKEN } from "../helpers/stack.js";
@@ -13,12 +11,6 @@ import { failed, ok, useCliUser } from "./run-cli.js";
 
 const t = stackWithStore();
 const user = useCliUser(() => t.stack.ingest.address, STACK_ADMIN_TOKEN);
-
-async function file(name: string, text: string): Promise<string> {
-  const path = join(user.dir, name);
-  await writeFile(path, text);
-  return path;
-}
 
 /** The webhook as stored, once the test's store has seen `check` hold. */
 const stored = (
@@ -135,7 +127,7 @@ operatorWebhooks:
 
   it("creates them (printing generated secrets once), leaves them alone on a re-apply, updates what differs", async () => {
     const oncall = generateStandardWebhookSecret();
-    const path = await file("ops.yaml", yaml);
+    const path = await user.file("ops.yaml", yaml);
     const first = ok(await user.run(["apply", "-f", path], { ONCALL_SECRET: oncall }));
     expect(first.stdout).toContain("operator webhook chat: created");
     expect(first.stdout).toContain("operator webhook oncall: created");
@@ -148,7 +140,7 @@ operatorWebhooks:
     expect(second.stdout).toContain("Summary: 0 created, 0 updated, 2 unchanged.");
     expect(second.stdout).not.toContain("whsec_");
 
-    const edited = await file(
+    const edited = await user.file(
       "ops-edited.yaml",
       yaml.replace("failingBelow: 0.6", "failingBelow: 0.7").replace("behindAfter: 5m", ""),
     );
@@ -173,7 +165,7 @@ operatorWebhooks:
   });
 
   it("names every problem of the file with its path before sending anything", async () => {
-    const bad = await file(
+    const bad = await user.file(
       "bad-ops.yaml",
       "operatorWebhooks:\n  - { id: x, name: X, url: 'ftp://x', events: [destination.exploded], failingBelow: 3, behindAfter: soon, secret: nope }\n",
     );

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -107,6 +107,8 @@ export interface CliUser {
   /** HOOKPOST_ENDPOINT and ADMIN_TOKEN. */
   readonly env: Record<string, string>;
   readonly run: ReturnType<typeof cliRunner>;
+  /** Writes `text` to the file `name` in `dir`; its path. */
+  file(name: string, text: string): Promise<string>;
 }
 
 /** A CliUser of the ingest at `endpoint()` (read when used: the ingest starts in a hook). */
@@ -119,15 +121,23 @@ export function useCliUser(endpoint: () => string, token: string): CliUser {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
   const env = () => ({ HOOKPOST_ENDPOINT: endpoint(), ADMIN_TOKEN: token });
+  const folder = () => {
+    if (!dir) throw new Error("useCliUser: use it inside a test or hook");
+    return dir;
+  };
   return {
     get dir() {
-      if (!dir) throw new Error("useCliUser: use it inside a test or hook");
-      return dir;
+      return folder();
     },
     get env() {
       return env();
     },
     run: cliRunner(env, token),
+    async file(name, text) {
+      const path = join(folder(), name);
+      await writeFile(path, text);
+      return path;
+    },
   };
 }
 

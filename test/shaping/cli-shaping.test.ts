@@ -1,5 +1,3 @@
-import { writeFile } from "node:fs/promises";
-import { join } from "node:path";
 import { HttpMethod } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { describe, expect, it } from "vitest";
 import { ok, useCliUser } from "../cli/run-cli.js";
@@ -20,9 +18,8 @@ const user = useCliUser(() => stack.ingest.address, STACK_ADMIN_TOKEN);
 
 describe("shaping through the CLI", () => {
   it("apply -f sets filter, mapping and method; a second apply changes nothing; dry-run prints the request", async () => {
-    const file = join(user.dir, "hookpost.yaml");
-    await writeFile(
-      file,
+    const file = await user.file(
+      "hookpost.yaml",
       [
         "sources:",
         "  - { id: web, name: Web }",
@@ -72,9 +69,8 @@ describe("shaping through the CLI", () => {
   });
 
   it("apply -f refuses an expression that does not compile, naming the file's path", async () => {
-    const file = join(user.dir, "bad.yaml");
-    await writeFile(
-      file,
+    const file = await user.file(
+      "bad.yaml",
       [
         "sources:",
         "  - { id: web2, name: Web }",
