@@ -30,7 +30,7 @@ import {
   removeDestinationDeliveries,
 } from "./consumers.js";
 import type { BatchMember, DeliveryHandler } from "./delivery.js";
-import type { DirectEnd, DirectMsg } from "./direct.js";
+import { type DirectEnd, type DirectMsg, mayGoDirect } from "./direct.js";
 import { Lanes } from "./lanes.js";
 import { ownerOf } from "./ordered/ownership.js";
 import { deliveryState } from "./parking.js";
@@ -209,13 +209,7 @@ export class Deliveries {
     const d = this.#d;
     if (!d.direct || this.#closed || d.shutdown.aborted || this.#directs >= d.direct.max) return undefined;
     const dest = d.store.destination(id);
-    if (
-      !dest?.enabled ||
-      dest.batching ||
-      dest.ordering === "PER_USER" ||
-      dest.rateLimitPerSecond !== undefined
-    )
-      return undefined;
+    if (!dest?.enabled || !mayGoDirect(dest) || dest.rateLimitPerSecond !== undefined) return undefined;
     if (d.breakers.isOpen(id) || d.capacity.stalled(id) || !d.capacity.fast(id, d.direct.maxLatencyMs))
       return undefined;
     this.#directs++;

@@ -11,6 +11,15 @@ export function deadLetterKey(destinationId: string, msg: JsMsg): string {
   return msg instanceof DirectMsg ? `${destinationId}:event-${msg.seq}` : `${destinationId}:${msg.seq}`;
 }
 
+/**
+ * Whether a delivery may ever be attempted by the router: ordered deliveries wait for their turn
+ * and batching ones for their batch, in storage. (Whether its destination can take it now is
+ * Deliveries.direct's call.)
+ */
+export function mayGoDirect(dest: { ordering?: string; batching?: unknown }): boolean {
+  return dest.ordering !== "PER_USER" && !dest.batching;
+}
+
 /** What a direct attempt ended in: done (delivered, parked, dead-lettered, dropped) or handed back. */
 export type DirectEnd = "done" | "handed_back";
 

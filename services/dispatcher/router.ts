@@ -33,7 +33,7 @@ import {
   userHash,
 } from "@hookpost/core";
 import { headers, type JsMsg } from "nats";
-import { type DirectEnd, DirectMsg } from "./direct.js";
+import { type DirectEnd, DirectMsg, mayGoDirect } from "./direct.js";
 import { webhooksEnabled } from "./integrations.js";
 import type { DispatcherMetrics } from "./metrics.js";
 
@@ -177,8 +177,7 @@ export class Router {
             d.publisher.publish(subject, body, h).then(() => {
               if (dest.batching && !ordered) d.onLane?.(dest.id);
             });
-          // Ordered and batching deliveries always wait in storage for their turn.
-          if (ordered || dest.batching || !d.direct) return store();
+          if (!d.direct || !mayGoDirect(dest)) return store();
           return d
             .direct(dest.id, () => new DirectMsg(msg, subject, toBytes(body), h))
             .then((end) => {

@@ -17,7 +17,8 @@ export function startRouting(config: DispatcherConfig, deps: CoreDeps): Puller {
     deliveryPartitions: config.deliveryPartitions,
     answering: (id) => core.deliveries.answering(id),
     onLane: (id) => core.deliveries.lanes.open(id),
-    direct: (id, make) => core.deliveries.direct(id, make),
+    // Off, the router does not even ask (no extra promise per delivery).
+    ...(config.directDelivery && { direct: (id, make) => core.deliveries.direct(id, make) }),
   });
   const puller = new Puller({
     js: conns.js,

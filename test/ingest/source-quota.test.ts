@@ -1,7 +1,7 @@
 import type { SourceQuotaSettings } from "@hookpost/api";
-import { startIngest } from "@hookpost/api";
+import { SourceQuota, startIngest } from "@hookpost/api";
 import { Code } from "@hookpost/contract";
-import { DEFAULT_TOPOLOGY, EVENTS_STREAM } from "@hookpost/core";
+import { type ConfigStore, DEFAULT_TOPOLOGY, EVENTS_STREAM, eventSubject } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BLOB, eventsOf, expectOnlyARefusedUntilDrained, sendUntilRefused } from "../helpers/source-quota.js";
 import { Stack } from "../helpers/stack.js";
@@ -90,6 +90,28 @@ describe("pending bytes per source (no router: calls stay on EVENTS)", () => {
     } finally {
       await replica.close();
     }
+  });
+});
+
+describe("the pending-bytes figure", () => {
+  const h = useHarness({ config: { httpAddress: "127.0.0.1:0" } });
+  it("counts a call once when its PubAck comes back while a refresh reads the streams", async () => {
+    // The config store is read only for DELIVERIES subjects: there are none here.
+    const store = { destination: () => undefined } as unknown as ConfigStore;
+    const q = new SourceQuota(quota({ refreshMs: 60_000 }), { jsm: h.jsm, store, log: silentLogger() });
+    const js = h.nc.jetstream();
+    const data = JSON.stringify({ blob: BLOB });
+    const first = await js.publish(eventSubject("Q", "track"), data);
+    const reading = q.refresh(); // reads EVENTS, which already holds the call...
+    q.stored("Q", { bytes: data.length, seq: first.seq }, 1); // ...whose answer is counted after
+    await reading;
+    expect(q.pendingBytes("Q")).toBe(data.length); // was twice: Q refused at half its quota
+    // A call stored after the read is counted until the next read holds it.
+    const second = await js.publish(eventSubject("Q", "track"), data);
+    q.stored("Q", { bytes: data.length, seq: second.seq }, 1);
+    expect(q.pendingBytes("Q")).toBe(2 * data.length);
+    await q.refresh();
+    expect(q.pendingBytes("Q")).toBe(2 * data.length);
   });
 });
 

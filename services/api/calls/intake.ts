@@ -33,13 +33,13 @@ export class CallIntake {
     this.#quota?.admit(sourceId, calls.length);
     const stamp = { sourceId, receivedAt: this.#now() };
     const stored = calls.map((c) => toStoredCall(c, stamp));
-    const [bytes] = await Promise.all([
+    const [published] = await Promise.all([
       stored.length === 1
         ? this.#publisher.publish(stored[0]!, trace)
         : this.#publisher.publishAll(stored, PUBLISH_CONCURRENCY, trace),
       this.#remember(stored),
     ]);
-    this.#quota?.stored(sourceId, bytes, stored.length);
+    this.#quota?.stored(sourceId, published, stored.length);
     return stored.map((s) => s.messageId);
   }
 

@@ -27,6 +27,12 @@ export interface PublisherOptions {
 
 export type PublishOutcome = "stored" | "duplicate" | "unavailable" | "full" | "error";
 
+/** What a publish added to EVENTS: the bytes the stream counts, and the highest sequence (0: a duplicate). */
+export interface Published {
+  bytes: number;
+  seq: number;
+}
+
 /** What the stream counts for a message besides its subject, data and message id (record, header framing). */
 const STORE_OVERHEAD_BYTES = 61; // measured on nats-server 2.9.10 (file store)
 const UNAVAILABLE_HINT = "the call was not stored; retry later with the same message id";
@@ -76,9 +82,10 @@ export class EventPublisher {
    * same Nats-Msg-Id, so the call is stored once, until the publish deadline (timeoutMs) runs
    * out; only then is the answer UNAVAILABLE. A lone server that is unreachable fails at once.
    * `trace`: the caller's trace context (gRPC metadata / HTTP headers), carried on in the NATS
-   * headers. Resolves with the bytes the stream counts for it (for the per-source quota).
+   * headers. Resolves with the bytes the stream counts for it and its sequence (for the
+   * per-source quota).
    */
-  async publish(call: StoredCall, trace?: TraceContext): Promise<number> {
+  async publish(call: StoredCall, trace?: TraceContext): Promise<Published> {
     const started = performance.now();
     const deadline = started + this.#options.timeoutMs;
     const subject = eventSubject(call.sourceId, call.type);
@@ -97,7 +104,9 @@ export class EventPublisher {
       try {
         const ack = await this.#attempt(subject, data, h, deadline - performance.now());
         observe(ack.duplicate ? "duplicate" : "stored");
-        return ack.duplicate ? 0 : data.length + subject.length + msgId.length + STORE_OVERHEAD_BYTES;
+        return ack.duplicate
+          ? { bytes: 0, seq: 0 }
+          : { bytes: data.length + subject.length + msgId.length + STORE_OVERHEAD_BYTES, seq: ack.seq };
       } catch (err) {
         const retry = await this.#retryable(err, attempt, deadline);
         if (retry) continue;
@@ -133,17 +142,24 @@ export class EventPublisher {
 
   /**
    * Stores several calls at once (at most `concurrency` in flight); rejects with the first
-   * failure. Resolves with the bytes stored.
+   * failure. Resolves with the bytes stored and the highest sequence.
    */
-  async publishAll(calls: readonly StoredCall[], concurrency: number, trace?: TraceContext): Promise<number> {
+  async publishAll(
+    calls: readonly StoredCall[],
+    concurrency: number,
+    trace?: TraceContext,
+  ): Promise<Published> {
     let next = 0;
     let bytes = 0;
+    let seq = 0;
     let failed: unknown;
     const worker = async () => {
       while (failed === undefined && next < calls.length) {
         const call = calls[next++]!;
         try {
-          bytes += await this.publish(call, trace);
+          const p = await this.publish(call, trace);
+          bytes += p.bytes;
+          seq = Math.max(seq, p.seq);
         } catch (err) {
           failed ??= err;
         }
@@ -151,7 +167,7 @@ export class EventPublisher {
     };
     await Promise.all(Array.from({ length: Math.min(concurrency, calls.length) }, worker));
     if (failed !== undefined) throw failed;
-    return bytes;
+    return { bytes, seq };
   }
 
   #toError(err: unknown): HookpostError {

@@ -8,6 +8,7 @@ import {
   type TopologySettings,
 } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
+import type { Published } from "./publish.js";
 
 /** Per-source limits of ingest (README "Per-source quotas"). */
 export interface SourceQuotaSettings {
@@ -56,7 +57,8 @@ export type QuotaLimit = "pending_bytes" | "rate";
  *   counts on EVENTS, whose subjects carry the source id, and one on DELIVERIES, whose subjects
  *   carry the destination id, charged to every source of that destination), times the source's
  *   average stored call as this replica saw it (else the stream's average message), plus what
- *   this replica stored since. No JetStream request per call.
+ *   this replica stored after the last EVENTS sequence that figure holds. No JetStream request
+ *   per call.
  * - rate: a token bucket per source in this replica.
  */
 export class SourceQuota {
@@ -67,10 +69,13 @@ export class SourceQuota {
   readonly #onRefused: (limit: QuotaLimit) => void;
   /** Pending bytes per source as of the last refresh. */
   #snapshot = new Map<string, number>();
-  /** Bytes this replica stored since the refresh under way started. */
-  #since = new Map<string, number>();
-  /** Bytes stored before the refresh under way started: counted until its figure lands. */
-  #taken = new Map<string, number>();
+  /**
+   * What this replica stored that the last figure may not hold: batches by EVENTS sequence, and
+   * their bytes per source. A refresh drops the batches at or below the sequence it read, so a
+   * call is counted once, never in both (which refused sources under their quota) or in neither.
+   */
+  #recent: Array<{ sourceId: string; bytes: number; seq: number }> = [];
+  #recentBytes = new Map<string, number>();
   /** Average size of each source's calls stored here (moving average). */
   readonly #callBytes = new Map<string, number>();
   readonly #buckets = new Map<string, { tokens: number; at: number }>();
@@ -117,11 +122,7 @@ export class SourceQuota {
 
   /** Bytes of the source's calls not yet finished, as far as this replica knows. */
   pendingBytes(sourceId: string): number {
-    return (
-      (this.#snapshot.get(sourceId) ?? 0) +
-      (this.#taken.get(sourceId) ?? 0) +
-      (this.#since.get(sourceId) ?? 0)
-    );
+    return (this.#snapshot.get(sourceId) ?? 0) + (this.#recentBytes.get(sourceId) ?? 0);
   }
 
   /**
@@ -159,10 +160,11 @@ export class SourceQuota {
     b.tokens -= calls;
   }
 
-  /** Counts `calls` (`bytes` in all) this replica stored for the source. */
-  stored(sourceId: string, bytes: number, calls: number): void {
+  /** Counts `calls` this replica stored for the source (`bytes` in all, up to EVENTS sequence `seq`). */
+  stored(sourceId: string, { bytes, seq }: Published, calls: number): void {
     if (bytes <= 0 || calls <= 0) return;
-    this.#since.set(sourceId, (this.#since.get(sourceId) ?? 0) + bytes);
+    this.#recent.push({ sourceId, bytes, seq });
+    this.#recentBytes.set(sourceId, (this.#recentBytes.get(sourceId) ?? 0) + bytes);
     const avg = this.#callBytes.get(sourceId);
     const size = bytes / calls;
     this.#callBytes.set(sourceId, avg === undefined ? size : avg + (size - avg) * SIZE_WEIGHT);
@@ -177,9 +179,6 @@ export class SourceQuota {
   }
 
   async #refresh(): Promise<void> {
-    // What was stored so far is in the figure about to be read; what is stored meanwhile may not be.
-    for (const [id, n] of this.#since) this.#taken.set(id, (this.#taken.get(id) ?? 0) + n);
-    this.#since = new Map();
     try {
       const [events, deliveries] = await Promise.all([
         this.#jsm.streams.info(EVENTS_STREAM, { subjects_filter: `${EVENT_SUBJECT_PREFIX}>` }),
@@ -209,11 +208,20 @@ export class SourceQuota {
           add(sourceId, count * size(sourceId, avgDelivery));
       }
       this.#snapshot = next;
-      this.#taken = new Map();
+      this.#forget(events.state.last_seq);
     } catch (err) {
       // Keep the last figure and keep counting what is stored here: the next refresh catches up.
       this.#log.warn({ err: (err as Error).message }, "cannot read pending bytes per source; retrying");
     }
+  }
+
+  /** Drops the batches the figure just read holds (a batch that straddles it stays: an over-count of one batch). */
+  #forget(lastSeq: number): void {
+    const kept = this.#recent.filter((r) => r.seq > lastSeq);
+    this.#recent = kept;
+    this.#recentBytes = new Map();
+    for (const r of kept)
+      this.#recentBytes.set(r.sourceId, (this.#recentBytes.get(r.sourceId) ?? 0) + r.bytes);
   }
 
   #refuse(sourceId: string, limit: QuotaLimit, retryAfterMs: number, message: string): never {
