@@ -32,6 +32,7 @@ import {
 import type { BatchMember, DeliveryHandler } from "./delivery.js";
 import { type DirectEnd, type DirectMsg, mayGoDirect } from "./direct.js";
 import { Lanes } from "./lanes.js";
+import type { LoopLag } from "./loop-lag.js";
 import { ownerOf } from "./ordered/ownership.js";
 import { deliveryState } from "./parking.js";
 import { Puller } from "./puller.js";
@@ -86,7 +87,7 @@ export interface DeliveriesDeps {
    * The router's own first attempts (design §6; DIRECT_DELIVERY): at most `max` at once, to
    * destinations whose answers took at most `maxLatencyMs` on average. Absent: none.
    */
-  direct?: { max: number; maxLatencyMs: number };
+  direct?: { max: number; maxLatencyMs: number; lag?: LoopLag };
   /** RETRY_WINDOW: a delivery held back by an open breaker past it is dead-lettered. */
   retryWindowMs: number;
 }
@@ -163,6 +164,7 @@ export class Deliveries {
   /** Creates the partition consumers (idempotent) and starts pulling them and the lanes. */
   async start(): Promise<void> {
     const d = this.#d;
+    d.direct?.lag?.start();
     for (let p = 0; p < this.#count; p++) await ensureConsumer(d.jsm, partitionConsumerConfig(p, d.consumer));
     d.store.on("change", this.#onChange);
     d.registry?.on("change", this.#onReplicas);
@@ -210,8 +212,9 @@ export class Deliveries {
     if (!d.direct || this.#closed || d.shutdown.aborted || this.#directs >= d.direct.max) return undefined;
     const dest = d.store.destination(id);
     if (!dest?.enabled || !mayGoDirect(dest) || dest.rateLimitPerSecond !== undefined) return undefined;
-    if (d.breakers.isOpen(id) || d.capacity.stalled(id) || !d.capacity.fast(id, d.direct.maxLatencyMs))
-      return undefined;
+    // Twice the loop's lag: a request is written and its answer read each up to one lag late.
+    const maxMs = d.direct.maxLatencyMs + 2 * (d.direct.lag?.ms ?? 0);
+    if (d.breakers.isOpen(id) || d.capacity.stalled(id) || !d.capacity.fast(id, maxMs)) return undefined;
     this.#directs++;
     try {
       // As a partition's delivery would: a slot within 50 ms, else it is stored.
@@ -249,6 +252,7 @@ export class Deliveries {
 
   stopPulling(): void {
     this.#closed = true;
+    this.#d.direct?.lag?.stop();
     this.#d.store.off("change", this.#onChange);
     this.#d.registry?.off("change", this.#onReplicas);
     for (const p of this.#partitions) p.pause();

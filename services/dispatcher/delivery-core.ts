@@ -11,6 +11,7 @@ import { Deliveries } from "./deliveries.js";
 import { type AttemptObserver, DeliveryHandler } from "./delivery.js";
 import { createWebhookAgent } from "./http-agent.js";
 import { migrateLegacyConsumers } from "./legacy.js";
+import { LoopLag } from "./loop-lag.js";
 import type { DispatcherMetrics } from "./metrics.js";
 import { OrderedDelivery } from "./ordered/ordered-delivery.js";
 import { Parking } from "./parking.js";
@@ -143,6 +144,7 @@ export async function startDeliveryCore(
       direct: {
         max: Math.max(1, Math.floor(config.routerConcurrency / 2)),
         maxLatencyMs: DIRECT_MAX_LATENCY_MS,
+        lag: new LoopLag(),
       },
     }),
   });

@@ -12,6 +12,7 @@ export { type DeliveryDeps, DeliveryHandler } from "./delivery.js";
 export { type RunningDispatcher, startDispatcher } from "./dispatcher.js";
 export { type AgentOptions, createWebhookAgent } from "./http-agent.js";
 export { INTEGRATION_NAME, webhooksEnabled } from "./integrations.js";
+export { LoopLag } from "./loop-lag.js";
 export { DispatcherMetrics } from "./metrics.js";
 export { AlertState, conditionKey } from "./operator-webhooks/alert-state.js";
 export { eventId } from "./operator-webhooks/events.js";
