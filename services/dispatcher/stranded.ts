@@ -138,34 +138,13 @@ export interface StrandedDeps {
   onRecreated?: () => void;
 }
 
-/** The partitions' check; lanes are checked by their sweep (lanes.ts) with the same verdict. */
+/** The partitions' check, run every intervalMs (housekeeping.ts); lanes are checked by their sweep (lanes.ts) with the same verdict. */
 export class StrandedRescue {
   readonly #d: StrandedDeps;
   readonly #turns = new StrandedTurns<number>();
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<void> | undefined;
 
   constructor(deps: StrandedDeps) {
     this.#d = deps;
-  }
-
-  start(): void {
-    const tick = () => {
-      this.#running = this.run()
-        .then(() => {})
-        .catch((err) => this.#d.logger.warn({ err: (err as Error).message }, "stranded check failed"))
-        .finally(() => {
-          this.#running = undefined;
-          if (this.#timer) this.#timer = setTimeout(tick, this.#d.intervalMs).unref();
-        });
-    };
-    this.#timer = setTimeout(tick, this.#d.intervalMs).unref();
-  }
-
-  async stop(): Promise<void> {
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    await this.#running;
   }
 
   /** One look at every partition; returns how many consumers were created again. */
