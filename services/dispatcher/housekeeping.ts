@@ -2,6 +2,7 @@ import { partitionCount } from "@hookpost/core";
 import type { DispatcherConfig } from "./config.js";
 import type { CoreDeps } from "./delivery-core.js";
 import { Janitor } from "./janitor.js";
+import { Periodic } from "./periodic.js";
 import { StrandedRescue } from "./stranded.js";
 
 const JANITOR_INTERVAL_MS = 60_000;
@@ -20,11 +21,11 @@ export function startHousekeeping(config: DispatcherConfig, deps: CoreDeps): { s
     deadLetters: conns.deadLetters,
     attemptLog: core.attemptLog,
     retryWindowMs: config.topology.retryWindowMs,
-    intervalMs: janitorIntervalMs,
     logger,
     parking: core.parking,
   });
-  janitor.start(Math.min(5000, janitorIntervalMs));
+  const janitorRuns = new Periodic(() => janitor.run(), janitorIntervalMs, logger, "janitor run failed");
+  janitorRuns.start(Math.min(5000, janitorIntervalMs));
   const stranded = new StrandedRescue({
     js: conns.js,
     jsm: conns.jsm,
@@ -34,11 +35,17 @@ export function startHousekeeping(config: DispatcherConfig, deps: CoreDeps): { s
     intervalMs: config.strandedCheckMs,
     onRecreated: () => metrics.stranded.inc({ consumer: "partition" }),
   });
-  stranded.start();
+  const strandedRuns = new Periodic(
+    () => stranded.run(),
+    config.strandedCheckMs,
+    logger,
+    "stranded check failed",
+  );
+  strandedRuns.start();
   return {
     stop: async () => {
-      await janitor.stop();
-      await stranded.stop();
+      await janitorRuns.stop();
+      await strandedRuns.stop();
     },
   };
 }

@@ -25,7 +25,6 @@ export interface JanitorDeps {
   deadLetters: DeadLetters;
   attemptLog?: AttemptLog;
   retryWindowMs: number;
-  intervalMs: number;
   logger: Logger;
   /** Deliveries an older replica still routes to the per-destination layout move to lanes. */
   parking: Parking;
@@ -41,34 +40,14 @@ const decoder = new TextDecoder();
  * - a disabled destination's backlog (its lane) is kept, but what is older than the retry window
  *   is dead-lettered before stream max-age would drop it silently;
  * - what is left in the per-destination layout moves to lanes (legacy.ts).
- * Every replica runs it; all steps are idempotent (dead letters are deduplicated per delivery).
+ * Every replica runs it (housekeeping.ts); all steps are idempotent (dead letters are deduplicated per delivery).
  */
 export class Janitor {
   readonly #d: JanitorDeps;
   readonly #suspects = new Set<string>();
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<void> | undefined;
 
   constructor(deps: JanitorDeps) {
     this.#d = deps;
-  }
-
-  start(firstRunMs = 5000): void {
-    const tick = () => {
-      this.#running = this.run()
-        .catch((err) => this.#d.logger.warn({ err: (err as Error).message }, "janitor run failed"))
-        .finally(() => {
-          this.#running = undefined;
-          if (this.#timer) this.#timer = setTimeout(tick, this.#d.intervalMs).unref();
-        });
-    };
-    this.#timer = setTimeout(tick, firstRunMs).unref();
-  }
-
-  async stop(): Promise<void> {
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    await this.#running;
   }
 
   async run(): Promise<void> {

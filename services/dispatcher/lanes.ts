@@ -11,7 +11,7 @@ import type { JetStreamClient, JetStreamManager, JsMsg } from "nats";
 import { type ConsumerSettings, deleteConsumer, ensureConsumer, laneConsumerConfig } from "./consumers.js";
 import { Puller } from "./puller.js";
 import { restoreUncounted } from "./restore.js";
-import { holdLimit, lookAt, lookFields, type Suspicion, verdict } from "./stranded.js";
+import { holdLimit, lookAt, lookFields, StrandedTurns } from "./stranded.js";
 
 export interface LanesDeps {
   js: JetStreamClient;
@@ -65,10 +65,8 @@ export class Lanes {
   #timer: NodeJS.Timeout | undefined;
   #sweeping: Promise<void> | undefined;
   #closed = false;
-  /** Lanes whose consumer did not count their first stored delivery on the last look: its sequence. */
-  readonly #strandSuspects = new Map<string, Suspicion>();
-  /** Lanes whose last recovery stored deliveries again: if that did not help, the next creates the consumer again. */
-  readonly #strandRestored = new Set<string>();
+  /** What the stranded check saw of each lane's consumer (stranded.ts). */
+  readonly #strands = new StrandedTurns<string>();
   #strandCursor = 0;
 
   constructor(deps: LanesDeps) {
@@ -217,29 +215,20 @@ export class Lanes {
    */
   async #checkStranded(stored: Map<string, number>): Promise<void> {
     const d = this.#d;
-    for (const id of this.#strandSuspects.keys()) if (!stored.has(id)) this.#strandSuspects.delete(id);
-    for (const id of this.#strandRestored) if (!stored.has(id)) this.#strandRestored.delete(id);
+    this.#strands.keepOnly((id) => stored.has(id));
     const ids = [...stored.keys()].filter((id) => this.#lanes.has(id));
     for (let i = 0; i < Math.min(STRAND_CHECKS, ids.length); i++) {
       const id = ids[this.#strandCursor++ % ids.length]!;
       const look = await lookAt(d.jsm, laneConsumer(id), laneSubject(id), stored.get(id));
       if (!look) continue;
-      const v = verdict(this.#strandSuspects.get(id), look, holdLimit(d.consumer.ackWaitMs));
-      if (!v.recreate) {
-        if (v.suspicion) this.#strandSuspects.set(id, v.suspicion);
-        else this.#strandSuspects.delete(id);
-        continue;
-      }
-      this.#strandSuspects.delete(id);
-      // Stored again (its replica may lack them) and created again (its state may be wrong) take turns.
-      const restored = this.#strandRestored.delete(id)
-        ? 0
-        : await restoreUncounted(d, laneSubject(id), look.info);
-      if (restored > 0) {
-        this.#strandRestored.add(id);
+      const next = await this.#strands.next(id, look, holdLimit(d.consumer.ackWaitMs), () =>
+        restoreUncounted(d, laneSubject(id), look.info),
+      );
+      if (next === undefined) continue;
+      if (next !== "recreate") {
         d.onStrandedRecreated?.();
         d.logger.warn(
-          { destinationId: id, restored, ...lookFields(look) },
+          { destinationId: id, restored: next, ...lookFields(look) },
           "stranded deliveries: the lane's consumer passed messages the lane stores without counting them; stored again",
         );
         continue;

@@ -76,6 +76,56 @@ export function holdLimit(ackWaitMs: number): number {
   return Math.max(60_000, 3 * ackWaitMs);
 }
 
+/**
+ * The suspicions and turns of a set of consumers (the partitions', the lanes'), by key: what to do
+ * after a look at one. Storing again helps when the consumer's replica lacks what it passed;
+ * creating the consumer again when its state is wrong. The two take turns until the consumer
+ * counts everything.
+ */
+export class StrandedTurns<K> {
+  readonly #suspicions = new Map<K, Suspicion>();
+  /** Consumers whose last recovery stored deliveries again: if that did not help, the next creates the consumer again. */
+  readonly #restored = new Set<K>();
+
+  /** Forgets what was seen of `key`'s consumer (gone, or no longer looked at). */
+  forget(key: K): void {
+    this.#suspicions.delete(key);
+    this.#restored.delete(key);
+  }
+
+  /** Forgets every consumer but those `keep` says. */
+  keepOnly(keep: (key: K) => boolean): void {
+    for (const key of this.#suspicions.keys()) if (!keep(key)) this.#suspicions.delete(key);
+    for (const key of this.#restored) if (!keep(key)) this.#restored.delete(key);
+  }
+
+  /**
+   * After a look at `key`'s consumer: undefined when nothing is to be done, the number of
+   * deliveries `restore` stored again (its turn), or `recreate` (the other turn: the caller
+   * deletes the consumer and creates it again).
+   */
+  async next(
+    key: K,
+    look: Look,
+    holdLimitMs: number,
+    restore: () => Promise<number>,
+  ): Promise<number | "recreate" | undefined> {
+    const v = verdict(this.#suspicions.get(key), look, holdLimitMs);
+    if (!v.recreate) {
+      if (v.suspicion) this.#suspicions.set(key, v.suspicion);
+      else this.#suspicions.delete(key);
+      // A consumer may count copies for a moment and then skip them: the turn ends with the backlog.
+      if (look.firstSeq === 0) this.#restored.delete(key);
+      return undefined;
+    }
+    this.#suspicions.delete(key);
+    const restored = this.#restored.delete(key) ? 0 : await restore();
+    if (restored === 0) return "recreate";
+    this.#restored.add(key);
+    return restored;
+  }
+}
+
 export interface StrandedDeps {
   js: JetStreamClient;
   jsm: JetStreamManager;
@@ -88,36 +138,13 @@ export interface StrandedDeps {
   onRecreated?: () => void;
 }
 
-/** The partitions' check; lanes are checked by their sweep (lanes.ts) with the same verdict. */
+/** The partitions' check, run every intervalMs (housekeeping.ts); lanes are checked by their sweep (lanes.ts) with the same verdict. */
 export class StrandedRescue {
   readonly #d: StrandedDeps;
-  readonly #suspicions = new Map<number, Suspicion>();
-  /** Partitions whose last recovery stored deliveries again: if that did not help, the next creates the consumer again. */
-  readonly #restored = new Set<number>();
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<void> | undefined;
+  readonly #turns = new StrandedTurns<number>();
 
   constructor(deps: StrandedDeps) {
     this.#d = deps;
-  }
-
-  start(): void {
-    const tick = () => {
-      this.#running = this.run()
-        .then(() => {})
-        .catch((err) => this.#d.logger.warn({ err: (err as Error).message }, "stranded check failed"))
-        .finally(() => {
-          this.#running = undefined;
-          if (this.#timer) this.#timer = setTimeout(tick, this.#d.intervalMs).unref();
-        });
-    };
-    this.#timer = setTimeout(tick, this.#d.intervalMs).unref();
-  }
-
-  async stop(): Promise<void> {
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    await this.#running;
   }
 
   /** One look at every partition; returns how many consumers were created again. */
@@ -133,28 +160,19 @@ export class StrandedRescue {
     const look = await lookAt(d.jsm, name, partitionFilter(p));
     if (!look) {
       // Gone (a recreation that failed halfway, or deleted by hand): nothing would pull it.
-      this.#suspicions.delete(p);
+      this.#turns.forget(p);
       await ensureConsumer(d.jsm, partitionConsumerConfig(p, d.consumer));
       d.logger.warn({ consumer: name }, "a partition consumer was missing; created again");
       return true;
     }
-    const v = verdict(this.#suspicions.get(p), look, holdLimit(d.consumer.ackWaitMs));
-    if (!v.recreate) {
-      if (v.suspicion) this.#suspicions.set(p, v.suspicion);
-      else this.#suspicions.delete(p);
-      // A consumer may count copies for a moment and then skip them: the turn ends with the backlog.
-      if (look.firstSeq === 0) this.#restored.delete(p);
-      return false;
-    }
-    this.#suspicions.delete(p);
-    // Storing again helps when the consumer's replica lacks them; creating the consumer again
-    // when its state is wrong. The two take turns until the consumer counts everything.
-    const restored = this.#restored.delete(p) ? 0 : await restoreUncounted(d, partitionFilter(p), look.info);
-    if (restored > 0) {
-      this.#restored.add(p);
+    const next = await this.#turns.next(p, look, holdLimit(d.consumer.ackWaitMs), () =>
+      restoreUncounted(d, partitionFilter(p), look.info),
+    );
+    if (next === undefined) return false;
+    if (next !== "recreate") {
       d.onRecreated?.();
       d.logger.warn(
-        { consumer: name, restored, ...lookFields(look) },
+        { consumer: name, restored: next, ...lookFields(look) },
         "stranded deliveries: the consumer passed messages its partition stores without counting them; stored again",
       );
       return true;

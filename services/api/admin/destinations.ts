@@ -18,7 +18,7 @@ import {
 import { ConsentMissing, type Destination, Ordering } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { type DestinationRecord, type ServiceImpl, type Signing, signingSecrets } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
-import { auditChange } from "./audit-changes.js";
+import { auditChange, changeAudited, deleteAudited } from "./audit-changes.js";
 import { createOnce } from "./create-once.js";
 import {
   compiledViolations,
@@ -202,13 +202,10 @@ export function destinationHandlers(
 
       // Compare-and-set on the stored revision: a change made meanwhile (another admin call,
       // auto-disable) is read again and this update applied on top of it, never over it.
-      let next: DestinationRecord | undefined;
-      let prior: DestinationRecord | undefined;
       const signingKey = oneNewKey();
-      const revision = await store.changeDestination(d.id, (current) => {
+      const { revision, record: next } = await changeAudited(ctx, store, "destination", d.id, (current) => {
         const at = now();
-        prior = current;
-        next = { ...current, updatedAt: at.toISOString() };
+        const next: DestinationRecord = { ...current, updatedAt: at.toISOString() };
         if (fields.has("name")) next.name = d.name.trim();
         if (fields.has("source_ids")) next.sourceIds = [...d.sourceIds];
         if (fields.has("urls")) next.urls = [...d.urls];
@@ -249,9 +246,6 @@ export function destinationHandlers(
         throwIfInvalid(violations);
         return next;
       });
-      if (revision === undefined || next === undefined) throw notFound("destination", d.id);
-      auditChange(ctx, next.id, { type: "destination", before: prior, after: next });
-
       log.info({ destinationId: next.id, fields: [...fields] }, "destination updated");
       return { destination: destinationToProto(next), revision: BigInt(revision) };
     },
@@ -271,11 +265,7 @@ export function destinationHandlers(
     },
 
     deleteDestination: async (req, ctx) => {
-      throwIfInvalid(requiredIdViolations(req.id));
-      const before = store.destination(req.id);
-      if (!before) throw notFound("destination", req.id);
-      const revision = await store.deleteDestination(req.id);
-      auditChange(ctx, req.id, { type: "destination", before });
+      const revision = await deleteAudited(ctx, store, "destination", req.id);
       log.info({ destinationId: req.id }, "destination deleted");
       return { revision: BigInt(revision) };
     },

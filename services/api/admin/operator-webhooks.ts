@@ -17,7 +17,7 @@ import type { OperatorWebhook, OperatorWebhookSchema } from "@hookpost/contract/
 import type { OperatorWebhookRecord, ServiceImpl } from "@hookpost/core";
 import { generateStandardWebhookSecret } from "@hookpost/receiver";
 import { throwIfInvalid } from "../invalid.js";
-import { auditChange } from "./audit-changes.js";
+import { auditChange, changeAudited, deleteAudited } from "./audit-changes.js";
 import { createOnce } from "./create-once.js";
 import { generateId, idViolations, nameViolations, notFound, requiredIdViolations } from "./ids.js";
 import type { AdminDeps, AdminMethods } from "./sources.js";
@@ -190,32 +190,29 @@ export function operatorWebhookHandlers(
       }
       throwIfInvalid(violations);
 
-      let prior: OperatorWebhookRecord | undefined;
-      let next: OperatorWebhookRecord | undefined;
-      const revision = await store.changeOperatorWebhook(w.id, (current) => {
-        prior = current;
-        next = { ...current, updatedAt: now().toISOString() };
-        if (fields.has("name")) next.name = w.name.trim();
-        if (fields.has("url")) next.url = w.url;
-        if (fields.has("event_types")) next.eventTypes = [...w.eventTypes] as OperatorEventType[];
-        if (fields.has("enabled") && (!replaceAll || w.enabled !== undefined))
-          next.enabled = w.enabled ?? false;
-        if (secretChanges) next.secret = w.secret;
-        setThresholds(next, w, fields);
-        return next;
-      });
-      if (revision === undefined || next === undefined) throw notFound("operator webhook", w.id);
-      auditChange(ctx, next.id, { type: "operator_webhook", before: prior, after: next });
+      const { revision, record: next } = await changeAudited(
+        ctx,
+        store,
+        "operator_webhook",
+        w.id,
+        (current) => {
+          const next: OperatorWebhookRecord = { ...current, updatedAt: now().toISOString() };
+          if (fields.has("name")) next.name = w.name.trim();
+          if (fields.has("url")) next.url = w.url;
+          if (fields.has("event_types")) next.eventTypes = [...w.eventTypes] as OperatorEventType[];
+          if (fields.has("enabled") && (!replaceAll || w.enabled !== undefined))
+            next.enabled = w.enabled ?? false;
+          if (secretChanges) next.secret = w.secret;
+          setThresholds(next, w, fields);
+          return next;
+        },
+      );
       log.info({ operatorWebhookId: next.id, fields: [...fields] }, "operator webhook updated");
       return { operatorWebhook: operatorWebhookToProto(next), revision: BigInt(revision) };
     },
 
     deleteOperatorWebhook: async (req, ctx) => {
-      throwIfInvalid(requiredIdViolations(req.id));
-      const before = store.operatorWebhook(req.id);
-      if (!before) throw notFound("operator webhook", req.id);
-      const revision = await store.deleteOperatorWebhook(req.id);
-      auditChange(ctx, req.id, { type: "operator_webhook", before });
+      const revision = await deleteAudited(ctx, store, "operator_webhook", req.id);
       log.info({ operatorWebhookId: req.id }, "operator webhook deleted");
       return { revision: BigInt(revision) };
     },

@@ -10,8 +10,8 @@ import {
 import { type DestinationRecord, type ServiceImpl, type Signing, signingSecrets } from "@hookpost/core";
 import { generateStandardWebhookKeyPair, generateStandardWebhookSecret } from "@hookpost/receiver";
 import { throwIfInvalid } from "../invalid.js";
-import { auditChange } from "./audit-changes.js";
-import { notFound, requiredIdViolations } from "./ids.js";
+import { changeAudited } from "./audit-changes.js";
+import { requiredIdViolations } from "./ids.js";
 import type { AdminDeps, AdminMethods } from "./sources.js";
 import { destinationToProto } from "./to-proto.js";
 
@@ -43,38 +43,39 @@ export function rotateSecretHandler(deps: AdminDeps): Pick<ServiceImpl<AdminMeth
       // ABORTED rather than applied on top, where it would silently drop the secret that other
       // call has just answered with.
       let base: string | undefined | null = null;
-      let next: DestinationRecord | undefined;
-      let prior: DestinationRecord | undefined;
       let secret = "";
-      const revision = await store.changeDestination(req.destinationId, (current) => {
-        prior = current;
-        if (base === null) base = current.sharedSecret;
-        else if (current.sharedSecret !== base) throw concurrentRotation(req.destinationId);
-        if (req.newSecret !== "") secret = req.newSecret;
-        else {
-          secret = generated[current.signing] ?? newSecret(current.signing);
-          generated[current.signing] = secret;
-        }
-        const problems = sharedSecretViolations(secret, current.signing, "new_secret");
-        if (secret === current.sharedSecret) {
-          problems.push({ field: "new_secret", description: "is the current secret: choose a new one" });
-        }
-        const at = now();
-        next = { ...current, sharedSecret: secret, updatedAt: at.toISOString() };
-        delete next.previousSecret;
-        delete next.previousSecretExpiresAt;
-        if (current.sharedSecret !== undefined && overlapMs > 0) {
-          next.previousSecret = current.sharedSecret;
-          next.previousSecretExpiresAt = new Date(at.getTime() + overlapMs).toISOString();
-        }
-        problems.push(
-          ...previousSecretViolations(next, signingSecrets(next, at.getTime()), "previous_valid_for"),
-        );
-        throwIfInvalid(problems);
-        return next;
-      });
-      if (revision === undefined || next === undefined) throw notFound("destination", req.destinationId);
-      auditChange(ctx, next.id, { type: "destination", before: prior, after: next });
+      const { revision, record: next } = await changeAudited(
+        ctx,
+        store,
+        "destination",
+        req.destinationId,
+        (current) => {
+          if (base === null) base = current.sharedSecret;
+          else if (current.sharedSecret !== base) throw concurrentRotation(req.destinationId);
+          if (req.newSecret !== "") secret = req.newSecret;
+          else {
+            secret = generated[current.signing] ?? newSecret(current.signing);
+            generated[current.signing] = secret;
+          }
+          const problems = sharedSecretViolations(secret, current.signing, "new_secret");
+          if (secret === current.sharedSecret) {
+            problems.push({ field: "new_secret", description: "is the current secret: choose a new one" });
+          }
+          const at = now();
+          const next: DestinationRecord = { ...current, sharedSecret: secret, updatedAt: at.toISOString() };
+          delete next.previousSecret;
+          delete next.previousSecretExpiresAt;
+          if (current.sharedSecret !== undefined && overlapMs > 0) {
+            next.previousSecret = current.sharedSecret;
+            next.previousSecretExpiresAt = new Date(at.getTime() + overlapMs).toISOString();
+          }
+          problems.push(
+            ...previousSecretViolations(next, signingSecrets(next, at.getTime()), "previous_valid_for"),
+          );
+          throwIfInvalid(problems);
+          return next;
+        },
+      );
       log.info(
         { destinationId: next.id, overlapMs, previousUntil: next.previousSecretExpiresAt },
         "destination secret rotated",

@@ -20,7 +20,7 @@ import {
   writeKeyPrefix,
 } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
-import { auditChange } from "./audit-changes.js";
+import { auditChange, changeAudited } from "./audit-changes.js";
 import { createOnce } from "./create-once.js";
 import { generateId, idViolations, nameViolations, notFound, requiredIdViolations } from "./ids.js";
 import { pageOf } from "./paging.js";
@@ -120,11 +120,8 @@ export function sourceHandlers(
           ? allowedOriginsViolations(s.allowedOrigins, "source.allowed_origins")
           : []),
       ]);
-      let next: SourceRecord | undefined;
-      let prior: SourceRecord | undefined;
-      const revision = await store.changeSource(s.id, (current) => {
-        prior = current;
-        next = { ...current };
+      const { revision, record: next } = await changeAudited(ctx, store, "source", s.id, (current) => {
+        const next = { ...current };
         if (fields.has("name")) next.name = s.name.trim();
         if (fields.has("allowed_origins")) {
           delete next.allowedOrigins;
@@ -132,8 +129,6 @@ export function sourceHandlers(
         }
         return next;
       });
-      if (revision === undefined || next === undefined) throw notFound("source", s.id);
-      auditChange(ctx, next.id, { type: "source", before: prior, after: next });
       log.info({ sourceId: next.id, fields: [...fields] }, "source updated");
       return { source: sourceToProto(next), revision: BigInt(revision) };
     },
@@ -175,21 +170,15 @@ export function sourceHandlers(
       // Compare-and-set: a rotation that lost the race is refused (ABORTED), not applied over
       // the winner, whose key would then be answered yet never accepted.
       let base: string | undefined;
-      let record: SourceRecord | undefined;
-      let prior: SourceRecord = source;
-      const revision = await store.changeSource(source.id, (current) => {
+      const { revision, record } = await changeAudited(ctx, store, "source", source.id, (current) => {
         base ??= current.writeKeyHash;
-        prior = current;
         if (current.writeKeyHash !== base) throw concurrentChange(source.id);
-        record = {
+        return {
           ...current,
           writeKeyHash: hashWriteKey(writeKey),
           writeKeyPrefix: writeKeyPrefix(writeKey),
         };
-        return record;
       });
-      if (revision === undefined || record === undefined) throw notFound("source", source.id);
-      auditChange(ctx, source.id, { type: "source", before: prior, after: record });
       log.info({ sourceId: source.id }, "write key rotated");
       return { source: sourceToProto(record), writeKey, revision: BigInt(revision) };
     },

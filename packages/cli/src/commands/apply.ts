@@ -159,72 +159,45 @@ async function plan(ctx: Context, file: ApplyFile, updateSecrets: boolean): Prom
   const steps: Step[] = [];
   for (const s of file.sources) {
     const current = existingSources.get(s.id);
-    if (current) {
-      const changes = [
-        ...(current.name !== s.name ? ["name"] : []),
-        ...(current.allowedOrigins.join("\n") !== s.allowedOrigins.join("\n") ? ["allowed_origins"] : []),
-      ];
-      steps.push({
-        kind: "source",
-        id: s.id,
-        action: changes.length === 0 ? "unchanged" : "update",
-        changes,
-        ...(changes.length === 0
-          ? {}
-          : {
-              run: async () => {
-                await admin.updateSource({
-                  source: { id: s.id, name: s.name, allowedOrigins: s.allowedOrigins },
-                  updateMask: { paths: changes },
-                });
-                return undefined;
-              },
-            }),
-      });
-      continue;
-    }
-    steps.push({
-      kind: "source",
-      id: s.id,
-      action: "create",
-      changes: [],
-      run: async () =>
-        (await admin.createSource({ id: s.id, name: s.name, allowedOrigins: s.allowedOrigins })).writeKey,
-    });
+    const source = { id: s.id, name: s.name, allowedOrigins: s.allowedOrigins };
+    steps.push(
+      step(
+        "source",
+        s.id,
+        current
+          ? {
+              changes: [
+                ...(current.name !== s.name ? ["name"] : []),
+                ...(current.allowedOrigins.join("\n") !== s.allowedOrigins.join("\n")
+                  ? ["allowed_origins"]
+                  : []),
+              ],
+              update: (paths) => admin.updateSource({ source, updateMask: { paths } }),
+            }
+          : { create: async () => (await admin.createSource(source)).writeKey },
+      ),
+    );
   }
   for (const d of file.destinations) {
     const current = existingDestinations.get(d.id);
-    if (!current) {
-      steps.push({
-        kind: "destination",
-        id: d.id,
-        action: "create",
-        changes: [],
-        run: async () => {
-          await admin.createDestination({ destination: toInit(d) });
-          return undefined;
-        },
-      });
-      continue;
-    }
-    const changes = diff(current, d, updateSecrets);
-    // Write-only secrets cannot be compared: say so instead of pretending they match.
-    const secretKept = d.secret !== undefined && !changes.includes("shared_secret");
-    if (changes.length === 0) {
-      steps.push({ kind: "destination", id: d.id, action: "unchanged", changes, secretKept });
-      continue;
-    }
-    steps.push({
-      kind: "destination",
-      id: d.id,
-      action: "update",
-      changes,
-      secretKept,
-      run: async () => {
-        await admin.updateDestination({ destination: toInit(d), updateMask: { paths: changes } });
-        return undefined;
-      },
-    });
+    steps.push(
+      step(
+        "destination",
+        d.id,
+        current
+          ? {
+              changes: diff(current, d, updateSecrets),
+              secret: { given: d.secret !== undefined, field: "shared_secret" },
+              update: (paths) => admin.updateDestination({ destination: toInit(d), updateMask: { paths } }),
+            }
+          : {
+              create: async () => {
+                await admin.createDestination({ destination: toInit(d) });
+                return undefined;
+              },
+            },
+      ),
+    );
   }
   steps.push(...(await planOperatorWebhooks(ctx, file.operatorWebhooks, updateSecrets)));
   return steps;
@@ -241,37 +214,57 @@ async function planOperatorWebhooks(
   const existing = new Map(
     (await admin.listOperatorWebhooks({})).operatorWebhooks.map((w) => [w.id, operatorWebhookView(w)]),
   );
-  return wanted.map((w): Step => {
-    const kind = "operator webhook";
+  return wanted.map((w) => {
     const current = existing.get(w.id);
-    if (!current) {
-      return {
-        kind,
-        id: w.id,
-        action: "create",
-        changes: [],
-        run: async () =>
-          (await admin.createOperatorWebhook({ operatorWebhook: webhookInit(w) })).secret || undefined,
-      };
-    }
-    const changes = operatorWebhookDiff(current, w, updateSecrets);
-    const secretKept = w.secret !== undefined && !changes.includes("secret");
-    if (changes.length === 0) return { kind, id: w.id, action: "unchanged", changes, secretKept };
-    return {
-      kind,
-      id: w.id,
-      action: "update",
-      changes,
-      secretKept,
-      run: async () => {
-        await admin.updateOperatorWebhook({
-          operatorWebhook: webhookInit(w),
-          updateMask: { paths: changes },
-        });
-        return undefined;
-      },
-    };
+    return step(
+      "operator webhook",
+      w.id,
+      current
+        ? {
+            changes: operatorWebhookDiff(current, w, updateSecrets),
+            secret: { given: w.secret !== undefined, field: "secret" },
+            update: (paths) =>
+              admin.updateOperatorWebhook({ operatorWebhook: webhookInit(w), updateMask: { paths } }),
+          }
+        : {
+            create: async () =>
+              (await admin.createOperatorWebhook({ operatorWebhook: webhookInit(w) })).secret || undefined,
+          },
+    );
   });
+}
+
+/**
+ * What to do with one resource of the file: create it (the server has none), or update the
+ * fields that differ (`changes`, the update mask). `secret`: the file may give a secret, which is
+ * write-only and so not compared: whether one was given and its field.
+ */
+type Plan =
+  | { create: () => Promise<string | undefined> }
+  | {
+      changes: string[];
+      secret?: { given: boolean; field: string };
+      update: (paths: string[]) => Promise<unknown>;
+    };
+
+/** The step for one resource of the file: create, update, or unchanged. */
+function step(kind: Step["kind"], id: string, plan: Plan): Step {
+  if ("create" in plan) return { kind, id, action: "create", changes: [], run: plan.create };
+  const { changes } = plan;
+  // Write-only secrets cannot be compared: say so instead of pretending they match.
+  const kept = plan.secret ? { secretKept: plan.secret.given && !changes.includes(plan.secret.field) } : {};
+  if (changes.length === 0) return { kind, id, action: "unchanged", changes, ...kept };
+  return {
+    kind,
+    id,
+    action: "update",
+    changes,
+    ...kept,
+    run: async () => {
+      await plan.update(changes);
+      return undefined;
+    },
+  };
 }
 
 function webhookInit(w: DesiredOperatorWebhook): MessageInitShape<typeof OperatorWebhookSchema> {

@@ -112,19 +112,28 @@ function address({ off = false } = {}): Check<string | undefined> {
   };
 }
 
-/** An absolute http(s) URL without query or fragment, kept without its trailing slash. */
-const publicUrl: Check<string> = (t) => {
+/**
+ * An absolute http(s) URL without query, fragment or credentials (links and addresses handed to
+ * browsers and SDKs); `example` is shown when it does not parse.
+ */
+function httpUrl(text: string, example: string): URL | Invalid {
   let url: URL;
   try {
-    url = new URL(t.trim());
+    url = new URL(text.trim());
   } catch {
-    return bad("must be an absolute URL such as https://collect.example.com");
+    return bad(`must be an absolute URL such as ${example}`);
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") return bad("must use http or https");
   if (url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== "") {
     return bad("must have no query, fragment or credentials");
   }
-  return `${url.origin}${url.pathname.replace(/\/+$/, "")}`;
+  return url;
+}
+
+/** An http(s) URL (httpUrl), kept without its trailing slash. */
+const publicUrl: Check<string> = (t) => {
+  const url = httpUrl(t, "https://collect.example.com");
+  return url instanceof Invalid ? url : `${url.origin}${url.pathname.replace(/\/+$/, "")}`;
 };
 
 /** `id:base64key` entries (packages/core/src/secrets/keyring.ts). */
@@ -136,17 +145,10 @@ const secretKeys: Check<SecretKey[]> = (t) => {
   }
 };
 
-/** An absolute http(s) URL. */
+/** An http(s) URL (httpUrl). */
 const consoleUrl: Check<string> = (t) => {
-  let url: URL;
-  try {
-    url = new URL(t.trim());
-  } catch {
-    return bad("must be an absolute URL such as https://hookpost.example.com/console/");
-  }
-  if (url.protocol !== "https:" && url.protocol !== "http:") return bad("must be an http or https URL");
-  if (url.hash !== "" || url.search !== "") return bad("must have no query or fragment");
-  return url.toString();
+  const url = httpUrl(t, "https://hookpost.example.com/console/");
+  return url instanceof Invalid ? url : url.toString();
 };
 
 /**
