@@ -59,6 +59,11 @@ export interface SenderOptions {
 /** POSTs one body to a destination's URLs in order until one answers 2xx. */
 export class WebhookSender {
   readonly #o: SenderOptions;
+  /**
+   * Attempts in flight per caller's signal (the replica's shutdown): one listener per signal
+   * aborts them all. A listener per attempt cost a scan of every other one on each add.
+   */
+  readonly #inFlight = new WeakMap<AbortSignal, Set<AbortController>>();
 
   constructor(o: SenderOptions) {
     this.#o = o;
@@ -167,8 +172,8 @@ export class WebhookSender {
       timedOut = true;
       ac.abort(new Error("timeout"));
     }, timeoutMs + ABORT_AFTER_TIMEOUT_MS);
-    const onShutdown = () => ac.abort(new Error("shutdown"));
-    signal.addEventListener("abort", onShutdown, { once: true });
+    const running = this.#running(signal);
+    running.add(ac);
     try {
       const res = await this.#o.agent.request({
         origin: u.origin,
@@ -207,8 +212,25 @@ export class WebhookSender {
       return done(errorOutcome(err, timeoutMs));
     } finally {
       clearTimeout(timer);
-      signal.removeEventListener("abort", onShutdown);
+      running.delete(ac);
     }
+  }
+
+  #running(signal: AbortSignal): Set<AbortController> {
+    let set = this.#inFlight.get(signal);
+    if (set === undefined) {
+      const all = new Set<AbortController>();
+      set = all;
+      this.#inFlight.set(signal, all);
+      signal.addEventListener(
+        "abort",
+        () => {
+          for (const ac of all) ac.abort(new Error("shutdown"));
+        },
+        { once: true },
+      );
+    }
+    return set;
   }
 
   #log(dest: DestinationRecord, messageId: string, o: AttemptOutcome): void {
