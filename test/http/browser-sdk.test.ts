@@ -11,10 +11,10 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { extname, join, resolve } from "node:path";
-import type { Browser, BrowserContext, Page } from "playwright-core";
+import type { BrowserContext, Page } from "playwright-core";
 import { build } from "vite";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
-import { launchChromium, watchErrors } from "../console/browser.js";
+import { useChromium, watchErrors } from "../console/browser.js";
 import { counterValue, STACK_OPTIONS, settledCount } from "../e2e/helpers.js";
 import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
@@ -27,7 +27,7 @@ const PAGE_SOURCE = resolve("test/http/browser-page");
 const TYPES = ["identify", "track", "page", "screen", "group", "alias"];
 
 let stack: Stack;
-let browser: Browser;
+const browser = useChromium();
 let pageServer: Server;
 let pageDir: string;
 /** The page's origin: another host and port than Hookpost's. */
@@ -70,11 +70,9 @@ beforeAll(async () => {
   pageOrigin = `http://127.0.0.1:${(pageServer.address() as AddressInfo).port}`;
   stack = await Stack.start({ ...STACK_OPTIONS, ingest: { httpAddress: "127.0.0.1:0" } });
   hookpost = `http://localhost:${stack.ingest.httpAddress!.split(":")[1]}`;
-  browser = await launchChromium();
 }, 120_000);
 
 afterAll(async () => {
-  await browser?.close();
   await stack?.close();
   pageServer?.close();
   if (pageDir) await rm(pageDir, { recursive: true, force: true });
