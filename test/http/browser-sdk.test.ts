@@ -19,7 +19,7 @@ import { counterValue, STACK_OPTIONS, settledCount } from "../e2e/helpers.js";
 import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
-import { rateLimited, useHarness } from "../ingest/harness.js";
+import { useRateLimitedHarness } from "../ingest/harness.js";
 import type { StartOptions } from "./browser-page/start-options.js";
 
 const SECRET = "browser-s3cret";
@@ -278,12 +278,7 @@ describe("analytics-next in Chromium, from another origin", () => {
 });
 
 describe("analytics-next against a source over its rate limit", () => {
-  const h = useHarness({
-    config: {
-      httpAddress: "127.0.0.1:0",
-      quota: rateLimited(2),
-    },
-  });
+  const h = useRateLimitedHarness(2);
 
   it("reads the 429's delay and sends each call once it may (stored once each)", async () => {
     const { id, writeKey } = await h.source("limited");

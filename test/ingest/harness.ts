@@ -42,17 +42,6 @@ export const NO_SOURCE_QUOTA: SourceQuotaSettings = {
   refreshMs: 1_000,
 };
 
-/**
- * A per-source rate limit that acts at once: a burst of 2 calls, then `maxRate` calls a second;
- * pending bytes (64 MiB) are never the limit.
- */
-export const rateLimited = (maxRate: number): SourceQuotaSettings => ({
-  maxPendingBytes: 64 * 1024 ** 2,
-  maxRate,
-  burst: 2,
-  refreshMs: 1000,
-});
-
 /** A gRPC call with raw request and response bytes (for garbage input and byte-level checks). */
 export function rawCall(
   client: Client,
@@ -188,6 +177,19 @@ export class Harness {
     await this.nc?.close();
     await this.nats?.stop();
   }
+}
+
+/**
+ * useHarness with the HTTP API, whose sources are rate limited at once: a burst of 2 calls, then
+ * `maxRate` calls a second (pending bytes, 64 MiB, are never the limit).
+ */
+export function useRateLimitedHarness(maxRate: number): Harness {
+  return useHarness({
+    config: {
+      httpAddress: "127.0.0.1:0",
+      quota: { maxPendingBytes: 64 * 1024 ** 2, maxRate, burst: 2, refreshMs: 1000 },
+    },
+  });
 }
 
 /**
