@@ -79,6 +79,13 @@ function expectOnce(events: Received[]): void {
   expect(new Set(ids).size).toBe(ids.length);
 }
 
+/** The events about the destination on `path` are of `types`, in that order, each arrived once. */
+function expectEvents(path: string, destinationId: string, types: string[]): void {
+  const events = about(path, destinationId);
+  expect(events.map((e) => e.type)).toEqual(types);
+  expectOnce(events);
+}
+
 async function operatorWebhook(path: string, extra: Record<string, unknown> = {}) {
   const r = await stack.admin.createOperatorWebhook({
     operatorWebhook: { name: `ops ${path}`, url: ops.url(path), ...extra },
@@ -290,9 +297,7 @@ describe("operational events", () => {
       calls.stop();
       restore();
     }
-    const events = about("/ops", dest.id);
-    expect(events.map((e) => e.type)).toEqual(["destination.failing", "destination.recovered"]);
-    expectOnce(events);
+    expectEvents("/ops", dest.id, ["destination.failing", "destination.recovered"]);
   });
 
   it("a flapping destination is debounced: events alternate and are never closer than ALERT_MIN_INTERVAL", async () => {
@@ -391,9 +396,7 @@ describe("operational events", () => {
         "destination.recovered after the backlog drained",
       );
       expect(recovered!.data).toMatchObject({ condition: "behind", behindAfterSeconds: 2 });
-      const events = about("/lag", dest.id);
-      expect(events.map((e) => e.type)).toEqual(["destination.behind", "destination.recovered"]);
-      expectOnce(events);
+      expectEvents("/lag", dest.id, ["destination.behind", "destination.recovered"]);
       // The default threshold (15 min) of the other webhook was never reached.
       expect(about("/ops", dest.id, "destination.behind")).toHaveLength(0);
     } finally {

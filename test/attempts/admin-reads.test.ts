@@ -1,12 +1,18 @@
 import { readFileSync, writeFileSync } from "node:fs";
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import {
+  create,
+  type DescMessage,
+  fromBinary,
+  type MessageInitShape,
+  type MessageShape,
+  toBinary,
+} from "@bufbuild/protobuf";
 import { Client, credentials } from "@grpc/grpc-js";
 import { adminMetadata, createClient, writeKeyMetadata } from "@hookpost/client";
 import { ADMIN_PAGE_MAX_BYTES, allPages, type HookpostError } from "@hookpost/contract";
 import {
   AdminService,
   type Attempt,
-  type DeadLetter,
   ListAttemptsRequestSchema,
   ListAttemptsResponseSchema,
   ListDeadLettersRequestSchema,
@@ -123,23 +129,46 @@ function resetPeak(pid: number): void {
   writeFileSync(`/proc/${pid}/clear_refs`, "5");
 }
 
-/** One gRPC call through the default client, with the answer's size on the wire. */
-async function listAttemptsRaw(req: Parameters<typeof admin.listAttempts>[0]) {
-  const bytes = toBinary(ListAttemptsRequestSchema, create(ListAttemptsRequestSchema, req));
-  const r = await rawCall(raw, "/hookpost.v1.AdminService/ListAttempts", bytes, {
+/** One AdminService call `method` through the default gRPC client, with the answer's size on the wire. */
+async function adminCallRaw<I extends DescMessage, O extends DescMessage>(
+  method: string,
+  input: I,
+  output: O,
+  req: MessageInitShape<I>,
+): Promise<{ size: number; page: MessageShape<O> }> {
+  const bytes = toBinary(input, create(input, req));
+  const r = await rawCall(raw, `/hookpost.v1.AdminService/${method}`, bytes, {
     authorization: `Bearer ${ADMIN_TOKEN}`,
   });
-  if (r.code !== 0 || !r.bytes) throw new Error(`ListAttempts: code ${r.code} ${r.details}`);
-  return { size: r.bytes.length, page: fromBinary(ListAttemptsResponseSchema, r.bytes) };
+  if (r.code !== 0 || !r.bytes) throw new Error(`${method}: code ${r.code} ${r.details}`);
+  return { size: r.bytes.length, page: fromBinary(output, r.bytes) };
 }
 
-async function listDeadLettersRaw(req: Parameters<typeof admin.listDeadLetters>[0]) {
-  const bytes = toBinary(ListDeadLettersRequestSchema, create(ListDeadLettersRequestSchema, req));
-  const r = await rawCall(raw, "/hookpost.v1.AdminService/ListDeadLetters", bytes, {
-    authorization: `Bearer ${ADMIN_TOKEN}`,
-  });
-  if (r.code !== 0 || !r.bytes) throw new Error(`ListDeadLetters: code ${r.code} ${r.details}`);
-  return { size: r.bytes.length, page: fromBinary(ListDeadLettersResponseSchema, r.bytes) };
+const listAttemptsRaw = (req: MessageInitShape<typeof ListAttemptsRequestSchema>) =>
+  adminCallRaw("ListAttempts", ListAttemptsRequestSchema, ListAttemptsResponseSchema, req);
+
+const listDeadLettersRaw = (req: MessageInitShape<typeof ListDeadLettersRequestSchema>) =>
+  adminCallRaw("ListDeadLetters", ListDeadLettersRequestSchema, ListDeadLettersResponseSchema, req);
+
+/**
+ * Every page of a list read raw, with each answer's size: `read` gets the cursor of the page to
+ * read (`first`, then what `next` answers for the page before; undefined after the last page).
+ */
+async function everyPageRaw<P, C>(
+  first: C,
+  read: (cursor: C) => Promise<{ size: number; page: P }>,
+  next: (page: P) => C | undefined,
+): Promise<{ sizes: number[]; pages: P[] }> {
+  const sizes: number[] = [];
+  const pages: P[] = [];
+  let cursor: C | undefined = first;
+  do {
+    const { size, page } = await read(cursor);
+    sizes.push(size);
+    pages.push(page);
+    cursor = next(page);
+  } while (cursor !== undefined);
+  return { sizes, pages };
 }
 
 describe("admin reads are bounded", () => {
@@ -199,32 +228,20 @@ describe("admin reads are bounded", () => {
     const pid = ingest.proc.pid!;
     const before = memory(pid);
     resetPeak(pid);
-    const sizes: number[] = [];
-    const seen: Attempt[] = [];
-    let token = "";
-    do {
-      const { size, page } = await listAttemptsRaw({
-        destinationId: "big-ok",
-        pageSize: 1000,
-        pageToken: token,
-      });
-      sizes.push(size);
-      seen.push(...page.attempts);
-      token = page.nextPageToken;
-    } while (token !== "");
-    const letterSizes: number[] = [];
-    const letters: DeadLetter[] = [];
-    let after = 0n;
-    do {
-      const { size, page } = await listDeadLettersRaw({
-        destinationId: "big-dead",
-        pageSize: 1000,
-        afterSequence: after,
-      });
-      letterSizes.push(size);
-      letters.push(...page.deadLetters);
-      after = page.nextAfterSequence;
-    } while (after !== 0n);
+    const attemptPages = await everyPageRaw(
+      "",
+      (pageToken) => listAttemptsRaw({ destinationId: "big-ok", pageSize: 1000, pageToken }),
+      (page) => page.nextPageToken || undefined,
+    );
+    const sizes = attemptPages.sizes;
+    const seen = attemptPages.pages.flatMap((page) => page.attempts);
+    const letterPages = await everyPageRaw(
+      0n,
+      (afterSequence) => listDeadLettersRaw({ destinationId: "big-dead", pageSize: 1000, afterSequence }),
+      (page) => page.nextAfterSequence || undefined,
+    );
+    const letterSizes = letterPages.sizes;
+    const letters = letterPages.pages.flatMap((page) => page.deadLetters);
     const afterReads = memory(pid);
     // Memory per request: the same largest page asked for by several admins at once.
     const calm = memory(pid);

@@ -32,6 +32,10 @@ destinations:
 ${more}
 `;
 
+/** The first destination of `text`, parsed as the file f.yaml with environment `env`. */
+const firstDestination = (text: string, env: NodeJS.ProcessEnv = {}) =>
+  parseApplyFile(text, "f.yaml", env).destinations[0]!;
+
 describe("apply file", () => {
   it("parses a full file with defaults", () => {
     const file = parseApplyFile(
@@ -83,21 +87,19 @@ describe("apply file", () => {
 
   it("reads ordering: per-user or unordered, anything else is a problem at its line", () => {
     const file = (ordering: string) => oneDestination(`    ordering: ${ordering}`);
-    expect(parseApplyFile(file("per-user"), "f.yaml", {}).destinations[0]!.ordering).toBe("per-user");
-    expect(parseApplyFile(file("unordered"), "f.yaml", {}).destinations[0]!.ordering).toBe("unordered");
+    expect(firstDestination(file("per-user")).ordering).toBe("per-user");
+    expect(firstDestination(file("unordered")).ordering).toBe("unordered");
     expect(oneProblem(file("PER_USER"))).toBe(
       "destinations[0].ordering: must be one of unordered, per-user (line 8)",
     );
   });
 
   it("reads filter, mapping, method and retry; wrong ones are problems at their paths", () => {
-    const [d] = parseApplyFile(
+    const d = firstDestination(
       oneDestination(
         "    filter: { types: [track], events: [], expression: 'event = \"A\"' }\n    mapping: '{\"a\": 1}'\n    method: PATCH\n    retry: { window: 7200s, delays: [60s] }",
       ),
-      "f.yaml",
-      {},
-    ).destinations;
+    );
     // Empty parts are left out and durations normalised, as the server shows them: re-applies compare equal.
     expect(d).toMatchObject({
       filter: { types: ["track"], expression: 'event = "A"' },
@@ -121,15 +123,11 @@ describe("apply file", () => {
   });
 
   it("reads batching and deliveryMode; wrong ones are problems at their paths", () => {
-    const [d] = parseApplyFile(
+    const d = firstDestination(
       oneDestination("    batching: { maxCalls: 50, maxWait: 1000ms }\n    deliveryMode: fan-out"),
-      "f.yaml",
-      {},
-    ).destinations;
+    );
     expect(d).toMatchObject({ batching: { maxCalls: 50, maxWait: "1s" }, deliveryMode: "fan-out" });
-    expect(
-      parseApplyFile(oneDestination("    batching: {}"), "f.yaml", {}).destinations[0]!.batching,
-    ).toEqual({});
+    expect(firstDestination(oneDestination("    batching: {}")).batching).toEqual({});
     expect(
       problems(
         oneDestination(
@@ -146,11 +144,9 @@ describe("apply file", () => {
   });
 
   it("reads consentCategories and consentMissing; the server's limits are problems at their paths", () => {
-    const d = parseApplyFile(
+    const d = firstDestination(
       oneDestination("    consentCategories: [Analytics, Advertising]\n    consentMissing: filter"),
-      "f.yaml",
-      {},
-    ).destinations[0]!;
+    );
     expect(d).toMatchObject({ consentCategories: ["Analytics", "Advertising"], consentMissing: "filter" });
     expect(
       problems(oneDestination("    consentCategories: [Analytics, Analytics, '']\n    consentMissing: drop")),
@@ -233,13 +229,11 @@ ${extra}`;
 
   it("standard-webhooks-ed25519: a key is optional (the server generates one); a given one must be whsk_", () => {
     const file = (extra: string) => oneDestination(`    signing: standard-webhooks-ed25519\n${extra}`);
-    const generated = parseApplyFile(file(""), "f.yaml", {}).destinations[0]!;
+    const generated = firstDestination(file(""));
     expect(generated.signing).toBe("standard-webhooks-ed25519");
     expect(generated.secret).toBeUndefined();
     const key = `whsk_${Buffer.alloc(32, 1).toString("base64")}`;
-    expect(parseApplyFile(file("    secretEnv: KEY"), "f.yaml", { KEY: key }).destinations[0]!.secret).toBe(
-      key,
-    );
+    expect(firstDestination(file("    secretEnv: KEY"), { KEY: key }).secret).toBe(key);
     expect(oneProblem(file("    secretEnv: KEY"), { KEY: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" })).toBe(
       "destinations[0].secretEnv: the shared secret is not an Ed25519 secret key (whsk_): it must start with whsk_ (line 9)",
     );

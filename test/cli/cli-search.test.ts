@@ -1,39 +1,24 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Receiver } from "../helpers/receiver.js";
-import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
+import { beforeAll, describe, expect, it } from "vitest";
 import { until } from "../helpers/until.js";
-import { failed, hookpost, hookpostExitsZero } from "./run-cli.js";
+import { failed, hookpost, stackWithFailingReceiver } from "./run-cli.js";
 
 // `hookpost attempts search` and `attempts retention` as a real process against a real stack
 // (issue 28): the issue's own example, the JSON form, older pages, and clear errors.
 
-let stack: Stack;
-let failing: Receiver;
-let env: Record<string, string>;
+const t = stackWithFailingReceiver({ status: 503, body: "maintenance" });
 const ids: Record<string, string> = {};
 
 beforeAll(async () => {
-  stack = await Stack.start({ dispatcher: { retryBaseDelayMs: 60_000 } });
-  failing = await Receiver.http();
-  failing.respond = () => ({ status: 503, body: "maintenance" });
-  env = { HOOKPOST_ENDPOINT: stack.ingest.address, ADMIN_TOKEN: STACK_ADMIN_TOKEN };
-  const src = await stack.source("shop");
-  await stack.destination({ id: "crm", sourceIds: [src.id], urls: [failing.url()] });
-  await stack.destination({ id: "ok", sourceIds: [src.id] });
+  const src = await t.stack.source("shop");
+  await t.stack.destination({ id: "crm", sourceIds: [src.id], urls: [t.failing.url()] });
+  await t.stack.destination({ id: "ok", sourceIds: [src.id] });
   ids.u1 = (await src.client.track({ userId: "u1", event: "Order Completed" })).messageId;
   ids.u2 = (await src.client.track({ userId: "u2", event: "Order Completed" })).messageId;
   ids.other = (await src.client.track({ userId: "u1", event: "Signed Up" })).messageId;
-  await until(async () => (await stack.admin.searchAttempts({})).entries.length === 6, {
+  await until(async () => (await t.stack.admin.searchAttempts({})).entries.length === 6, {
     message: "every attempt in the log",
   });
 }, 120_000);
-
-afterAll(async () => {
-  await stack?.close();
-  await failing?.close();
-});
-
-const cli = (args: string[]) => hookpostExitsZero(args, env);
 
 describe("hookpost attempts search", () => {
   it("finds a user's failed orders of the last hour, as a table and as JSON", async () => {
@@ -49,7 +34,7 @@ describe("hookpost attempts search", () => {
       "--user",
       "u1",
     ];
-    const table = (await cli(args)).stdout;
+    const table = (await t.cli(args)).stdout;
     expect(table).toMatch(
       /^TIME\s+STATUS\s+HTTP\s+DESTINATION\s+SOURCE\s+MESSAGE ID\s+TYPE\s+EVENT\s+REASON$/m,
     );
@@ -59,7 +44,7 @@ describe("hookpost attempts search", () => {
       new RegExp(`failed\\s+503\\s+crm\\s+\\S+\\s+${ids.u1}\\s+track\\s+Order Completed\\s+503 is retried`),
     );
 
-    const json = JSON.parse((await cli(["--json", ...args])).stdout) as {
+    const json = JSON.parse((await t.cli(["--json", ...args])).stdout) as {
       entries: { messageId: string; status: string; httpStatus: number; attempt: { responseBody: string } }[];
       nextPageToken: string;
       unindexedRecords: string;
@@ -77,7 +62,7 @@ describe("hookpost attempts search", () => {
     // Several statuses, an HTTP class, and the newest first.
     const all = JSON.parse(
       (
-        await cli([
+        await t.cli([
           "--json",
           "attempts",
           "search",
@@ -98,20 +83,20 @@ describe("hookpost attempts search", () => {
   }, 120_000);
 
   it("pages with --limit and --page-token, and shows the log's retention", async () => {
-    const first = await cli(["attempts", "search", "--limit", "4"]);
+    const first = await t.cli(["attempts", "search", "--limit", "4"]);
     expect(first.stdout.trim().split("\n")).toHaveLength(5);
     const token = /--page-token (\S+)\)/.exec(first.stderr + first.stdout)?.[1];
     expect(token).toBeDefined();
-    const rest = await cli(["attempts", "search", "--limit", "4", "--page-token", token!]);
+    const rest = await t.cli(["attempts", "search", "--limit", "4", "--page-token", token!]);
     expect(rest.stdout.trim().split("\n")).toHaveLength(3);
 
-    const retention = (await cli(["attempts", "retention"])).stdout;
+    const retention = (await t.cli(["attempts", "retention"])).stdout;
     expect(retention).toMatch(
       /^kept:\s+3d \(ATTEMPT_LOG_MAX_AGE\), at most 1\.0 GiB \(ATTEMPT_LOG_MAX_BYTES\); the oldest go first$/m,
     );
     expect(retention).toMatch(/^holds:\s+[\d.]+ KiB in \d+ records$/m);
     expect(retention).toMatch(/^reaches:\s+\d{4}-\S+ to \d{4}-/m);
-    const info = JSON.parse((await cli(["--json", "attempts", "retention"])).stdout) as {
+    const info = JSON.parse((await t.cli(["--json", "attempts", "retention"])).stdout) as {
       maxAge: string;
       records: string;
     };
@@ -120,23 +105,23 @@ describe("hookpost attempts search", () => {
   }, 120_000);
 
   it("says what is wrong with a flag, an unknown destination, or a token of another search", async () => {
-    expect(failed(await hookpost(["attempts", "search", "--status", "lost"], env), 2)).toContain(
+    expect(failed(await hookpost(["attempts", "search", "--status", "lost"], t.env), 2)).toContain(
       "use delivered, failed, filtered, dead-lettered",
     );
-    expect(failed(await hookpost(["attempts", "search", "--http", "5x"], env), 2)).toContain(
+    expect(failed(await hookpost(["attempts", "search", "--http", "5x"], t.env), 2)).toContain(
       "expected an HTTP status (500) or a class (5xx)",
     );
-    expect(failed(await hookpost(["attempts", "search", "--destination", "nope"], env), 1)).toContain(
+    expect(failed(await hookpost(["attempts", "search", "--destination", "nope"], t.env), 1)).toContain(
       'destination "nope" does not exist',
     );
-    const first = JSON.parse((await cli(["--json", "attempts", "search", "--limit", "1"])).stdout) as {
+    const first = JSON.parse((await t.cli(["--json", "attempts", "search", "--limit", "1"])).stdout) as {
       nextPageToken: string;
     };
     expect(
       failed(
         await hookpost(
           ["attempts", "search", "--status", "failed", "--page-token", first.nextPageToken],
-          env,
+          t.env,
         ),
         1,
       ),

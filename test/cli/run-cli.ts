@@ -4,6 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect } from "vitest";
+import { Receiver, type Reply } from "../helpers/receiver.js";
+import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const BIN = fileURLToPath(new URL("../../packages/cli/bin/hookpost.js", import.meta.url));
@@ -158,4 +160,37 @@ export function createCrm(source: string, urls: readonly string[], ...flags: str
     "X-Team: growth",
     ...flags,
   ];
+}
+
+/** A stack with a destination's receiver that fails, for the CLI: see stackWithFailingReceiver. */
+export interface FailingStack {
+  readonly stack: Stack;
+  /** A receiver that answers every request `reply`. */
+  readonly failing: Receiver;
+  /** HOOKPOST_ENDPOINT and ADMIN_TOKEN of the stack. */
+  readonly env: Record<string, string>;
+  /** `hookpost` with `env`, that must exit 0. */
+  cli(args: string[]): Promise<CliResult>;
+}
+
+/**
+ * For a CLI test file: a Stack whose retries are far apart (the "next attempt" the CLI shows
+ * stays in the future while the tests look) and a receiver answering every request `reply`;
+ * started before the file's tests, closed after them.
+ */
+export function stackWithFailingReceiver(reply: Reply): FailingStack {
+  const t = {
+    cli: (args: string[]) => hookpostExitsZero(args, t.env),
+  } as { stack: Stack; failing: Receiver; env: Record<string, string>; cli: FailingStack["cli"] };
+  beforeAll(async () => {
+    t.stack = await Stack.start({ dispatcher: { retryBaseDelayMs: 60_000 } });
+    t.failing = await Receiver.http();
+    t.failing.respond = () => ({ ...reply });
+    t.env = { HOOKPOST_ENDPOINT: t.stack.ingest.address, ADMIN_TOKEN: STACK_ADMIN_TOKEN };
+  });
+  afterAll(async () => {
+    await t.stack?.close();
+    await t.failing?.close();
+  });
+  return t;
 }

@@ -3,6 +3,7 @@ import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { until } from "../helpers/until.js";
+import { useFixture } from "../helpers/use-fixture.js";
 
 /** Debian's Chromium (`apt-get install chromium`; .ci/run installs it when missing). */
 export const CHROMIUM = "/usr/bin/chromium";
@@ -24,6 +25,11 @@ export async function launchChromium(): Promise<Browser> {
     throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium`);
   }
   return chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true, timeout: 60_000 });
+}
+
+/** Chromium for the enclosing file or describe block (see useFixture): launched before its tests, closed after them. */
+export function useChromium(): Browser {
+  return useFixture(launchChromium, "Chromium");
 }
 
 /**

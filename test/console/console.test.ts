@@ -7,13 +7,13 @@ import {
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { IngestService } from "@hookpost/contract/gen/hookpost/v1/ingest_pb";
 import { AttemptLog } from "@hookpost/core";
-import type { Browser, BrowserContext, Page } from "playwright-core";
+import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
 import { quietLogger } from "../helpers/quiet-logger.js";
 import { type IngestClient, ingestClient, STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
-import { launchChromium, screenshots, WIDE, watchErrors } from "./browser.js";
+import { screenshots, useChromium, WIDE, watchErrors } from "./browser.js";
 
 /**
  * The web console in a real Chromium against a real stack (nats-server, ingest with its HTTP
@@ -22,7 +22,7 @@ import { launchChromium, screenshots, WIDE, watchErrors } from "./browser.js";
  */
 
 let stack: Stack;
-let browser: Browser;
+const browser = useChromium();
 let context: BrowserContext;
 let page: Page;
 let base: string;
@@ -42,7 +42,6 @@ beforeAll(async () => {
     },
   });
   base = `http://${stack.ingest.httpAddress}/console/`;
-  browser = await launchChromium();
   context = await browser.newContext({ viewport: WIDE });
   await context.grantPermissions(["clipboard-read", "clipboard-write"], {
     origin: `http://${stack.ingest.httpAddress}`,
@@ -54,7 +53,6 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await browser?.close();
   await stack?.close();
 });
 

@@ -1,13 +1,13 @@
-import type { Browser, Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
-import { launchChromium, screenshots, WIDE, watchErrors } from "./browser.js";
+import { screenshots, useChromium, WIDE, watchErrors } from "./browser.js";
 
 /** The overview with 200 destinations: every row renders; how long it takes is printed, not asserted. */
 
 const COUNT = 200;
 let stack: Stack;
-let browser: Browser;
+const browser = useChromium();
 let page: Page;
 
 beforeAll(async () => {
@@ -29,13 +29,11 @@ beforeAll(async () => {
       ),
     );
   }
-  browser = await launchChromium();
   page = await (await browser.newContext({ viewport: WIDE })).newPage();
   page.setDefaultTimeout(60_000);
 });
 
 afterAll(async () => {
-  await browser?.close();
   await stack?.close();
 });
 

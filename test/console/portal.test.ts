@@ -1,5 +1,5 @@
 import { createServer, type Server } from "node:http";
-import type { Browser, BrowserContext, Page } from "playwright-core";
+import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../e2e/helpers.js";
 import {
@@ -12,7 +12,7 @@ import {
   storeExpiredLink,
   type World,
 } from "../portal/portal-world.js";
-import { launchChromium, screenshots, WIDE, watchErrors } from "./browser.js";
+import { screenshots, useChromium, WIDE, watchErrors } from "./browser.js";
 
 /**
  * The console opened with a portal link, in a real Chromium against a real stack: one source's
@@ -22,7 +22,7 @@ import { launchChromium, screenshots, WIDE, watchErrors } from "./browser.js";
  */
 
 let world: World;
-let browser: Browser;
+const browser = useChromium();
 let base: string;
 /** Pages that embed the console in an iframe: one on a listed origin, one elsewhere. */
 let listedSite: Server;
@@ -51,11 +51,9 @@ beforeAll(async () => {
   otherSite = await framingSite(otherPort);
   world = await startWorld({ frameAncestors: [listedOrigin] });
   base = `http://${world.stack.ingest.httpAddress}/console/`;
-  browser = await launchChromium();
 }, 120_000);
 
 afterAll(async () => {
-  await browser?.close();
   await world?.close();
   listedSite?.close();
   otherSite?.close();

@@ -1,12 +1,12 @@
 import { mkdir } from "node:fs/promises";
 import { resolve } from "node:path";
-import type { Browser, Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
 import type { ReceivedRequest } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
-import { launchChromium, NARROW, screenshots, WIDE, watchErrors } from "./browser.js";
+import { NARROW, screenshots, useChromium, WIDE, watchErrors } from "./browser.js";
 
 /**
  * The console as a product (issue 28), in a real Chromium against a real stack: an overview
@@ -22,7 +22,7 @@ import { launchChromium, NARROW, screenshots, WIDE, watchErrors } from "./browse
  */
 
 let stack: Stack;
-let browser: Browser;
+const browser = useChromium();
 let page: Page;
 let base: string;
 let errors: string[];
@@ -51,7 +51,6 @@ beforeAll(async () => {
   stack = await Stack.start({ ...STACK_OPTIONS, ingest: { httpAddress: "127.0.0.1:0" } });
   stack.receiver.respond = answer;
   base = `http://${stack.ingest.httpAddress}/console/`;
-  browser = await launchChromium();
   page = await (await browser.newContext({ viewport: WIDE })).newPage();
   page.setDefaultTimeout(30_000);
   errors = watchErrors(page);
@@ -62,7 +61,6 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await browser?.close();
   await stack?.close();
 });
 

@@ -1,10 +1,10 @@
-import type { Browser, Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
 import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
-import { launchChromium, screenshots, WIDE, watchErrors } from "./browser.js";
+import { screenshots, useChromium, WIDE, watchErrors } from "./browser.js";
 
 /**
  * The console's Search page in a real Chromium against a real stack (issue 28): the log's
@@ -13,7 +13,7 @@ import { launchChromium, screenshots, WIDE, watchErrors } from "./browser.js";
  */
 
 let stack: Stack;
-let browser: Browser;
+const browser = useChromium();
 let page: Page;
 let base: string;
 let errors: string[];
@@ -62,7 +62,6 @@ beforeAll(async () => {
     message: "every attempt in the log",
   });
   base = `http://${stack.ingest.httpAddress}/console/`;
-  browser = await launchChromium();
   page = await (await browser.newContext({ viewport: WIDE })).newPage();
   page.setDefaultTimeout(30_000);
   errors = watchErrors(page);
@@ -73,7 +72,6 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  await browser?.close();
   await stack?.close();
   await failing?.close();
 });

@@ -1,9 +1,17 @@
 import type { RunningDispatcher } from "@hookpost/dispatcher";
 import type { Subscription } from "nats";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import type { Receiver } from "../helpers/receiver.js";
 import { until } from "../helpers/until.js";
-import { destination, type Pipeline, pipeline, publishCall, track, useReceivers } from "./helpers.js";
+import {
+  destination,
+  type Pipeline,
+  pipeline,
+  pipelineWithDispatcherPerTest,
+  publishCall,
+  track,
+  useReceivers,
+} from "./helpers.js";
 
 /**
  * Direct delivery (docs/design/delivery-at-scale.md §6): the router makes the first attempt
@@ -12,8 +20,7 @@ import { destination, type Pipeline, pipeline, publishCall, track, useReceivers 
  * or DIRECT_DELIVERY off, stores every delivery first.
  */
 
-let p: Pipeline;
-let d: RunningDispatcher | undefined;
+const t = pipelineWithDispatcherPerTest();
 const { receiver } = useReceivers();
 const subs: Subscription[] = [];
 
@@ -21,20 +28,20 @@ const subs: Subscription[] = [];
 function storedSubjects(): string[] {
   const seen: string[] = [];
   for (const subject of ["hookpost.deliveries.>", "hookpost.lanes.>"]) {
-    subs.push(p.nc.subscribe(subject, { callback: (_err, m) => seen.push(m.subject) }));
+    subs.push(t.p.nc.subscribe(subject, { callback: (_err, m) => seen.push(m.subject) }));
   }
   return seen;
 }
 
 async function directCount(outcome: "done" | "handed_back"): Promise<number> {
-  const values = (await d!.metrics.direct.get()).values;
+  const values = (await t.d!.metrics.direct.get()).values;
   return values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
 }
 
 /** Sends one call of `sourceId` and waits until `rx` got `total` requests. */
 async function sendAndWait(sourceId: string, rx: Receiver, total: number): Promise<string> {
   const call = track({ sourceId });
-  await publishCall(p.js, call);
+  await publishCall(t.p.js, call);
   await rx.waitFor(total, 20_000);
   return call.messageId;
 }
@@ -48,26 +55,16 @@ async function answered(
   overrides: Parameters<Pipeline["dispatcher"]>[0] = {},
   respond?: Receiver["respond"],
 ): Promise<Receiver> {
-  d = await p.dispatcher(overrides);
+  t.d = await t.p.dispatcher(overrides);
   const rx = await receiver();
   if (respond) rx.respond = respond;
-  await p.putDestination(destination({ id, sourceIds: [id], urls: [rx.url(`/${id}`)] }));
+  await t.p.putDestination(destination({ id, sourceIds: [id], urls: [rx.url(`/${id}`)] }));
   await sendAndWait(id, rx, 1);
   return rx;
 }
 
-beforeAll(async () => {
-  p = await pipeline();
-});
-
 afterEach(async () => {
   for (const s of subs.splice(0)) s.unsubscribe();
-  await d?.close();
-  d = undefined;
-});
-
-afterAll(async () => {
-  await p?.close();
 });
 
 describe("direct delivery", () => {
@@ -75,10 +72,10 @@ describe("direct delivery", () => {
     // Not known to answer yet: its first call goes through a partition.
     const rx = await answered("direct-fast");
     const stored = storedSubjects();
-    await p.nc.flush();
+    await t.p.nc.flush();
     const sent: string[] = [];
     for (let i = 0; i < 20; i++) sent.push(await sendAndWait("direct-fast", rx, i + 2));
-    await p.nc.flush();
+    await t.p.nc.flush();
     expect(stored).toEqual([]);
     expect(await directCount("done")).toBe(20);
     const keys = rx.requests.slice(1).map((r) => String(r.headers["idempotency-key"]));
@@ -95,25 +92,25 @@ describe("direct delivery", () => {
       return { status: 503 };
     };
     const stored = storedSubjects();
-    await p.nc.flush();
+    await t.p.nc.flush();
     const id = await sendAndWait("direct-flaky", rx, 3);
     const tries = rx.requests.filter((r) => r.headers["idempotency-key"] === id);
     expect(tries.map((r) => r.body)).toEqual([tries[0]!.body, tries[0]!.body]);
     // Stored once: on its lane, for the retry; never on a partition.
     expect(stored).toEqual(["hookpost.lanes.direct-flaky"]);
     expect(await directCount("done")).toBe(1);
-    expect((await d!.metrics.retries.get()).values[0]?.value).toBe(1);
+    expect((await t.d!.metrics.retries.get()).values[0]?.value).toBe(1);
   });
 
   it("a direct attempt answered 400 is dead-lettered at once with the exact body sent", async () => {
     const rx = await answered("direct-400");
     rx.respond = () => ({ status: 400 });
     const stored = storedSubjects();
-    await p.nc.flush();
+    await t.p.nc.flush();
     const id = await sendAndWait("direct-400", rx, 2);
     const letters = await until(
       async () => {
-        const l = await p.deadLetters.list("direct-400");
+        const l = await t.p.deadLetters.list("direct-400");
         return l.length > 0 && l;
       },
       { message: "the dead letter" },
@@ -159,7 +156,7 @@ describe("direct delivery", () => {
   it("a destination answering slowly (400 ms) has every delivery stored first", async () => {
     const rx = await answered("direct-slow", {}, () => ({ status: 200, delayMs: 400 }));
     const stored = storedSubjects();
-    await p.nc.flush();
+    await t.p.nc.flush();
     for (let i = 0; i < 3; i++) await sendAndWait("direct-slow", rx, i + 2);
     expect(stored.filter((s) => s.startsWith("hookpost.deliveries.")).length).toBe(3);
     expect(await directCount("done")).toBe(0);
@@ -168,7 +165,7 @@ describe("direct delivery", () => {
   it("DIRECT_DELIVERY off stores every delivery first", async () => {
     const rx = await answered("direct-off", { directDelivery: false });
     const stored = storedSubjects();
-    await p.nc.flush();
+    await t.p.nc.flush();
     for (let i = 0; i < 5; i++) await sendAndWait("direct-off", rx, i + 2);
     await until(() => stored.length >= 5, { message: "five deliveries stored" });
     expect(stored.every((s) => s.startsWith("hookpost.deliveries."))).toBe(true);

@@ -12,7 +12,7 @@ import {
   startDispatcher,
 } from "@hookpost/dispatcher";
 import { connect, type JetStreamClient, type JetStreamManager, type NatsConnection } from "nats";
-import { afterAll, beforeAll } from "vitest";
+import { afterAll, afterEach, beforeAll } from "vitest";
 import { NatsServer } from "../helpers/nats-server.js";
 import { quietLogger } from "../helpers/quiet-logger.js";
 import { Receiver } from "../helpers/receiver.js";
@@ -204,6 +204,26 @@ export function pipelineWithReceiver(): { readonly p: Pipeline; readonly rx: Rec
   afterAll(async () => {
     await t.p?.close();
     await t.rx?.close();
+  });
+  return t;
+}
+
+/**
+ * For a test file whose tests each start the dispatcher they need: a pipeline started before its
+ * tests and closed after them (read `p` inside the tests); `d`, the dispatcher a test sets, is
+ * closed after that test whatever its outcome.
+ */
+export function pipelineWithDispatcherPerTest(): { readonly p: Pipeline; d: RunningDispatcher | undefined } {
+  const t = {} as { p: Pipeline; d: RunningDispatcher | undefined };
+  beforeAll(async () => {
+    t.p = await pipeline();
+  });
+  afterEach(async () => {
+    await t.d?.close();
+    t.d = undefined;
+  });
+  afterAll(async () => {
+    await t.p?.close();
   });
   return t;
 }

@@ -12,12 +12,11 @@ import {
   partitionSubject,
   SOURCE_ID_HEADER,
 } from "@hookpost/core";
-import type { RunningDispatcher } from "@hookpost/dispatcher";
 import { renderBody } from "@hookpost/dispatcher";
 import { AckPolicy, headers, nanos } from "nats";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { until } from "../helpers/until.js";
-import { destination, type Pipeline, pipeline, publishCall, track, useReceivers } from "./helpers.js";
+import { destination, pipelineWithDispatcherPerTest, publishCall, track, useReceivers } from "./helpers.js";
 
 /**
  * The delivery core whose cost follows pending work (docs/design/delivery-at-scale.md), at a
@@ -27,19 +26,17 @@ import { destination, type Pipeline, pipeline, publishCall, track, useReceivers 
  * destination figures are in `npm run bench -- scale` and `-- isolation`.
  */
 
-let p: Pipeline;
+const t = pipelineWithDispatcherPerTest();
 const { receiver } = useReceivers();
-/** Each test's dispatcher, closed after it whatever the outcome. */
-let d: RunningDispatcher | undefined;
 
 async function consumerNames(): Promise<string[]> {
   const out: string[] = [];
-  for await (const c of p.jsm.consumers.list(DELIVERIES_STREAM)) if (c) out.push(c.name);
+  for await (const c of t.p.jsm.consumers.list(DELIVERIES_STREAM)) if (c) out.push(c.name);
   return out.sort();
 }
 
 async function laneExists(id: string): Promise<boolean> {
-  return p.jsm.consumers.info(DELIVERIES_STREAM, laneConsumer(id)).then(
+  return t.p.jsm.consumers.info(DELIVERIES_STREAM, laneConsumer(id)).then(
     () => true,
     () => false,
   );
@@ -54,36 +51,23 @@ async function storeDeliveries(subject: string, sourceId: string, n: number): Pr
     h.set("Nats-Msg-Id", `${call.messageId}:${sourceId}`);
     h.set(MESSAGE_ID_HEADER, call.messageId);
     h.set(SOURCE_ID_HEADER, call.sourceId);
-    await p.js.publish(subject, renderBody(call), { headers: h });
+    await t.p.js.publish(subject, renderBody(call), { headers: h });
     sent.push(call.messageId);
   }
   return sent;
 }
 
-beforeAll(async () => {
-  p = await pipeline();
-});
-
-afterEach(async () => {
-  await d?.close();
-  d = undefined;
-});
-
-afterAll(async () => {
-  await p?.close();
-});
-
 describe("delivery at scale (CI size)", () => {
   it("200 destinations get one call each through the 2 × 8 partition consumers, and no consumer of their own", async () => {
-    d = await p.dispatcher({ laneSweepMs: 200 });
+    t.d = await t.p.dispatcher({ laneSweepMs: 200 });
     const r = await receiver();
     for (let i = 0; i < 200; i++)
-      await p.store.putDestination(
+      await t.p.store.putDestination(
         destination({ id: `many-${i}`, sourceIds: ["many"], urls: [r.url(`/d/${i}`)] }),
       );
-    await p.applied(p.store.revision);
+    await t.p.applied(t.p.store.revision);
     const call = track({ sourceId: "many" });
-    await publishCall(p.js, call);
+    await publishCall(t.p.js, call);
     await r.waitFor(200, 30_000);
     const paths = new Set(r.requests.map((q) => q.url));
     expect(paths.size).toBe(200);
@@ -93,7 +77,7 @@ describe("delivery at scale (CI size)", () => {
   });
 
   it("a lane exists only while its destination has parked work", async () => {
-    d = await p.dispatcher({ laneSweepMs: 200, laneIdleMs: 1000 });
+    t.d = await t.p.dispatcher({ laneSweepMs: 200, laneIdleMs: 1000 });
     const r = await receiver();
     let first = true;
     r.respond = () => {
@@ -101,8 +85,8 @@ describe("delivery at scale (CI size)", () => {
       first = false;
       return reply;
     };
-    await p.putDestination(destination({ id: "flaky", sourceIds: ["flaky"], urls: [r.url()] }));
-    await publishCall(p.js, track({ sourceId: "flaky" }));
+    await t.p.putDestination(destination({ id: "flaky", sourceIds: ["flaky"], urls: [r.url()] }));
+    await publishCall(t.p.js, track({ sourceId: "flaky" }));
     // The 503 parks the retry on the lane: its consumer appears.
     await until(() => laneExists("flaky"), { message: "the lane of a destination with a retry" });
     await r.waitFor(2);
@@ -116,7 +100,7 @@ describe("delivery at scale (CI size)", () => {
 
   it("40 hung endpoints stay under DELIVERY_MAX_CONNECTIONS and do not hold up a healthy destination", async () => {
     const cap = 16;
-    d = await p.dispatcher({
+    t.d = await t.p.dispatcher({
       maxConnections: cap,
       webhookTimeoutMs: 1500,
       breakerFailures: 3,
@@ -133,18 +117,18 @@ describe("delivery at scale (CI size)", () => {
     }, 10);
     try {
       for (let i = 0; i < 40; i++)
-        await p.store.putDestination(
+        await t.p.store.putDestination(
           destination({ id: `hung-${i}`, sourceIds: ["hung"], urls: [hung.url(`/h/${i}`)] }),
         );
-      await p.putDestination(destination({ id: "fine", sourceIds: ["fine"], urls: [healthy.url()] }));
-      for (let i = 0; i < 5; i++) await publishCall(p.js, track({ sourceId: "hung" }));
+      await t.p.putDestination(destination({ id: "fine", sourceIds: ["fine"], urls: [healthy.url()] }));
+      for (let i = 0; i < 5; i++) await publishCall(t.p.js, track({ sourceId: "hung" }));
       // The hung endpoints are busy: requests at the cap or their calls parked.
       await until(() => hung.requests.length >= cap, { message: "the hung endpoints tried" });
       const sent: string[] = [];
       for (let i = 0; i < 50; i++) {
         const call = track({ sourceId: "fine" });
         sent.push(call.messageId);
-        await publishCall(p.js, call);
+        await publishCall(t.p.js, call);
       }
       await healthy.waitFor(50, 20_000);
       // Exactly once each.
@@ -152,7 +136,7 @@ describe("delivery at scale (CI size)", () => {
       // The hung destinations' calls wait on their lanes, in storage.
       await until(
         async () => {
-          const info = await p.jsm.streams.info(DELIVERIES_STREAM, {
+          const info = await t.p.jsm.streams.info(DELIVERIES_STREAM, {
             subjects_filter: `${LANE_SUBJECT_PREFIX}>`,
           });
           return Object.keys(info.state.subjects ?? {}).filter((s) => s.includes("hung-")).length >= 20;
@@ -169,7 +153,7 @@ describe("delivery at scale (CI size)", () => {
   it("calls to a destination that answers are routed apart from those to new or hung destinations", async () => {
     // Every delivery stored, so that the partitions it goes to can be seen: with DIRECT_DELIVERY
     // the router would attempt the known destination's calls itself (direct.test.ts).
-    d = await p.dispatcher({
+    t.d = await t.p.dispatcher({
       webhookTimeoutMs: 500,
       breakerFailures: 100,
       laneSweepMs: 200,
@@ -178,25 +162,27 @@ describe("delivery at scale (CI size)", () => {
     const fine = await receiver();
     const hung = await receiver();
     hung.respond = () => ({ hang: true });
-    await p.putDestination(destination({ id: "known", sourceIds: ["mixed"], urls: [fine.url("/known")] }));
-    await p.putDestination(destination({ id: "stuck", sourceIds: ["mixed"], urls: [hung.url("/stuck")] }));
+    await t.p.putDestination(destination({ id: "known", sourceIds: ["mixed"], urls: [fine.url("/known")] }));
+    await t.p.putDestination(destination({ id: "stuck", sourceIds: ["mixed"], urls: [hung.url("/stuck")] }));
     // One call each: "known" answers, "stuck" times out.
-    await publishCall(p.js, track({ sourceId: "mixed" }));
+    await publishCall(t.p.js, track({ sourceId: "mixed" }));
     await fine.waitFor(1);
     // Its retry parked: the timeout was seen.
     await until(() => laneExists("stuck"), { message: "the hung endpoint's first attempt timed out" });
     // Every fan-out message the router stores, in order, as a plain subscriber sees it.
     const partitionsOf = new Map<string, number[]>();
-    const sub = p.nc.subscribe("hookpost.deliveries.>", {
+    const sub = t.p.nc.subscribe("hookpost.deliveries.>", {
       callback: (_err, m) => {
         const [, , part, dest] = m.subject.split(".");
         partitionsOf.set(dest!, [...(partitionsOf.get(dest!) ?? []), Number(part)]);
       },
     });
     try {
-      await p.putDestination(destination({ id: "brandnew", sourceIds: ["mixed"], urls: [fine.url("/new")] }));
-      await p.nc.flush();
-      for (let i = 0; i < 30; i++) await publishCall(p.js, track({ sourceId: "mixed" }));
+      await t.p.putDestination(
+        destination({ id: "brandnew", sourceIds: ["mixed"], urls: [fine.url("/new")] }),
+      );
+      await t.p.nc.flush();
+      for (let i = 0; i < 30; i++) await publishCall(t.p.js, track({ sourceId: "mixed" }));
       await until(() => fine.requests.filter((q) => q.url === "/known").length >= 31, {
         message: "the known destination's 30 calls",
       });
@@ -226,7 +212,7 @@ describe("delivery at scale (CI size)", () => {
   });
 
   it("an open breaker holds a failing destination's calls in storage, probes, and delivers everything once it recovers", async () => {
-    d = await p.dispatcher({
+    t.d = await t.p.dispatcher({
       breakerFailures: 3,
       retryBaseDelayMs: 50,
       laneSweepMs: 200,
@@ -235,12 +221,12 @@ describe("delivery at scale (CI size)", () => {
     const r = await receiver();
     let failing = true;
     r.respond = () => ({ status: failing ? 500 : 200 });
-    await p.putDestination(destination({ id: "breaks", sourceIds: ["breaks"], urls: [r.url()] }));
+    await t.p.putDestination(destination({ id: "breaks", sourceIds: ["breaks"], urls: [r.url()] }));
     const sent: string[] = [];
     for (let i = 0; i < 10; i++) {
       const call = track({ sourceId: "breaks" });
       sent.push(call.messageId);
-      await publishCall(p.js, call);
+      await publishCall(t.p.js, call);
     }
     // Ten calls, retried every 50-1000 ms for two minutes, would make well over a hundred
     // attempts in 5 s; with the breaker open, one probe per cool-down (1 s here) goes out.
@@ -265,19 +251,19 @@ describe("delivery at scale (CI size)", () => {
       },
       { timeout: 20_000, message: "every call delivered after recovery" },
     );
-    expect((await p.deadLetters.list("breaks")).length).toBe(0);
+    expect((await t.p.deadLetters.list("breaks")).length).toBe(0);
   });
 
   it("delivers what the per-destination layout of an older version still holds, and removes its consumer", async () => {
     const r = await receiver();
-    await p.store.putDestination(destination({ id: "old", sourceIds: ["old"], urls: [r.url()] }));
-    await p.jsm.consumers.add(DELIVERIES_STREAM, {
+    await t.p.store.putDestination(destination({ id: "old", sourceIds: ["old"], urls: [r.url()] }));
+    await t.p.jsm.consumers.add(DELIVERIES_STREAM, {
       durable_name: legacyDestinationConsumer("old"),
       filter_subject: legacyDeliverySubject("old"),
       ack_policy: AckPolicy.Explicit,
     });
     const sent = await storeDeliveries(legacyDeliverySubject("old"), "old", 3);
-    d = await p.dispatcher({ laneSweepMs: 200 });
+    t.d = await t.p.dispatcher({ laneSweepMs: 200 });
     await r.waitFor(3, 20_000);
     expect(r.requests.map((q) => String(q.headers["idempotency-key"])).sort()).toEqual(sent.sort());
     expect((await consumerNames()).some((n) => n.startsWith("dest_"))).toBe(false);
@@ -288,31 +274,31 @@ describe("delivery at scale (CI size)", () => {
     // changes. The same state, made on purpose (a work queue admits no consumer starting past
     // them): a partition consumer whose filter does not see them.
     const r = await receiver();
-    await p.store.putDestination(destination({ id: "strand", sourceIds: ["strand"], urls: [r.url()] }));
-    await p.jsm.consumers.delete(DELIVERIES_STREAM, partitionConsumer(0)).catch(() => {});
+    await t.p.store.putDestination(destination({ id: "strand", sourceIds: ["strand"], urls: [r.url()] }));
+    await t.p.jsm.consumers.delete(DELIVERIES_STREAM, partitionConsumer(0)).catch(() => {});
     const sent = await storeDeliveries(partitionSubject(0, "strand"), "strand", 3);
-    await p.jsm.consumers.add(DELIVERIES_STREAM, {
+    await t.p.jsm.consumers.add(DELIVERIES_STREAM, {
       durable_name: partitionConsumer(0),
       filter_subject: partitionSubject(0, "elsewhere"),
       ack_policy: AckPolicy.Explicit,
       max_deliver: -1,
       ack_wait: nanos(30_000),
     });
-    const before = await p.jsm.consumers.info(DELIVERIES_STREAM, partitionConsumer(0));
+    const before = await t.p.jsm.consumers.info(DELIVERIES_STREAM, partitionConsumer(0));
     expect(before.num_pending + before.num_ack_pending).toBe(0);
-    const stored = await p.jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: partitionFilter(0) });
+    const stored = await t.p.jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: partitionFilter(0) });
     expect(stored.state.subjects?.[partitionSubject(0, "strand")]).toBe(3);
 
-    d = await p.dispatcher({ strandedCheckMs: 200, laneSweepMs: 200 });
+    t.d = await t.p.dispatcher({ strandedCheckMs: 200, laneSweepMs: 200 });
     await r.waitFor(3, 20_000);
-    await d.close();
-    d = undefined;
+    await t.d.close();
+    t.d = undefined;
     // The next tests get the partition consumer as the dispatcher makes it.
-    await p.jsm.consumers.delete(DELIVERIES_STREAM, partitionConsumer(0));
+    await t.p.jsm.consumers.delete(DELIVERIES_STREAM, partitionConsumer(0));
     expect(r.requests.map((q) => String(q.headers["idempotency-key"])).sort()).toEqual(sent.sort());
     await until(
       async () => {
-        const left = await p.jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: partitionFilter(0) });
+        const left = await t.p.jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: partitionFilter(0) });
         return Object.keys(left.state.subjects ?? {}).length === 0;
       },
       { timeout: 10_000, message: "the partition emptied" },
@@ -322,25 +308,25 @@ describe("delivery at scale (CI size)", () => {
   it("delivers what a lane still stores but its consumer no longer counts: the lane is created again", async () => {
     const r = await receiver();
     const dest = destination({ id: "lstrand", sourceIds: ["lstrand"], urls: [r.url()], enabled: false });
-    await p.store.putDestination(dest);
-    d = await p.dispatcher({ laneSweepMs: 200 });
+    await t.p.store.putDestination(dest);
+    t.d = await t.p.dispatcher({ laneSweepMs: 200 });
     const sent = await storeDeliveries(laneSubject("lstrand"), "lstrand", 3);
     // Paused: the sweep opens the lane, which holds the calls.
     await until(() => laneExists("lstrand"), { timeout: 10_000, message: "the lane opened" });
     // The fault's state, made on purpose: the lane's consumer no longer sees what the lane stores.
-    await p.jsm.consumers.update(DELIVERIES_STREAM, laneConsumer("lstrand"), {
+    await t.p.jsm.consumers.update(DELIVERIES_STREAM, laneConsumer("lstrand"), {
       filter_subject: laneSubject("lstrand-elsewhere"),
     });
-    await p.store.putDestination({ ...dest, enabled: true });
+    await t.p.store.putDestination({ ...dest, enabled: true });
     await r.waitFor(3, 20_000);
     expect(r.requests.map((q) => String(q.headers["idempotency-key"])).sort()).toEqual(sent.sort());
   });
 
   it("a partition consumer deleted under a running dispatcher is created again, and its calls delivered", async () => {
     const r = await receiver();
-    await p.store.putDestination(destination({ id: "lost0", sourceIds: ["lost0"], urls: [r.url()] }));
-    d = await p.dispatcher({ strandedCheckMs: 200 });
-    await p.jsm.consumers.delete(DELIVERIES_STREAM, partitionConsumer(0));
+    await t.p.store.putDestination(destination({ id: "lost0", sourceIds: ["lost0"], urls: [r.url()] }));
+    t.d = await t.p.dispatcher({ strandedCheckMs: 200 });
+    await t.p.jsm.consumers.delete(DELIVERIES_STREAM, partitionConsumer(0));
     const sent = await storeDeliveries(partitionSubject(0, "lost0"), "lost0", 3);
     await r.waitFor(3, 20_000);
     expect(r.requests.map((q) => String(q.headers["idempotency-key"])).sort()).toEqual(sent.sort());

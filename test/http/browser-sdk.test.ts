@@ -11,15 +11,15 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { extname, join, resolve } from "node:path";
-import type { Browser, BrowserContext, Page } from "playwright-core";
+import type { BrowserContext, Page } from "playwright-core";
 import { build } from "vite";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { launchChromium, watchErrors } from "../console/browser.js";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { useChromium, watchErrors } from "../console/browser.js";
 import { counterValue, STACK_OPTIONS, settledCount } from "../e2e/helpers.js";
 import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN, Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
-import { useHarness } from "../ingest/harness.js";
+import { useRateLimitedHarness } from "../ingest/harness.js";
 import type { StartOptions } from "./browser-page/start-options.js";
 
 const SECRET = "browser-s3cret";
@@ -27,7 +27,7 @@ const PAGE_SOURCE = resolve("test/http/browser-page");
 const TYPES = ["identify", "track", "page", "screen", "group", "alias"];
 
 let stack: Stack;
-let browser: Browser;
+const browser = useChromium();
 let pageServer: Server;
 let pageDir: string;
 /** The page's origin: another host and port than Hookpost's. */
@@ -70,11 +70,9 @@ beforeAll(async () => {
   pageOrigin = `http://127.0.0.1:${(pageServer.address() as AddressInfo).port}`;
   stack = await Stack.start({ ...STACK_OPTIONS, ingest: { httpAddress: "127.0.0.1:0" } });
   hookpost = `http://localhost:${stack.ingest.httpAddress!.split(":")[1]}`;
-  browser = await launchChromium();
 }, 120_000);
 
 afterAll(async () => {
-  await browser?.close();
   await stack?.close();
   pageServer?.close();
   if (pageDir) await rm(pageDir, { recursive: true, force: true });
@@ -86,19 +84,25 @@ interface Lane {
   rx: Receiver;
 }
 
-/** A source (allowing `origins`) with its own destination and receiver. */
+/** A source (allowing `origins`) with its own destination and receiver (closed when the test finishes). */
 async function lane(name: string, allowedOrigins: string[] = []): Promise<Lane> {
   const r = await stack.admin.createSource({ name, allowedOrigins });
   const rx = await Receiver.http();
+  onTestFinished(() => rx.close());
   await stack.destination({ name, sourceIds: [r.source!.id], urls: [rx.url()], sharedSecret: SECRET });
   return { sourceId: r.source!.id, writeKey: r.writeKey, rx };
 }
 
-async function openPage(context: BrowserContext): Promise<{ page: Page; errors: string[] }> {
-  const page = await context.newPage();
+/** The test page, in `context` or else in a new browser context closed when the test finishes. */
+async function openPage(
+  context?: BrowserContext,
+): Promise<{ context: BrowserContext; page: Page; errors: string[] }> {
+  const ctx = context ?? (await browser.newContext());
+  if (!context) onTestFinished(() => ctx.close());
+  const page = await ctx.newPage();
   const errors = watchErrors(page);
   await page.goto(`${pageOrigin}/`);
-  return { page, errors };
+  return { context: ctx, page, errors };
 }
 
 type Seen = { sent: Array<{ type: string; messageId: string }>; errors: string[] };
@@ -151,8 +155,7 @@ async function expectDeliveredOnce(rx: Receiver, sent: Seen["sent"]): Promise<vo
 describe("analytics-next in Chromium, from another origin", () => {
   it("standard delivery: cdnURL only, the settings path says where to send (a source allowing this origin)", async () => {
     const l = await lane("browser-standard", [pageOrigin]);
-    const context = await browser.newContext();
-    const { page, errors } = await openPage(context);
+    const { page, errors } = await openPage();
     await start(page, { writeKey: l.writeKey, cdnURL: hookpost });
     const sent = await sendEveryType(page, "std");
     await expectDeliveredOnce(l.rx, sent);
@@ -165,8 +168,6 @@ describe("analytics-next in Chromium, from another origin", () => {
     expect(shortPaths.every((n) => n >= 1)).toBe(true);
     expect((await seen(page)).errors).toEqual([]);
     expect(errors).toEqual([]);
-    await context.close();
-    await l.rx.close();
   }, 90_000);
 
   it("batching delivery with apiHost given: one /v1/b request carries the six calls", async () => {
@@ -174,8 +175,7 @@ describe("analytics-next in Chromium, from another origin", () => {
     const before = await counterValue(stack.ingest.metrics.registry, "hookpost_ingest_calls_total", {
       method: "/v1/b",
     });
-    const context = await browser.newContext();
-    const { page, errors } = await openPage(context);
+    const { page, errors } = await openPage();
     await start(page, {
       writeKey: l.writeKey,
       cdnURL: hookpost,
@@ -190,28 +190,22 @@ describe("analytics-next in Chromium, from another origin", () => {
       })) - before,
     ).toBe(1);
     expect(errors).toEqual([]);
-    await context.close();
-    await l.rx.close();
   }, 90_000);
 
   it("calls still buffered when the tab closes are sent with keepalive, once", async () => {
     const l = await lane("browser-close");
-    const context = await browser.newContext();
-    const { page } = await openPage(context);
+    const { page } = await openPage();
     // A batch that would wait a minute: only closing the page sends it.
     await start(page, { writeKey: l.writeKey, cdnURL: hookpost, batching: { size: 100, timeout: 60_000 } });
     const sent = await sendEveryType(page, "close");
     expect(l.rx.requests).toHaveLength(0);
     await page.close({ runBeforeUnload: true });
     await expectDeliveredOnce(l.rx, sent);
-    await context.close();
-    await l.rx.close();
   }, 90_000);
 
   it("standard delivery with keepalive: calls made as the page navigates away arrive once, also when the next visit resends those in flight at unload", async () => {
     const l = await lane("browser-leave");
-    const context = await browser.newContext();
-    const { page } = await openPage(context);
+    const { context, page } = await openPage();
     await start(page, { writeKey: l.writeKey, cdnURL: hookpost, keepalive: true });
     const sent = await sendEveryType(page, "leave");
     // Leave at once: the requests in flight go on (keepalive) while the page unloads.
@@ -223,15 +217,12 @@ describe("analytics-next in Chromium, from another origin", () => {
     const { page: again } = await openPage(context);
     await start(again, { writeKey: l.writeKey, cdnURL: hookpost, keepalive: true });
     expect(await settledCount(l.rx, 2_000)).toBe(6);
-    await context.close();
-    await l.rx.close();
   }, 90_000);
 
   it("a page reads {success:true} and the retry headers, nothing of the admin API or the console; a disallowed origin stores nothing", async () => {
     const open = await lane("browser-read");
     const locked = await lane("browser-locked", ["https://shop.example.com"]);
-    const context = await browser.newContext();
-    const { page } = await openPage(context);
+    const { page } = await openPage();
     type Read = { status: number; text: string } | { error: string };
     const read = (url: string, init: RequestInit) =>
       page.evaluate(
@@ -283,25 +274,16 @@ describe("analytics-next in Chromium, from another origin", () => {
         code: "PERMISSION_DENIED",
       }),
     ).toBe(1);
-    await context.close();
-    await open.rx.close();
-    await locked.rx.close();
   }, 90_000);
 });
 
 describe("analytics-next against a source over its rate limit", () => {
-  const h = useHarness({
-    config: {
-      httpAddress: "127.0.0.1:0",
-      quota: { maxPendingBytes: 64 * 1024 ** 2, maxRate: 2, burst: 2, refreshMs: 1000 },
-    },
-  });
+  const h = useRateLimitedHarness(2);
 
   it("reads the 429's delay and sends each call once it may (stored once each)", async () => {
     const { id, writeKey } = await h.source("limited");
     const api = `http://localhost:${h.ingest.httpAddress!.split(":")[1]}`;
-    const context = await browser.newContext();
-    const { page } = await openPage(context);
+    const { page } = await openPage();
     // What a page can read of a 429: the delay, in both headers the SDKs read.
     const headers = await page.evaluate(
       async ([url, key]) => {
@@ -342,6 +324,5 @@ describe("analytics-next against a source over its rate limit", () => {
         code: "RESOURCE_EXHAUSTED",
       }),
     ).toBeGreaterThan(0);
-    await context.close();
   }, 90_000);
 });

@@ -9,7 +9,7 @@ import { apiEndpoint, ingestConfigFromEnv } from "@hookpost/api";
 import { Code } from "@hookpost/contract";
 import { describe, expect, it } from "vitest";
 import { counterValue } from "../e2e/helpers.js";
-import { failure, fields, useHarness } from "../ingest/harness.js";
+import { failure, fields, useHarness, useRateLimitedHarness } from "../ingest/harness.js";
 import { basic, post } from "./helpers.js";
 
 const ok = { status: 200, body: { success: true } };
@@ -409,12 +409,7 @@ describe("allowed_origins", () => {
 });
 
 describe("429", () => {
-  const q = useHarness({
-    config: {
-      httpAddress: "127.0.0.1:0",
-      quota: { maxPendingBytes: 64 * 1024 ** 2, maxRate: 0.5, burst: 2, refreshMs: 1000 },
-    },
-  });
+  const q = useRateLimitedHarness(0.5);
 
   it("carries Retry-After and X-RateLimit-Reset (seconds), readable by the page", async () => {
     const { writeKey } = await q.source("limited");

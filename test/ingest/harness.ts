@@ -180,6 +180,19 @@ export class Harness {
 }
 
 /**
+ * useHarness with the HTTP API, whose sources are rate limited at once: a burst of 2 calls, then
+ * `maxRate` calls a second (pending bytes, 64 MiB, are never the limit).
+ */
+export function useRateLimitedHarness(maxRate: number): Harness {
+  return useHarness({
+    config: {
+      httpAddress: "127.0.0.1:0",
+      quota: { maxPendingBytes: 64 * 1024 ** 2, maxRate, burst: 2, refreshMs: 1000 },
+    },
+  });
+}
+
+/**
  * A Harness for the enclosing file or describe block: started in its beforeAll (before hooks
  * registered after this call), closed in its afterAll. Use it inside tests and hooks.
  */

@@ -75,6 +75,12 @@ const draft = (sourceIds: string[]) => ({
   callJson: CALL,
 });
 
+/** What a link for A lists: something, and all of it of source A. */
+function expectAllOfA(list: { sourceId: string }[]): void {
+  expect(list.length).toBeGreaterThan(0);
+  for (const x of list) expect(x.sourceId).toBe(A);
+}
+
 /** A destination of A made by the admin, for the calls that delete one. */
 async function adminDestinationOfA(): Promise<string> {
   const r = await world.stack.admin.createDestination({
@@ -196,12 +202,8 @@ const ROWS: Record<string, Row> = {
 
   listDeadLetters: {
     reads: [
-      async (c) => {
-        // A's call on a-hook (until replayed) and on the shared hook; none of B's.
-        const all = (await c.listDeadLetters({})).deadLetters;
-        expect(all.length).toBeGreaterThan(0);
-        for (const d of all) expect(d.sourceId).toBe(A);
-      },
+      // A's call on a-hook (until replayed) and on the shared hook; none of B's.
+      async (c) => expectAllOfA((await c.listDeadLetters({})).deadLetters),
       async (c) =>
         expect(
           (await c.listDeadLetters({ destinationId: SHARED })).deadLetters.map((d) => d.sourceId),
@@ -227,11 +229,7 @@ const ROWS: Record<string, Row> = {
 
   listAttempts: {
     reads: [
-      async (c) => {
-        const all = (await c.listAttempts({})).attempts;
-        expect(all.length).toBeGreaterThan(0);
-        for (const a of all) expect(a.sourceId).toBe(A);
-      },
+      async (c) => expectAllOfA((await c.listAttempts({})).attempts),
       (c) => c.listAttempts({ destinationId: A_HOOK }),
       // B's message id, unnamed source: A's world has no such message.
       async (c) => expect((await c.listAttempts({ messageId: world.messages.b })).attempts).toEqual([]),
@@ -240,11 +238,7 @@ const ROWS: Record<string, Row> = {
   },
   searchAttempts: {
     reads: [
-      async (c) => {
-        const all = (await c.searchAttempts({})).entries;
-        expect(all.length).toBeGreaterThan(0);
-        for (const e of all) expect(e.sourceId).toBe(A);
-      },
+      async (c) => expectAllOfA((await c.searchAttempts({})).entries),
       (c) => c.searchAttempts({ destinationId: A_HOOK }),
       async (c) => {
         // The shared destination's entries of A's calls only.

@@ -16,24 +16,31 @@ const rx = useFixture(() => Receiver.http(), "receiver");
 const stack = useStack();
 const user = useCliUser(() => stack.ingest.address, STACK_ADMIN_TOKEN);
 
+/** An apply file: source `source` (named Web), and destination `id` of it to `url`, with the YAML lines `fields`. */
+function applyFile(d: { source: string; id: string; name: string; url: string }, fields: string[]): string {
+  return [
+    "sources:",
+    `  - { id: ${d.source}, name: Web }`,
+    "destinations:",
+    `  - id: ${d.id}`,
+    `    name: ${d.name}`,
+    `    sources: [${d.source}]`,
+    `    urls: ["${d.url}"]`,
+    ...fields.map((f) => `    ${f}`),
+    "",
+  ].join("\n");
+}
+
 describe("shaping through the CLI", () => {
   it("apply -f sets filter, mapping and method; a second apply changes nothing; dry-run prints the request", async () => {
     const file = await user.file(
       "hookpost.yaml",
-      [
-        "sources:",
-        "  - { id: web, name: Web }",
-        "destinations:",
-        "  - id: crm",
-        "    name: CRM",
-        "    sources: [web]",
-        `    urls: ["${rx.url("/contacts/{{ userId }}")}"]`,
-        "    method: PUT",
-        "    filter: { types: [identify, track], events: [Signed Up], expression: 'userId != \"bot\"' }",
-        `    mapping: '{"id": userId, "what": type}'`,
-        "    retry: { window: 120m, delays: [30s, 60s] }",
-        "",
-      ].join("\n"),
+      applyFile({ source: "web", id: "crm", name: "CRM", url: rx.url("/contacts/{{ userId }}") }, [
+        "method: PUT",
+        "filter: { types: [identify, track], events: [Signed Up], expression: 'userId != \"bot\"' }",
+        `mapping: '{"id": userId, "what": type}'`,
+        "retry: { window: 120m, delays: [30s, 60s] }",
+      ]),
     );
     ok(await user.run(["apply", "-f", file]));
     const { destination } = await stack.admin.getDestination({ id: "crm" });
@@ -71,17 +78,7 @@ describe("shaping through the CLI", () => {
   it("apply -f refuses an expression that does not compile, naming the file's path", async () => {
     const file = await user.file(
       "bad.yaml",
-      [
-        "sources:",
-        "  - { id: web2, name: Web }",
-        "destinations:",
-        "  - id: bad",
-        "    name: Bad",
-        "    sources: [web2]",
-        `    urls: ["${rx.url("/bad")}"]`,
-        "    mapping: '{\"a\": '",
-        "",
-      ].join("\n"),
+      applyFile({ source: "web2", id: "bad", name: "Bad", url: rx.url("/bad") }, ["mapping: '{\"a\": '"]),
     );
     const r = await user.run(["apply", "-f", file]);
     expect(r.code).not.toBe(0);
