@@ -281,7 +281,13 @@ function cpuBudget(b: { replicas: number; nats: number; receiver: number }, raw:
   ];
 }
 
-export async function benchDispatcher(): Promise<Figure[]> {
+/**
+ * `perf` (issue 25's table, bench/perf.ts): only the raw forwarder, the 1-replica drain with its
+ * CPU per delivery, and single HTTP calls at 2 000 calls/s with the rate where the p99 crosses
+ * 50 ms.
+ */
+export async function benchDispatcher(params: string[] = []): Promise<Figure[]> {
+  const perf = params.includes("perf");
   const server = await NatsServer.start();
   const nc = await connect({ servers: server.url, noAsyncTraces: true });
   const receiver = await ReceiverProcess.start();
@@ -343,8 +349,79 @@ export async function benchDispatcher(): Promise<Figure[]> {
       const direct = 1 - ((await storedSoFar()) - storedBefore) / BACKLOG;
       return { rate: window.rate, cpu, direct };
     };
+    /** p50/p99 at 500 and 2 000 calls/s per sender; over HTTP also where the p99 crosses 50 ms. */
+    const steadyFigures = async (senders: Array<[string, SendOne]>): Promise<Figure[]> => {
+      const steady: Figure[] = [];
+      for (const [via, send] of senders) {
+        // Message ids allow no spaces: the tag names the transport by its first word.
+        const t = via.split(" ")[0]!.toLowerCase();
+        await latencies(send, receiver, `lat-warm-${t}`, 200);
+        const pids = [process.pid, ingest.proc.pid!, replicas[0]!.proc.pid!, server.pid!, receiver.proc.pid!];
+        const p99s = new Map<number, number>();
+        for (const rate of [500, 2000]) {
+          const storedBefore = await storedSoFar();
+          const { values, cpu } = await latencies(send, receiver, `lat${rate}-${t}`, rate, pids);
+          steady.push(...latencyFigures(rate, via, values));
+          p99s.set(rate, percentile(values, 99));
+          const direct = 1 - ((await storedSoFar()) - storedBefore) / (rate * STEADY_SECONDS);
+          if (rate === 2000) steady.push(busyFigure(rate, via, cpu, direct));
+        }
+        if (t !== "http") continue;
+        // Where it saturates: the first rate whose p99 crosses SATURATED_P99_MS.
+        let crossed: { rate: number; p99: number } | undefined;
+        for (const rate of SWEEP_RATES) {
+          const p99 =
+            p99s.get(rate) ??
+            percentile((await latencies(send, receiver, `sweep${rate}-${t}`, rate)).values, 99);
+          if (p99 > SATURATED_P99_MS) {
+            crossed = { rate, p99 };
+            break;
+          }
+        }
+        steady.push({
+          name: `rate at which the p99 crosses ${SATURATED_P99_MS} ms, ${via}`,
+          value: crossed?.rate ?? SWEEP_RATES.at(-1)!,
+          unit: crossed ? "calls/s" : "calls/s (not crossed)",
+          note: crossed
+            ? `p99 ${Math.round(crossed.p99)} ms there; rates tried in turn: ${SWEEP_RATES.join(", ")} calls/s`
+            : `p99 under ${SATURATED_P99_MS} ms at every rate tried (${SWEEP_RATES.join(", ")})`,
+        });
+      }
+      return steady;
+    };
+    /** Issue 25's figures of this run (bench/perf.ts takes the median of 3). */
+    const perfFigures = async (): Promise<Figure[]> => {
+      replicas.push(replica(server.url));
+      const http = viaHttp(httpAddress, writeKey);
+      clients.push({ close: () => void http.close() });
+      const steady = await steadyFigures([["HTTP /v1/track", http.send]]);
+      return [
+        {
+          name: "limit: raw forwarder (pull -> POST -> ack)",
+          value: Math.round(fwd.rate),
+          unit: "deliveries/s",
+        },
+        {
+          name: "dispatch from backlog, 1 replica",
+          value: Math.round(one.rate),
+          unit: "deliveries/s",
+          limit: { name: "raw forwarder (target 0.7x)", value: fwd.rate },
+        },
+        {
+          name: "CPU per delivery, nats-server + 1 replica",
+          value: Math.round(budget.nats + budget.replicas),
+          unit: "µs",
+          limit: { name: "target", value: 150 },
+        },
+        { name: "CPU per delivery, replica", value: Math.round(budget.replicas), unit: "µs" },
+        { name: "CPU per delivery, nats-server", value: Math.round(budget.nats), unit: "µs" },
+        { name: "drain: share attempted directly", value: Math.round(one.direct * 100), unit: "%" },
+        ...steady.filter((f) => !f.name.startsWith("latency p50, 500")),
+      ];
+    };
     const one = await backlog(1);
     const budget = one.cpu;
+    if (perf) return await perfFigures();
     const two = await backlog(2);
     // The same backlog with the attempt log off: its cost (target: on >= 0.8x off).
     const oneOff = await backlog(1, { ATTEMPT_LOG: "off" });
@@ -360,43 +437,7 @@ export async function benchDispatcher(): Promise<Figure[]> {
       ["gRPC unary", viaGrpc(client)],
       ["HTTP /v1/track", http.send],
     ];
-    const steady: Figure[] = [];
-    for (const [via, send] of senders) {
-      // Message ids allow no spaces: the tag names the transport by its first word.
-      const t = via.split(" ")[0]!.toLowerCase();
-      await latencies(send, receiver, `lat-warm-${t}`, 200);
-      const pids = [process.pid, ingest.proc.pid!, replicas[0]!.proc.pid!, server.pid!, receiver.proc.pid!];
-      const p99s = new Map<number, number>();
-      for (const rate of [500, 2000]) {
-        const storedBefore = await storedSoFar();
-        const { values, cpu } = await latencies(send, receiver, `lat${rate}-${t}`, rate, pids);
-        steady.push(...latencyFigures(rate, via, values));
-        p99s.set(rate, percentile(values, 99));
-        const direct = 1 - ((await storedSoFar()) - storedBefore) / (rate * STEADY_SECONDS);
-        if (rate === 2000) steady.push(busyFigure(rate, via, cpu, direct));
-      }
-      if (t !== "http") continue;
-      // Where it saturates: the first rate whose p99 crosses SATURATED_P99_MS.
-      let crossed: { rate: number; p99: number } | undefined;
-      for (const rate of SWEEP_RATES) {
-        const p99 =
-          p99s.get(rate) ??
-          percentile((await latencies(send, receiver, `sweep${rate}-${t}`, rate)).values, 99);
-        if (p99 > SATURATED_P99_MS) {
-          crossed = { rate, p99 };
-          break;
-        }
-      }
-      steady.push({
-        name: `rate at which the p99 crosses ${SATURATED_P99_MS} ms, ${via}`,
-        value: crossed?.rate ?? SWEEP_RATES.at(-1)!,
-        unit: crossed ? "calls/s" : "calls/s (not crossed)",
-        note: crossed
-          ? `p99 ${Math.round(crossed.p99)} ms there; rates tried in turn: ${SWEEP_RATES.join(", ")} calls/s`
-          : `p99 under ${SATURATED_P99_MS} ms at every rate tried (${SWEEP_RATES.join(", ")})`,
-      });
-    }
-
+    const steady = await steadyFigures(senders);
     const limit = { name: "raw undici POST", value: raw };
     return [
       {
@@ -496,4 +537,4 @@ export async function benchDispatcher(): Promise<Figure[]> {
   }
 }
 
-await printIfMain(import.meta.url, benchDispatcher, true);
+await printIfMain(import.meta.url, () => benchDispatcher(process.argv.slice(2)), true);

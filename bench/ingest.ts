@@ -104,7 +104,12 @@ async function viaStream(client: Ingest, messages = CALLS / 2): Promise<number> 
   return messages / ((performance.now() - started) / 1000);
 }
 
-export async function benchIngest(): Promise<Figure[]> {
+/**
+ * `perf` (issue 25's table, bench/perf.ts): only raw JetStream publish, `Batch` in SDK frames and
+ * HTTP `/v1/batch`, each against the raw publish (target 0.9x).
+ */
+export async function benchIngest(params: string[] = []): Promise<Figure[]> {
+  const perf = params.includes("perf");
   const server = await NatsServer.start();
   const nc = await connect({ servers: server.url, noAsyncTraces: true });
   const empty = await startEmptyGrpc();
@@ -131,6 +136,22 @@ export async function benchIngest(): Promise<Figure[]> {
       console.error(`  ingest: ${what}`);
       return fn();
     };
+    if (perf) {
+      await step("warm-up", async () => {
+        await rawPublish("warm-js", 2_000);
+        await viaFrames(hookpost, "warm-f", 2_000);
+        await viaHttp(http, authorization, "warm-h", 2_000);
+      });
+      const js = await step("raw JetStream publish", () => rawPublish("js", CALLS));
+      const frames = await step("Hookpost Batch, SDK frames", () => viaFrames(hookpost, "f"));
+      const api = await step("Hookpost HTTP /v1/batch", () => viaHttp(http, authorization, "h"));
+      const limit = { name: "raw JetStream async publish (target 0.9x)", value: js };
+      return [
+        { name: "limit: raw JetStream async publish", value: Math.round(js), unit: "msg/s" },
+        { name: "ingest via gRPC Batch, SDK frames", value: Math.round(frames), unit: "calls/s", limit },
+        { name: "ingest via HTTP /v1/batch", value: Math.round(api), unit: "calls/s", limit },
+      ];
+    }
     await step("warm-up", async () => {
       await rawPublish("warm-js", 2_000);
       await viaBatch(raw, "warm-raw", 2_000);
@@ -244,4 +265,4 @@ export async function benchIngest(): Promise<Figure[]> {
   }
 }
 
-await printIfMain(import.meta.url, benchIngest, true);
+await printIfMain(import.meta.url, () => benchIngest(process.argv.slice(2)), true);

@@ -38,6 +38,7 @@ const suites: Record<string, (params: string[]) => Promise<Figure[]>> = {
   "attempt-search": async (params) => (await import("./attempt-search.js")).benchAttemptSearch(params),
   batching: async () => (await import("./batching.js")).benchBatching(),
   alerts: async (params) => (await import("./alerts.js")).benchAlerts(params),
+  perf: async () => (await import("./perf.js")).benchPerf(),
 };
 
 const args = process.argv.slice(2).filter((a) => a !== "--");
