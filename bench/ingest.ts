@@ -113,7 +113,14 @@ export async function benchIngest(params: string[] = []): Promise<Figure[]> {
   const server = await NatsServer.start();
   const nc = await connect({ servers: server.url, noAsyncTraces: true });
   const empty = await startEmptyGrpc();
-  const ingest = startApi(server.url);
+  // The per-source quotas are sized for many sources sharing a replica; here one source is the
+  // whole load: its rate (10 000 calls/s by default) would cap the figures, and since no
+  // dispatcher drains EVENTS, its pending bytes (64 MiB) would refuse the later steps.
+  const ingest = startApi(server.url, {
+    SOURCE_MAX_PENDING_BYTES: String(1024 ** 3),
+    SOURCE_MAX_RATE: "1000000",
+    SOURCE_MAX_BURST: "1000000",
+  });
   const clients: Array<{ close(): void }> = [];
   try {
     await ensureTopology(await nc.jetstreamManager(), DEFAULT_TOPOLOGY);

@@ -31,12 +31,17 @@ function medians(runs: Figure[][]): Figure[] {
     const values = same.map((f) => f.value).filter((v): v is number => typeof v === "number");
     const limits = same.map((f) => f.limit?.value).filter((v): v is number => v !== undefined);
     const spread = values.length > 1 ? `runs: ${values.map((v) => Math.round(v * 10) / 10).join(" / ")}` : "";
+    // The figure and its limit move together within a run: the ratio of each run says more.
+    const ratios =
+      limits.length === values.length && limits.length > 1
+        ? `ratio per run ${values.map((v, i) => `${(v / limits[i]!).toFixed(2)}x`).join(" / ")}`
+        : "";
     return {
       name: first.name,
       value: values.length > 0 ? Math.round(median(values) * 10) / 10 : first.value,
       unit: first.unit,
       ...(first.limit && { limit: { name: first.limit.name, value: median(limits) } }),
-      note: [spread, first.note].filter(Boolean).join("; "),
+      note: [spread, ratios, first.note].filter(Boolean).join("; "),
     };
   });
 }

@@ -29,12 +29,13 @@ export function startService(name: "ingest" | "dispatcher", env: Record<string, 
 }
 
 /** The API (ingest) in its own process, gRPC and HTTP on free loopback ports. */
-export function startApi(natsUrl: string): ServiceProcess {
+export function startApi(natsUrl: string, env: Record<string, string> = {}): ServiceProcess {
   return startService("ingest", {
     NATS_URL: natsUrl,
     INGEST_ADDR: "127.0.0.1:0",
     HTTP_ADDR: "127.0.0.1:0",
     ADMIN_TOKEN: STACK_ADMIN_TOKEN,
+    ...env,
   });
 }
 
