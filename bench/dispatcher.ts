@@ -35,6 +35,7 @@ import { percentile, pipelined, publishStoredTrack, round, storedTrack, trackIni
 import {
   benchSource,
   cpuMs,
+  ONE_SOURCE_QUOTAS,
   ReceiverProcess,
   startApi,
   startRawForwarder,
@@ -291,7 +292,7 @@ export async function benchDispatcher(params: string[] = []): Promise<Figure[]> 
   const server = await NatsServer.start();
   const nc = await connect({ servers: server.url, noAsyncTraces: true });
   const receiver = await ReceiverProcess.start();
-  const ingest = startApi(server.url);
+  const ingest = startApi(server.url, ONE_SOURCE_QUOTAS); // one source sends everything
   const replicas: ServiceProcess[] = [];
   const clients: Array<{ close(): void }> = [];
   const stopReplicas = () => Promise.all(replicas.splice(0).map((r) => stopProcess(r.proc)));

@@ -26,7 +26,14 @@ import { Pool } from "undici";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { type IngestClient, ingestClient } from "../test/helpers/stack.js";
 import { pipelined, publishStoredTrack, round, trackInit } from "./payloads.js";
-import { benchSource, cpuMs, startApi, startEmptyGrpc, stopProcess } from "./procs/processes.js";
+import {
+  benchSource,
+  cpuMs,
+  ONE_SOURCE_QUOTAS,
+  startApi,
+  startEmptyGrpc,
+  stopProcess,
+} from "./procs/processes.js";
 import { type Figure, printIfMain } from "./table.js";
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 20_000);
@@ -113,14 +120,8 @@ export async function benchIngest(params: string[] = []): Promise<Figure[]> {
   const server = await NatsServer.start();
   const nc = await connect({ servers: server.url, noAsyncTraces: true });
   const empty = await startEmptyGrpc();
-  // The per-source quotas are sized for many sources sharing a replica; here one source is the
-  // whole load: its rate (10 000 calls/s by default) would cap the figures, and since no
-  // dispatcher drains EVENTS, its pending bytes (64 MiB) would refuse the later steps.
-  const ingest = startApi(server.url, {
-    SOURCE_MAX_PENDING_BYTES: String(1024 ** 3),
-    SOURCE_MAX_RATE: "1000000",
-    SOURCE_MAX_BURST: "1000000",
-  });
+  // No dispatcher drains EVENTS here, and one source sends everything.
+  const ingest = startApi(server.url, ONE_SOURCE_QUOTAS);
   const clients: Array<{ close(): void }> = [];
   try {
     await ensureTopology(await nc.jetstreamManager(), DEFAULT_TOPOLOGY);

@@ -17,7 +17,14 @@ import { Analytics as SegmentAnalytics } from "@segment/analytics-node";
 import { connect } from "nats";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { trackInit } from "./payloads.js";
-import { benchSource, ReceiverProcess, startApi, startService, stopProcess } from "./procs/processes.js";
+import {
+  benchSource,
+  ONE_SOURCE_QUOTAS,
+  ReceiverProcess,
+  startApi,
+  startService,
+  stopProcess,
+} from "./procs/processes.js";
 import { type Figure, printIfMain } from "./table.js";
 
 const CALLS = Math.max(1, Number(process.env.BENCH_SDK_CALLS) || 20_000);
@@ -116,7 +123,7 @@ async function measure(
 export async function benchSdkE2e(): Promise<Figure[]> {
   const nats = await NatsServer.start();
   const receiver = await ReceiverProcess.start();
-  const ingest = startApi(nats.url);
+  const ingest = startApi(nats.url, ONE_SOURCE_QUOTAS); // one source sends everything
   const dispatcher = startService("dispatcher", {
     NATS_URL: nats.url,
     WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",

@@ -29,6 +29,17 @@ export function startService(name: "ingest" | "dispatcher", env: Record<string, 
 }
 
 /** The API (ingest) in its own process, gRPC and HTTP on free loopback ports. */
+/**
+ * For an api whose one source carries the whole load: the per-source quotas are sized for many
+ * sources sharing a replica, and the source's rate (10 000 calls/s by default) would cap the
+ * figure measured, or its pending bytes refuse calls no dispatcher drains.
+ */
+export const ONE_SOURCE_QUOTAS: Record<string, string> = {
+  SOURCE_MAX_PENDING_BYTES: String(1024 ** 3),
+  SOURCE_MAX_RATE: "1000000",
+  SOURCE_MAX_BURST: "1000000",
+};
+
 export function startApi(natsUrl: string, env: Record<string, string> = {}): ServiceProcess {
   return startService("ingest", {
     NATS_URL: natsUrl,
