@@ -1,4 +1,4 @@
-import { DELIVERIES_STREAM } from "@hookpost/core";
+import { DELIVERIES_STREAM, type DestinationRecord } from "@hookpost/core";
 import type { DeliveryInfo, JsMsg, MsgHdrs, PullOptions } from "nats";
 import type { DeliveryState } from "./parking.js";
 
@@ -16,7 +16,7 @@ export function deadLetterKey(destinationId: string, msg: JsMsg): string {
  * and batching ones for their batch, in storage. (Whether its destination can take it now is
  * Deliveries.direct's call.)
  */
-export function mayGoDirect(dest: { ordering?: string; batching?: unknown }): boolean {
+export function mayGoDirect(dest: Pick<DestinationRecord, "ordering" | "batching">): boolean {
   return dest.ordering !== "PER_USER" && !dest.batching;
 }
 

@@ -9,6 +9,7 @@ import type {
 } from "@hookpost/core";
 import {
   endRequestSpan,
+  getOrInsert,
   prepareRequests,
   RESPONSE_EXCERPT_BYTES,
   RenderError,
@@ -217,20 +218,14 @@ export class WebhookSender {
   }
 
   #running(signal: AbortSignal): Set<AbortController> {
-    let set = this.#inFlight.get(signal);
-    if (set === undefined) {
+    return getOrInsert(this.#inFlight, signal, () => {
       const all = new Set<AbortController>();
-      set = all;
-      this.#inFlight.set(signal, all);
-      signal.addEventListener(
-        "abort",
-        () => {
-          for (const ac of all) ac.abort(new Error("shutdown"));
-        },
-        { once: true },
-      );
-    }
-    return set;
+      const abortAll = () => {
+        for (const ac of all) ac.abort(new Error("shutdown"));
+      };
+      signal.addEventListener("abort", abortAll, { once: true });
+      return all;
+    });
   }
 
   #log(dest: DestinationRecord, messageId: string, o: AttemptOutcome): void {
