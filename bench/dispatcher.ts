@@ -327,7 +327,7 @@ export async function benchDispatcher(params: string[] = []): Promise<Figure[]> 
       await fillBacklog(js, sourceId, tag, BACKLOG);
       const started = replicas.length;
       for (let i = 0; i < n; i++) replicas.push(replica(server.url, { LOG_LEVEL: "info", ...env }));
-      // Measured from the 10 % receipt on: start-up (tsx compiling TypeScript, then the JIT
+      // Measured from the 10 % receipt on: start-up (loading modules, then the JIT
       // warming up, a second of CPU per process) is not dispatching, and would count once per
       // replica; a long-lived replica has paid it long ago.
       const mine = replicas.slice(started);

@@ -51,6 +51,7 @@ import {
   HungEndpoints,
   openFds,
   ReceiverProcess,
+  serviceArgs,
   startService,
   stopProcess,
   waitReady,
@@ -111,23 +112,19 @@ class Sink {
 }
 
 function replica(natsUrl: string, env: Record<string, string> = {}): ChildProcess {
-  const proc = spawn(
-    process.execPath,
-    ["--conditions=@hookpost/source", "--import", "tsx", "services/dispatcher/main.ts"],
-    {
-      cwd: ROOT,
-      env: {
-        ...process.env,
-        NATS_URL: natsUrl,
-        WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",
-        OPS_ADDR: "off",
-        LOG_LEVEL: "error",
-        PULL_EXPIRES: "1s",
-        ...env,
-      },
-      stdio: ["ignore", "ignore", "inherit"],
+  const proc = spawn(process.execPath, serviceArgs("dispatcher"), {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      NATS_URL: natsUrl,
+      WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",
+      OPS_ADDR: "off",
+      LOG_LEVEL: "error",
+      PULL_EXPIRES: "1s",
+      ...env,
     },
-  );
+    stdio: ["ignore", "ignore", "inherit"],
+  });
   // Each measurement starts with a warm-up run that waits until deliveries arrive.
   return proc;
 }
