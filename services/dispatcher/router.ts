@@ -130,7 +130,10 @@ export class Router {
       return;
     }
     // Erasure finds a user's deliveries by this (never a deletion notice: it must reach them all).
-    const user = erasable(call) ? userHash(call) : undefined;
+    // Hashed once per call: the headers, ordered subjects and the routed record all use it.
+    let hashed: string | undefined;
+    const hashOfUser = () => (hashed ??= userHash(call));
+    const user = erasable(call) ? hashOfUser() : undefined;
     let body: string | Uint8Array;
     let notRendered: string | undefined;
     try {
@@ -161,7 +164,7 @@ export class Router {
           // The accepted order, which the ordered worker follows even if routers store out of it.
           if (ordered) h.set(EVENT_SEQ_HEADER, String(msg.info.streamSequence));
           const subject = ordered
-            ? orderedSubject(partitionOf(dest.id, d.orderedPartitions), dest.id, userHash(call))
+            ? orderedSubject(partitionOf(dest.id, d.orderedPartitions), dest.id, hashOfUser())
             : dest.batching
               ? laneSubject(dest.id)
               : partitionSubject(
@@ -203,6 +206,7 @@ export class Router {
       body,
       consentFiltered,
       fanOutOf(targets),
+      user,
     );
     d.metrics.routed.inc({ outcome: "routed" });
     span.end("routed", false, { [ATTR.targets]: targets.length });
@@ -215,6 +219,7 @@ export class Router {
     body?: Uint8Array | string,
     consentFiltered: ConsentFiltered[] = [],
     fanOut?: Record<string, number>,
+    user = erasable(call) ? userHash(call) : undefined,
   ): void {
     const log = this.#d.attemptLog;
     if (!log?.enabled) return;
@@ -222,7 +227,7 @@ export class Router {
       kind: "routed",
       messageId: call.messageId,
       sourceId: call.sourceId,
-      ...(erasable(call) ? { userHash: userHash(call) } : {}),
+      ...(user === undefined ? {} : { userHash: user }),
       callType: call.type,
       ...(call.type === "track" && call.event ? { event: loggedEvent(call.event) } : {}),
       receivedAt: call.receivedAt,

@@ -1,4 +1,5 @@
 import { rmSync } from "node:fs";
+import { type AddressInfo, createServer } from "node:net";
 import { AddressPolicy, createWebhookAgent, WebhookSender } from "@hookpost/dispatcher";
 import type { Agent } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -197,6 +198,39 @@ describe("responses", () => {
       expect(refused.outcomes[0]).toMatchObject({ error: "connection", retryable: true });
     } finally {
       await target.close();
+    }
+  });
+
+  it("keeps the first 4 KiB of an answer, and counts a body cut off before its end as a retryable failure", async () => {
+    const s = sender({ allowed: ["127.0.0.0/8"] });
+    // A raw server: a 500 with an explanation longer than the excerpt, then a 200 whose body
+    // stops halfway (Content-Length promises more than comes before the socket closes).
+    const raw = createServer((socket) => {
+      socket.once("data", () => {
+        if (cut) {
+          socket.end("HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly ten b");
+        } else {
+          const text = `${"why ".repeat(2000)}`;
+          socket.end(
+            `HTTP/1.1 500 Oops\r\ncontent-length: ${text.length}\r\nconnection: close\r\n\r\n${text}`,
+          );
+        }
+      });
+    });
+    let cut = false;
+    await new Promise<void>((resolve) => raw.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(raw.address() as AddressInfo).port}/hook`;
+    try {
+      const failed = (await send(s, url)).outcomes[0]!;
+      expect(failed).toMatchObject({ ok: false, status: 500, retryable: true });
+      expect(failed.responseExcerpt).toBe("why ".repeat(1024));
+
+      cut = true;
+      const r = await send(s, url);
+      expect(r.delivered).toBe(false);
+      expect(r.outcomes[0]).toMatchObject({ ok: false, retryable: true, status: 0 });
+    } finally {
+      await new Promise((resolve) => raw.close(resolve));
     }
   });
 

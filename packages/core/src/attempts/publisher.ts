@@ -56,7 +56,6 @@ const HEALTH_EVERY_MS = 1000;
 const BREAKER_REFRESH_MS = 60_000;
 /** Breakers one summary reports again at most; the rest go in the next windows. */
 const MAX_BREAKERS_PER_SUMMARY = 2000;
-const encoder = new TextEncoder();
 
 /**
  * Writes the attempt log without ever holding up a delivery. Records are plain NATS publishes on
@@ -187,7 +186,8 @@ export class AttemptLog {
       this.#drop("full");
       return;
     }
-    const data = encoder.encode(JSON.stringify(record));
+    // Buffer.from: the same UTF-8 bytes as a TextEncoder, in about half the time.
+    const data = Buffer.from(JSON.stringify(record));
     try {
       if (this.#o.writer) this.#o.writer.send(subject, data);
       else this.#nc.publish(subject, data);
