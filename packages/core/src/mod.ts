@@ -79,7 +79,15 @@ export {
   type SearchOptions,
   type SearchPage,
 } from "./attempts/search/search.js";
-export { DEFAULT_SPANS, type SegmentHeader, type Spans } from "./attempts/search/segment.js";
+export {
+  DEFAULT_SPANS,
+  keyParts,
+  L0_KEY_BYTES,
+  L1_KEY_BYTES,
+  readKeyPart,
+  type SegmentHeader,
+  type Spans,
+} from "./attempts/search/segment.js";
 export { AuditLog, type AuditPage, type AuditQuery, auditEntryBytes } from "./audit/audit-log.js";
 export type {
   AuditActor,
