@@ -45,6 +45,16 @@ for (const line of dockerfile) {
   stages.at(-1)?.push(line);
 }
 const { nats, ingest, dispatcher } = compose.services as Record<string, ComposeService>;
+
+/** The final stage's `ENV NAME=value` lines. */
+function imageEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const line of stages.at(-1) ?? []) {
+    const m = /^ENV\s+([A-Z_][A-Z0-9_]*)=(.*)$/i.exec(line.trim());
+    if (m) env[m[1]!] = m[2]!.replace(/^"(.*)"$/, "$1");
+  }
+  return env;
+}
 /** The stream settings (packages/core/src/env/topology-env.ts): every service must use the same. */
 const STREAM_SETTINGS = [
   "RETRY_WINDOW",
@@ -283,7 +293,9 @@ describe("the image's build, by hand", () => {
     for (const cmd of [ingest!.command!, dispatcher!.command!])
       expect(existsSync(join(app, cmd[1]!))).toBe(true);
 
-    const env = { NATS_URL: natsServer.url, OPS_ADDR: "127.0.0.1:0", LOG_LEVEL: "info" };
+    // The image's ENV too (NODE_ENV, NODE_OPTIONS): the services must start with them.
+    const env = { ...imageEnv(), NATS_URL: natsServer.url, OPS_ADDR: "127.0.0.1:0", LOG_LEVEL: "info" };
+    expect(Object.keys(imageEnv())).toContain("NODE_OPTIONS");
     const ing = spawnNode(
       ingest!.command!.slice(1),
       { ...env, INGEST_ADDR: "127.0.0.1:0", HTTP_ADDR: "127.0.0.1:0", ADMIN_TOKEN: "t0ken" },
