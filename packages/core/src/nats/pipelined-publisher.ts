@@ -167,7 +167,8 @@ const decoder = new TextDecoder();
  *   message waits the publisher's timeout; a shorter one behind a longer one is failed when
  *   the longer one is, at most the difference late);
  * - publishes issued in the same event-loop turn go out in one socket write (flushed on
- *   `setImmediate`), instead of one write per message when the caller awaits in between;
+ *   `setImmediate`, together with every other publisher of the connection: flushSoon), instead
+ *   of one write per message when the caller awaits in between;
  * - string payloads are encoded with `Buffer.from` (the same UTF-8 bytes as nats.js's
  *   TextEncoder, in about half the time).
  *
@@ -260,7 +261,7 @@ export class PipelinedPublisher {
     this.#queue.push(m);
     if (!this.#flushScheduled) {
       this.#flushScheduled = true;
-      setImmediate(this.#flush);
+      flushSoon(this.#nc, this.#flush);
     }
   }
 
@@ -335,6 +336,39 @@ export class PipelinedPublisher {
     this.failAll(new PublishError("CONNECTION_CLOSED", "publisher closed"));
     if (!this.#sub.isClosed()) this.#sub.unsubscribe();
   }
+}
+
+/** Per connection, the publishers' flushes due at its next setImmediate. */
+const dueFlushes = new WeakMap<NatsConnection, Array<() => void>>();
+
+/**
+ * Runs `flush` at the connection's next setImmediate, with every other publisher's flush of that
+ * connection. nats.js writes what was published before its microtask in one socket write, and
+ * Node runs microtasks after each setImmediate callback: a setImmediate per publisher made one
+ * write per publisher and turn (the dispatcher's fan-out and attempt records apart from its acks,
+ * ingest's calls apart from its first (user, source) pairs), each a system call on both sides.
+ */
+function flushSoon(nc: NatsConnection, flush: () => void): void {
+  const due = dueFlushes.get(nc);
+  if (due !== undefined) {
+    due.push(flush);
+    return;
+  }
+  dueFlushes.set(nc, [flush]);
+  setImmediate(() => {
+    const all = dueFlushes.get(nc) ?? [];
+    dueFlushes.delete(nc);
+    // One publisher failing must not leave the others' messages unwritten.
+    const failed: unknown[] = [];
+    for (const f of all) {
+      try {
+        f();
+      } catch (err) {
+        failed.push(err);
+      }
+    }
+    if (failed.length > 0) throw failed[0];
+  });
 }
 
 function isPlain(m: Pending | Plain): m is Plain {
