@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 
 /**
  * The attempt log: what happened to every delivery, kept on its own JetStream stream (ATTEMPTS)
@@ -20,7 +20,7 @@ export {
 
 /** 64 bits of SHA-256, hex: collisions only widen a lookup (records carry the full id). */
 export function messageHash(messageId: string): string {
-  return createHash("sha256").update(messageId).digest("hex").slice(0, 16);
+  return hash("sha256", messageId, "hex").slice(0, 16);
 }
 
 /** Mirrors hookpost.v1.AttemptOutcome. */

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from "node:crypto";
+import { hash, randomBytes } from "node:crypto";
 
 /** A source as stored in the configuration bucket. The write key itself is never stored. */
 export interface SourceRecord {
@@ -21,7 +21,7 @@ export function generateWriteKey(): string {
 }
 
 export function hashWriteKey(writeKey: string): string {
-  return createHash("sha256").update(writeKey).digest("hex");
+  return hash("sha256", writeKey, "hex");
 }
 
 export function writeKeyPrefix(writeKey: string): string {

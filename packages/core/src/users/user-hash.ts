@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 
 /**
  * The pseudonymous key of a call's user: the first 128 bits of SHA-256 of userId, else
@@ -8,5 +8,5 @@ import { createHash } from "node:crypto";
  */
 export function userHash(call: { userId?: string | undefined; anonymousId?: string | undefined }): string {
   const key = call.userId ? `u:${call.userId}` : call.anonymousId ? `a:${call.anonymousId}` : "none";
-  return createHash("sha256").update(key).digest("hex").slice(0, 32);
+  return hash("sha256", key, "hex").slice(0, 32);
 }

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { EVENT_TYPES } from "@hookpost/contract";
 import { loggedEvent } from "../../dead-letters/delivery-headers.js";
 import { userHash } from "../../users/user-hash.js";
@@ -79,7 +79,7 @@ const EVENT_HASHES_KEPT = 10_000;
 export function eventHash(event: string): string {
   let h = eventHashes.get(event);
   if (h === undefined) {
-    h = createHash("sha256").update(loggedEvent(event)).digest("hex").slice(0, 16);
+    h = hash("sha256", loggedEvent(event), "hex").slice(0, 16);
     if (eventHashes.size >= EVENT_HASHES_KEPT) eventHashes.clear();
     eventHashes.set(event, h);
   }
