@@ -16,7 +16,8 @@ FROM node:26-bookworm-slim
 ENV NODE_ENV=production
 # A young generation of 32 MiB semi-spaces (Node 20's default is 16): every call allocates
 # short-lived objects, and the smaller one spent twice the CPU in garbage collection (profiles of
-# `npm run bench -- perf`: 5-11 % against 3-5 % of each service's CPU), for up to ~50 MiB more RSS.
+# `npm run bench -- perf`: 5-11 % against 3-5 % of each service's CPU). It costs memory under load
+# (docs/operations.md); override NODE_OPTIONS to change it.
 ENV NODE_OPTIONS=--max-semi-space-size=32
 WORKDIR /app
 COPY --from=build /app/package.json ./
