@@ -5,6 +5,7 @@ import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import ts from "typescript";
+import { imageEnv } from "../../test/helpers/dockerfile.js";
 import { ROOT, type ServiceProcess, spawnNode } from "../../test/helpers/service-process.js";
 import { type AdminClient, adminClient, STACK_ADMIN_TOKEN } from "../../test/helpers/stack.js";
 
@@ -20,11 +21,11 @@ function profileFlags(): string[] {
 }
 
 /**
- * The Dockerfile's NODE_OPTIONS (32 MiB semi-spaces), or `BENCH_NODE_FLAGS` (space-separated)
- * instead, to compare.
+ * The Node flags the image's services start with (its NODE_OPTIONS), or `BENCH_NODE_FLAGS`
+ * (space-separated) instead, to compare.
  */
 function nodeFlags(): string[] {
-  return (process.env.BENCH_NODE_FLAGS ?? "--max-semi-space-size=32").split(" ").filter(Boolean);
+  return (process.env.BENCH_NODE_FLAGS ?? imageEnv().NODE_OPTIONS ?? "").split(" ").filter(Boolean);
 }
 
 /**

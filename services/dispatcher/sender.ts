@@ -374,7 +374,7 @@ interface ParsedUrl {
   masked: string;
 }
 
-/** Parsed destination URLs: a handful of strings, each parsed three times per attempt before this. */
+/** Destination URLs parsed and masked: a handful of strings, each parsed and masked per attempt before this. */
 const parsedUrls = new Map<string, ParsedUrl>();
 const MAX_PARSED_URLS = 1024;
 

@@ -7,6 +7,7 @@ import { promisify } from "node:util";
 import { parseDuration } from "@hookpost/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import { dockerfileStages, imageEnv } from "../helpers/dockerfile.js";
 import { NatsServer } from "../helpers/nats-server.js";
 import { killIfRunning } from "../helpers/service-process.js";
 import { exitWithin, httpStatus, ROOT, type ServiceProcess, spawnNode } from "./helpers.js";
@@ -36,25 +37,9 @@ interface Compose {
 }
 
 const compose = parse(await readFile(join(ROOT, "docker-compose.yml"), "utf8"), { merge: true }) as Compose;
-const dockerfile = (await readFile(join(ROOT, "Dockerfile"), "utf8"))
-  .split("\n")
-  .filter((l) => l.trim() !== "" && !l.trim().startsWith("#"));
-const stages: string[][] = [];
-for (const line of dockerfile) {
-  if (/^FROM /i.test(line)) stages.push([]);
-  stages.at(-1)?.push(line);
-}
+const stages = dockerfileStages();
 const { nats, ingest, dispatcher } = compose.services as Record<string, ComposeService>;
 
-/** The final stage's `ENV NAME=value` lines. */
-function imageEnv(): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const line of stages.at(-1) ?? []) {
-    const m = /^ENV\s+([A-Z_][A-Z0-9_]*)=(.*)$/i.exec(line.trim());
-    if (m) env[m[1]!] = m[2]!.replace(/^"(.*)"$/, "$1");
-  }
-  return env;
-}
 /** The stream settings (packages/core/src/env/topology-env.ts): every service must use the same. */
 const STREAM_SETTINGS = [
   "RETRY_WINDOW",

@@ -384,11 +384,7 @@ const HI_VALUES = 1 << 16;
 const INSERTION_RUN = 24;
 
 /** Entry indices in (hi, lo, off) order. */
-export function sortedKeyOrder(
-  hi: readonly number[],
-  lo: readonly number[],
-  off: readonly number[],
-): Uint32Array {
+function sortedKeyOrder(hi: readonly number[], lo: readonly number[], off: readonly number[]): Uint32Array {
   const n = hi.length;
   const starts = new Uint32Array(HI_VALUES + 1);
   for (let i = 0; i < n; i++) starts[hi[i]! + 1]!++;
