@@ -7,6 +7,9 @@ FROM node:26-bookworm-slim AS build
 WORKDIR /app
 # The workspaces: every package.json and its sources (npm ci links them into node_modules).
 COPY package.json package-lock.json tsconfig.json ./
+# The protobuf code is generated from proto/ by npm ci (the prepare script runs buf).
+COPY buf.yaml buf.gen.yaml ./
+COPY proto ./proto
 COPY packages ./packages
 COPY services ./services
 RUN npm ci --no-audit --no-fund

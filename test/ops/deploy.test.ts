@@ -216,8 +216,12 @@ describe("the image's build, by hand", () => {
     // Build stage: only the copied sources, every package (npm ci), `npm run build`.
     const buildDir = join(work, "build");
     await mkdir(buildDir);
+    // Without the generated protobuf code, as a clean clone holds them (npm ci generates it).
     for (const src of buildStageSources())
-      await cp(join(ROOT, src), join(buildDir, src), { recursive: true });
+      await cp(join(ROOT, src), join(buildDir, src), {
+        recursive: true,
+        filter: (s) => !s.endsWith(join("packages", "contract", "src", "gen")),
+      });
     const pkg = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8")) as {
       version: string;
       scripts: Record<string, string>;
@@ -227,6 +231,13 @@ describe("the image's build, by hand", () => {
     // The workspaces as npm ci links them: @hookpost/<name> -> this copy's folder.
     const workspaces = await workspaceDirs(buildDir, pkg.workspaces);
     await linkPackages(join(buildDir, "node_modules"), [], workspaces);
+    // npm ci's prepare script: the protobuf code from the copied proto/ (buf and its plugin from .bin).
+    expect(pkg.scripts.prepare).toBe("buf generate");
+    const bin = join(ROOT, "node_modules/.bin");
+    await run(join(bin, "buf"), ["generate"], {
+      cwd: buildDir,
+      env: { ...process.env, PATH: `${bin}:${process.env.PATH}` },
+    });
     expect(pkg.scripts.build).toBe("npm run build --workspaces --if-present");
     // `npm run build`: each workspace in the listed order (a package after those it imports).
     for (const ws of pkg.workspaces) {
