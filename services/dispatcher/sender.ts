@@ -360,11 +360,13 @@ function readExcerpt(body: Readable): Promise<string> {
     });
     body.once("end", () => settle());
     body.once("error", settle);
-    body.once("close", () =>
+    // Every body closes, most after their end: the error (and its stack) only when it is one.
+    body.once("close", () => {
+      if (settled) return;
       settle(
         Object.assign(new Error("response closed before its end"), { code: "ERR_STREAM_PREMATURE_CLOSE" }),
-      ),
-    );
+      );
+    });
   });
 }
 
