@@ -66,6 +66,7 @@ export function findLoss(
   return walkMessage(desc, bytes, start, end, "");
 }
 
+/** A message field's contents: the JSON well-known types by their own layout, any other message field by field. */
 function walkMessage(
   desc: DescMessage,
   bytes: Uint8Array,
@@ -73,6 +74,14 @@ function walkMessage(
   end: number,
   path: string,
 ): Loss | undefined {
+  switch (desc.typeName) {
+    case STRUCT:
+      return walkStruct(bytes, start, end, path);
+    case VALUE:
+      return walkValue(bytes, start, end, path);
+    case LIST:
+      return walkList(bytes, start, end, path);
+  }
   let found: Loss | undefined;
   /** Keys of each map field seen so far. */
   const mapKeys = new Map<number, Set<string>>();
@@ -88,7 +97,7 @@ function walkMessage(
       field.scalar === ScalarType.STRING
     ) {
       found = bom(bytes, s, e, p);
-    } else if (field.fieldKind === "message") found = walkTyped(field.message, bytes, s, e, p);
+    } else if (field.fieldKind === "message") found = walkMessage(field.message, bytes, s, e, p);
     else if (field.fieldKind === "map") {
       // A map is stored in a plain object too: a `__proto__` key is lost the same way.
       const valueDesc = field.mapKind === "message" ? field.message : undefined;
@@ -98,31 +107,12 @@ function walkMessage(
       forEachField(bytes, s, e, (entryNo, vs, ve) => {
         if (found !== undefined) return;
         if (entryNo === 1) found = key(bytes, vs, ve, p) ?? repeated(keys, text(bytes, vs, ve), p);
-        else if (entryNo === 2 && valueDesc) found = walkTyped(valueDesc, bytes, vs, ve, p);
+        else if (entryNo === 2 && valueDesc) found = walkMessage(valueDesc, bytes, vs, ve, p);
         else if (entryNo === 2 && stringValues) found = bom(bytes, vs, ve, p);
       });
     }
   });
   return found;
-}
-
-function walkTyped(
-  desc: DescMessage,
-  bytes: Uint8Array,
-  start: number,
-  end: number,
-  path: string,
-): Loss | undefined {
-  switch (desc.typeName) {
-    case STRUCT:
-      return walkStruct(bytes, start, end, path);
-    case VALUE:
-      return walkValue(bytes, start, end, path);
-    case LIST:
-      return walkList(bytes, start, end, path);
-    default:
-      return walkMessage(desc, bytes, start, end, path);
-  }
 }
 
 /** Struct: `map<string, Value> fields = 1`, each entry a message of key = 1, value = 2. */

@@ -10,9 +10,9 @@ import {
   parseDurationList,
   retryView,
 } from "@hookpost/contract/shaping-text";
-import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { type ApiError, Code } from "../api.js";
+import { Field, FormErrorContext, Select, TextArea, TextInput } from "./destination-fields.js";
 import { DryRunPanel, type DryRunTarget } from "./dry-run.js";
 import { FieldError, FormError } from "./notice.js";
 
@@ -188,84 +188,6 @@ function read(form: HTMLFormElement): { values: DestinationValues } | { error: A
   };
 }
 
-/** A labelled textarea with its hint and the errors of its field (`destination.<field>`, `name` by default). */
-function TextArea(props: {
-  label: string;
-  hint: ComponentChildren;
-  name: string;
-  field?: string;
-  value: string;
-  rows?: number;
-  placeholder?: string;
-  error: ApiError | undefined;
-}) {
-  return (
-    <label>
-      {props.label} <span class="muted">({props.hint})</span>
-      <textarea
-        name={props.name}
-        rows={props.rows ?? 2}
-        defaultValue={props.value}
-        placeholder={props.placeholder}
-        spellcheck={false}
-      />
-      <FieldError error={props.error} field={`destination.${props.field ?? props.name}`} />
-    </label>
-  );
-}
-
-/** A one-line text field with its hint and field error. */
-function TextInput(props: {
-  label: string;
-  hint: string;
-  name: string;
-  field: string;
-  numeric?: boolean;
-  value: string | number;
-  error: ApiError | undefined;
-}) {
-  return (
-    <label>
-      {props.label} <span class="muted">({props.hint})</span>
-      <input
-        name={props.name}
-        inputMode={props.numeric ? "numeric" : undefined}
-        defaultValue={props.value}
-        autoComplete="off"
-      />
-      <FieldError error={props.error} field={`destination.${props.field}`} />
-    </label>
-  );
-}
-
-/**
- * A <select> of enum values with its field error. `selected` per option: Preact sets no
- * defaultValue on a <select>, and a form saved showing the wrong value would switch the
- * destination to it.
- */
-function Select<T extends number>(props: {
-  label: string;
-  name: string;
-  field?: string;
-  options: [T, string][];
-  value: T;
-  error: ApiError | undefined;
-}) {
-  return (
-    <label>
-      {props.label}
-      <select name={props.name}>
-        {props.options.map(([value, label]) => (
-          <option key={value} value={String(value)} selected={value === props.value}>
-            {label}
-          </option>
-        ))}
-      </select>
-      <FieldError error={props.error} field={`destination.${props.field ?? props.name}`} />
-    </label>
-  );
-}
-
 /** What a dry run of a draft signs with, in the panel's words. */
 function draftNote(v: DestinationValues, stored: boolean): string {
   const signed = v.sharedSecret
@@ -334,204 +256,189 @@ export function DestinationForm(props: {
   return (
     <div class="form-with-dry-run">
       <form onSubmit={submit} class="destination-form" noValidate ref={form}>
-        <FormError error={error} fields={FORM_FIELDS} />
-        {creating ? (
-          <label>
-            Id <span class="muted">(optional; letters, digits, - and _)</span>
-            <input name="id" autoComplete="off" />
-            <FieldError error={error} field="destination.id" />
-          </label>
-        ) : null}
-        <label>
-          Name
-          <input name="name" defaultValue={d?.name ?? ""} autoComplete="off" />
-          <FieldError error={error} field="destination.name" />
-        </label>
-        <fieldset>
-          <legend>Sources</legend>
-          {props.sources.length === 0 ? (
-            <p class="muted">No source yet: create one on the Sources page.</p>
+        <FormErrorContext.Provider value={error}>
+          <FormError error={error} fields={FORM_FIELDS} />
+          {creating ? (
+            <Field label="Id" hint="optional; letters, digits, - and _" field="id">
+              <input name="id" autoComplete="off" />
+            </Field>
           ) : null}
-          {props.sources.map((s) => (
-            <label key={s.id} class="inline">
-              <input
-                type="checkbox"
-                name="source"
-                value={s.id}
-                defaultChecked={d?.sourceIds.includes(s.id) ?? props.sources.length === 1}
-              />
-              {s.name} <span class="muted">({s.id})</span>
-            </label>
-          ))}
-          <FieldError error={error} field="destination.source_ids" />
-        </fieldset>
-        <TextArea
-          label="Webhook URLs"
-          hint={
-            <>
-              one per line, tried in order; at most 5; <code>{"{{ userId }}"}</code> in the path or query is
-              filled in per call
-            </>
-          }
-          name="urls"
-          value={d?.urls.join("\n") ?? ""}
-          error={error}
-        />
-        <TextArea
-          label="Headers"
-          hint='one "Name: value" per line; at most 5; values may hold templates'
-          name="headers"
-          value={headerText}
-          error={error}
-        />
-        <div class="grid">
-          <Select
-            label="Signing"
-            name="signing"
-            options={SIGNING_OPTIONS}
-            value={d?.signing || Signing.SEGMENT}
-            error={error}
-          />
-          <label>
-            Shared secret{" "}
-            <span class="muted">
-              {creating ? "(optional)" : d.sharedSecretSet ? "(set; empty keeps it)" : "(not set)"}
-              {" (Ed25519: a whsk_ key; generated when none)"}
-            </span>
-            <input name="secret" type="password" autoComplete="new-password" />
-            <FieldError error={error} field="destination.shared_secret" />
-          </label>
-        </div>
-        <fieldset class="shaping">
-          <legend>Routing and shaping</legend>
-          <p class="muted small-text">
-            Expressions are <a href="https://jsonata.org">JSONata</a> on the call's webhook body (
-            <code>type</code>, <code>userId</code>, <code>event</code>, <code>properties</code>, …), with{" "}
-            <code>$messageId</code>, <code>$sourceId</code> and <code>$destinationId</code>. Empty fields keep
-            the defaults.
-          </p>
+          <Field label="Name" field="name">
+            <input name="name" defaultValue={d?.name ?? ""} autoComplete="off" />
+          </Field>
           <fieldset>
-            <legend>
-              Call types <span class="muted">(none ticked: every type)</span>
-            </legend>
-            {EVENT_TYPES.map((t) => (
-              <label key={t} class="inline">
+            <legend>Sources</legend>
+            {props.sources.length === 0 ? (
+              <p class="muted">No source yet: create one on the Sources page.</p>
+            ) : null}
+            {props.sources.map((s) => (
+              <label key={s.id} class="inline">
                 <input
                   type="checkbox"
-                  name="filter-type"
-                  value={t}
-                  defaultChecked={filter?.types?.includes(t) ?? false}
+                  name="source"
+                  value={s.id}
+                  defaultChecked={d?.sourceIds.includes(s.id) ?? props.sources.length === 1}
                 />
-                {t}
+                {s.name} <span class="muted">({s.id})</span>
               </label>
             ))}
-            <FieldError error={error} field="destination.filter.types" />
+            <FieldError error={error} field="destination.source_ids" />
           </fieldset>
           <TextArea
-            label="Track events"
-            hint="one name per line, exact; empty: every event"
-            name="filter-events"
-            field="filter.events"
-            value={filter?.events?.join("\n") ?? ""}
-            error={error}
+            label="Webhook URLs"
+            hint={
+              <>
+                one per line, tried in order; at most 5; <code>{"{{ userId }}"}</code> in the path or query is
+                filled in per call
+              </>
+            }
+            name="urls"
+            value={d?.urls.join("\n") ?? ""}
           />
           <TextArea
-            label="Filter expression"
-            hint="a call passes when it is truthy"
-            name="filter-expression"
-            field="filter.expression"
-            value={filter?.expression ?? ""}
-            placeholder={'properties.plan in ["pro", "team"]'}
-            error={error}
-          />
-          <TextArea
-            label="Mapping"
-            hint="renders the request body; empty: the default body"
-            name="mapping"
-            rows={4}
-            value={d?.mapping ?? ""}
-            placeholder={'{ "id": userId, "event": event, "plan": properties.plan }'}
-            error={error}
+            label="Headers"
+            hint='one "Name: value" per line; at most 5; values may hold templates'
+            name="headers"
+            value={headerText}
           />
           <div class="grid">
             <Select
-              label="Method"
-              name="method"
-              options={METHODS.map((m) => [m, methodName(m)])}
-              value={d?.method || HttpMethod.POST}
-              error={error}
+              label="Signing"
+              name="signing"
+              options={SIGNING_OPTIONS}
+              value={d?.signing || Signing.SEGMENT}
             />
-            <TextInput
-              label="Retry window"
-              hint="e.g. 2h; empty: the server's"
-              name="retry-window"
-              field="retry.window"
-              value={retry?.window ?? ""}
-              error={error}
-            />
-            <TextInput
-              label="Retry delays"
-              hint="e.g. 30s, 1m, 5m; the last repeats"
-              name="retry-delays"
-              field="retry.delays"
-              value={retry?.delays?.join(", ") ?? ""}
-              error={error}
-            />
+            <label>
+              Shared secret{" "}
+              <span class="muted">
+                {creating ? "(optional)" : d.sharedSecretSet ? "(set; empty keeps it)" : "(not set)"}
+                {" (Ed25519: a whsk_ key; generated when none)"}
+              </span>
+              <input name="secret" type="password" autoComplete="new-password" />
+              <FieldError error={error} field="destination.shared_secret" />
+            </label>
           </div>
-          <div class="grid">
-            <Select
-              label="Delivery mode"
-              name="delivery-mode"
-              field="delivery_mode"
-              options={DELIVERY_MODES}
-              value={d?.deliveryMode || DeliveryMode.FAILOVER}
-              error={error}
+          <fieldset class="shaping">
+            <legend>Routing and shaping</legend>
+            <p class="muted small-text">
+              Expressions are <a href="https://jsonata.org">JSONata</a> on the call's webhook body (
+              <code>type</code>, <code>userId</code>, <code>event</code>, <code>properties</code>, …), with{" "}
+              <code>$messageId</code>, <code>$sourceId</code> and <code>$destinationId</code>. Empty fields
+              keep the defaults.
+            </p>
+            <fieldset>
+              <legend>
+                Call types <span class="muted">(none ticked: every type)</span>
+              </legend>
+              {EVENT_TYPES.map((t) => (
+                <label key={t} class="inline">
+                  <input
+                    type="checkbox"
+                    name="filter-type"
+                    value={t}
+                    defaultChecked={filter?.types?.includes(t) ?? false}
+                  />
+                  {t}
+                </label>
+              ))}
+              <FieldError error={error} field="destination.filter.types" />
+            </fieldset>
+            <TextArea
+              label="Track events"
+              hint="one name per line, exact; empty: every event"
+              name="filter-events"
+              field="filter.events"
+              value={filter?.events?.join("\n") ?? ""}
             />
-          </div>
-          <label class="inline">
-            <input type="checkbox" name="batching" defaultChecked={batching !== null} /> Send calls in batches
-            (one request, a JSON array)
-          </label>
-          <FieldError error={error} field="destination.batching" />
-          <div class="grid">
-            <TextInput
-              label="Max calls"
-              hint="1 to 1000; empty: 100"
-              name="batch-calls"
-              field="batching.max_calls"
-              numeric
-              value={batching?.maxCalls ?? ""}
-              error={error}
+            <TextArea
+              label="Filter expression"
+              hint="a call passes when it is truthy"
+              name="filter-expression"
+              field="filter.expression"
+              value={filter?.expression ?? ""}
+              placeholder={'properties.plan in ["pro", "team"]'}
             />
-            <TextInput
-              label="Max bytes"
-              hint="1024 to 1048576; empty: 512 KiB"
-              name="batch-bytes"
-              field="batching.max_bytes"
-              numeric
-              value={batching?.maxBytes ?? ""}
-              error={error}
+            <TextArea
+              label="Mapping"
+              hint="renders the request body; empty: the default body"
+              name="mapping"
+              rows={4}
+              value={d?.mapping ?? ""}
+              placeholder={'{ "id": userId, "event": event, "plan": properties.plan }'}
             />
-            <TextInput
-              label="Max wait"
-              hint="e.g. 500ms, 5s; empty: 1s"
-              name="batch-wait"
-              field="batching.max_wait"
-              value={batching?.maxWait ?? ""}
-              error={error}
-            />
-          </div>
-        </fieldset>
-        {creating ? (
-          <label class="inline">
-            <input type="checkbox" name="enabled" defaultChecked /> Deliver (enabled)
-          </label>
-        ) : (
-          <input type="hidden" name="enabled" value={d.enabled === false ? "" : "on"} />
-        )}
-        <button type="submit" aria-busy={props.busy} disabled={props.busy}>
-          {props.submitLabel}
-        </button>
+            <div class="grid">
+              <Select
+                label="Method"
+                name="method"
+                options={METHODS.map((m) => [m, methodName(m)])}
+                value={d?.method || HttpMethod.POST}
+              />
+              <TextInput
+                label="Retry window"
+                hint="e.g. 2h; empty: the server's"
+                name="retry-window"
+                field="retry.window"
+                value={retry?.window ?? ""}
+              />
+              <TextInput
+                label="Retry delays"
+                hint="e.g. 30s, 1m, 5m; the last repeats"
+                name="retry-delays"
+                field="retry.delays"
+                value={retry?.delays?.join(", ") ?? ""}
+              />
+            </div>
+            <div class="grid">
+              <Select
+                label="Delivery mode"
+                name="delivery-mode"
+                field="delivery_mode"
+                options={DELIVERY_MODES}
+                value={d?.deliveryMode || DeliveryMode.FAILOVER}
+              />
+            </div>
+            <label class="inline">
+              <input type="checkbox" name="batching" defaultChecked={batching !== null} /> Send calls in
+              batches (one request, a JSON array)
+            </label>
+            <FieldError error={error} field="destination.batching" />
+            <div class="grid">
+              <TextInput
+                label="Max calls"
+                hint="1 to 1000; empty: 100"
+                name="batch-calls"
+                field="batching.max_calls"
+                numeric
+                value={batching?.maxCalls ?? ""}
+              />
+              <TextInput
+                label="Max bytes"
+                hint="1024 to 1048576; empty: 512 KiB"
+                name="batch-bytes"
+                field="batching.max_bytes"
+                numeric
+                value={batching?.maxBytes ?? ""}
+              />
+              <TextInput
+                label="Max wait"
+                hint="e.g. 500ms, 5s; empty: 1s"
+                name="batch-wait"
+                field="batching.max_wait"
+                value={batching?.maxWait ?? ""}
+              />
+            </div>
+          </fieldset>
+          {creating ? (
+            <label class="inline">
+              <input type="checkbox" name="enabled" defaultChecked /> Deliver (enabled)
+            </label>
+          ) : (
+            <input type="hidden" name="enabled" value={d.enabled === false ? "" : "on"} />
+          )}
+          <button type="submit" aria-busy={props.busy} disabled={props.busy}>
+            {props.submitLabel}
+          </button>
+        </FormErrorContext.Provider>
       </form>
       <DryRunPanel target={dryRunTarget} stored={!creating} />
     </div>

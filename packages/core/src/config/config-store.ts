@@ -13,6 +13,7 @@ import { hashWriteKey, type SourceRecord } from "../model/source.js";
 import { isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
 import { countIfFull } from "../nats/stream-watch.js";
 import { CONFIG_BUCKET, kvStream, splitTarget } from "../nats/topology.js";
+import type { Envelope } from "../secrets/envelope.js";
 import type { Keyring } from "../secrets/keyring.js";
 import {
   openDestination,
@@ -78,6 +79,18 @@ interface Codec<T> {
   encode(record: T): string;
 }
 
+/**
+ * One kind of record in the bucket: where its keys start, how it is stored, and how a write or a
+ * watched entry is applied to this replica's snapshot. Every write and every entry of every kind
+ * goes through the same steps (#put, #create, #change, #delete, #applyEntry).
+ */
+interface Kind<T extends { id: string }> {
+  prefix: string;
+  codec: Codec<T>;
+  /** record undefined: deleted. sealedKey: the key it is stored sealed with; undefined: in clear. */
+  set(id: string, record: T | undefined, revision: number, sealedKey: string | undefined): void;
+}
+
 /** Read-modify-write attempts on one record before giving up with ConflictError. */
 export const MAX_CHANGE_ATTEMPTS = 10;
 
@@ -105,8 +118,11 @@ const SOURCES: Codec<SourceRecord> = {
 export class ConfigStore extends EventEmitter<{ change: [ConfigChange]; unreadable: [SecretsKeyError] }> {
   readonly #kv: KV;
   readonly #keyring: Keyring | undefined;
-  readonly #destinationCodec: Codec<DestinationRecord>;
-  readonly #operatorCodec: Codec<OperatorWebhookRecord>;
+  readonly #sourceKind: Kind<SourceRecord>;
+  readonly #destinationKind: Kind<DestinationRecord>;
+  readonly #operatorKind: Kind<OperatorWebhookRecord>;
+  /** The three, for the watch to find an entry's. */
+  readonly #kinds: readonly Kind<{ id: string }>[];
   readonly #operatorTargets: boolean;
   readonly #operatorWebhooks = new Map<string, OperatorWebhookRecord>();
   /** Delivery target id -> the webhook as a destination (only with operatorTargets). */
@@ -139,14 +155,24 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange]; unreadab
     this.#kv = kv;
     this.#keyring = keyring;
     this.#operatorTargets = operatorTargets;
-    this.#operatorCodec = {
-      decode: (stored) => openOperatorWebhook(stored as StoredOperatorWebhook, keyring),
-      encode: (record) => JSON.stringify(sealOperatorWebhook(record, keyring)),
+    this.#sourceKind = { prefix: SOURCE, codec: SOURCES, set: (id, record) => this.#setSource(id, record) };
+    this.#destinationKind = {
+      prefix: DESTINATION,
+      codec: {
+        decode: (stored) => openDestination(stored as StoredDestination, keyring),
+        encode: (record) => JSON.stringify(sealDestination(record, keyring)),
+      },
+      set: (id, record, revision, sealedKey) => this.#setDestination(id, record, revision, sealedKey),
     };
-    this.#destinationCodec = {
-      decode: (stored) => openDestination(stored as StoredDestination, keyring),
-      encode: (record) => JSON.stringify(sealDestination(record, keyring)),
+    this.#operatorKind = {
+      prefix: OPERATOR_WEBHOOK,
+      codec: {
+        decode: (stored) => openOperatorWebhook(stored as StoredOperatorWebhook, keyring),
+        encode: (record) => JSON.stringify(sealOperatorWebhook(record, keyring)),
+      },
+      set: (id, record, _revision, sealedKey) => this.#setOperatorWebhook(id, record, sealedKey),
     };
+    this.#kinds = [this.#sourceKind, this.#destinationKind, this.#operatorKind];
   }
 
   /**
@@ -238,37 +264,27 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange]; unreadab
   }
 
   #apply(e: KvEntry): void {
-    const removed = e.operation !== "PUT";
-    if (e.key.startsWith(SOURCE)) {
-      this.#applied(e.revision);
-      this.#setSource(e.key.slice(SOURCE.length), removed ? undefined : (e.json() as SourceRecord));
-    } else if (e.key.startsWith(DESTINATION)) {
-      const id = e.key.slice(DESTINATION.length);
-      if (removed) {
-        this.#applied(e.revision);
-        this.#setDestination(id, undefined, e.revision, undefined);
+    for (const kind of this.#kinds) {
+      if (e.key.startsWith(kind.prefix)) {
+        this.#applyEntry(kind, e);
         return;
       }
-      const stored = e.json() as StoredDestination;
-      const record = this.#opened(stored, this.#destinationCodec);
-      if (!record) return;
-      this.#applied(e.revision);
-      this.#setDestination(id, record, e.revision, sealedWith(stored));
-    } else if (e.key.startsWith(OPERATOR_WEBHOOK)) {
-      const id = e.key.slice(OPERATOR_WEBHOOK.length);
-      if (removed) {
-        this.#applied(e.revision);
-        this.#setOperatorWebhook(id, undefined, undefined);
-        return;
-      }
-      const stored = e.json() as StoredOperatorWebhook;
-      const record = this.#opened(stored, this.#operatorCodec);
-      if (!record) return;
-      this.#applied(e.revision);
-      this.#setOperatorWebhook(id, record, stored.sealed?.key);
-    } else {
-      this.#applied(e.revision);
     }
+    this.#applied(e.revision);
+  }
+
+  #applyEntry<T extends { id: string }>(kind: Kind<T>, e: KvEntry): void {
+    const id = e.key.slice(kind.prefix.length);
+    if (e.operation !== "PUT") {
+      this.#applied(e.revision);
+      kind.set(id, undefined, e.revision, undefined);
+      return;
+    }
+    const stored = e.json<{ sealed?: Envelope }>();
+    const record = this.#opened(stored, kind.codec);
+    if (!record) return;
+    this.#applied(e.revision);
+    kind.set(id, record, e.revision, sealedWith(stored));
   }
 
   /**
@@ -454,34 +470,24 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange]; unreadab
   // Writes: to KV, then applied locally at once so the writer reads its own write.
 
   /** Every write resolves to the configuration revision it created. */
-  async putSource(record: SourceRecord): Promise<number> {
-    const revision = await full(this.#kv.put(SOURCE + record.id, JSON.stringify(record)));
-    this.#applied(revision);
-    this.#setSource(record.id, record);
-    return revision;
+  putSource(record: SourceRecord): Promise<number> {
+    return this.#put(this.#sourceKind, record);
   }
 
   /**
    * Like putSource, but only when no source has this id. KV checks it, so two replicas
    * creating the same id at once cannot both succeed. Throws AlreadyExistsError.
    */
-  async createSource(record: SourceRecord): Promise<number> {
-    const revision = await this.#create(SOURCE + record.id, SOURCES.encode(record));
-    this.#setSource(record.id, record);
-    return revision;
+  createSource(record: SourceRecord): Promise<number> {
+    return this.#create(this.#sourceKind, record);
   }
 
-  async deleteSource(id: string): Promise<number> {
-    const revision = await this.#delete(SOURCE + id);
-    this.#setSource(id, undefined);
-    return revision;
+  deleteSource(id: string): Promise<number> {
+    return this.#delete(this.#sourceKind, id);
   }
 
-  async putDestination(record: DestinationRecord): Promise<number> {
-    const revision = await full(this.#kv.put(DESTINATION + record.id, this.#destinationCodec.encode(record)));
-    this.#applied(revision);
-    this.#setDestination(record.id, record, revision, this.#keyring?.primary.id);
-    return revision;
+  putDestination(record: DestinationRecord): Promise<number> {
+    return this.#put(this.#destinationKind, record);
   }
 
   /**
@@ -493,39 +499,83 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange]; unreadab
    * (nothing is written) and returns undefined to write nothing. Resolves to the revision written,
    * or undefined when the destination does not exist or nothing was written.
    */
-  async changeDestination(
+  changeDestination(
     id: string,
     change: (current: DestinationRecord) => DestinationRecord | undefined,
   ): Promise<number | undefined> {
-    const done = await this.#change(DESTINATION + id, change, this.#destinationCodec);
-    if (done) this.#setDestination(id, done.record, done.revision, this.#keyring?.primary.id);
-    return done?.revision;
+    return this.#change(this.#destinationKind, id, change);
   }
 
   /** Like changeDestination, for a source. */
-  async changeSource(
+  changeSource(
     id: string,
     change: (current: SourceRecord) => SourceRecord | undefined,
   ): Promise<number | undefined> {
-    const done = await this.#change(SOURCE + id, change, SOURCES);
-    if (done) this.#setSource(id, done.record);
-    return done?.revision;
+    return this.#change(this.#sourceKind, id, change);
   }
 
-  async #change<T>(
-    key: string,
+  /** Like putDestination, but only when no destination has this id. Throws AlreadyExistsError. */
+  createDestination(record: DestinationRecord): Promise<number> {
+    return this.#create(this.#destinationKind, record);
+  }
+
+  deleteDestination(id: string): Promise<number> {
+    return this.#delete(this.#destinationKind, id);
+  }
+
+  /** Like createDestination, for an operator webhook. Throws AlreadyExistsError. */
+  createOperatorWebhook(record: OperatorWebhookRecord): Promise<number> {
+    return this.#create(this.#operatorKind, record);
+  }
+
+  /** Like changeDestination (compare-and-set), for an operator webhook. */
+  changeOperatorWebhook(
+    id: string,
+    change: (current: OperatorWebhookRecord) => OperatorWebhookRecord | undefined,
+  ): Promise<number | undefined> {
+    return this.#change(this.#operatorKind, id, change);
+  }
+
+  deleteOperatorWebhook(id: string): Promise<number> {
+    return this.#delete(this.#operatorKind, id);
+  }
+
+  async #put<T extends { id: string }>(kind: Kind<T>, record: T): Promise<number> {
+    const revision = await full(this.#kv.put(kind.prefix + record.id, kind.codec.encode(record)));
+    this.#written(kind, record.id, record, revision);
+    return revision;
+  }
+
+  async #create<T extends { id: string }>(kind: Kind<T>, record: T): Promise<number> {
+    const key = kind.prefix + record.id;
+    let revision: number;
+    try {
+      revision = await full(this.#kv.create(key, kind.codec.encode(record)));
+    } catch (err) {
+      if (isWrongLastSequence(err)) {
+        throw new AlreadyExistsError(`${key} already exists`);
+      }
+      throw err;
+    }
+    this.#written(kind, record.id, record, revision);
+    return revision;
+  }
+
+  async #change<T extends { id: string }>(
+    kind: Kind<T>,
+    id: string,
     change: (current: T) => T | undefined,
-    codec: Codec<T>,
-  ): Promise<{ revision: number; record: T } | undefined> {
+  ): Promise<number | undefined> {
+    const key = kind.prefix + id;
     for (let attempt = 0; attempt < MAX_CHANGE_ATTEMPTS; attempt++) {
       const entry = await this.#kv.get(key);
       if (entry?.operation !== "PUT") return undefined;
-      const next = change(codec.decode(entry.json()));
+      const next = change(kind.codec.decode(entry.json()));
       if (!next) return undefined;
       try {
-        const revision = await full(this.#kv.update(key, codec.encode(next), entry.revision));
-        this.#applied(revision);
-        return { revision, record: next };
+        const revision = await full(this.#kv.update(key, kind.codec.encode(next), entry.revision));
+        this.#written(kind, id, next, revision);
+        return revision;
       } catch (err) {
         if (!isWrongLastSequence(err)) throw err;
       }
@@ -535,61 +585,20 @@ export class ConfigStore extends EventEmitter<{ change: [ConfigChange]; unreadab
     );
   }
 
-  /** Like putDestination, but only when no destination has this id. Throws AlreadyExistsError. */
-  async createDestination(record: DestinationRecord): Promise<number> {
-    const revision = await this.#create(DESTINATION + record.id, this.#destinationCodec.encode(record));
-    this.#setDestination(record.id, record, revision, this.#keyring?.primary.id);
-    return revision;
-  }
-
-  async #delete(key: string): Promise<number> {
+  async #delete<T extends { id: string }>(kind: Kind<T>, id: string): Promise<number> {
+    const key = kind.prefix + id;
     await full(this.#kv.delete(key));
     // delete() does not say its revision; the delete marker is the key's latest entry.
     const revision = (await this.#kv.get(key))?.revision ?? this.#revision;
     this.#applied(revision);
+    kind.set(id, undefined, revision, undefined);
     return revision;
   }
 
-  async #create(key: string, value: string): Promise<number> {
-    try {
-      const revision = await full(this.#kv.create(key, value));
-      this.#applied(revision);
-      return revision;
-    } catch (err) {
-      if (isWrongLastSequence(err)) {
-        throw new AlreadyExistsError(`${key} already exists`);
-      }
-      throw err;
-    }
-  }
-
-  /** Like createDestination, for an operator webhook. Throws AlreadyExistsError. */
-  async createOperatorWebhook(record: OperatorWebhookRecord): Promise<number> {
-    const revision = await this.#create(OPERATOR_WEBHOOK + record.id, this.#operatorCodec.encode(record));
-    this.#setOperatorWebhook(record.id, record, this.#keyring?.primary.id);
-    return revision;
-  }
-
-  /** Like changeDestination (compare-and-set), for an operator webhook. */
-  async changeOperatorWebhook(
-    id: string,
-    change: (current: OperatorWebhookRecord) => OperatorWebhookRecord | undefined,
-  ): Promise<number | undefined> {
-    const done = await this.#change(OPERATOR_WEBHOOK + id, change, this.#operatorCodec);
-    if (done) this.#setOperatorWebhook(id, done.record, this.#keyring?.primary.id);
-    return done?.revision;
-  }
-
-  async deleteOperatorWebhook(id: string): Promise<number> {
-    const revision = await this.#delete(OPERATOR_WEBHOOK + id);
-    this.#setOperatorWebhook(id, undefined, undefined);
-    return revision;
-  }
-
-  async deleteDestination(id: string): Promise<number> {
-    const revision = await this.#delete(DESTINATION + id);
-    this.#setDestination(id, undefined, revision, undefined);
-    return revision;
+  /** A write applied here at once, so the writer reads its own write (sealed with the primary key, if any). */
+  #written<T extends { id: string }>(kind: Kind<T>, id: string, record: T, revision: number): void {
+    this.#applied(revision);
+    kind.set(id, record, revision, this.#keyring?.primary.id);
   }
 
   close(): void {

@@ -52,7 +52,7 @@ export function openDestination(stored: StoredDestination, keyring: Keyring | un
   };
 }
 
-/** The id of the key a stored destination is sealed with; undefined when it is in clear. */
-export function sealedWith(stored: StoredDestination): string | undefined {
+/** The id of the key a stored record (destination or operator webhook) is sealed with; undefined when it is in clear. */
+export function sealedWith(stored: { sealed?: Envelope }): string | undefined {
   return stored.sealed?.key;
 }
