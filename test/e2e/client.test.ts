@@ -65,6 +65,10 @@ const batchesOk = (ingest: IngestHandle = stack.ingest) =>
     code: "OK",
   });
 
+/** Calls the ingest recognized as copies of stored ones (JetStream deduplication) so far. */
+const duplicateCalls = () =>
+  counterValue(stack.ingest.metrics.registry, "hookpost_ingest_events_total", { outcome: "duplicate" });
+
 const PACKAGE_VERSION = (
   JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }
 ).version;
@@ -195,13 +199,7 @@ describe("client library through the real pipeline", () => {
       const ids = [a.track({ userId: "warm", event: "Warm Up" })];
       await a.flush();
       await rx.waitFor(1);
-      const duplicatesBefore = await counterValue(
-        stack.ingest.metrics.registry,
-        "hookpost_ingest_events_total",
-        {
-          outcome: "duplicate",
-        },
-      );
+      const duplicatesBefore = await duplicateCalls();
 
       proxy.swallow = true;
       for (let i = 0; i < 10; i++) ids.push(a.track({ userId: `u${i}`, event: "Answer Lost" }));
@@ -213,11 +211,7 @@ describe("client library through the real pipeline", () => {
       expect(errors).toEqual([]);
 
       // The retry reached the ingest, and JetStream recognized every call as a copy.
-      const duplicates =
-        (await counterValue(stack.ingest.metrics.registry, "hookpost_ingest_events_total", {
-          outcome: "duplicate",
-        })) - duplicatesBefore;
-      expect(duplicates).toBe(10);
+      expect((await duplicateCalls()) - duplicatesBefore).toBe(10);
       expect(await settledCount(rx, 800)).toBe(11);
       expect(rx.messageIds()).toEqual(new Set(ids));
     } finally {
