@@ -2,12 +2,12 @@ import { type ChildProcess, execFileSync, fork, spawn } from "node:child_process
 import { type Dirent, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { createInterface } from "node:readline";
-import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import ts from "typescript";
 import { imageEnv } from "../../test/helpers/dockerfile.js";
 import { ROOT, type ServiceProcess, spawnNode } from "../../test/helpers/service-process.js";
 import { type AdminClient, adminClient, STACK_ADMIN_TOKEN } from "../../test/helpers/stack.js";
+import { until } from "../../test/helpers/until.js";
 
 const HERE = fileURLToPath(new URL(".", import.meta.url));
 
@@ -361,16 +361,21 @@ export async function waitReady(
   revision: number,
   timeoutMs: number,
 ): Promise<string | undefined> {
-  const started = Date.now();
-  for (;;) {
-    const r = await fetch(`http://${opsAddress}/readyz`).catch(() => undefined);
-    const body = r ? ((await r.json().catch(() => ({}))) as { configRevision?: number }) : {};
-    if (r?.status === 200 && (body.configRevision ?? 0) >= revision) return undefined;
-    if (Date.now() - started > timeoutMs) {
-      const said = JSON.stringify(body);
-      console.error(`dispatcher not ready after ${timeoutMs / 1000} s (${said}); going on`);
-      return said;
-    }
-    await sleep(250);
+  let said = "{}";
+  try {
+    await until(
+      async () => {
+        said = "{}";
+        const r = await fetch(`http://${opsAddress}/readyz`);
+        const body = (await r.json().catch(() => ({}))) as { configRevision?: number };
+        said = JSON.stringify(body);
+        return r.status === 200 && (body.configRevision ?? 0) >= revision;
+      },
+      { timeout: timeoutMs, interval: 250, message: `the dispatcher ready with revision ${revision}` },
+    );
+    return undefined;
+  } catch {
+    console.error(`dispatcher not ready after ${timeoutMs / 1000} s (${said}); going on`);
+    return said;
   }
 }

@@ -70,8 +70,11 @@ const about = (path: string, destinationId: string, type?: string) =>
   received(path).filter((e) => e.data.destination.id === destinationId && (!type || e.type === type));
 
 /** The first event of `type` about the destination, once it arrived (verified). */
-const firstEvent = (path: string, destinationId: string, type: string, message: string) =>
-  until(() => about(path, destinationId, type)[0], { timeout: 30_000, message });
+const firstEvent = (path: string, destinationId: string, type: string) =>
+  until(() => about(path, destinationId, type)[0], {
+    timeout: 30_000,
+    message: `${type} about ${destinationId} on ${path}`,
+  });
 
 /** Each event arrived once: two replicas, one delivery (the operator answers 200). */
 function expectOnce(events: Received[]): void {
@@ -263,12 +266,7 @@ describe("operational events", () => {
     );
     const calls = trickle(src.id);
     try {
-      const failingEvent = await firstEvent(
-        "/ops",
-        dest.id,
-        "destination.failing",
-        "destination.failing for the flaky destination",
-      );
+      const failingEvent = await firstEvent("/ops", dest.id, "destination.failing");
       expect(failingEvent!.data).toMatchObject({
         destination: { id: dest.id, name: "Flaky", sourceIds: [src.id] },
         threshold: 0.5,
@@ -282,12 +280,7 @@ describe("operational events", () => {
       expect(failingEvent!.webhookId).toMatch(/^evt_[0-9a-f]{24}$/);
 
       failing = false;
-      const recovered = await firstEvent(
-        "/ops",
-        dest.id,
-        "destination.recovered",
-        "destination.recovered for the flaky destination",
-      );
+      const recovered = await firstEvent("/ops", dest.id, "destination.recovered");
       expect(recovered!.data).toMatchObject({ condition: "failing", threshold: 0.5 });
       expect(recovered!.data.successRate as number).toBeGreaterThanOrEqual(0.75);
       expect(Date.parse(recovered!.timestamp) - Date.parse(failingEvent!.timestamp)).toBeGreaterThanOrEqual(
@@ -338,7 +331,7 @@ describe("operational events", () => {
     const { src, dest, restore } = await destinationAnswering("Gone", "/gone", () => ({ status: 410 }));
     try {
       for (let i = 0; i < 3; i++) await publishCall(stack.nc.jetstream(), track({ sourceId: src.id }));
-      const event = await firstEvent("/ops", dest.id, "destination.disabled", "destination.disabled");
+      const event = await firstEvent("/ops", dest.id, "destination.disabled");
       const stored = (await stack.admin.getDestination({ id: dest.id })).destination!;
       expect(event!.data).toMatchObject({
         destination: { id: dest.id, name: "Gone" },
@@ -379,7 +372,7 @@ describe("operational events", () => {
       const js = stack.nc.jetstream();
       const sent = Array.from({ length: 10 }, () => track({ sourceId: src.id }));
       for (const c of sent) await publishCall(js, c);
-      const behind = await firstEvent("/lag", dest.id, "destination.behind", "destination.behind");
+      const behind = await firstEvent("/lag", dest.id, "destination.behind");
       expect(behind!.data.behindAfterSeconds).toBe(2);
       expect(behind!.data.oldestPendingSeconds as number).toBeGreaterThanOrEqual(2);
       expect(Date.parse(String(behind!.data.oldestPendingTime))).toBeLessThan(
@@ -389,12 +382,7 @@ describe("operational events", () => {
         timeout: 30_000,
         message: "every slow call delivered",
       });
-      const recovered = await firstEvent(
-        "/lag",
-        dest.id,
-        "destination.recovered",
-        "destination.recovered after the backlog drained",
-      );
+      const recovered = await firstEvent("/lag", dest.id, "destination.recovered");
       expect(recovered!.data).toMatchObject({ condition: "behind", behindAfterSeconds: 2 });
       expectEvents("/lag", dest.id, ["destination.behind", "destination.recovered"]);
       // The default threshold (15 min) of the other webhook was never reached.

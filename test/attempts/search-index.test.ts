@@ -151,6 +151,15 @@ function subjectOf(r: LogRecord & { _old?: boolean }): string {
   return r.kind === "dead" ? deadRecordSubject(r.destinationId) : attemptRecordSubject(r.destinationId);
 }
 
+/**
+ * An attempt's status by its outcome, as the design's table has it (docs/design/attempt-search.md,
+ * "What is indexed"); any other outcome is `failed`, retried or not.
+ */
+const ATTEMPT_STATUS: Partial<Record<AttemptRecord["outcome"], StatusCode>> = {
+  success: STATUS.delivered,
+  filtered: STATUS.filteredAtAttempt,
+};
+
 /** The naive answer: every entry of every record, written out without the index's code. */
 function naive(f: SearchFilter): string[] {
   const out: { seq: number; dest: string }[] = [];
@@ -158,13 +167,11 @@ function naive(f: SearchFilter): string[] {
     const time = Date.parse(r.kind === "attempt" ? r.startTime : r.time);
     const entries: { dest: string; status: StatusCode; http: number }[] = [];
     if (r.kind === "attempt") {
-      const status =
-        r.outcome === "success"
-          ? STATUS.delivered
-          : r.outcome === "filtered"
-            ? STATUS.filteredAtAttempt
-            : STATUS.failed;
-      entries.push({ dest: r.destinationId, status, http: r.status });
+      entries.push({
+        dest: r.destinationId,
+        status: ATTEMPT_STATUS[r.outcome] ?? STATUS.failed,
+        http: r.status,
+      });
     } else if (r.kind === "dead") {
       entries.push({ dest: r.destinationId, status: STATUS.deadLettered, http: 0 });
     } else if (r.kind === "routed") {
