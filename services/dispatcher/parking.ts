@@ -1,6 +1,6 @@
 import type { PipelinedPublisher } from "@hookpost/core";
-import { FIRST_TIME_HEADER, laneSubject } from "@hookpost/core";
-import { type JsMsg, type MsgHdrs, headers as natsHeaders } from "nats";
+import { FIRST_TIME_HEADER, laneSubject, MapHeaders } from "@hookpost/core";
+import type { JsMsg, MsgHdrs } from "nats";
 
 /**
  * Parking (docs/design/delivery-at-scale.md §1-2): a delivery that cannot go now (a retry, a
@@ -84,7 +84,7 @@ export class Parking {
     state: DeliveryState,
     batch?: string,
   ): Promise<void> {
-    const h = natsHeaders();
+    const h = new MapHeaders();
     const from = msg.headers;
     if (from) {
       for (const k of from.keys()) if (!SERVER_HEADERS.has(k)) for (const v of from.values(k)) h.append(k, v);

@@ -19,6 +19,7 @@ import {
   filterListsOf,
   laneSubject,
   loggedEvent,
+  MapHeaders,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
   orderedSubject,
@@ -32,7 +33,7 @@ import {
   USER_HASH_HEADER,
   userHash,
 } from "@hookpost/core";
-import { headers, type JsMsg } from "nats";
+import type { JsMsg } from "nats";
 import { type DirectEnd, DirectMsg, mayGoDirect } from "./direct.js";
 import { webhooksEnabled } from "./integrations.js";
 import type { DispatcherMetrics } from "./metrics.js";
@@ -152,7 +153,7 @@ export class Router {
     try {
       await Promise.all(
         deliveryTargets(targets, d.store).map((dest) => {
-          const h = headers();
+          const h = new MapHeaders();
           h.set(NATS_MSG_ID, deliveryMsgId(call.sourceId, call.messageId, dest.id));
           h.set(MESSAGE_ID_HEADER, call.messageId);
           h.set(SOURCE_ID_HEADER, call.sourceId);

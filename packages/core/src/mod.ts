@@ -234,6 +234,7 @@ export { type ConfirmingMsg, confirmingAck } from "./nats/confirmed-ack.js";
 export { connectNats, drainNats } from "./nats/connect.js";
 export { ConnectionState } from "./nats/connection-state.js";
 export { deleteMessages } from "./nats/delete-messages.js";
+export { EncodedHeaders, MapHeaders, msgIdHeaders } from "./nats/headers.js";
 export {
   isAlreadyDeleted,
   isAlreadyExists,
@@ -250,8 +251,6 @@ export {
 } from "./nats/jetstream-errors.js";
 export { nextMessage } from "./nats/next-message.js";
 export {
-  EncodedHeaders,
-  msgIdHeaders,
   PipelinedPublisher,
   type PubAckLite,
   PublishError,

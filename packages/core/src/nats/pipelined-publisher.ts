@@ -1,4 +1,4 @@
-import { createInbox, type MsgHdrs, MsgHdrsImpl, type NatsConnection, type Subscription } from "nats";
+import { createInbox, type MsgHdrs, type NatsConnection, type Subscription } from "nats";
 
 /** An answer to a request: what the server sent to its reply subject. */
 export interface ReplyLite {
@@ -28,46 +28,6 @@ export class PublishError extends Error {
     this.code = code;
     this.api_error = apiError;
   }
-}
-
-/**
- * Headers whose wire form is rendered once: nats.js renders and encodes a MsgHdrs again on every
- * publish (about 1 µs each, measured on the audience sync). For headers shared by many publishes
- * and for the per-message `Nats-Msg-Id` of the hot paths (`msgIdHeaders`). Changing one
- * renders it again.
- */
-export class EncodedHeaders extends MsgHdrsImpl {
-  #wire: Uint8Array | undefined;
-
-  override encode(): Uint8Array {
-    this.#wire ??= Buffer.from(this.toString());
-    return this.#wire;
-  }
-
-  override append(k: string, v: string, match?: Parameters<MsgHdrs["append"]>[2]): void {
-    this.#wire = undefined;
-    super.append(k, v, match);
-  }
-
-  override delete(k: string, match?: Parameters<MsgHdrs["delete"]>[1]): void {
-    this.#wire = undefined;
-    super.delete(k, match);
-  }
-}
-
-/** Printable ASCII without spaces: stored as given by `set` (which trims and refuses CR/LF). */
-const PLAIN_HEADER_VALUE = /^[\x21-\x7e]+$/;
-
-/**
- * Headers holding only `Nats-Msg-Id: <id>`, the same as `headers().set("Nats-Msg-Id", id)`
- * without nats.js's generic key lookup and validation per message (plain ids; others take
- * that path).
- */
-export function msgIdHeaders(id: string): EncodedHeaders {
-  const h = new EncodedHeaders();
-  if (PLAIN_HEADER_VALUE.test(id)) h.headers.set("Nats-Msg-Id", [id]);
-  else h.set("Nats-Msg-Id", id);
-  return h;
 }
 
 /** One message awaiting its answer (and, until written, its turn in the next socket write). */

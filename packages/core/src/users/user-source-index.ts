@@ -2,8 +2,9 @@ import { createHash } from "node:crypto";
 import type { JetStreamManager, KV, NatsConnection, Subscription } from "nats";
 import { DomainError } from "../errors.js";
 import { deleteMessages } from "../nats/delete-messages.js";
+import { EncodedHeaders } from "../nats/headers.js";
 import { isNotFound, isWrongLastSequence, natsFailure } from "../nats/jetstream-errors.js";
-import { EncodedHeaders, PipelinedPublisher } from "../nats/pipelined-publisher.js";
+import { PipelinedPublisher } from "../nats/pipelined-publisher.js";
 import { countIfFull } from "../nats/stream-watch.js";
 import {
   ID_PATTERN,
