@@ -39,8 +39,14 @@ export class MapHeaders extends MsgHdrsImpl {
   }
 
   override set(k: string, v: string, match?: Match): void {
-    if (match || !PLAIN_KEY.test(k)) super.set(k, v, match);
-    else this.headers.set(k, [plainValue(v)]);
+    if (match || !PLAIN_KEY.test(k)) {
+      super.set(k, v, match);
+      return;
+    }
+    // Deleted first, as nats.js does: a key set again moves to the end of the wire form, and a
+    // refused value leaves the key unset.
+    this.headers.delete(k);
+    this.headers.set(k, [plainValue(v)]);
   }
 
   override append(k: string, v: string, match?: Match): void {
