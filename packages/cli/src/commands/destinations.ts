@@ -1,18 +1,13 @@
 import { readFile } from "node:fs/promises";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
-import {
-  allPages,
-  MAX_IN_FLIGHT,
-  MAX_RATE_LIMIT_PER_SECOND,
-  parseDuration,
-  userVariables,
-} from "@hookpost/contract";
+import { MAX_IN_FLIGHT, MAX_RATE_LIMIT_PER_SECOND, parseDuration, userVariables } from "@hookpost/contract";
 import type { DestinationSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { Command, Option } from "commander";
 import { attemptView, resultText } from "../attempt-views.js";
 import type { Context, Session } from "../context.js";
 import { UsageError } from "../errors.js";
+import { everyItem } from "../pages.js";
 import { collect, collectHeader, positiveInt } from "../parse.js";
 import {
   CONSENT_MISSING_NAMES,
@@ -168,15 +163,14 @@ export function destinationsCommand(session: Session): Command {
     .option("--source <id>", "only those connected to this source")
     .action(async (opts: { source?: string }, command: Command) => {
       const ctx = session.context(command);
-      const all = await allPages(async (pageToken) => {
-        const r = await ctx.admin().listDestinations({ sourceId: opts.source ?? "", pageToken });
-        return { items: r.destinations, nextPageToken: r.nextPageToken };
-      });
-      const list = all.map(destinationView);
-      if (ctx.out.json) return ctx.out.data(list);
-      ctx.out.table(
+      const all = await everyItem(
+        (pageToken) => ctx.admin().listDestinations({ sourceId: opts.source ?? "", pageToken }),
+        (r) => r.destinations,
+      );
+      ctx.out.list(
+        all.map(destinationView),
         ["ID", "NAME", "ENABLED", "SOURCES", "URLS", "SIGNING", "SECRET"],
-        list.map((d) => [
+        (d) => [
           d.id,
           d.name,
           d.enabled ? "yes" : "no",
@@ -184,7 +178,7 @@ export function destinationsCommand(session: Session): Command {
           d.urls.join(" "),
           d.signing,
           d.sharedSecretSet ? "set" : "-",
-        ]),
+        ],
         opts.source ? `No destinations for source ${opts.source}.` : "No destinations.",
       );
     });

@@ -131,10 +131,10 @@ export function operatorWebhooksCommand(session: Session): Command {
     .action(async (_opts: object, command: Command) => {
       const ctx = session.context(command);
       const list = (await ctx.admin().listOperatorWebhooks({})).operatorWebhooks.map(operatorWebhookView);
-      if (ctx.out.json) return ctx.out.data(list);
-      ctx.out.table(
+      ctx.out.list(
+        list,
         ["ID", "NAME", "ENABLED", "URL", "EVENTS"],
-        list.map((w) => [w.id, w.name, w.enabled ? "yes" : "no", w.url, eventsText(w)]),
+        (w) => [w.id, w.name, w.enabled ? "yes" : "no", w.url, eventsText(w)],
         "No operator webhooks. Create one with: hookpost operator-webhooks create --name Pager --url https://…",
       );
     });

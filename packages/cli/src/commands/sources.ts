@@ -1,7 +1,7 @@
-import { allPages } from "@hookpost/contract";
 import { Command, Option } from "commander";
 import type { Context, Session } from "../context.js";
 import { UsageError } from "../errors.js";
+import { everyItem } from "../pages.js";
 import { collect } from "../parse.js";
 import { type SourceView, sourceView } from "../views.js";
 import { deleteCommand, idCommand } from "./id-command.js";
@@ -31,15 +31,14 @@ export function sourcesCommand(session: Session): Command {
     .description("list sources")
     .action(async (_opts: object, command: Command) => {
       const ctx = session.context(command);
-      const all = await allPages(async (pageToken) => {
-        const r = await ctx.admin().listSources({ pageToken });
-        return { items: r.sources, nextPageToken: r.nextPageToken };
-      });
-      const sources = all.map(sourceView);
-      if (ctx.out.json) return ctx.out.data(sources);
-      ctx.out.table(
+      const all = await everyItem(
+        (pageToken) => ctx.admin().listSources({ pageToken }),
+        (r) => r.sources,
+      );
+      ctx.out.list(
+        all.map(sourceView),
         ["ID", "NAME", "KEY PREFIX", "CREATED"],
-        sources.map((s) => [s.id, s.name, `${s.writeKeyPrefix}…`, s.createTime ?? ""]),
+        (s) => [s.id, s.name, `${s.writeKeyPrefix}…`, s.createTime ?? ""],
         "No sources. Create one with: hookpost sources create <name>",
       );
     });
