@@ -26,6 +26,7 @@ import {
 } from "../views.js";
 import { destinationHealthCommand } from "./destination-health.js";
 import { deleteCommand, idCommand } from "./id-command.js";
+import { type CreateFlags, createFlags, type EnableFlags, enableFlags, setEnabled } from "./switch-flags.js";
 import { Update } from "./update.js";
 
 type DestinationInit = MessageInitShape<typeof DestinationSchema>;
@@ -129,13 +130,13 @@ export function destinationsCommand(session: Session): Command {
   const cmd = new Command("destinations").description("manage webhook destinations");
 
   addDestinationFlags(
-    cmd
-      .command("create")
-      .description("create a webhook destination")
-      .option("--id <id>", "the destination id (letters, digits, - and _); generated when omitted")
-      .option("--disabled", "create it disabled"),
+    createFlags(
+      cmd.command("create").description("create a webhook destination"),
+      "destination",
+      "create it disabled",
+    ),
     "create",
-  ).action(async (opts: DestinationFlags & { id?: string; disabled?: boolean }, command: Command) => {
+  ).action(async (opts: DestinationFlags & CreateFlags, command: Command) => {
     const secret = resolveSecret(opts);
     const ctx = session.context(command);
     const destination: DestinationInit = {
@@ -200,36 +201,33 @@ export function destinationsCommand(session: Session): Command {
   );
 
   addDestinationFlags(
-    cmd
-      .command("update")
-      .description("change a destination; only the flags given change")
-      .argument("<id>", "destination id")
-      .addOption(new Option("--clear-headers", "remove every static header").conflicts("header"))
-      .addOption(
-        new Option(
-          "--clear-consent-categories",
-          "remove every consent category (no consent requirement)",
-        ).conflicts("consentCategory"),
-      )
-      .addOption(
-        new Option(
-          "--clear-secret",
-          "remove the shared secret (requests go unsigned; standard-webhooks-ed25519: a new key pair replaces the key at once)",
-        ).conflicts(["secret", "secretEnv"]),
-      )
-      .addOption(new Option("--enable", "enable the destination").conflicts("disable"))
-      .option("--disable", "disable the destination (nothing is delivered to it)"),
+    enableFlags(
+      cmd
+        .command("update")
+        .description("change a destination; only the flags given change")
+        .argument("<id>", "destination id")
+        .addOption(new Option("--clear-headers", "remove every static header").conflicts("header"))
+        .addOption(
+          new Option(
+            "--clear-consent-categories",
+            "remove every consent category (no consent requirement)",
+          ).conflicts("consentCategory"),
+        )
+        .addOption(
+          new Option(
+            "--clear-secret",
+            "remove the shared secret (requests go unsigned; standard-webhooks-ed25519: a new key pair replaces the key at once)",
+          ).conflicts(["secret", "secretEnv"]),
+        ),
+      "enable the destination",
+      "disable the destination (nothing is delivered to it)",
+    ),
     "update",
   ).action(
     async (
       id: string,
-      opts: DestinationFlags & {
-        clearHeaders?: boolean;
-        clearConsentCategories?: boolean;
-        clearSecret?: boolean;
-        enable?: boolean;
-        disable?: boolean;
-      },
+      opts: DestinationFlags &
+        EnableFlags & { clearHeaders?: boolean; clearConsentCategories?: boolean; clearSecret?: boolean },
       command: Command,
     ) => {
       const update = new Update<DestinationInit>({ id });
@@ -241,11 +239,10 @@ export function destinationsCommand(session: Session): Command {
       const secret = resolveSecret(opts);
       if (secret !== undefined || opts.clearSecret) update.set("sharedSecret", secret ?? "");
       if (opts.signing !== undefined) update.set("signing", signingValue(opts.signing));
-      if (opts.enable || opts.disable) update.set("enabled", Boolean(opts.enable));
+      setEnabled(update, opts);
       if (opts.clearConsentCategories) update.set("consentCategories", []);
       setLimitFlags(update, opts);
-      const { message: destination, paths } = update;
-      if (paths.length === 0) throw new UsageError("nothing to change: give at least one flag to update");
+      const { message: destination, paths } = update.changes();
       const ctx = session.context(command);
       const res = await ctx.admin().updateDestination({ destination, updateMask: { paths } });
       const d = destinationView(res.destination!);

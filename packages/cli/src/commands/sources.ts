@@ -5,6 +5,7 @@ import { everyItem } from "../pages.js";
 import { collect } from "../parse.js";
 import { type SourceView, sourceView } from "../views.js";
 import { deleteCommand, idCommand } from "./id-command.js";
+import { idOption } from "./switch-flags.js";
 
 export function sourcesCommand(session: Session): Command {
   const cmd = new Command("sources").description("manage sources (each has a write key)");
@@ -13,7 +14,7 @@ export function sourcesCommand(session: Session): Command {
     .command("create")
     .description("create a source and print its write key (shown once)")
     .argument("<name>", "a name for people")
-    .option("--id <id>", "the source id (letters, digits, - and _); generated when omitted")
+    .addOption(idOption("source"))
     .addOption(allowedOriginOption())
     .action(async (name: string, opts: { id?: string; allowedOrigin?: string[] }, command: Command) => {
       const ctx = session.context(command);
