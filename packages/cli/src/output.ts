@@ -70,6 +70,12 @@ export class Output {
     this.line(renderTable(head, rows));
   }
 
+  /** A list command's answer: the items themselves as JSON, else a table of one row each. */
+  list<T>(items: readonly T[], head: string[], row: (item: T) => string[], empty: string): void {
+    if (this.json) this.data(items);
+    else this.table(head, items.map(row), empty);
+  }
+
   /** `key: value` lines with aligned values, for one resource. */
   fields(pairs: [string, string][]): void {
     const width = Math.max(...pairs.map(([k]) => k.length)) + 1;

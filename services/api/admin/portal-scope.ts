@@ -121,10 +121,20 @@ const GLOBAL = "it acts on the whole installation, not one source";
 const OTHER_SOURCES = "it is about sources, which only the operator manages";
 const LINKS = "portal links are managed with the admin token only";
 
+/** Requests filtered by source_id: "" becomes the link's source, another source is refused. */
+function ofSource(req: { sourceId: string }, s: Scope): void {
+  req.sourceId = s.sourceFilter(req.sourceId, "source_id");
+}
+
+/** Reads filtered by an optional destination_id: one connected to the link's source. */
+function ofDestination(req: { destinationId: string }, s: Scope): void {
+  if (req.destinationId !== "") s.connected(req.destinationId, "destination_id");
+}
+
 /** Reads filtered by an optional destination and source (attempts, dead letters): kept to the link's calls. */
 function callsOfSource(req: { destinationId: string; sourceId: string }, s: Scope): void {
-  if (req.destinationId !== "") s.connected(req.destinationId, "destination_id");
-  req.sourceId = s.sourceFilter(req.sourceId, "source_id");
+  ofDestination(req, s);
+  ofSource(req, s);
 }
 
 /** Requests acting on one destination, which must be the link's source's alone. */
@@ -188,9 +198,7 @@ export const PORTAL_SCOPE: ScopeTable = {
   },
   listDestinations: {
     access: "read",
-    check: (req, s) => {
-      req.sourceId = s.sourceFilter(req.sourceId, "source_id");
-    },
+    check: ofSource,
     narrow: (res, s) => ({
       destinations: (res.destinations ?? []).map((d) => s.destination(d)),
       nextPageToken: res.nextPageToken ?? "",
@@ -219,7 +227,7 @@ export const PORTAL_SCOPE: ScopeTable = {
     access: "write",
     check: (req, s) => {
       ownDestination(req, s);
-      req.sourceId = s.sourceFilter(req.sourceId, "source_id");
+      ofSource(req, s);
     },
   },
   rotateSecret: { access: "write", check: ownDestination },
@@ -229,17 +237,10 @@ export const PORTAL_SCOPE: ScopeTable = {
   searchAttempts: { access: "read", check: callsOfSource },
   // The whole log's limits and size.
   getAttemptLogInfo: { access: "refused", why: GLOBAL },
-  getMessage: {
-    access: "read",
-    check: (req, s) => {
-      req.sourceId = s.sourceFilter(req.sourceId, "source_id");
-    },
-  },
+  getMessage: { access: "read", check: ofSource },
   listDestinationHealth: {
     access: "read",
-    check: (req, s) => {
-      if (req.destinationId !== "") s.connected(req.destinationId, "destination_id");
-    },
+    check: ofDestination,
     // Every destination's health, page by page: only the link's destinations are kept.
     narrow: (res, s) => ({
       nextPageToken: res.nextPageToken ?? "",

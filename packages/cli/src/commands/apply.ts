@@ -1,6 +1,6 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
-import { allPages, httpMethodOf, parseDuration } from "@hookpost/contract";
+import { httpMethodOf, parseDuration } from "@hookpost/contract";
 import type { DestinationSchema, OperatorWebhookSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { Command } from "commander";
 import {
@@ -11,6 +11,7 @@ import {
 } from "../apply-file.js";
 import type { Context, Session } from "../context.js";
 import { InputError, type InputProblem } from "../errors.js";
+import { everyItem } from "../pages.js";
 import {
   consentMissingValue,
   type DestinationView,
@@ -128,14 +129,14 @@ webhooks created now.`,
 async function plan(ctx: Context, file: ApplyFile, updateSecrets: boolean): Promise<Step[]> {
   const admin = ctx.admin();
   const [sources, destinations] = await Promise.all([
-    allPages(async (pageToken) => {
-      const r = await admin.listSources({ pageToken });
-      return { items: r.sources, nextPageToken: r.nextPageToken };
-    }),
-    allPages(async (pageToken) => {
-      const r = await admin.listDestinations({ pageToken });
-      return { items: r.destinations, nextPageToken: r.nextPageToken };
-    }),
+    everyItem(
+      (pageToken) => admin.listSources({ pageToken }),
+      (r) => r.sources,
+    ),
+    everyItem(
+      (pageToken) => admin.listDestinations({ pageToken }),
+      (r) => r.destinations,
+    ),
   ]);
   const existingSources = new Map(sources.map((s) => [s.id, sourceView(s)]));
   const existingDestinations = new Map(destinations.map((d) => [d.id, destinationView(d)]));

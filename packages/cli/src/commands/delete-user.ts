@@ -1,22 +1,23 @@
 import { Command } from "commander";
 import type { Session } from "../context.js";
+import { oneArgumentCommand } from "./id-command.js";
 
 export function deleteUserCommand(session: Session): Command {
-  return new Command("delete-user")
-    .description(
+  const spec = {
+    description:
       "create a deletion request for a user: every destination of the sources that saw them is told",
-    )
-    .argument("<userId>", "the user id")
-    .action(async (userId: string, _opts: object, command: Command) => {
-      const ctx = session.context(command);
-      const res = await ctx.ingestAdmin().delete({ userId });
-      if (ctx.out.json) return ctx.out.data({ requestId: res.requestId, sourceIds: res.sourceIds });
-      ctx.out.line(`Deletion request ${res.requestId} for user ${userId}.`);
-      ctx.out.line(
-        res.sourceIds.length === 0
-          ? "No source has seen this user: nothing to notify."
-          : `Destinations of ${res.sourceIds.length === 1 ? "source" : "sources"} ${res.sourceIds.join(", ")} will be notified.`,
-      );
-      ctx.out.line(`Their calls are being erased from Hookpost's stores: hookpost deletion ${res.requestId}`);
-    });
+    argument: "<userId>",
+    about: "the user id",
+  };
+  return oneArgumentCommand(session, new Command("delete-user"), spec, async (userId, ctx) => {
+    const res = await ctx.ingestAdmin().delete({ userId });
+    if (ctx.out.json) return ctx.out.data({ requestId: res.requestId, sourceIds: res.sourceIds });
+    ctx.out.line(`Deletion request ${res.requestId} for user ${userId}.`);
+    ctx.out.line(
+      res.sourceIds.length === 0
+        ? "No source has seen this user: nothing to notify."
+        : `Destinations of ${res.sourceIds.length === 1 ? "source" : "sources"} ${res.sourceIds.join(", ")} will be notified.`,
+    );
+    ctx.out.line(`Their calls are being erased from Hookpost's stores: hookpost deletion ${res.requestId}`);
+  });
 }

@@ -1,7 +1,7 @@
-import { allPages } from "@hookpost/contract";
 import { Command } from "commander";
 import { breakerText, healthView } from "../attempt-views.js";
 import type { Session } from "../context.js";
+import { everyItem } from "../pages.js";
 
 const pct = (rate: number, attempts: number) => (attempts === 0 ? "-" : `${Math.round(rate * 1000) / 10}%`);
 const perSecond = (n: number) => (Math.round(n * 100) / 100).toString();
@@ -13,10 +13,10 @@ export function destinationHealthCommand(session: Session): Command {
     .argument("[id]", "one destination (default: all)")
     .action(async (id: string | undefined, _opts: object, command: Command) => {
       const ctx = session.context(command);
-      const all = await allPages(async (pageToken) => {
-        const r = await ctx.admin().listDestinationHealth({ destinationId: id ?? "", pageToken });
-        return { items: r.destinations, nextPageToken: r.nextPageToken };
-      });
+      const all = await everyItem(
+        (pageToken) => ctx.admin().listDestinationHealth({ destinationId: id ?? "", pageToken }),
+        (r) => r.destinations,
+      );
       const list = all.map(healthView);
       if (ctx.out.json) return ctx.out.data(id ? list[0] : list);
       if (id && list[0]) {

@@ -1,18 +1,13 @@
 import { readFile } from "node:fs/promises";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
-import {
-  allPages,
-  MAX_IN_FLIGHT,
-  MAX_RATE_LIMIT_PER_SECOND,
-  parseDuration,
-  userVariables,
-} from "@hookpost/contract";
+import { MAX_IN_FLIGHT, MAX_RATE_LIMIT_PER_SECOND, parseDuration, userVariables } from "@hookpost/contract";
 import type { DestinationSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { Command, Option } from "commander";
 import { attemptView, resultText } from "../attempt-views.js";
 import type { Context, Session } from "../context.js";
 import { UsageError } from "../errors.js";
+import { everyItem } from "../pages.js";
 import { collect, collectHeader, positiveInt } from "../parse.js";
 import {
   CONSENT_MISSING_NAMES,
@@ -31,6 +26,7 @@ import {
 } from "../views.js";
 import { destinationHealthCommand } from "./destination-health.js";
 import { deleteCommand, idCommand } from "./id-command.js";
+import { type CreateFlags, createFlags, type EnableFlags, enableFlags, setEnabled } from "./switch-flags.js";
 import { Update } from "./update.js";
 
 type DestinationInit = MessageInitShape<typeof DestinationSchema>;
@@ -134,13 +130,13 @@ export function destinationsCommand(session: Session): Command {
   const cmd = new Command("destinations").description("manage webhook destinations");
 
   addDestinationFlags(
-    cmd
-      .command("create")
-      .description("create a webhook destination")
-      .option("--id <id>", "the destination id (letters, digits, - and _); generated when omitted")
-      .option("--disabled", "create it disabled"),
+    createFlags(
+      cmd.command("create").description("create a webhook destination"),
+      "destination",
+      "create it disabled",
+    ),
     "create",
-  ).action(async (opts: DestinationFlags & { id?: string; disabled?: boolean }, command: Command) => {
+  ).action(async (opts: DestinationFlags & CreateFlags, command: Command) => {
     const secret = resolveSecret(opts);
     const ctx = session.context(command);
     const destination: DestinationInit = {
@@ -168,15 +164,14 @@ export function destinationsCommand(session: Session): Command {
     .option("--source <id>", "only those connected to this source")
     .action(async (opts: { source?: string }, command: Command) => {
       const ctx = session.context(command);
-      const all = await allPages(async (pageToken) => {
-        const r = await ctx.admin().listDestinations({ sourceId: opts.source ?? "", pageToken });
-        return { items: r.destinations, nextPageToken: r.nextPageToken };
-      });
-      const list = all.map(destinationView);
-      if (ctx.out.json) return ctx.out.data(list);
-      ctx.out.table(
+      const all = await everyItem(
+        (pageToken) => ctx.admin().listDestinations({ sourceId: opts.source ?? "", pageToken }),
+        (r) => r.destinations,
+      );
+      ctx.out.list(
+        all.map(destinationView),
         ["ID", "NAME", "ENABLED", "SOURCES", "URLS", "SIGNING", "SECRET"],
-        list.map((d) => [
+        (d) => [
           d.id,
           d.name,
           d.enabled ? "yes" : "no",
@@ -184,7 +179,7 @@ export function destinationsCommand(session: Session): Command {
           d.urls.join(" "),
           d.signing,
           d.sharedSecretSet ? "set" : "-",
-        ]),
+        ],
         opts.source ? `No destinations for source ${opts.source}.` : "No destinations.",
       );
     });
@@ -206,36 +201,33 @@ export function destinationsCommand(session: Session): Command {
   );
 
   addDestinationFlags(
-    cmd
-      .command("update")
-      .description("change a destination; only the flags given change")
-      .argument("<id>", "destination id")
-      .addOption(new Option("--clear-headers", "remove every static header").conflicts("header"))
-      .addOption(
-        new Option(
-          "--clear-consent-categories",
-          "remove every consent category (no consent requirement)",
-        ).conflicts("consentCategory"),
-      )
-      .addOption(
-        new Option(
-          "--clear-secret",
-          "remove the shared secret (requests go unsigned; standard-webhooks-ed25519: a new key pair replaces the key at once)",
-        ).conflicts(["secret", "secretEnv"]),
-      )
-      .addOption(new Option("--enable", "enable the destination").conflicts("disable"))
-      .option("--disable", "disable the destination (nothing is delivered to it)"),
+    enableFlags(
+      cmd
+        .command("update")
+        .description("change a destination; only the flags given change")
+        .argument("<id>", "destination id")
+        .addOption(new Option("--clear-headers", "remove every static header").conflicts("header"))
+        .addOption(
+          new Option(
+            "--clear-consent-categories",
+            "remove every consent category (no consent requirement)",
+          ).conflicts("consentCategory"),
+        )
+        .addOption(
+          new Option(
+            "--clear-secret",
+            "remove the shared secret (requests go unsigned; standard-webhooks-ed25519: a new key pair replaces the key at once)",
+          ).conflicts(["secret", "secretEnv"]),
+        ),
+      "enable the destination",
+      "disable the destination (nothing is delivered to it)",
+    ),
     "update",
   ).action(
     async (
       id: string,
-      opts: DestinationFlags & {
-        clearHeaders?: boolean;
-        clearConsentCategories?: boolean;
-        clearSecret?: boolean;
-        enable?: boolean;
-        disable?: boolean;
-      },
+      opts: DestinationFlags &
+        EnableFlags & { clearHeaders?: boolean; clearConsentCategories?: boolean; clearSecret?: boolean },
       command: Command,
     ) => {
       const update = new Update<DestinationInit>({ id });
@@ -247,11 +239,10 @@ export function destinationsCommand(session: Session): Command {
       const secret = resolveSecret(opts);
       if (secret !== undefined || opts.clearSecret) update.set("sharedSecret", secret ?? "");
       if (opts.signing !== undefined) update.set("signing", signingValue(opts.signing));
-      if (opts.enable || opts.disable) update.set("enabled", Boolean(opts.enable));
+      setEnabled(update, opts);
       if (opts.clearConsentCategories) update.set("consentCategories", []);
       setLimitFlags(update, opts);
-      const { message: destination, paths } = update;
-      if (paths.length === 0) throw new UsageError("nothing to change: give at least one flag to update");
+      const { message: destination, paths } = update.changes();
       const ctx = session.context(command);
       const res = await ctx.admin().updateDestination({ destination, updateMask: { paths } });
       const d = destinationView(res.destination!);

@@ -4,12 +4,12 @@ import { OPERATOR_EVENT_TYPES, parseDuration } from "@hookpost/contract";
 import type { OperatorWebhookSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { Command, InvalidArgumentError, Option } from "commander";
 import type { Context, Session } from "../context.js";
-import { UsageError } from "../errors.js";
 import { collect } from "../parse.js";
 import { type OperatorWebhookView, operatorWebhookView } from "../views.js";
 import { resolveSecret } from "./destinations.js";
 import { deleteCommand, idCommand } from "./id-command.js";
 import { printWriteKey } from "./sources.js";
+import { type CreateFlags, createFlags, type EnableFlags, enableFlags, setEnabled } from "./switch-flags.js";
 import { Update } from "./update.js";
 
 type WebhookInit = MessageInitShape<typeof OperatorWebhookSchema>;
@@ -97,13 +97,15 @@ export function operatorWebhooksCommand(session: Session): Command {
   );
 
   addFlags(
-    cmd
-      .command("create")
-      .description("create an operator webhook (prints the generated secret once when none is given)")
-      .option("--id <id>", "the webhook id (letters, digits, - and _); generated when omitted")
-      .option("--disabled", "create it disabled (no events are sent)"),
+    createFlags(
+      cmd
+        .command("create")
+        .description("create an operator webhook (prints the generated secret once when none is given)"),
+      "webhook",
+      "create it disabled (no events are sent)",
+    ),
     "create",
-  ).action(async (opts: WebhookFlags & { id?: string; disabled?: boolean }, command: Command) => {
+  ).action(async (opts: WebhookFlags & CreateFlags, command: Command) => {
     const secret = resolveSecret(opts);
     const ctx = session.context(command);
     const operatorWebhook: WebhookInit = {
@@ -131,10 +133,10 @@ export function operatorWebhooksCommand(session: Session): Command {
     .action(async (_opts: object, command: Command) => {
       const ctx = session.context(command);
       const list = (await ctx.admin().listOperatorWebhooks({})).operatorWebhooks.map(operatorWebhookView);
-      if (ctx.out.json) return ctx.out.data(list);
-      ctx.out.table(
+      ctx.out.list(
+        list,
         ["ID", "NAME", "ENABLED", "URL", "EVENTS"],
-        list.map((w) => [w.id, w.name, w.enabled ? "yes" : "no", w.url, eventsText(w)]),
+        (w) => [w.id, w.name, w.enabled ? "yes" : "no", w.url, eventsText(w)],
         "No operator webhooks. Create one with: hookpost operator-webhooks create --name Pager --url https://…",
       );
     });
@@ -155,30 +157,27 @@ export function operatorWebhooksCommand(session: Session): Command {
   );
 
   addFlags(
-    cmd
-      .command("update")
-      .description("change an operator webhook; only the flags given change")
-      .argument("<id>", "operator webhook id")
-      .addOption(new Option("--all-events", "send every event type").conflicts("event"))
-      .addOption(new Option("--enable", "send events again").conflicts("disable"))
-      .option("--disable", "send no new events"),
+    enableFlags(
+      cmd
+        .command("update")
+        .description("change an operator webhook; only the flags given change")
+        .argument("<id>", "operator webhook id")
+        .addOption(new Option("--all-events", "send every event type").conflicts("event")),
+      "send events again",
+      "send no new events",
+    ),
     "update",
   ).action(
-    async (
-      id: string,
-      opts: WebhookFlags & { allEvents?: boolean; enable?: boolean; disable?: boolean },
-      command: Command,
-    ) => {
+    async (id: string, opts: WebhookFlags & EnableFlags & { allEvents?: boolean }, command: Command) => {
       const update = new Update<WebhookInit>({ id });
       if (opts.name !== undefined) update.set("name", opts.name);
       if (opts.url !== undefined) update.set("url", opts.url);
       const secret = resolveSecret(opts);
       if (secret !== undefined) update.set("secret", secret);
       if (opts.event !== undefined || opts.allEvents) update.set("eventTypes", opts.event ?? []);
-      if (opts.enable || opts.disable) update.set("enabled", Boolean(opts.enable));
+      setEnabled(update, opts);
       setThresholds(update, opts);
-      const { message: operatorWebhook, paths } = update;
-      if (paths.length === 0) throw new UsageError("nothing to change: give at least one flag to update");
+      const { message: operatorWebhook, paths } = update.changes();
       const ctx = session.context(command);
       const res = await ctx.admin().updateOperatorWebhook({ operatorWebhook, updateMask: { paths } });
       const w = operatorWebhookView(res.operatorWebhook!);

@@ -1,9 +1,10 @@
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
-import { allPages, parseDuration } from "@hookpost/contract";
+import { parseDuration } from "@hookpost/contract";
 import type { PortalLink } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { Command } from "commander";
 import type { Session } from "../context.js";
 import { UsageError } from "../errors.js";
+import { everyItem } from "../pages.js";
 import { iso } from "../views.js";
 import { idCommand } from "./id-command.js";
 
@@ -97,15 +98,14 @@ export function portalLinksCommand(session: Session): Command {
     .requiredOption("--source <id>", "the source")
     .action(async (opts: { source: string }, command: Command) => {
       const ctx = session.context(command);
-      const all = await allPages(async (pageToken) => {
-        const r = await ctx.admin().listPortalLinks({ sourceId: opts.source, pageToken });
-        return { items: r.portalLinks, nextPageToken: r.nextPageToken };
-      });
-      const links = all.map((l) => portalLinkView(l));
-      if (ctx.out.json) return ctx.out.data(links);
-      ctx.out.table(
+      const all = await everyItem(
+        (pageToken) => ctx.admin().listPortalLinks({ sourceId: opts.source, pageToken }),
+        (r) => r.portalLinks,
+      );
+      ctx.out.list(
+        all.map((l) => portalLinkView(l)),
         ["ID", "NAME", "ACCESS", "STATE", "CREATED", "EXPIRES", "BY"],
-        links.map((l) => [
+        (l) => [
           l.id,
           l.name,
           l.readOnly ? "read-only" : "read-write",
@@ -113,7 +113,7 @@ export function portalLinksCommand(session: Session): Command {
           l.createTime ?? "",
           l.expireTime ?? "",
           l.createdBy,
-        ]),
+        ],
         `No portal links for source ${opts.source}. Create one with: hookpost portal-links create --source ${opts.source}`,
       );
     });

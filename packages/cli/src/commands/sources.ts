@@ -1,10 +1,11 @@
-import { allPages } from "@hookpost/contract";
 import { Command, Option } from "commander";
 import type { Context, Session } from "../context.js";
 import { UsageError } from "../errors.js";
+import { everyItem } from "../pages.js";
 import { collect } from "../parse.js";
 import { type SourceView, sourceView } from "../views.js";
 import { deleteCommand, idCommand } from "./id-command.js";
+import { idOption } from "./switch-flags.js";
 
 export function sourcesCommand(session: Session): Command {
   const cmd = new Command("sources").description("manage sources (each has a write key)");
@@ -13,7 +14,7 @@ export function sourcesCommand(session: Session): Command {
     .command("create")
     .description("create a source and print its write key (shown once)")
     .argument("<name>", "a name for people")
-    .option("--id <id>", "the source id (letters, digits, - and _); generated when omitted")
+    .addOption(idOption("source"))
     .addOption(allowedOriginOption())
     .action(async (name: string, opts: { id?: string; allowedOrigin?: string[] }, command: Command) => {
       const ctx = session.context(command);
@@ -31,15 +32,14 @@ export function sourcesCommand(session: Session): Command {
     .description("list sources")
     .action(async (_opts: object, command: Command) => {
       const ctx = session.context(command);
-      const all = await allPages(async (pageToken) => {
-        const r = await ctx.admin().listSources({ pageToken });
-        return { items: r.sources, nextPageToken: r.nextPageToken };
-      });
-      const sources = all.map(sourceView);
-      if (ctx.out.json) return ctx.out.data(sources);
-      ctx.out.table(
+      const all = await everyItem(
+        (pageToken) => ctx.admin().listSources({ pageToken }),
+        (r) => r.sources,
+      );
+      ctx.out.list(
+        all.map(sourceView),
         ["ID", "NAME", "KEY PREFIX", "CREATED"],
-        sources.map((s) => [s.id, s.name, `${s.writeKeyPrefix}…`, s.createTime ?? ""]),
+        (s) => [s.id, s.name, `${s.writeKeyPrefix}…`, s.createTime ?? ""],
         "No sources. Create one with: hookpost sources create <name>",
       );
     });
