@@ -39,6 +39,21 @@ export function serviceArgs(name: "api" | "dispatcher"): string[] {
   return [...nodeFlags(), `${ROOT}/services/${name}/dist/main.js`];
 }
 
+/**
+ * Settings every service process of a bench gets on top of the bench's own, to compare a
+ * configuration: `BENCH_SERVICE_ENV="ATTEMPT_LOG=off DIRECT_DELIVERY=off"` (space-separated).
+ */
+function serviceEnv(): Record<string, string> {
+  const pairs = (process.env.BENCH_SERVICE_ENV ?? "").split(" ").filter(Boolean);
+  return Object.fromEntries(
+    pairs.map((pair) => {
+      const at = pair.indexOf("=");
+      if (at <= 0) throw new Error(`BENCH_SERVICE_ENV: "${pair}" is not NAME=value`);
+      return [pair.slice(0, at), pair.slice(at + 1)];
+    }),
+  );
+}
+
 /** A Hookpost service (`ingest` or `dispatcher`) as its own process, as in production. */
 export function startService(name: "ingest" | "dispatcher", env: Record<string, string>): ServiceProcess {
   // Ingest is served by services/api since the workspace layout (issue 23).
@@ -46,6 +61,7 @@ export function startService(name: "ingest" | "dispatcher", env: Record<string, 
     OPS_ADDR: "off",
     LOG_LEVEL: "info",
     ...env,
+    ...serviceEnv(),
   });
 }
 
