@@ -1,4 +1,5 @@
 import { getOrInsert } from "@hookpost/core";
+import { waitTurn } from "./wait-turn.js";
 
 /**
  * Requests in flight on one replica (docs/design/delivery-at-scale.md §3):
@@ -117,20 +118,12 @@ export class Capacity {
       const s = this.#state(id);
       // Blocked by the destination's own window, or by the global cap: wait on the right queue.
       const own = s.inFlight >= Math.min(limit(), s.window);
-      await new Promise<void>((resolve) => {
-        const queue = own ? s.waiters : this.#globalWaiters;
-        const done = () => {
-          clearTimeout(timer);
-          signal.removeEventListener("abort", done);
-          const i = queue.indexOf(done);
-          if (i >= 0) queue.splice(i, 1);
-          resolve();
-        };
-        // A share of 0 (limit 0) changes only with the replica set: look again now and then.
-        const timer = setTimeout(done, Math.min(left, limit() === 0 ? 250 : left));
-        signal.addEventListener("abort", done);
-        queue.push(done);
-      });
+      // A share of 0 (limit 0) changes only with the replica set: look again now and then.
+      await waitTurn(
+        own ? s.waiters : this.#globalWaiters,
+        limit() === 0 ? Math.min(left, 250) : left,
+        signal,
+      );
     }
   }
 

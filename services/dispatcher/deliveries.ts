@@ -38,6 +38,7 @@ import { deliveryState } from "./parking.js";
 import { Puller } from "./puller.js";
 import { RateGate } from "./rate-gate.js";
 import type { ReplicaRegistry } from "./replica-registry.js";
+import { waitTurn } from "./wait-turn.js";
 
 /** The router consumer's ack wait is 30 s (core's topology): a direct attempt's call is kept alive more often. */
 const DIRECT_KEEP_ALIVE_MS = 10_000;
@@ -268,16 +269,7 @@ export class Deliveries {
     while (this.#directs >= max) {
       const now = performance.now();
       if (this.#closed || now >= deadline || now - this.#directMovedMs > waitMs) return false;
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          clearTimeout(timer);
-          const i = this.#directWaiters.indexOf(done);
-          if (i >= 0) this.#directWaiters.splice(i, 1);
-          resolve();
-        };
-        const timer = setTimeout(done, deadline - now);
-        this.#directWaiters.push(done);
-      });
+      await waitTurn(this.#directWaiters, deadline - now);
     }
     return true;
   }
