@@ -52,14 +52,14 @@ async function read(
   }
 }
 
-/** Reads two headers of an answer the way an SDK does (`null` when CORS hides them). */
+/** Reads an answer's status and headers the way an SDK does (`null` when CORS hides a header). */
 async function readHeaders(
   url: string,
   init: RequestInit,
   names: string[],
-): Promise<Record<string, string | null>> {
+): Promise<{ status: number; headers: Record<string, string | null> }> {
   const r = await fetch(url, init);
-  return Object.fromEntries(names.map((n) => [n, r.headers.get(n)]));
+  return { status: r.status, headers: Object.fromEntries(names.map((n) => [n, r.headers.get(n)])) };
 }
 
 Object.assign(window, { hookpostTest: { start, sendEveryType, seen, read, readHeaders } });
