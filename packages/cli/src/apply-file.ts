@@ -332,14 +332,9 @@ class Checker {
     let behindAfter: string | null = null;
     if (value.behindAfter !== undefined && value.behindAfter !== null) {
       const at = [...path, "behindAfter"];
-      try {
-        if (typeof value.behindAfter !== "string")
-          throw new Error("must be a duration such as 30s, 15m or 1h");
-        const ms = parseDuration(value.behindAfter);
-        if (this.violations(at, behindAfterViolations(ms, pathText(at)))) behindAfter = formatDuration(ms);
-      } catch (err) {
-        this.problem(at, (err as Error).message);
-      }
+      const ms = this.durationMs(value.behindAfter, at, "30s, 15m or 1h");
+      if (ms !== undefined && this.violations(at, behindAfterViolations(ms, pathText(at))))
+        behindAfter = formatDuration(ms);
     }
     let enabled = true;
     if (value.enabled !== undefined) {
@@ -567,12 +562,8 @@ class Checker {
       else this.problem([...path, key], "must be a whole number above 0");
     }
     if (value.maxWait !== undefined) {
-      try {
-        if (typeof value.maxWait !== "string") throw new Error("must be a duration such as 500ms, 1s or 30s");
-        out.maxWait = formatDuration(parseDuration(value.maxWait));
-      } catch (err) {
-        this.problem([...path, "maxWait"], (err as Error).message);
-      }
+      const ms = this.durationMs(value.maxWait, [...path, "maxWait"], "500ms, 1s or 30s");
+      if (ms !== undefined) out.maxWait = formatDuration(ms);
     }
     const names: Record<string, string> = {
       max_calls: "maxCalls",
@@ -600,12 +591,8 @@ class Checker {
     const value = this.section(raw, path, RETRY_KEYS, "window and/or delays");
     if (value === undefined) return undefined;
     const duration = (v: unknown, at: Path): string | undefined => {
-      try {
-        if (typeof v !== "string") throw new Error("must be a duration such as 30s, 5m or 2h");
-        return formatDuration(parseDuration(v));
-      } catch (err) {
-        return void this.problem(at, (err as Error).message);
-      }
+      const ms = this.durationMs(v, at, "30s, 5m or 2h");
+      return ms === undefined ? undefined : formatDuration(ms);
     };
     const out: RetryView = {};
     if (value.window !== undefined) {
@@ -619,6 +606,19 @@ class Checker {
       if (delays.every((d) => d !== undefined) && delays.length > 0) out.delays = delays as string[];
     }
     return Object.keys(out).length > 0 ? out : undefined;
+  }
+
+  /**
+   * A duration as the CLI writes it (`30s`, `1h30m`), in milliseconds; a problem at `path` when it is
+   * not text (the message suggests `examples`) or not a duration.
+   */
+  durationMs(value: unknown, path: Path, examples: string): number | undefined {
+    if (typeof value !== "string") return void this.problem(path, `must be a duration such as ${examples}`);
+    try {
+      return parseDuration(value);
+    } catch (err) {
+      return void this.problem(path, (err as Error).message);
+    }
   }
 
   /** An optional JSONata text (a mapping or a filter expression); compiled by the server. */
