@@ -34,7 +34,6 @@ import {
   ORDERING_NAMES,
   type RetryView,
   SIGNING_NAMES,
-  type SigningName,
 } from "./views.js";
 
 /**
@@ -336,11 +335,7 @@ class Checker {
       if (ms !== undefined && this.violations(at, behindAfterViolations(ms, pathText(at))))
         behindAfter = formatDuration(ms);
     }
-    let enabled = true;
-    if (value.enabled !== undefined) {
-      if (typeof value.enabled === "boolean") enabled = value.enabled;
-      else this.problem([...path, "enabled"], "must be true or false");
-    }
+    const enabled = this.enabled(value, path);
     const secret = this.secret(value, path);
     if (secret.ok) {
       const field = [...path, value.secretEnv !== undefined ? "secretEnv" : "secret"];
@@ -379,15 +374,10 @@ class Checker {
     const sourceIds = this.sourceIds(value.sources, [...path, "sources"]);
     const urls = this.urls(value.urls, [...path, "urls"]);
     const headers = this.headers(value.headers, [...path, "headers"]);
-    let signing: SigningName | undefined = "segment";
-    if (value.signing !== undefined) {
-      if (typeof value.signing === "string" && (SIGNING_NAMES as readonly string[]).includes(value.signing)) {
-        signing = value.signing as SigningName;
-      } else {
-        this.problem([...path, "signing"], `must be one of ${SIGNING_NAMES.join(", ")}`);
-        signing = undefined;
-      }
-    }
+    // Absent: segment. Wrong: undefined (a problem), not the default, so that the secret is not
+    // checked against a signing the file did not ask for.
+    const signing =
+      value.signing === undefined ? "segment" : this.word(value, path, "signing", SIGNING_NAMES);
     const ordering = this.word(value, path, "ordering", ORDERING_NAMES) ?? "unordered";
     const consentMissing = this.word(value, path, "consentMissing", CONSENT_MISSING_NAMES) ?? "deliver";
     const consentCategories = this.consentCategories(value.consentCategories, [...path, "consentCategories"]);
@@ -397,11 +387,7 @@ class Checker {
     const retry = this.retry(value.retry, [...path, "retry"]);
     const batching = this.batching(value.batching, [...path, "batching"]);
     const deliveryMode = this.word(value, path, "deliveryMode", DELIVERY_MODE_NAMES) ?? "failover";
-    let enabled = true;
-    if (value.enabled !== undefined) {
-      if (typeof value.enabled === "boolean") enabled = value.enabled;
-      else this.problem([...path, "enabled"], "must be true or false");
-    }
+    const enabled = this.enabled(value, path);
     const secret = this.secret(value, path);
     if (signing && secret.ok) {
       const field = [...path, value.secretEnv !== undefined ? "secretEnv" : "secret"];
@@ -437,6 +423,14 @@ class Checker {
     if (typeof v === "string" && (words as readonly string[]).includes(v)) return v as W;
     this.problem([...path, key], `must be one of ${words.join(", ")}`);
     return undefined;
+  }
+
+  /** `enabled: true` or `false`; absent: true. */
+  enabled(value: Record<string, unknown>, path: Path): boolean {
+    if (value.enabled === undefined) return true;
+    if (typeof value.enabled === "boolean") return value.enabled;
+    this.problem([...path, "enabled"], "must be true or false");
+    return true;
   }
 
   /** `secret:` or `secretEnv:` (resolved now), or neither: no secret. */
