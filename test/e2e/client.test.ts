@@ -58,6 +58,42 @@ function analytics(writeKey: string, options: AnalyticsOptions = {}): Analytics 
   return a;
 }
 
+/**
+ * Each of `ids` delivered exactly once and nothing else: as many requests arrive as there are ids
+ * (within `timeoutMs`), no more come for `settleMs` (a copy would), and they carry those ids.
+ */
+async function deliveredOnce(rx: Receiver, ids: Iterable<string>, settleMs: number, timeoutMs?: number) {
+  const want = new Set(ids);
+  await rx.waitFor(want.size, timeoutMs);
+  expect(await settledCount(rx, settleMs)).toBe(want.size);
+  expect(rx.messageIds()).toEqual(want);
+}
+
+/**
+ * A client of a lane through `endpoint`, an ingest or proxy the test then interrupts: batches of 10
+ * (sent when full or flushed), quick retries. Its first call is delivered before it returns, so the
+ * connection stands when the test breaks it; `ids` starts with that call's.
+ */
+async function warmClient(
+  writeKey: string,
+  rx: Receiver,
+  endpoint: string,
+  options: AnalyticsOptions = {},
+): Promise<{ a: Analytics; ids: string[] }> {
+  const a = analytics(writeKey, {
+    endpoint,
+    flushAt: 10,
+    flushAfter: 60_000,
+    retryInitialDelayMs: 100,
+    retryMaxDelayMs: 500,
+    ...options,
+  });
+  const ids = [a.track({ userId: "warm", event: "Warm Up" })];
+  await a.flush();
+  await rx.waitFor(1);
+  return { a, ids };
+}
+
 /** Batch RPCs the given ingest answered with OK so far. */
 const batchesOk = (ingest: IngestHandle = stack.ingest) =>
   counterValue(ingest.metrics.registry, "hookpost_ingest_calls_total", {
@@ -87,9 +123,7 @@ describe("client library through the real pipeline", () => {
     expect(rx.messageIds()).toEqual(new Set(ids.slice(0, 40)));
 
     await a.close();
-    await rx.waitFor(45);
-    expect(await settledCount(rx, 300)).toBe(45);
-    expect(rx.messageIds()).toEqual(new Set(ids));
+    await deliveredOnce(rx, ids, 300);
     expect((await batchesOk()) - batchesBefore).toBe(3);
   });
 
@@ -142,9 +176,7 @@ describe("client library through the real pipeline", () => {
     expect(batches).toBeLessThan(150);
 
     // Generous: a pipeline stall (see STACK_OPTIONS) must not fail this on a loaded machine.
-    await rx.waitFor(3000, 45_000);
-    expect(await settledCount(rx, 500)).toBe(3000);
-    expect(rx.messageIds()).toEqual(ids);
+    await deliveredOnce(rx, ids, 500, 45_000);
     const seen = new Set(bodies(rx).map((b) => (b.properties as { i: number }).i));
     expect(seen.size).toBe(3000);
   }, 90_000);
@@ -154,17 +186,7 @@ describe("client library through the real pipeline", () => {
     const address = `127.0.0.1:${await freePort()}`;
     let own = await ingestOn(stack.nats.url, address);
     try {
-      const a = analytics(writeKey, {
-        endpoint: address,
-        flushAt: 10,
-        flushAfter: 60_000,
-        retryInitialDelayMs: 100,
-        retryMaxDelayMs: 500,
-        maxRetries: 30,
-      });
-      const ids = [a.track({ userId: "warm", event: "Warm Up" })];
-      await a.flush();
-      await rx.waitFor(1);
+      const { a, ids } = await warmClient(writeKey, rx, address, { maxRetries: 30 });
 
       await own.close();
       // Two batches of 10 leave at once (and fail), five wait in the queue.
@@ -177,9 +199,7 @@ describe("client library through the real pipeline", () => {
       own = await ingestOn(stack.nats.url, address);
       await flushed;
       expect(errors).toEqual([]);
-      await rx.waitFor(26);
-      expect(await settledCount(rx, 800)).toBe(26);
-      expect(rx.messageIds()).toEqual(new Set(ids));
+      await deliveredOnce(rx, ids, 800);
     } finally {
       await own.close();
     }
@@ -189,16 +209,7 @@ describe("client library through the real pipeline", () => {
     const { writeKey, rx } = await lane("lost-answer");
     const proxy = await LossyProxy.start(Number(stack.ingest.address.split(":").pop()));
     try {
-      const a = analytics(writeKey, {
-        endpoint: proxy.target,
-        flushAt: 10,
-        flushAfter: 60_000,
-        retryInitialDelayMs: 100,
-        retryMaxDelayMs: 500,
-      });
-      const ids = [a.track({ userId: "warm", event: "Warm Up" })];
-      await a.flush();
-      await rx.waitFor(1);
+      const { a, ids } = await warmClient(writeKey, rx, proxy.target);
       const duplicatesBefore = await duplicateCalls();
 
       proxy.swallow = true;
@@ -212,8 +223,7 @@ describe("client library through the real pipeline", () => {
 
       // The retry reached the ingest, and JetStream recognized every call as a copy.
       expect((await duplicateCalls()) - duplicatesBefore).toBe(10);
-      expect(await settledCount(rx, 800)).toBe(11);
-      expect(rx.messageIds()).toEqual(new Set(ids));
+      await deliveredOnce(rx, ids, 800);
     } finally {
       await proxy.close();
     }
@@ -253,9 +263,7 @@ describe("client library through the real pipeline", () => {
     a.endpoint = stack.ingest.address;
     for (const call of err.calls) a[call.type](call as never);
     await a.flush();
-    await rx.waitFor(2);
-    expect(await settledCount(rx, 300)).toBe(2);
-    expect(rx.messageIds()).toEqual(new Set(ids));
+    await deliveredOnce(rx, ids, 300);
   });
 
   it("the webhook body of a client call carries context.library", async () => {

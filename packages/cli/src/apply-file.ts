@@ -34,7 +34,6 @@ import {
   ORDERING_NAMES,
   type RetryView,
   SIGNING_NAMES,
-  type SigningName,
 } from "./views.js";
 
 /**
@@ -332,20 +331,11 @@ class Checker {
     let behindAfter: string | null = null;
     if (value.behindAfter !== undefined && value.behindAfter !== null) {
       const at = [...path, "behindAfter"];
-      try {
-        if (typeof value.behindAfter !== "string")
-          throw new Error("must be a duration such as 30s, 15m or 1h");
-        const ms = parseDuration(value.behindAfter);
-        if (this.violations(at, behindAfterViolations(ms, pathText(at)))) behindAfter = formatDuration(ms);
-      } catch (err) {
-        this.problem(at, (err as Error).message);
-      }
+      const ms = this.durationMs(value.behindAfter, at, "30s, 15m or 1h");
+      if (ms !== undefined && this.violations(at, behindAfterViolations(ms, pathText(at))))
+        behindAfter = formatDuration(ms);
     }
-    let enabled = true;
-    if (value.enabled !== undefined) {
-      if (typeof value.enabled === "boolean") enabled = value.enabled;
-      else this.problem([...path, "enabled"], "must be true or false");
-    }
+    const enabled = this.enabled(value, path);
     const secret = this.secret(value, path);
     if (secret.ok) {
       const field = [...path, value.secretEnv !== undefined ? "secretEnv" : "secret"];
@@ -384,15 +374,10 @@ class Checker {
     const sourceIds = this.sourceIds(value.sources, [...path, "sources"]);
     const urls = this.urls(value.urls, [...path, "urls"]);
     const headers = this.headers(value.headers, [...path, "headers"]);
-    let signing: SigningName | undefined = "segment";
-    if (value.signing !== undefined) {
-      if (typeof value.signing === "string" && (SIGNING_NAMES as readonly string[]).includes(value.signing)) {
-        signing = value.signing as SigningName;
-      } else {
-        this.problem([...path, "signing"], `must be one of ${SIGNING_NAMES.join(", ")}`);
-        signing = undefined;
-      }
-    }
+    // Absent: segment. Wrong: undefined (a problem), not the default, so that the secret is not
+    // checked against a signing the file did not ask for.
+    const signing =
+      value.signing === undefined ? "segment" : this.word(value, path, "signing", SIGNING_NAMES);
     const ordering = this.word(value, path, "ordering", ORDERING_NAMES) ?? "unordered";
     const consentMissing = this.word(value, path, "consentMissing", CONSENT_MISSING_NAMES) ?? "deliver";
     const consentCategories = this.consentCategories(value.consentCategories, [...path, "consentCategories"]);
@@ -402,11 +387,7 @@ class Checker {
     const retry = this.retry(value.retry, [...path, "retry"]);
     const batching = this.batching(value.batching, [...path, "batching"]);
     const deliveryMode = this.word(value, path, "deliveryMode", DELIVERY_MODE_NAMES) ?? "failover";
-    let enabled = true;
-    if (value.enabled !== undefined) {
-      if (typeof value.enabled === "boolean") enabled = value.enabled;
-      else this.problem([...path, "enabled"], "must be true or false");
-    }
+    const enabled = this.enabled(value, path);
     const secret = this.secret(value, path);
     if (signing && secret.ok) {
       const field = [...path, value.secretEnv !== undefined ? "secretEnv" : "secret"];
@@ -442,6 +423,14 @@ class Checker {
     if (typeof v === "string" && (words as readonly string[]).includes(v)) return v as W;
     this.problem([...path, key], `must be one of ${words.join(", ")}`);
     return undefined;
+  }
+
+  /** `enabled: true` or `false`; absent: true. */
+  enabled(value: Record<string, unknown>, path: Path): boolean {
+    if (value.enabled === undefined) return true;
+    if (typeof value.enabled === "boolean") return value.enabled;
+    this.problem([...path, "enabled"], "must be true or false");
+    return true;
   }
 
   /** `secret:` or `secretEnv:` (resolved now), or neither: no secret. */
@@ -567,12 +556,8 @@ class Checker {
       else this.problem([...path, key], "must be a whole number above 0");
     }
     if (value.maxWait !== undefined) {
-      try {
-        if (typeof value.maxWait !== "string") throw new Error("must be a duration such as 500ms, 1s or 30s");
-        out.maxWait = formatDuration(parseDuration(value.maxWait));
-      } catch (err) {
-        this.problem([...path, "maxWait"], (err as Error).message);
-      }
+      const ms = this.durationMs(value.maxWait, [...path, "maxWait"], "500ms, 1s or 30s");
+      if (ms !== undefined) out.maxWait = formatDuration(ms);
     }
     const names: Record<string, string> = {
       max_calls: "maxCalls",
@@ -600,12 +585,8 @@ class Checker {
     const value = this.section(raw, path, RETRY_KEYS, "window and/or delays");
     if (value === undefined) return undefined;
     const duration = (v: unknown, at: Path): string | undefined => {
-      try {
-        if (typeof v !== "string") throw new Error("must be a duration such as 30s, 5m or 2h");
-        return formatDuration(parseDuration(v));
-      } catch (err) {
-        return void this.problem(at, (err as Error).message);
-      }
+      const ms = this.durationMs(v, at, "30s, 5m or 2h");
+      return ms === undefined ? undefined : formatDuration(ms);
     };
     const out: RetryView = {};
     if (value.window !== undefined) {
@@ -619,6 +600,19 @@ class Checker {
       if (delays.every((d) => d !== undefined) && delays.length > 0) out.delays = delays as string[];
     }
     return Object.keys(out).length > 0 ? out : undefined;
+  }
+
+  /**
+   * A duration as the CLI writes it (`30s`, `1h30m`), in milliseconds; a problem at `path` when it is
+   * not text (the message suggests `examples`) or not a duration.
+   */
+  durationMs(value: unknown, path: Path, examples: string): number | undefined {
+    if (typeof value !== "string") return void this.problem(path, `must be a duration such as ${examples}`);
+    try {
+      return parseDuration(value);
+    } catch (err) {
+      return void this.problem(path, (err as Error).message);
+    }
   }
 
   /** An optional JSONata text (a mapping or a filter expression); compiled by the server. */

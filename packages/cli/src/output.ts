@@ -76,6 +76,18 @@ export class Output {
     else this.table(head, items.map(row), empty);
   }
 
+  /**
+   * What the server shows only once (a write key, a secret, a portal link's URL): set apart by blank
+   * lines and indented under its heading, so nobody misses it and it copies cleanly.
+   */
+  shownOnce(heading: string, values: readonly string[]): void {
+    this.line();
+    this.line(`  ${heading}:`);
+    this.line();
+    for (const v of values) this.line(`    ${v}`);
+    this.line();
+  }
+
   /** `key: value` lines with aligned values, for one resource. */
   fields(pairs: [string, string][]): void {
     const width = Math.max(...pairs.map(([k]) => k.length)) + 1;

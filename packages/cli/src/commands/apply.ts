@@ -450,20 +450,17 @@ function report(
       `Shared secrets are write-only, so not compared: ${kept.join(", ")} kept the current one (--update-secrets sends the file's).`,
     );
   }
-  const keys = Object.entries(writeKeys);
-  if (keys.length > 0) {
-    ctx.out.line();
-    ctx.out.line("  Write keys of the new sources (shown once, store them now):");
-    ctx.out.line();
-    for (const [id, key] of keys) ctx.out.line(`    ${id}: ${key}`);
-    ctx.out.line();
-  }
-  const generated = Object.entries(secrets);
-  if (generated.length > 0) {
-    ctx.out.line();
-    ctx.out.line("  Secrets of the new operator webhooks (shown once, store them now):");
-    ctx.out.line();
-    for (const [id, key] of generated) ctx.out.line(`    ${id}: ${key}`);
-    ctx.out.line();
+  // What the server generated for the new resources: the only time it is shown.
+  const generated: [string, Record<string, string>][] = [
+    ["Write keys of the new sources", writeKeys],
+    ["Secrets of the new operator webhooks", secrets],
+  ];
+  for (const [heading, byId] of generated) {
+    const entries = Object.entries(byId);
+    if (entries.length === 0) continue;
+    ctx.out.shownOnce(
+      `${heading} (shown once, store them now)`,
+      entries.map(([id, value]) => `${id}: ${value}`),
+    );
   }
 }

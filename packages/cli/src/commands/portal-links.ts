@@ -76,13 +76,10 @@ export function portalLinksCommand(session: Session): Command {
         ctx.out.line(
           `Created portal link ${link.id} for source ${link.sourceId} (${link.readOnly ? "read-only" : "read and write"}), working until ${link.expireTime}.`,
         );
-        ctx.out.line();
-        ctx.out.line(
-          "  URL (shown once; whoever holds it has the link's access until it expires or is revoked):",
+        ctx.out.shownOnce(
+          "URL (shown once; whoever holds it has the link's access until it expires or is revoked)",
+          [res.url],
         );
-        ctx.out.line();
-        ctx.out.line(`    ${res.url}`);
-        ctx.out.line();
         if (res.url.startsWith("/")) {
           ctx.out.note(
             "(set CONSOLE_URL on ingest to get whole URLs; prefix this one with the console's host)",

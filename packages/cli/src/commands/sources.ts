@@ -129,9 +129,5 @@ function printSource(ctx: Context, s: SourceView): void {
 
 /** The one time a write key is shown: set apart so nobody misses it. */
 export function printWriteKey(ctx: Context, writeKey: string, label = "Write key"): void {
-  ctx.out.line();
-  ctx.out.line(`  ${label} (shown once, store it now):`);
-  ctx.out.line();
-  ctx.out.line(`    ${writeKey}`);
-  ctx.out.line();
+  ctx.out.shownOnce(`${label} (shown once, store it now)`, [writeKey]);
 }
