@@ -260,7 +260,12 @@ function latencyFigures(rate: number, via: string, values: number[], acks: numbe
       value: round(percentile(values, 99), 1),
       unit: "ms",
       limit: { name: "target", value: P99_TARGET_MS },
-      note: `of which send -> answer (stored): p50 ${round(percentile(acks, 50), 1)} ms, p99 ${round(percentile(acks, 99), 1)} ms`,
+    },
+    {
+      name: `latency p99 of the answer alone, ${rate} calls/s, ${via}`,
+      value: round(percentile(acks, 99), 1),
+      unit: "ms",
+      note: "send -> 200 OK (the call stored on EVENTS): ingest's share of the p99 above",
     },
   ];
 }
