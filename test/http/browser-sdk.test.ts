@@ -304,9 +304,10 @@ describe("analytics-next against a source over its rate limit", () => {
           headers: { "Content-Type": "text/plain" },
           body: JSON.stringify({ writeKey: key, userId: "u", event: "E" }),
         };
-        let last = await t.readHeaders(url, init, ["retry-after", "x-ratelimit-reset"]);
-        for (let i = 0; i < 50 && last.status !== 429; i++)
-          last = await t.readHeaders(url, init, ["retry-after", "x-ratelimit-reset"]);
+        let last: Awaited<ReturnType<typeof t.readHeaders>>;
+        let sent = 0;
+        do last = await t.readHeaders(url, init, ["retry-after", "x-ratelimit-reset"]);
+        while (last.status !== 429 && ++sent < 50);
         return last;
       },
       [`${api}/v1/t`, writeKey] as const,
