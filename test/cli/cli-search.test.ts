@@ -12,9 +12,20 @@ beforeAll(async () => {
   const src = await t.stack.source("shop");
   await t.stack.destination({ id: "crm", sourceIds: [src.id], urls: [t.failing.url()] });
   await t.stack.destination({ id: "ok", sourceIds: [src.id] });
-  ids.u1 = (await src.client.track({ userId: "u1", event: "Order Completed" })).messageId;
-  ids.u2 = (await src.client.track({ userId: "u2", event: "Order Completed" })).messageId;
-  ids.other = (await src.client.track({ userId: "u1", event: "Signed Up" })).messageId;
+  // One at a time, each delivered to "ok" before the next is sent: u1 and u2 are different users,
+  // so their deliveries may otherwise end in either order, and the search lists the newest first.
+  const send = async (userId: string, event: string) => {
+    const { messageId } = await src.client.track({ userId, event });
+    await until(
+      async () =>
+        (await t.stack.admin.searchAttempts({ messageId, destinationId: "ok" })).entries.length === 1,
+      { message: `${messageId} delivered to ok` },
+    );
+    return messageId;
+  };
+  ids.u1 = await send("u1", "Order Completed");
+  ids.u2 = await send("u2", "Order Completed");
+  ids.other = await send("u1", "Signed Up");
   await until(async () => (await t.stack.admin.searchAttempts({})).entries.length === 6, {
     message: "every attempt in the log",
   });
