@@ -67,11 +67,13 @@ describe("live configuration", () => {
     });
 
     // The endpoint starts failing; the operator moves the destination; the retry lands on b.
-    a.respond = () => ({ status: 500 });
+    // It fails this call only: a probe still on its way (only the last one was waited for) is
+    // answered 200 and never retried to b ahead of it.
     const stuck = track({ sourceId: "mv" });
+    a.respond = (req) => ({ status: req.headers["idempotency-key"] === stuck.messageId ? 500 : 200 });
     await publishCall(p.js, stuck);
     await until(() => a.requests.some((r) => r.headers["idempotency-key"] === stuck.messageId), {
-      timeout: 2000,
+      message: "the call's first attempt at a",
     });
     t0 = Date.now();
     await admin.putDestination({ ...admin.destination("move")!, urls: [b.url()] });
@@ -82,8 +84,13 @@ describe("live configuration", () => {
 
   it("uses a changed secret and headers on the next attempt", async () => {
     const r = await receiver();
-    // The first attempt answers late, so the change lands while it is in flight.
-    r.respond = (req) => (req.n === 1 ? { status: 503, delayMs: 400 } : { status: 200 });
+    // The first attempt is answered only once the dispatcher applied the change, so the change
+    // lands while it is in flight (a fixed 400 ms could run out before a loaded machine applied it).
+    let answerFirst = () => {};
+    const changed = new Promise<void>((resolve) => {
+      answerFirst = resolve;
+    });
+    r.respond = (req) => (req.n === 1 ? { status: 503, after: changed } : { status: 200 });
     await admin.putDestination(
       destination({
         id: "rotate",
@@ -96,12 +103,15 @@ describe("live configuration", () => {
     await applied(admin.revision);
     await publishCall(p.js, track({ sourceId: "rot" }));
     await r.waitFor(1);
-    await admin.putDestination({
-      ...admin.destination("rotate")!,
-      sharedSecret: "new",
-      headers: { "X-Env": "b" },
-    });
-    await r.waitFor(2, 3000);
+    await applied(
+      await admin.putDestination({
+        ...admin.destination("rotate")!,
+        sharedSecret: "new",
+        headers: { "X-Env": "b" },
+      }),
+    );
+    answerFirst();
+    await r.waitFor(2);
     const [first, second] = r.requests;
     expect(first!.headers["x-signature"]).toBe(createHmac("sha1", "old").update(first!.body).digest("hex"));
     expect(second!.headers["x-signature"]).toBe(createHmac("sha1", "new").update(second!.body).digest("hex"));

@@ -15,12 +15,16 @@ export interface ReceivedRequest {
   n: number;
 }
 
-/** What the receiver answers; `hang` never answers; `delayMs` waits before answering. */
+/**
+ * What the receiver answers; `hang` never answers; `delayMs` waits before answering; `after`
+ * answers once that promise settles (the test holds the answer until it did something).
+ */
 export interface Reply {
   status?: number;
   headers?: Record<string, string>;
   body?: string;
   delayMs?: number;
+  after?: Promise<unknown>;
   hang?: boolean;
 }
 
@@ -105,7 +109,8 @@ export class Receiver {
         res.writeHead(reply.status ?? 200, reply.headers ?? {});
         res.end(reply.body ?? "");
       };
-      if (reply.delayMs)
+      if (reply.after) void reply.after.then(answer, answer);
+      else if (reply.delayMs)
         setTimeout(answer, reply.delayMs); // not a wait: a slow endpoint answers late
       else answer();
     });
