@@ -25,8 +25,9 @@ const CALLS = 30;
 beforeAll(async () => {
   stack = await Stack.start({
     ...STACK_OPTIONS,
-    // Failed deliveries retry far apart: each stays one failed attempt while the test looks.
-    dispatcher: { ...STACK_OPTIONS.dispatcher, retryBaseDelayMs: 60_000 },
+    // Failed deliveries retry far apart: each stays one failed attempt while the test looks (the
+    // first retry comes after 5 to 10 min; with 60 s it could come after 30 s, within a loaded run).
+    dispatcher: { ...STACK_OPTIONS.dispatcher, retryBaseDelayMs: 600_000 },
     ingest: { httpAddress: "127.0.0.1:0" },
   });
   failing = await Receiver.http();
@@ -41,10 +42,6 @@ beforeAll(async () => {
     urls: [failing.url()],
     filter: { events: ["Signed Up"] },
   });
-  for (let i = 0; i < CALLS; i++) {
-    sent.order.push((await src.client.track({ userId: `u-${i}`, event: "Order Completed" })).messageId);
-  }
-  sent.signup = (await src.client.track({ userId: "alice", event: "Signed Up" })).messageId;
   // Every call delivered to crm; at billing the orders filtered and the sign-up failed: 62 entries
   // (a page may end early: all pages).
   const count = async () => {
@@ -57,6 +54,16 @@ beforeAll(async () => {
     } while (pageToken !== "");
     return n;
   };
+  for (let i = 0; i < CALLS; i++) {
+    sent.order.push((await src.client.track({ userId: `u-${i}`, event: "Order Completed" })).messageId);
+  }
+  // The sign-up goes once every order is in the log, so that its entries are the newest: its user
+  // and the orders' users are others, whose deliveries could otherwise end in any order.
+  await until(async () => (await count()) >= 2 * CALLS, {
+    timeout: 30_000,
+    message: "every order in the log",
+  });
+  sent.signup = (await src.client.track({ userId: "alice", event: "Signed Up" })).messageId;
   await until(async () => (await count()) >= 2 * (CALLS + 1), {
     timeout: 30_000,
     message: "every attempt in the log",
