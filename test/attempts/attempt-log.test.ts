@@ -3,6 +3,7 @@ import { AttemptOutcome, DeliveryState, DestinationState } from "@hookpost/contr
 import { ATTEMPTS_STREAM, type AttemptRecord } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { makeCerts, type TestCerts } from "../dispatcher/helpers.js";
+import { untilDeadLetters } from "../helpers/dead-letters.js";
 import { code } from "../helpers/grpc-code.js";
 import { Receiver } from "../helpers/receiver.js";
 import { Stack } from "../helpers/stack.js";
@@ -124,10 +125,6 @@ describe("attempt log", () => {
     expect(bad.reason).toMatch(/^TLS certificate refused, no request sent: .*SELF_SIGNED/);
     expect(tls.requests).toHaveLength(0);
 
-    // The dead letter says the rule, once.
-    const letters = (await stack.admin.listDeadLetters({ destinationId: "a-422" })).deadLetters;
-    expect(letters.map((l) => l.reason)).toEqual(["422 is not retried"]);
-
     // One message's story across all six destinations.
     const story = await stack.admin.getMessage({ messageId });
     expect(story.sourceId).toBe(src.id);
@@ -146,6 +143,10 @@ describe("attempt log", () => {
         (id) => s.deliveries.find((d) => d.destinationId === id)?.state === DeliveryState.DEAD_LETTER,
       );
     });
+    // The dead letter says the rule, once. (Waited for: the attempt is recorded, and the message
+    // says dead-lettered, before the dead letter is written.)
+    const letters = await untilDeadLetters(stack.admin, "a-422", 1, { message: "a-422's dead letter" });
+    expect(letters.map((l) => l.reason)).toEqual(["422 is not retried"]);
     const retrying = story.deliveries.find((d) => d.destinationId === "a-500")!;
     expect(retrying.attempts).toBe(1);
     expect(timestampDate(retrying.nextAttemptTime!).getTime()).toBeGreaterThan(Date.now());
