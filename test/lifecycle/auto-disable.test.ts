@@ -50,7 +50,9 @@ async function scenario(path: string, failure: number, cause: string, reason: Re
     const paused = (await stack.admin.getDestination({ id: dest.id })).destination!;
     expect(paused.disabledReason).toMatch(reason);
     expect(paused.disabledTime).toBeDefined();
-    // Exactly one replica wrote the pause (and counted it).
+    // Exactly one replica wrote the pause (and counted it). It counts once its write is acknowledged,
+    // which may come after the pause was read here.
+    await until(async () => (await pausedCount(cause)) > 0, { message: "the pause counted" });
     expect(await pausedCount(cause)).toBe(1);
 
     // Calls keep accumulating while it is paused...
