@@ -42,13 +42,19 @@ const ERASED_USER = "user-to-erase";
 const KEPT_USER = "user-to-keep";
 
 beforeAll(async () => {
+  // The calls of failing and paused destinations must still be pending when the test looks and
+  // the deletion is requested (less than the retry window after they were stored), and their last
+  // copies and dead letters must be written before the request's settle time ends (the window
+  // ends before it): with an 8 s window and a 10 s settle, any delay up to 8 s between sending and
+  // requesting holds both (a 4 s window and a 3 s settle needed 1 to 4 s: a fast run could
+  // request too early, a slow one could find nothing pending).
   stack = await Stack.start({
-    ingest: { erasure: { intervalMs: 300, settleMs: 3000, statusMaxAgeMs: 86_400_000 } },
+    ingest: { erasure: { intervalMs: 300, settleMs: 10_000, statusMaxAgeMs: 86_400_000 } },
     dispatcher: {
       ...STACK_OPTIONS.dispatcher,
       webhookTimeoutMs: 500,
       retryBaseDelayMs: 200,
-      topology: { ...DEFAULT_TOPOLOGY, retryWindowMs: 4000, retryMaxDelayMs: 500 },
+      topology: { ...DEFAULT_TOPOLOGY, retryWindowMs: 8000, retryMaxDelayMs: 500 },
       // Every failure is attempted: no breaker holds deliveries back.
       breakerFailures: 1000,
     },
