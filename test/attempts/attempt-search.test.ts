@@ -67,8 +67,9 @@ const SHOP = ["identify", "order", "signup"];
 
 beforeAll(async () => {
   started = new Date();
-  // Failed deliveries retry far apart: they stay "failed" (one attempt) while the test looks.
-  stack = await Stack.start({ dispatcher: { retryBaseDelayMs: 60_000 } });
+  // Failed deliveries retry far apart: they stay "failed" (one attempt) while the test looks (the
+  // first retry after 5 to 10 min; a 60 s base could bring it after 30 s, within a loaded run).
+  stack = await Stack.start({ dispatcher: { retryBaseDelayMs: 600_000 } });
   src = await stack.source("search-shop");
   other = await stack.source("search-other");
   const ok = await receiver(() => ({ status: 200 }));

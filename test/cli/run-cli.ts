@@ -175,15 +175,16 @@ export interface FailingStack {
 
 /**
  * For a CLI test file: a Stack whose retries are far apart (the "next attempt" the CLI shows
- * stays in the future while the tests look) and a receiver answering every request `reply`;
- * started before the file's tests, closed after them.
+ * stays in the future while the tests look: the first retry comes after 5 to 10 min, where a 60 s
+ * base could bring it after 30 s, within a file of CLI runs on a loaded machine) and a receiver
+ * answering every request `reply`; started before the file's tests, closed after them.
  */
 export function stackWithFailingReceiver(reply: Reply): FailingStack {
   const t = {
     cli: (args: string[]) => hookpostExitsZero(args, t.env),
   } as { stack: Stack; failing: Receiver; env: Record<string, string>; cli: FailingStack["cli"] };
   beforeAll(async () => {
-    t.stack = await Stack.start({ dispatcher: { retryBaseDelayMs: 60_000 } });
+    t.stack = await Stack.start({ dispatcher: { retryBaseDelayMs: 600_000 } });
     t.failing = await Receiver.http();
     t.failing.respond = () => ({ ...reply });
     t.env = { HOOKPOST_ENDPOINT: t.stack.ingest.address, ADMIN_TOKEN: STACK_ADMIN_TOKEN };
