@@ -79,7 +79,11 @@ describe("NATS outage", () => {
       const created = await h.admin.createSource({ name: "after outage" });
       const viaReplica = ingestClient(replica.address, writeKeyMetadata(created.writeKey));
       h.clients.push(viaReplica);
-      expect((await viaReplica.track(call)).messageId).not.toBe("");
+      // The replica learns the new source from the configuration bucket's watch, which may come
+      // after the answer to the write: waited for, as the other way round below.
+      await until(() => viaReplica.track(call).then((r) => r.messageId !== ""), {
+        message: "a call accepted by the replica",
+      });
       // And the other way round: the first instance (which lived through the outage) still
       // follows changes made elsewhere.
       const replicaAdmin = adminClient(replica.address);
@@ -87,7 +91,7 @@ describe("NATS outage", () => {
       const viaOther = await replicaAdmin.createSource({ name: "made on the replica" });
       const first = ingestClient(h.address, writeKeyMetadata(viaOther.writeKey));
       h.clients.push(first);
-      await until(() => first.track(call).then(() => true), { timeout: 2_000, message: "a call accepted" });
+      await until(() => first.track(call).then(() => true), { message: "a call accepted" });
     } finally {
       await replica.close();
     }
