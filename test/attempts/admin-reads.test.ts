@@ -24,11 +24,10 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 import { code } from "../helpers/grpc-code.js";
-import { spawnIngest } from "../helpers/ingest.js";
+import { useIngestProcess } from "../helpers/ingest.js";
 import { quietLogger } from "../helpers/quiet-logger.js";
 import { Receiver } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
-import type { ServiceProcess } from "../helpers/service-process.js";
 import { until } from "../helpers/until.js";
 import { useNats } from "../helpers/use-nats.js";
 import { rawCall } from "../ingest/harness.js";
@@ -52,7 +51,7 @@ const WIDE_DESTINATIONS = 40;
 const CONCURRENT_READS = 8;
 
 const nats = useNats();
-let ingest: ServiceProcess;
+const ingest = useIngestProcess(nats, ADMIN_TOKEN, { HTTP_ADDR: "127.0.0.1:0" });
 let address: string;
 /** Ingest's HTTP listener: AdminService over Connect (what the console uses). */
 let httpAddress: string;
@@ -66,10 +65,9 @@ const clients: Array<{ close(): void }> = [];
 const adminClient = (a: string) => createClient(AdminService, a, { metadata: adminMetadata(ADMIN_TOKEN) });
 
 beforeAll(async () => {
-  ingest = spawnIngest(nats.server.url, ADMIN_TOKEN, { HTTP_ADDR: "127.0.0.1:0" });
-  address = String((await ingest.waitFor("ingest listening", 60_000)).address);
+  address = String(ingest.listening.address);
   httpAddress = String(
-    (await ingest.waitFor("HTTP listening: Segment-compatible API, console, AdminService over Connect"))
+    (await ingest.child.waitFor("HTTP listening: Segment-compatible API, console, AdminService over Connect"))
       .address,
   );
   dispatcher = await startDispatcher(
@@ -91,8 +89,6 @@ afterAll(async () => {
   for (const c of clients) c.close();
   raw?.close();
   await dispatcher?.close();
-  if (ingest && ingest.proc.exitCode === null) ingest.proc.kill("SIGTERM");
-  await ingest?.exited;
   await Promise.all(receivers.map((r) => r.close()));
 });
 
@@ -225,7 +221,7 @@ describe("admin reads are bounded", () => {
       { timeout: 60_000, message: `${BIG_CALLS} dead letters of big-dead` },
     );
 
-    const pid = ingest.proc.pid!;
+    const pid = ingest.child.proc.pid!;
     const before = memory(pid);
     resetPeak(pid);
     const attemptPages = await everyPageRaw(

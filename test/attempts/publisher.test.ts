@@ -13,27 +13,23 @@ import {
   type RoutedRecord,
   routedSubject,
 } from "@hookpost/core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { quietLogger } from "../helpers/quiet-logger.js";
 import { until } from "../helpers/until.js";
+import { useFixture } from "../helpers/use-fixture.js";
 import { useNats } from "../helpers/use-nats.js";
 
 // The publisher never blocks and never grows without bound: records it cannot write are dropped
 // and counted, and bodies are left out when asked.
 
 const nats = useNats();
-
-let index: AttemptIndex;
-let reader: AttemptReader;
-
-beforeAll(async () => {
+/** Reads the attempt log through an attempt index, closed after the tests. */
+const attempts = useFixture(async () => {
   const jsm = await nats.nc.jetstreamManager();
   await ensureTopology(jsm, DEFAULT_TOPOLOGY);
-  index = await AttemptIndex.open(nats.nc, { logger: quietLogger });
-  reader = new AttemptReader(new AttemptSearch(jsm, index));
-});
-
-afterAll(() => index?.close());
+  const index = await AttemptIndex.open(nats.nc, { logger: quietLogger });
+  return { reader: new AttemptReader(new AttemptSearch(jsm, index)), close: () => index.close() };
+}, "attempt reader");
 
 let n = 0;
 function record(destinationId: string): AttemptRecord {
@@ -60,7 +56,7 @@ describe("AttemptLog", () => {
     const log = new AttemptLog(nats.nc, { enabled: true, bodies: false, logger: quietLogger });
     for (let i = 0; i < 3; i++) log.attempt(record("pub-a"));
     await log.flush();
-    const page = await reader.list({
+    const page = await attempts.reader.list({
       destinationId: "pub-a",
       pageSize: 10,
     });
@@ -101,7 +97,7 @@ describe("AttemptLog", () => {
     });
     off.attempt(record("pub-b"));
     await full.flush();
-    const page = await reader.list({
+    const page = await attempts.reader.list({
       destinationId: "pub-b",
       pageSize: 10,
     });
@@ -146,7 +142,7 @@ describe("AttemptLog", () => {
     ] as const)
       log.attempt(attempt(id, source));
     await log.flush();
-    const page = await reader.list({
+    const page = await attempts.reader.list({
       destinationId: "pub-c",
       pageSize: 10,
     });

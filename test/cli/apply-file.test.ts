@@ -43,6 +43,27 @@ ${more}
 const firstDestination = (text: string, env: NodeJS.ProcessEnv = {}) =>
   parseApplyFile(text, "f.yaml", env).destinations[0]!;
 
+/** d1 with the further lines `good` reads as `read`; with the lines `bad`, the file's problems are `problems`. */
+function readsAndRefuses(good: string, read: Record<string, unknown>, bad: string, problems: string[]): void {
+  expect(firstDestination(oneDestination(good))).toMatchObject(read);
+  expect(counted(oneDestination(bad))).toEqual(problems);
+}
+
+/** What a file's destination is where it says nothing: the server's defaults. */
+const DEFAULTS = {
+  signing: "segment",
+  ordering: "unordered",
+  consentCategories: [],
+  consentMissing: "deliver",
+  filter: null,
+  mapping: "",
+  method: "POST",
+  retry: null,
+  batching: null,
+  deliveryMode: "failover",
+  enabled: true,
+} as const;
+
 describe("apply file", () => {
   it("parses a full file with defaults", () => {
     const file = parseApplyFile(
@@ -59,17 +80,7 @@ describe("apply file", () => {
         urls: ["https://a.example.com/h"],
         headers: { "X-Version": "2" },
         secret: "abc",
-        signing: "segment",
-        ordering: "unordered",
-        consentCategories: [],
-        consentMissing: "deliver",
-        filter: null,
-        mapping: "",
-        method: "POST",
-        retry: null,
-        batching: null,
-        deliveryMode: "failover",
-        enabled: true,
+        ...DEFAULTS,
         path: "destinations[0]",
       },
     ]);
@@ -101,68 +112,55 @@ describe("apply file", () => {
   });
 
   it("reads filter, mapping, method and retry; wrong ones are problems at their paths", () => {
-    const d = firstDestination(
-      oneDestination(
-        "    filter: { types: [track], events: [], expression: 'event = \"A\"' }\n    mapping: '{\"a\": 1}'\n    method: PATCH\n    retry: { window: 7200s, delays: [60s] }",
-      ),
-    );
     // Empty parts are left out and durations normalised, as the server shows them: re-applies compare equal.
-    expect(d).toMatchObject({
-      filter: { types: ["track"], expression: 'event = "A"' },
-      mapping: '{"a": 1}',
-      method: "PATCH",
-      retry: { window: "2h", delays: ["1m"] },
-    });
-    expect(
-      counted(
-        oneDestination(
-          "    filter: { types: [purchase], event: [x] }\n    mapping: 3\n    method: DELETE\n    retry: { delays: [soon] }",
-        ),
-      ),
-    ).toEqual([
-      "destinations[0].method: must be one of POST, PUT, PATCH (line 10)",
-      'destinations[0].filter.event: unknown key (did you mean "events"?); expected types, events, expression (line 8)',
-      'destinations[0].filter.types[0]: unknown call type "purchase": use identify, track, page, screen, group, alias, delete (line 8)',
-      "destinations[0].mapping: must be text (a JSONata expression) (line 9)",
-      'destinations[0].retry.delays[0]: not a duration: "soon" (use e.g. 30s, 10m, 4h) (line 11)',
-    ]);
+    readsAndRefuses(
+      "    filter: { types: [track], events: [], expression: 'event = \"A\"' }\n    mapping: '{\"a\": 1}'\n    method: PATCH\n    retry: { window: 7200s, delays: [60s] }",
+      {
+        filter: { types: ["track"], expression: 'event = "A"' },
+        mapping: '{"a": 1}',
+        method: "PATCH",
+        retry: { window: "2h", delays: ["1m"] },
+      },
+      "    filter: { types: [purchase], event: [x] }\n    mapping: 3\n    method: DELETE\n    retry: { delays: [soon] }",
+      [
+        "destinations[0].method: must be one of POST, PUT, PATCH (line 10)",
+        'destinations[0].filter.event: unknown key (did you mean "events"?); expected types, events, expression (line 8)',
+        'destinations[0].filter.types[0]: unknown call type "purchase": use identify, track, page, screen, group, alias, delete (line 8)',
+        "destinations[0].mapping: must be text (a JSONata expression) (line 9)",
+        'destinations[0].retry.delays[0]: not a duration: "soon" (use e.g. 30s, 10m, 4h) (line 11)',
+      ],
+    );
   });
 
   it("reads batching and deliveryMode; wrong ones are problems at their paths", () => {
-    const d = firstDestination(
-      oneDestination("    batching: { maxCalls: 50, maxWait: 1000ms }\n    deliveryMode: fan-out"),
+    readsAndRefuses(
+      "    batching: { maxCalls: 50, maxWait: 1000ms }\n    deliveryMode: fan-out",
+      { batching: { maxCalls: 50, maxWait: "1s" }, deliveryMode: "fan-out" },
+      "    batching: { maxCalls: 5000, maxBytes: 10, maxWait: 2m, calls: 3 }\n    deliveryMode: FAN_OUT",
+      [
+        "destinations[0].batching.calls: unknown key; expected maxCalls, maxBytes, maxWait (line 8)",
+        "destinations[0].batching.maxCalls: must be 1 to 1000 calls, got 5000 (line 8)",
+        "destinations[0].batching.maxBytes: must be 1024 to 1048576 bytes (1 KiB to 1 MiB), got 10 (line 8)",
+        "destinations[0].batching.maxWait: must be 0s to 1m, got 2m (line 8)",
+        "destinations[0].deliveryMode: must be one of failover, fan-out (line 9)",
+      ],
     );
-    expect(d).toMatchObject({ batching: { maxCalls: 50, maxWait: "1s" }, deliveryMode: "fan-out" });
     expect(firstDestination(oneDestination("    batching: {}")).batching).toEqual({});
-    expect(
-      counted(
-        oneDestination(
-          "    batching: { maxCalls: 5000, maxBytes: 10, maxWait: 2m, calls: 3 }\n    deliveryMode: FAN_OUT",
-        ),
-      ),
-    ).toEqual([
-      "destinations[0].batching.calls: unknown key; expected maxCalls, maxBytes, maxWait (line 8)",
-      "destinations[0].batching.maxCalls: must be 1 to 1000 calls, got 5000 (line 8)",
-      "destinations[0].batching.maxBytes: must be 1024 to 1048576 bytes (1 KiB to 1 MiB), got 10 (line 8)",
-      "destinations[0].batching.maxWait: must be 0s to 1m, got 2m (line 8)",
-      "destinations[0].deliveryMode: must be one of failover, fan-out (line 9)",
-    ]);
   });
 
   it("reads consentCategories and consentMissing; the server's limits are problems at their paths", () => {
-    const d = firstDestination(
-      oneDestination("    consentCategories: [Analytics, Advertising]\n    consentMissing: filter"),
-    );
-    expect(d).toMatchObject({ consentCategories: ["Analytics", "Advertising"], consentMissing: "filter" });
-    expect(
-      counted(oneDestination("    consentCategories: [Analytics, Analytics, '']\n    consentMissing: drop")),
-    ).toEqual([
-      "destinations[0].consentMissing: must be one of deliver, filter (line 9)",
-      'destinations[0].consentCategories[1]: "Analytics" is listed twice (line 8)',
-      "destinations[0].consentCategories[2]: is empty: a consent category is 1 to 100 characters (line 8)",
-    ]);
     expect(oneProblem(oneDestination("    consentCategories: Analytics"))).toBe(
       "destinations[0].consentCategories: must be a list of consent category names (line 8)",
+    );
+    readsAndRefuses(
+      "    consentCategories: [Analytics, Advertising]\n    consentMissing: filter",
+      { consentCategories: ["Analytics", "Advertising"], consentMissing: "filter" },
+      "    consentCategories: [Analytics, Analytics, '']\n    consentMissing: drop",
+      [
+        "destinations[0].consentMissing: must be one of deliver, filter (line 9)",
+        'destinations[0].consentCategories[1]: "Analytics" is listed twice (line 8)',
+        "destinations[0].consentCategories[2]: is empty: a consent category is 1 to 100 characters (line 8)",
+      ],
     );
   });
 
@@ -273,17 +271,8 @@ describe("apply diff", () => {
     urls: ["https://a.example.com"],
     headers: { "x-team": "growth" },
     sharedSecretSet: true,
-    signing: "segment",
-    ordering: "unordered",
+    ...DEFAULTS,
     consentCategories: ["Analytics"],
-    consentMissing: "deliver",
-    filter: null,
-    mapping: "",
-    method: "POST",
-    retry: null,
-    batching: null,
-    deliveryMode: "failover",
-    enabled: true,
     createTime: null,
     updateTime: null,
     signingPublicKeys: [],
@@ -295,17 +284,8 @@ describe("apply diff", () => {
     urls: ["https://a.example.com/"],
     headers: { "X-Team": "growth" },
     secret: "s",
-    signing: "segment" as const,
-    ordering: "unordered" as const,
+    ...DEFAULTS,
     consentCategories: ["Analytics"],
-    consentMissing: "deliver" as const,
-    filter: null,
-    mapping: "",
-    method: "POST" as const,
-    retry: null,
-    batching: null,
-    deliveryMode: "failover" as const,
-    enabled: true,
     path: "destinations[0]",
   };
 

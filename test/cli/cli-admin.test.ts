@@ -261,19 +261,21 @@ describe("destinations", () => {
     ).toBe('error: invalid request\n  destination.urls[0]: scheme "ftp" is not allowed: use http or https\n');
     expect(await revision()).toBe(before);
 
-    const j = await user.run([
-      "--json",
-      "destinations",
-      "create",
-      "--name",
-      "Bad",
-      "--source",
-      "nope",
-      "--url",
-      "https://ok.example.com",
-    ]);
-    expect(j.code).toBe(1);
-    expect(JSON.parse(j.stderr)).toEqual({
+    const refused = failed(
+      await user.run([
+        "--json",
+        "destinations",
+        "create",
+        "--name",
+        "Bad",
+        "--source",
+        "nope",
+        "--url",
+        "https://ok.example.com",
+      ]),
+      1,
+    );
+    expect(JSON.parse(refused)).toEqual({
       error: {
         code: "INVALID_ARGUMENT",
         message: "invalid request",
@@ -543,28 +545,30 @@ describe("send and delete-user", () => {
     return JSON.parse(req.body.toString()) as Record<string, unknown>;
   }
   const messageIdIn = (stdout: string) => /message id (\S+)\n$/.exec(stdout)![1]!;
+  /** `hookpost send <args>`, which must succeed: what it printed, and the webhook body delivered for it. */
+  async function sendDelivered(args: string[]): Promise<{ stdout: string; body: Record<string, unknown> }> {
+    const { stdout } = ok(await user.run(["send", ...args]));
+    return { stdout, body: await delivered(messageIdIn(stdout)) };
+  }
 
   it("sends each call type with the write key and prints the message id", async () => {
-    const track = ok(
-      await user.run([
-        "send",
-        "track",
-        "--write-key",
-        key,
-        "--user-id",
-        "u1",
-        "--event",
-        "Signed Up",
-        "--properties",
-        '{"plan":"pro","seats":3}',
-        "--context",
-        '{"ip":"1.2.3.4"}',
-        "--timestamp",
-        "2026-11-21T09:30:00Z",
-      ]),
-    );
+    const track = await sendDelivered([
+      "track",
+      "--write-key",
+      key,
+      "--user-id",
+      "u1",
+      "--event",
+      "Signed Up",
+      "--properties",
+      '{"plan":"pro","seats":3}',
+      "--context",
+      '{"ip":"1.2.3.4"}',
+      "--timestamp",
+      "2026-11-21T09:30:00Z",
+    ]);
     expect(track.stdout).toMatch(/^Stored track call, message id \S+\n$/);
-    expect(await delivered(messageIdIn(track.stdout))).toMatchObject({
+    expect(track.body).toMatchObject({
       type: "track",
       userId: "u1",
       event: "Signed Up",
@@ -588,8 +592,7 @@ describe("send and delete-user", () => {
       ["group", "--user-id", "u1", "--group-id", "g1", "--traits", '{"plan":"pro"}'],
       ["alias", "--user-id", "u2", "--previous-id", "u1"],
     ]) {
-      const sent = ok(await user.run(["send", ...args, "--write-key", key]));
-      types.push((await delivered(messageIdIn(sent.stdout))).type);
+      types.push((await sendDelivered([...args, "--write-key", key])).body.type);
     }
     expect(types).toEqual(["page", "screen", "group", "alias"]);
   });
@@ -626,20 +629,13 @@ describe("send and delete-user", () => {
       "error: invalid request\n  --user-id: a track call needs a user_id or an anonymous_id\n",
     );
     expect(await eventsStored()).toBe(before);
-    const wrong = await user.run([
-      "send",
-      "track",
-      "--write-key",
-      "hpk_wrong",
-      "--user-id",
-      "u",
-      "--event",
-      "E",
-    ]);
-    expect(wrong.code).toBe(1);
-    expect(wrong.stderr).toContain("error: unknown write key");
-    expect(wrong.stderr).toContain("hint: check the write key");
-    expect(wrong.stderr).not.toContain("hpk_wrong");
+    const wrong = failed(
+      await user.run(["send", "track", "--write-key", "hpk_wrong", "--user-id", "u", "--event", "E"]),
+      1,
+    );
+    expect(wrong).toContain("error: unknown write key");
+    expect(wrong).toContain("hint: check the write key");
+    expect(wrong).not.toContain("hpk_wrong");
   });
 
   it("message ids a header or a transport would alter are refused before sending (issue 10)", async () => {

@@ -6,6 +6,12 @@ import {
 } from "@hookpost/contract";
 import { describe, expect, it } from "vitest";
 
+/** The problem normalizeOrigin names for `text` (undefined when it is an origin). */
+const problem = (text: string) => {
+  const r = normalizeOrigin(text);
+  return "problem" in r ? r.problem : undefined;
+};
+
 describe("a source's allowed_origins (issue 29)", () => {
   it("normalises what people type to what browsers send", () => {
     const cases: Record<string, string> = {
@@ -26,10 +32,6 @@ describe("a source's allowed_origins (issue 29)", () => {
   });
 
   it("refuses what is no origin, saying why", () => {
-    const problem = (text: string) => {
-      const r = normalizeOrigin(text);
-      return "problem" in r ? r.problem : undefined;
-    };
     expect(problem("")).toBe("is empty");
     expect(problem("*")).toMatch(/leave allowed_origins empty/);
     expect(problem("null")).toMatch(/leave allowed_origins empty/);

@@ -10,7 +10,6 @@ import {
   pipelineWithDispatcherPerTest,
   publishCall,
   track,
-  useReceivers,
 } from "./helpers.js";
 
 /**
@@ -21,7 +20,6 @@ import {
  */
 
 const t = pipelineWithDispatcherPerTest();
-const { receiver } = useReceivers();
 const subs: Subscription[] = [];
 
 /** What the router and parking store on DELIVERIES, by subject, as a plain subscriber sees it. */
@@ -56,7 +54,7 @@ async function answered(
   respond?: Receiver["respond"],
 ): Promise<Receiver> {
   t.d = await t.p.dispatcher(overrides);
-  const rx = await receiver();
+  const rx = await t.receiver();
   if (respond) rx.respond = respond;
   await t.p.putDestination(destination({ id, sourceIds: [id], urls: [rx.url(`/${id}`)] }));
   await sendAndWait(id, rx, 1);
@@ -149,7 +147,7 @@ describe("direct delivery", () => {
     const q = await pipeline();
     let r: RunningDispatcher | undefined;
     try {
-      const rx = await receiver();
+      const rx = await t.receiver();
       rx.respond = () => ({ status: 400 });
       r = await q.dispatcher();
       await q.putDestination(destination({ id: "seqs", sourceIds: ["seqs"], urls: [rx.url("/seqs")] }));

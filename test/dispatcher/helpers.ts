@@ -211,10 +211,15 @@ export function pipelineWithReceiver(): { readonly p: Pipeline; readonly rx: Rec
 /**
  * For a test file whose tests each start the dispatcher they need: a pipeline started before its
  * tests and closed after them (read `p` inside the tests); `d`, the dispatcher a test sets, is
- * closed after that test whatever its outcome.
+ * closed after that test whatever its outcome; `receiver()` opens an HTTP receiver, closed after
+ * the file's tests (useReceivers).
  */
-export function pipelineWithDispatcherPerTest(): { readonly p: Pipeline; d: RunningDispatcher | undefined } {
-  const t = {} as { p: Pipeline; d: RunningDispatcher | undefined };
+export function pipelineWithDispatcherPerTest(): {
+  readonly p: Pipeline;
+  d: RunningDispatcher | undefined;
+  receiver(): Promise<Receiver>;
+} {
+  const t = {} as { p: Pipeline; d: RunningDispatcher | undefined; receiver(): Promise<Receiver> };
   beforeAll(async () => {
     t.p = await pipeline();
   });
@@ -225,6 +230,8 @@ export function pipelineWithDispatcherPerTest(): { readonly p: Pipeline; d: Runn
   afterAll(async () => {
     await t.p?.close();
   });
+  // Registered after the pipeline's hooks: the receivers close before it.
+  t.receiver = useReceivers().receiver;
   return t;
 }
 

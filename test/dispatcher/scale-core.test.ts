@@ -16,7 +16,7 @@ import { renderBody } from "@hookpost/dispatcher";
 import { AckPolicy, headers, nanos } from "nats";
 import { describe, expect, it } from "vitest";
 import { until } from "../helpers/until.js";
-import { destination, pipelineWithDispatcherPerTest, publishCall, track, useReceivers } from "./helpers.js";
+import { destination, pipelineWithDispatcherPerTest, publishCall, track } from "./helpers.js";
 
 /**
  * The delivery core whose cost follows pending work (docs/design/delivery-at-scale.md), at a
@@ -27,7 +27,6 @@ import { destination, pipelineWithDispatcherPerTest, publishCall, track, useRece
  */
 
 const t = pipelineWithDispatcherPerTest();
-const { receiver } = useReceivers();
 
 async function consumerNames(): Promise<string[]> {
   const out: string[] = [];
@@ -60,7 +59,7 @@ async function storeDeliveries(subject: string, sourceId: string, n: number): Pr
 describe("delivery at scale (CI size)", () => {
   it("200 destinations get one call each through the 2 × 8 partition consumers, and no consumer of their own", async () => {
     t.d = await t.p.dispatcher({ laneSweepMs: 200 });
-    const r = await receiver();
+    const r = await t.receiver();
     for (let i = 0; i < 200; i++)
       await t.p.store.putDestination(
         destination({ id: `many-${i}`, sourceIds: ["many"], urls: [r.url(`/d/${i}`)] }),
@@ -78,7 +77,7 @@ describe("delivery at scale (CI size)", () => {
 
   it("a lane exists only while its destination has parked work", async () => {
     t.d = await t.p.dispatcher({ laneSweepMs: 200, laneIdleMs: 1000 });
-    const r = await receiver();
+    const r = await t.receiver();
     let first = true;
     r.respond = () => {
       const reply = first ? { status: 503 } : { status: 200 };
@@ -107,9 +106,9 @@ describe("delivery at scale (CI size)", () => {
       laneSweepMs: 200,
       topology: { retryMaxDelayMs: 2000 } as never,
     });
-    const hung = await receiver();
+    const hung = await t.receiver();
     hung.respond = () => ({ hang: true });
-    const healthy = await receiver();
+    const healthy = await t.receiver();
     let peak = 0;
     // not a wait: samples the hung server's open sockets
     const sampler = setInterval(() => {
@@ -159,8 +158,8 @@ describe("delivery at scale (CI size)", () => {
       laneSweepMs: 200,
       directDelivery: false,
     });
-    const fine = await receiver();
-    const hung = await receiver();
+    const fine = await t.receiver();
+    const hung = await t.receiver();
     hung.respond = () => ({ hang: true });
     await t.p.putDestination(destination({ id: "known", sourceIds: ["mixed"], urls: [fine.url("/known")] }));
     await t.p.putDestination(destination({ id: "stuck", sourceIds: ["mixed"], urls: [hung.url("/stuck")] }));
@@ -218,7 +217,7 @@ describe("delivery at scale (CI size)", () => {
       laneSweepMs: 200,
       topology: { retryMaxDelayMs: 1000, retryWindowMs: 120_000 } as never,
     });
-    const r = await receiver();
+    const r = await t.receiver();
     let failing = true;
     r.respond = () => ({ status: failing ? 500 : 200 });
     await t.p.putDestination(destination({ id: "breaks", sourceIds: ["breaks"], urls: [r.url()] }));
@@ -255,7 +254,7 @@ describe("delivery at scale (CI size)", () => {
   });
 
   it("delivers what the per-destination layout of an older version still holds, and removes its consumer", async () => {
-    const r = await receiver();
+    const r = await t.receiver();
     await t.p.store.putDestination(destination({ id: "old", sourceIds: ["old"], urls: [r.url()] }));
     await t.p.jsm.consumers.add(DELIVERIES_STREAM, {
       durable_name: legacyDestinationConsumer("old"),
@@ -273,7 +272,7 @@ describe("delivery at scale (CI size)", () => {
     // nats-server 2.9 was seen to keep messages its consumer no longer counts after leader
     // changes. The same state, made on purpose (a work queue admits no consumer starting past
     // them): a partition consumer whose filter does not see them.
-    const r = await receiver();
+    const r = await t.receiver();
     await t.p.store.putDestination(destination({ id: "strand", sourceIds: ["strand"], urls: [r.url()] }));
     await t.p.jsm.consumers.delete(DELIVERIES_STREAM, partitionConsumer(0)).catch(() => {});
     const sent = await storeDeliveries(partitionSubject(0, "strand"), "strand", 3);
@@ -306,7 +305,7 @@ describe("delivery at scale (CI size)", () => {
   });
 
   it("delivers what a lane still stores but its consumer no longer counts: the lane is created again", async () => {
-    const r = await receiver();
+    const r = await t.receiver();
     const dest = destination({ id: "lstrand", sourceIds: ["lstrand"], urls: [r.url()], enabled: false });
     await t.p.store.putDestination(dest);
     t.d = await t.p.dispatcher({ laneSweepMs: 200 });
@@ -323,7 +322,7 @@ describe("delivery at scale (CI size)", () => {
   });
 
   it("a partition consumer deleted under a running dispatcher is created again, and its calls delivered", async () => {
-    const r = await receiver();
+    const r = await t.receiver();
     await t.p.store.putDestination(destination({ id: "lost0", sourceIds: ["lost0"], urls: [r.url()] }));
     t.d = await t.p.dispatcher({ strandedCheckMs: 200 });
     await t.p.jsm.consumers.delete(DELIVERIES_STREAM, partitionConsumer(0));

@@ -6,7 +6,10 @@ import { lateBound } from "./late-bound.js";
  * registered after this call), closed in its afterAll. The value stands for the started fixture
  * (reading it earlier throws, naming `what`): use it inside tests and hooks.
  */
-export function useFixture<T extends { close(): Promise<void> }>(start: () => Promise<T>, what: string): T {
+export function useFixture<T extends { close(): Promise<void> | void }>(
+  start: () => Promise<T>,
+  what: string,
+): T {
   let fixture: T | undefined;
   beforeAll(async () => {
     fixture = await start();

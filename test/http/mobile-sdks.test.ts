@@ -29,6 +29,8 @@ import { basic } from "./helpers.js";
 const SECRET = "mobile-s3cret";
 const KOTLIN_UA = "analytics-kotlin/1.24.1";
 const SWIFT_UA = "analytics-ios/1.9.4";
+const KOTLIN = { name: "analytics-kotlin", version: "1.24.1" };
+const SWIFT = { name: "analytics-swift", version: "1.9.4" };
 const stack = useStack({ ...STACK_OPTIONS, ingest: { httpAddress: "127.0.0.1:0" } });
 /** `host:port/v1`: what an app is configured with as apiHost and cdnHost. */
 let host: string;
@@ -36,8 +38,6 @@ let host: string;
 beforeAll(() => {
   host = `${stack.ingest.httpAddress}/v1`;
 });
-
-const lane = (name: string) => receiverLane(stack, name, { sharedSecret: SECRET });
 
 /** One request as the SDK's HTTP stack writes it: exact headers, body in `chunks` (chunked when >1). */
 function send(
@@ -108,9 +108,27 @@ async function expectDelivered(
   }
 }
 
+/**
+ * One test's lane (its own source and receiver): the write key, and the six calls `library`
+ * writes, stamped `at`. `delivered(sent)` waits until each call sent (all six unless told) has
+ * reached the receiver once, signed (expectDelivered), then closes the receiver.
+ */
+async function sdkLane(name: string, library: { name: string; version: string }, at: string) {
+  const { writeKey, rx } = await receiverLane(stack, name, { sharedSecret: SECRET });
+  const events = mobileEvents(library, at);
+  return {
+    writeKey,
+    events,
+    async delivered(sent = events) {
+      await expectDelivered(rx, sent);
+      await rx.close();
+    },
+  };
+}
+
 describe("analytics-kotlin's requests", () => {
   it("settings, then a gzip chunked /v1/b upload with the key in the body; a retry stores nothing twice", async () => {
-    const { writeKey, rx } = await lane("kotlin");
+    const { writeKey, events, delivered } = await sdkLane("kotlin", KOTLIN, "2026-11-24T10:00:00.123Z");
     const settings = await send("GET", `/v1/projects/${writeKey}/settings`, {
       "User-Agent": KOTLIN_UA,
       "Content-Type": "application/json; charset=utf-8",
@@ -121,7 +139,6 @@ describe("analytics-kotlin's requests", () => {
     ).integrations["Segment.io"];
     expect(segment).toMatchObject({ apiKey: writeKey, apiHost: host });
 
-    const events = mobileEvents({ name: "analytics-kotlin", version: "1.24.1" }, "2026-11-24T10:00:00.123Z");
     const file = `{"batch":[${events.map((e) => JSON.stringify(e)).join(",")}],"sentAt":"2026-11-24T10:00:05.000Z","writeKey":"${writeKey}"}`;
     const gz = gzipSync(file);
     // GZIPOutputStream over a chunked stream: the bytes arrive in several chunks.
@@ -142,15 +159,13 @@ describe("analytics-kotlin's requests", () => {
     // The upload is retried when the answer was lost: same file, X-Retry-Count.
     const retry = await send("POST", "/v1/b", { ...headers, "X-Retry-Count": "1" }, chunks);
     expect(retry.status).toBe(200);
-    await expectDelivered(rx, events);
-    await rx.close();
+    await delivered();
   }, 90_000);
 });
 
 describe("analytics-swift's requests", () => {
   it("an uncompressed /v1/b upload of its line-written batch file, the key in the body", async () => {
-    const { writeKey, rx } = await lane("swift");
-    const events = mobileEvents({ name: "analytics-swift", version: "1.9.4" }, "2026-11-24T10:00:00.000Z");
+    const { writeKey, events, delivered } = await sdkLane("swift", SWIFT, "2026-11-24T10:00:00.000Z");
     const lines = [
       '{ "batch": [',
       ...events.map((e, i) => (i === 0 ? "" : ",") + JSON.stringify(e)),
@@ -169,15 +184,13 @@ describe("analytics-swift's requests", () => {
       [body],
     );
     expect(r).toMatchObject({ status: 200, text: '{"success":true}' });
-    await expectDelivered(rx, events);
-    await rx.close();
+    await delivered();
   }, 90_000);
 });
 
 describe("the write key in Basic auth instead of the body", () => {
   it("/v1/b and /v1/batch take gzip bodies with `Authorization: Basic base64(key:)`", async () => {
-    const { writeKey, rx } = await lane("basic");
-    const events = mobileEvents({ name: "analytics-kotlin", version: "1.24.1" }, "2026-11-24T10:00:00.000Z");
+    const { writeKey, events, delivered } = await sdkLane("basic", KOTLIN, "2026-11-24T10:00:00.000Z");
     const sent: typeof events = [];
     for (const [i, path] of ["/v1/b", "/v1/batch"].entries()) {
       const batch = events.slice(i * 3, i * 3 + 3);
@@ -196,7 +209,6 @@ describe("the write key in Basic auth instead of the body", () => {
       );
       expect(r, path).toMatchObject({ status: 200, text: '{"success":true}' });
     }
-    await expectDelivered(rx, sent);
-    await rx.close();
+    await delivered(sent);
   }, 90_000);
 });

@@ -13,8 +13,9 @@ import {
   generateStandardWebhookSecret,
   standardWebhookPublicKey,
 } from "@hookpost/receiver";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { until } from "../helpers/until.js";
+import { useFixture } from "../helpers/use-fixture.js";
 import { failure, fields, useHarness } from "./harness.js";
 
 // SIGNING_STANDARD_WEBHOOKS_ED25519 through the admin API (real ingest and nats-server): the
@@ -22,15 +23,12 @@ import { failure, fields, useHarness } from "./harness.js";
 // whpk_ public keys that sign now. Deliveries: test/lifecycle/ed25519-signing.test.ts.
 
 const h = useHarness();
-let store: ConfigStore;
+const store = useFixture(() => ConfigStore.open(h.nc), "config store");
 let sourceId: string;
 
 beforeAll(async () => {
   sourceId = (await h.admin.createSource({ name: "web" })).source!.id;
-  store = await ConfigStore.open(h.nc);
 });
-
-afterAll(() => store?.close());
 
 const ED25519 = Signing.STANDARD_WEBHOOKS_ED25519;
 const WHPK = /^whpk_[A-Za-z0-9+/]{43}=$/;

@@ -3,8 +3,7 @@ import { connect, type Socket } from "node:net";
 import { type Client, connectivityState } from "@grpc/grpc-js";
 import { Code } from "@hookpost/contract";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { spawnIngest } from "../helpers/ingest.js";
-import type { ServiceProcess } from "../helpers/service-process.js";
+import { useIngestProcess } from "../helpers/ingest.js";
 import { useNats } from "../helpers/use-nats.js";
 import { ADMIN_TOKEN, adminClient, rawCall, rawClient } from "./harness.js";
 
@@ -23,28 +22,24 @@ const GRPC_CAP = 200;
 const OPS_CAP = 10;
 
 const nats = useNats();
-let child: ServiceProcess;
+const ingest = useIngestProcess(nats, ADMIN_TOKEN, {
+  OPS_ADDR: "127.0.0.1:0",
+  GRPC_HANDSHAKE_TIMEOUT: `${HANDSHAKE_MS}ms`,
+  GRPC_MAX_CONNECTIONS: String(GRPC_CAP),
+  OPS_MAX_CONNECTIONS: String(OPS_CAP),
+  OPS_IDLE_TIMEOUT: `${OPS_IDLE_MS}ms`,
+});
 let grpcAddress: string;
 let opsAddress: string;
 const held: Socket[] = [];
 
-beforeAll(async () => {
-  child = spawnIngest(nats.server.url, ADMIN_TOKEN, {
-    OPS_ADDR: "127.0.0.1:0",
-    GRPC_HANDSHAKE_TIMEOUT: `${HANDSHAKE_MS}ms`,
-    GRPC_MAX_CONNECTIONS: String(GRPC_CAP),
-    OPS_MAX_CONNECTIONS: String(OPS_CAP),
-    OPS_IDLE_TIMEOUT: `${OPS_IDLE_MS}ms`,
-  });
-  const ready = await child.waitFor("ingest listening", 60_000);
-  grpcAddress = String(ready.address);
-  opsAddress = String(ready.ops);
-}, 90_000);
+beforeAll(() => {
+  grpcAddress = String(ingest.listening.address);
+  opsAddress = String(ingest.listening.ops);
+});
 
-afterAll(async () => {
+afterAll(() => {
   for (const s of held) s.destroy();
-  if (child?.proc.exitCode === null) child.proc.kill("SIGKILL");
-  await child?.exited;
 });
 
 interface Opened {

@@ -2,28 +2,26 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Code, HookpostError } from "@hookpost/contract";
 import { defaultDispatcherConfig, type RunningDispatcher, startDispatcher } from "@hookpost/dispatcher";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { spawnIngest } from "../helpers/ingest.js";
+import { useIngestProcess } from "../helpers/ingest.js";
 import { quietLogger } from "../helpers/quiet-logger.js";
 import { Receiver } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
-import { killIfRunning } from "../helpers/service-process.js";
 import { adminClient, ingestClient, STACK_ADMIN_TOKEN } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
+import { useFixture } from "../helpers/use-fixture.js";
 import { useNats } from "../helpers/use-nats.js";
-import { exitWithin, type ServiceProcess } from "./helpers.js";
+import { exitWithin } from "./helpers.js";
 
 // SIGTERM to an ingest process under a steady load of track calls: it exits (code 0) and every
 // call it acknowledged is delivered. Calls refused or cut off by the shutdown (UNAVAILABLE,
 // CANCELLED) are fine: the client was told they were not stored.
 
 const nats = useNats();
-let receiver: Receiver;
+const receiver = useFixture(() => Receiver.http(), "receiver");
+const ingest = useIngestProcess(nats, STACK_ADMIN_TOKEN);
 let dispatcher: RunningDispatcher;
-let ingest: ServiceProcess;
 
 beforeAll(async () => {
-  receiver = await Receiver.http();
-  ingest = spawnIngest(nats.server.url, STACK_ADMIN_TOKEN);
   dispatcher = await startDispatcher(
     defaultDispatcherConfig(nats.server.url, {
       allowedCidrs: ["127.0.0.0/8"],
@@ -35,16 +33,11 @@ beforeAll(async () => {
   );
 });
 
-afterAll(async () => {
-  killIfRunning(ingest?.proc);
-  await dispatcher?.close();
-  await receiver?.close();
-});
+afterAll(() => dispatcher?.close());
 
 describe("SIGTERM to ingest under load", () => {
   it("exits with code 0 and loses no acknowledged call", async () => {
-    const listening = await ingest.waitFor("ingest listening");
-    const address = String(listening.address);
+    const address = String(ingest.listening.address);
     expect(address).toMatch(/^127\.0\.0\.1:\d+$/);
 
     const admin = adminClient(address);
@@ -85,15 +78,15 @@ describe("SIGTERM to ingest under load", () => {
     });
     sigtermAt = Date.now();
     const ackedAtSigterm = acked.length;
-    ingest.proc.kill("SIGTERM");
-    const code = await exitWithin(ingest, 20_000);
+    ingest.child.proc.kill("SIGTERM");
+    const code = await exitWithin(ingest.child, 20_000);
     exited = true;
     await load;
     client.close();
 
     expect(code).toBe(0);
-    expect(ingest.records.some((r) => r.msg === "shutting down" && r.signal === "SIGTERM")).toBe(true);
-    expect(ingest.records.some((r) => r.msg === "ingest stopped")).toBe(true);
+    expect(ingest.child.records.some((r) => r.msg === "shutting down" && r.signal === "SIGTERM")).toBe(true);
+    expect(ingest.child.records.some((r) => r.msg === "ingest stopped")).toBe(true);
     // Only "not stored" answers: never an internal error or a lost acknowledgement.
     for (const c of failures.keys()) expect(["UNAVAILABLE", "CANCELLED"]).toContain(c);
     expect(new Set(acked).size).toBe(acked.length);

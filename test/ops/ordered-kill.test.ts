@@ -11,6 +11,7 @@ import {
 } from "../dispatcher/helpers.js";
 import { killIfRunning } from "../helpers/service-process.js";
 import { until } from "../helpers/until.js";
+import { useFixture } from "../helpers/use-fixture.js";
 import { type ServiceProcess, spawnService } from "./helpers.js";
 
 // kill -9 of the dispatcher process that owns a PER_USER destination while it is sending: every
@@ -21,7 +22,7 @@ const USERS = 4;
 const PER_USER = 8;
 
 let p: Pipeline;
-let receiver: Receiver;
+const receiver = useFixture(() => Receiver.http(), "receiver");
 let child: ServiceProcess | undefined;
 const plans = new Map<string, Reply[]>();
 /** Requests the receiver answered 200 (the hanging one is never answered). */
@@ -30,7 +31,6 @@ const keyOf = (r: { headers: Record<string, unknown> }) => String(r.headers["ide
 
 beforeAll(async () => {
   p = await pipeline();
-  receiver = await Receiver.http();
   receiver.respond = (req) => {
     const reply = plans.get(keyOf(req))?.shift() ?? { status: 200, delayMs: 40 };
     if (!reply.hang) finals.add(req);
@@ -41,7 +41,6 @@ beforeAll(async () => {
 afterAll(async () => {
   killIfRunning(child?.proc);
   await p?.close();
-  await receiver?.close();
 });
 
 describe("kill -9 of the replica sending a PER_USER destination", () => {

@@ -17,14 +17,13 @@ import {
   sealEnvelope,
 } from "@hookpost/core";
 import { describe, expect, it } from "vitest";
-import { expectNowhere, keyring, keyText, wrongKeyFor } from "./keyring.js";
+import { expectNowhere, keyAndWrongKey, keyring, keyText } from "./keyring.js";
 
 // The crypto envelope of secrets at rest (packages/core/src/secrets/): AES-256-GCM, several keys
 // at once, each ciphertext naming its key; nothing here touches NATS.
 
-const entryA = newSecretKeyEntry("a");
+const [entryA, entryWrongA] = keyAndWrongKey("a");
 const entryB = newSecretKeyEntry("b");
-const entryWrongA = wrongKeyFor(entryA);
 
 const destination = (over: Partial<DestinationRecord> = {}): DestinationRecord => ({
   id: "crm",

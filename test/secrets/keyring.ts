@@ -10,6 +10,12 @@ export const keyText = (entry: string) => entry.slice(entry.indexOf(":") + 1);
 /** A new key under the id of `entry`: the wrong key for what `entry` sealed. */
 export const wrongKeyFor = (entry: string) => newSecretKeyEntry(entry.slice(0, entry.indexOf(":")));
 
+/** A new key under `id`, and the wrong key for what it seals (wrongKeyFor). */
+export function keyAndWrongKey(id: string): [entry: string, wrong: string] {
+  const entry = newSecretKeyEntry(id);
+  return [entry, wrongKeyFor(entry)];
+}
+
 /** Every way a text could show in stored JSON: as is, base64, base64url. */
 export const forms = (text: string) => [
   text,
