@@ -34,7 +34,8 @@ describe("topology", () => {
 });
 
 describe("config store", () => {
-  it("sees a change made by another replica within 2 s", async () => {
+  // How soon is a figure of `npm run bench` (a new destination delivering), not a timed assertion.
+  it("sees a change made by another replica", async () => {
     const a = await ConfigStore.open(nats.nc);
     const b = await ConfigStore.open(nats.nc);
     const seen = new Promise<void>((resolve) =>
@@ -42,10 +43,8 @@ describe("config store", () => {
         if (c.kind === "source" && c.id === "s1" && c.record) resolve();
       }),
     );
-    const started = Date.now();
     await a.putSource({ id: "s1", name: "web", writeKeyHash: "h", writeKeyPrefix: "hpk_", createdAt: "x" });
     await seen;
-    expect(Date.now() - started).toBeLessThan(2000);
     expect(b.source("s1")?.name).toBe("web");
     a.close();
     b.close();
