@@ -25,7 +25,7 @@ import {
   updateSummary,
 } from "../views.js";
 import { destinationHealthCommand } from "./destination-health.js";
-import { deleteCommand, idCommand } from "./id-command.js";
+import { deleteCommand, getCommand } from "./id-command.js";
 import { type CreateFlags, createFlags, type EnableFlags, enableFlags, setEnabled } from "./switch-flags.js";
 import { Update } from "./update.js";
 
@@ -184,21 +184,13 @@ export function destinationsCommand(session: Session): Command {
       );
     });
 
-  idCommand(
+  getCommand(
     session,
     cmd,
-    {
-      name: "get",
-      description: "show a destination (the shared secret is write-only: only whether one is set)",
-      id: "destination id",
-    },
-    async (id, ctx) => {
-      const res = await ctx.admin().getDestination({ id });
-      const d = destinationView(res.destination!);
-      if (ctx.out.json) return ctx.out.data(d);
-      printDestination(ctx, d);
-    },
-  );
+    "destination",
+    async (ctx, id) => destinationView((await ctx.admin().getDestination({ id })).destination!),
+    printDestination,
+  ).description("show a destination (the shared secret is write-only: only whether one is set)");
 
   addDestinationFlags(
     enableFlags(

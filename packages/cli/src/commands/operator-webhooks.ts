@@ -7,7 +7,7 @@ import type { Context, Session } from "../context.js";
 import { collect } from "../parse.js";
 import { type OperatorWebhookView, operatorWebhookView } from "../views.js";
 import { resolveSecret } from "./destinations.js";
-import { deleteCommand, idCommand } from "./id-command.js";
+import { deleteCommand, getCommand } from "./id-command.js";
 import { printWriteKey } from "./sources.js";
 import { type CreateFlags, createFlags, type EnableFlags, enableFlags, setEnabled } from "./switch-flags.js";
 import { Update } from "./update.js";
@@ -141,20 +141,13 @@ export function operatorWebhooksCommand(session: Session): Command {
       );
     });
 
-  idCommand(
+  getCommand(
     session,
     cmd,
-    {
-      name: "get",
-      description: "show an operator webhook (the secret is write-only)",
-      id: "operator webhook id",
-    },
-    async (id, ctx) => {
-      const w = operatorWebhookView((await ctx.admin().getOperatorWebhook({ id })).operatorWebhook!);
-      if (ctx.out.json) return ctx.out.data(w);
-      printWebhook(ctx, w);
-    },
-  );
+    "operator webhook",
+    async (ctx, id) => operatorWebhookView((await ctx.admin().getOperatorWebhook({ id })).operatorWebhook!),
+    printWebhook,
+  ).description("show an operator webhook (the secret is write-only)");
 
   addFlags(
     enableFlags(
