@@ -13,14 +13,14 @@ import type { Context, Session } from "../context.js";
 import { InputError, type InputProblem } from "../errors.js";
 import { everyItem } from "../pages.js";
 import {
-  consentMissingValue,
+  CONSENT_MISSING,
+  DELIVERY_MODE,
   type DestinationView,
-  deliveryModeWordValue,
   destinationView,
   type OperatorWebhookView,
+  ORDERING,
   operatorWebhookView,
-  orderingValue,
-  signingValue,
+  SIGNING,
   sourceView,
 } from "../views.js";
 
@@ -306,10 +306,10 @@ function toInit(d: DesiredDestination): MessageInitShape<typeof DestinationSchem
     urls: d.urls,
     headers: d.headers,
     sharedSecret: d.secret ?? "",
-    signing: signingValue(d.signing),
-    ordering: orderingValue(d.ordering),
+    signing: SIGNING.value(d.signing),
+    ordering: ORDERING.value(d.ordering),
     consentCategories: d.consentCategories,
-    consentMissing: consentMissingValue(d.consentMissing),
+    consentMissing: CONSENT_MISSING.value(d.consentMissing),
     ...(d.filter
       ? {
           filter: {
@@ -338,7 +338,7 @@ function toInit(d: DesiredDestination): MessageInitShape<typeof DestinationSchem
           },
         }
       : {}),
-    deliveryMode: deliveryModeWordValue(d.deliveryMode),
+    deliveryMode: DELIVERY_MODE.value(d.deliveryMode),
     enabled: d.enabled,
   };
 }

@@ -9,7 +9,8 @@ import { type OperatorWebhookView, operatorWebhookView } from "../views.js";
 import { resolveSecret } from "./destinations.js";
 import { deleteCommand, getCommand } from "./id-command.js";
 import { printWriteKey } from "./sources.js";
-import { type CreateFlags, createFlags, type EnableFlags, enableFlags, setEnabled } from "./switch-flags.js";
+import type { CreateFlags, EnableFlags } from "./switch-flags.js";
+import { createCommand, createdFields, enableFlags, setEnabled } from "./switch-flags.js";
 import { Update } from "./update.js";
 
 type WebhookInit = MessageInitShape<typeof OperatorWebhookSchema>;
@@ -97,26 +98,22 @@ export function operatorWebhooksCommand(session: Session): Command {
   );
 
   addFlags(
-    createFlags(
-      cmd
-        .command("create")
-        .description("create an operator webhook (prints the generated secret once when none is given)"),
+    createCommand(
+      cmd,
       "webhook",
+      "create an operator webhook (prints the generated secret once when none is given)",
       "create it disabled (no events are sent)",
     ),
     "create",
   ).action(async (opts: WebhookFlags & CreateFlags, command: Command) => {
-    const secret = resolveSecret(opts);
-    const ctx = session.context(command);
     const operatorWebhook: WebhookInit = {
-      id: opts.id ?? "",
-      name: opts.name!,
+      ...createdFields(opts),
       url: opts.url!,
-      secret: secret ?? "",
+      secret: resolveSecret(opts) ?? "",
       eventTypes: opts.event ?? [],
-      enabled: !opts.disabled,
     };
     setThresholds(new Update(operatorWebhook), opts);
+    const ctx = session.context(command);
     const res = await ctx.admin().createOperatorWebhook({ operatorWebhook });
     const w = operatorWebhookView(res.operatorWebhook!);
     if (ctx.out.json)
@@ -174,10 +171,9 @@ export function operatorWebhooksCommand(session: Session): Command {
       const ctx = session.context(command);
       const res = await ctx.admin().updateOperatorWebhook({ operatorWebhook, updateMask: { paths } });
       const w = operatorWebhookView(res.operatorWebhook!);
-      if (ctx.out.json) return ctx.out.data(w);
-      ctx.out.line(`Updated operator webhook ${w.id}: ${paths.join(", ")} changed.`);
-      ctx.out.line();
-      printWebhook(ctx, w);
+      ctx.out.written(w, `Updated operator webhook ${w.id}: ${paths.join(", ")} changed.`, () =>
+        printWebhook(ctx, w),
+      );
     },
   );
 

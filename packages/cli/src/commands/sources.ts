@@ -80,10 +80,7 @@ export function sourcesCommand(session: Session): Command {
           updateMask: { paths },
         });
         const s = sourceView(res.source!);
-        if (ctx.out.json) return ctx.out.data(s);
-        ctx.out.line(`Updated source ${s.id}.`);
-        ctx.out.line();
-        printSource(ctx, s);
+        ctx.out.written(s, `Updated source ${s.id}.`, () => printSource(ctx, s));
       },
     );
 
