@@ -8,21 +8,18 @@
  *   npm run bench -- attempt-search [calls]      (default 2 500 000: 5 M records, ~5.5 GB)
  */
 import { readFileSync } from "node:fs";
+import type { AttemptRecord, DeadRecord, RoutedRecord, SearchFilter } from "@hookpost/core";
 import {
   ATTEMPT_INDEX_STREAM,
   ATTEMPTS_STREAM,
   AttemptIndex,
-  type AttemptRecord,
   AttemptSearch,
   attemptRecordSubject,
   DEFAULT_SPANS,
   DEFAULT_TOPOLOGY,
-  type DeadRecord,
   deadRecordSubject,
   ensureTopology,
-  type RoutedRecord,
   routedRecordSubject,
-  type SearchFilter,
   STATUS,
   userHash,
 } from "@hookpost/core";

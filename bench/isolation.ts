@@ -34,12 +34,9 @@ import { fileURLToPath } from "node:url";
 import type { StoredCall } from "@hookpost/contract";
 import type { DestinationRecord } from "@hookpost/core";
 import {
-  ConfigStore,
   DEAD_STREAM,
-  DEFAULT_TOPOLOGY,
   DELIVERIES_STREAM,
   EVENTS_STREAM,
-  ensureTopology,
   eventSubject,
   partitionConsumer,
   ROUTER_CONSUMER,
@@ -57,6 +54,7 @@ import {
   waitReady,
 } from "./procs/processes.js";
 import { type Figure, printIfMain } from "./table.js";
+import { defaultTopologyStore } from "./topology.js";
 
 const STEADY_RATE = 200; // calls/s for the latency figures
 const STEADY_SECONDS = 3;
@@ -201,9 +199,8 @@ export async function benchIsolation(): Promise<Figure[]> {
   const procs: ChildProcess[] = [];
   const sinks: Sink[] = [];
   try {
-    await ensureTopology(await nc.jetstreamManager(), DEFAULT_TOPOLOGY);
+    const store = await defaultTopologyStore(nc);
     const js = nc.jetstream();
-    const store = await ConfigStore.open(nc);
     const newSink = async () => {
       const s = new Sink();
       sinks.push(s);
@@ -295,9 +292,8 @@ async function hungEndpoints(): Promise<Figure[]> {
   let dispatcher: ChildProcess | undefined;
   let sampler: NodeJS.Timeout | undefined;
   try {
-    await ensureTopology(await nc.jetstreamManager(), DEFAULT_TOPOLOGY);
+    const store = await defaultTopologyStore(nc);
     const js = nc.jetstream();
-    const store = await ConfigStore.open(nc);
     let revision = await store.putDestination(destination("healthy", "src_healthy", healthy.url));
     await pipelined(HUNG_DESTINATIONS, 500, async (i) => {
       const r = await store.putDestination(destination(`hung_${i}`, "src_hung", hung.urls[i]!));

@@ -20,19 +20,13 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { StoredCall } from "@hookpost/contract";
-import {
-  ConfigStore,
-  DEFAULT_TOPOLOGY,
-  ensureTopology,
-  eventSubject,
-  msgIdHeaders,
-  PipelinedPublisher,
-} from "@hookpost/core";
+import { eventSubject, msgIdHeaders, PipelinedPublisher } from "@hookpost/core";
 import { connect, type NatsConnection } from "nats";
 import { destination } from "../test/dispatcher/helpers.js";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { type ServiceProcess, spawnService } from "../test/helpers/service-process.js";
 import { type Figure, printIfMain } from "./table.js";
+import { defaultTopologyStore } from "./topology.js";
 
 const RATE = Number(process.env.BENCH_OUTAGE_RATE ?? 250);
 const OUTAGE_S = Number(process.env.BENCH_OUTAGE_SECONDS ?? 15);
@@ -153,8 +147,7 @@ export async function benchOutage(): Promise<Figure[]> {
   let procs: ServiceProcess[] = [];
   let load: ReturnType<typeof steadyLoad> | undefined;
   try {
-    await ensureTopology(await nc.jetstreamManager(), DEFAULT_TOPOLOGY);
-    const store = await ConfigStore.open(nc);
+    const store = await defaultTopologyStore(nc);
     for (const id of DESTS) {
       await store.putDestination(
         destination({ id, sourceIds: ["soak"], urls: [`${ep.url}/${id}`], sharedSecret: "bench-secret" }),

@@ -18,9 +18,7 @@ import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { DestinationRecord } from "@hookpost/core";
 import {
-  ConfigStore,
-  DEFAULT_TOPOLOGY,
-  ensureTopology,
+  type ConfigStore,
   MESSAGE_ID_HEADER,
   partitionOf,
   partitionSubject,
@@ -31,6 +29,7 @@ import { connect, headers } from "nats";
 import { NatsServer } from "../test/helpers/nats-server.js";
 import { type ServiceProcess, spawnService } from "../test/helpers/service-process.js";
 import { type Figure, printIfMain } from "./table.js";
+import { defaultTopologyStore } from "./topology.js";
 
 const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 5000);
 const COUNTS = [1, 2, 4];
@@ -151,9 +150,7 @@ export async function benchReplicas(): Promise<Figure[]> {
   const figures: Figure[] = [];
   const sinks: Sink[] = [];
   try {
-    const jsm = await nc.jetstreamManager();
-    await ensureTopology(jsm, DEFAULT_TOPOLOGY);
-    const store = await ConfigStore.open(nc);
+    const store = await defaultTopologyStore(nc);
     let first = 0;
     for (const n of COUNTS) {
       const sink = new Sink();

@@ -27,11 +27,9 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import {
-  ConfigStore,
-  DEFAULT_TOPOLOGY,
+  type ConfigStore,
   DELIVERIES_STREAM,
   type DestinationRecord,
-  ensureTopology,
   generateWriteKey,
   hashWriteKey,
   writeKeyPrefix,
@@ -52,6 +50,7 @@ import {
   waitReady,
 } from "./procs/processes.js";
 import { type Figure, printIfMain } from "./table.js";
+import { defaultTopologyStore } from "./topology.js";
 
 const DEFAULT_SIZES = [1_000, 10_000];
 const FANOUT_RATE = 1_000;
@@ -142,9 +141,8 @@ async function runSize(n: number): Promise<Figure[]> {
   const services: ServiceProcess[] = [];
   const closers: Array<{ close(): unknown }> = [];
   try {
+    const store = await defaultTopologyStore(nc);
     const jsm = await nc.jetstreamManager();
-    await ensureTopology(jsm, DEFAULT_TOPOLOGY);
-    const store = await ConfigStore.open(nc);
     closers.push(store);
     console.error(`scale ${label}: writing ${label} sources and destinations…`);
     const config = await writeConfiguration(store, n, receiver.url);

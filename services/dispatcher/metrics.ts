@@ -10,99 +10,64 @@ const BACKLOG_TIMEOUT_MS = 2000;
 
 const DELIVERY_OUTCOMES = ["delivered", "retry", "dead_letter", "handed_back"];
 const RESULT_CLASSES = ["2xx", "3xx", "4xx", "5xx", "timeout", "connection", "tls", "ssrf", "invalid"];
-
-/** A counter on `registry`: every dispatcher counter is declared alike. */
-function counter<L extends string = never>(
-  registry: Registry,
-  name: string,
-  help: string,
-  labelNames: readonly L[] = [],
-): Counter<L> {
-  return new Counter({ name, help, labelNames, registers: [registry] });
-}
-
-/** A seconds histogram on `registry`, 5 ms to 10 s (as long as a webhook may take). */
-function seconds<L extends string = never>(
-  registry: Registry,
-  name: string,
-  help: string,
-  labelNames: readonly L[] = [],
-): Histogram<L> {
-  return new Histogram({
-    name,
-    help,
-    labelNames,
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [registry],
-  });
-}
+/** The seconds histograms' buckets, 5 ms to 10 s (as long as a webhook may take). */
+const SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 /** Prometheus metrics of one dispatcher (own registry, so several can live in one process). */
 export class DispatcherMetrics {
   readonly registry = new Registry();
 
   /** Events taken off EVENTS, by what the router did with them. */
-  readonly routed = counter(
-    this.registry,
+  readonly routed = this.#counter(
     "hookpost_dispatcher_events_routed_total",
     "Events handled by the router, by outcome (routed, no_destination, filtered, invalid, backpressure)",
     ["outcome"],
   );
 
   /** Deliveries (one per event and destination), by final or intermediate outcome. */
-  readonly deliveries = counter(
-    this.registry,
+  readonly deliveries = this.#counter(
     "hookpost_dispatcher_deliveries_total",
     "Delivery attempts by destination and outcome (delivered, retry, dead_letter, handed_back)",
     ["destination", "outcome"],
   );
 
-  readonly attemptSeconds = seconds(
-    this.registry,
+  readonly attemptSeconds = this.#seconds(
     "hookpost_dispatcher_attempt_seconds",
     "Latency of one webhook request, by destination and result (2xx, 3xx, 4xx, 5xx, timeout, connection, tls, ssrf, invalid)",
     ["destination", "result"],
   );
 
-  readonly retries = counter(
-    this.registry,
+  readonly retries = this.#counter(
     "hookpost_dispatcher_retries_total",
     "Deliveries scheduled for another attempt",
   );
 
   /** Router's own first attempts (docs/design/delivery-at-scale.md §6): ended, or handed back to DELIVERIES. */
-  readonly direct = counter(
-    this.registry,
+  readonly direct = this.#counter(
     "hookpost_dispatcher_direct_total",
     "First attempts the router made itself to destinations that answer fast, by how they ended (done: delivered, parked for a retry or dead-lettered; handed_back: stored on DELIVERIES instead)",
     ["outcome"],
   );
 
-  readonly deadLetters = counter(
-    this.registry,
-    "hookpost_dispatcher_dead_letters_total",
-    "Deliveries dead-lettered",
-    ["cause"],
-  );
+  readonly deadLetters = this.#counter("hookpost_dispatcher_dead_letters_total", "Deliveries dead-lettered", [
+    "cause",
+  ]);
 
   /** Destinations Hookpost paused (auto-disable), by cause (gone: 410; failing: AUTO_DISABLE_AFTER). */
-  readonly autoDisabled = counter(
-    this.registry,
+  readonly autoDisabled = this.#counter(
     "hookpost_dispatcher_auto_disabled_total",
     "Destinations paused automatically, by cause (gone: 410 Gone; failing: every attempt failed for AUTO_DISABLE_AFTER)",
     ["cause"],
   );
 
   /** Deliveries stored again, or consumers created again, because a consumer no longer counted what its subjects store (a nats-server fault). */
-  readonly stranded = counter(
-    this.registry,
+  readonly stranded = this.#counter(
     "hookpost_dispatcher_stranded_recreated_total",
     "Stranded-delivery recoveries: deliveries stored again, or consumers deleted and created again, because a consumer no longer counted messages its subjects store (partition or lane)",
     ["consumer"],
   );
 
-  readonly attemptLogDropped = counter(
-    this.registry,
+  readonly attemptLogDropped = this.#counter(
     "hookpost_dispatcher_attempt_log_dropped_total",
     "Attempt-log records not written (too many awaiting their ack, or the publish failed)",
     ["why"],
@@ -123,15 +88,13 @@ export class DispatcherMetrics {
   });
 
   /** How long one check of the watcher of destinations took (operator-webhooks/monitor.ts). */
-  readonly alertCheckSeconds = seconds(
-    this.registry,
+  readonly alertCheckSeconds = this.#seconds(
     "hookpost_dispatcher_alert_check_seconds",
     "Duration of one check of every destination for the operational webhooks (only the replica that watches checks)",
   );
 
   /** Operational events stored for delivery to operator webhooks, by type (one per webhook). */
-  readonly operatorEvents = counter(
-    this.registry,
+  readonly operatorEvents = this.#counter(
     "hookpost_dispatcher_operator_events_total",
     "Operational events stored for delivery to an operator webhook, by type (destination.failing, destination.recovered, destination.disabled, destination.behind, dead_letter.created)",
     ["type"],
@@ -179,5 +142,19 @@ export class DispatcherMetrics {
         for (const [id, n] of known ?? []) this.set({ destination: id }, n);
       },
     });
+  }
+
+  /** A counter on this registry: every dispatcher counter is declared alike. */
+  #counter<L extends string = never>(name: string, help: string, labelNames: readonly L[] = []): Counter<L> {
+    return new Counter({ name, help, labelNames, registers: [this.registry] });
+  }
+
+  /** A seconds histogram on this registry (SECONDS_BUCKETS). */
+  #seconds<L extends string = never>(
+    name: string,
+    help: string,
+    labelNames: readonly L[] = [],
+  ): Histogram<L> {
+    return new Histogram({ name, help, labelNames, buckets: SECONDS_BUCKETS, registers: [this.registry] });
   }
 }

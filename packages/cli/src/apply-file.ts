@@ -26,14 +26,14 @@ import { LineCounter, type Node, parseDocument } from "yaml";
 import { InputError, type InputProblem } from "./errors.js";
 import {
   type BatchingView,
-  CONSENT_MISSING_NAMES,
-  DELIVERY_MODE_NAMES,
+  CONSENT_MISSING,
+  DELIVERY_MODE,
   type DestinationView,
   type FilterView,
   METHOD_NAMES,
-  ORDERING_NAMES,
+  ORDERING,
   type RetryView,
-  SIGNING_NAMES,
+  SIGNING,
 } from "./views.js";
 
 /**
@@ -293,12 +293,21 @@ class Checker {
     return out;
   }
 
-  operatorWebhook(value: unknown, path: Path): DesiredOperatorWebhook | undefined {
-    if (!isObject(value)) return void this.problem(path, "expected a mapping (id, name, url, …)");
+  /**
+   * What every resource of the file starts with: a mapping (else a problem and undefined) with no
+   * key beyond `keys`, and its id and name (each undefined when wrong: a problem).
+   */
+  resource(raw: unknown, path: Path, keys: string[], expected: string) {
+    if (!isObject(raw)) return void this.problem(path, `expected a mapping ${expected}`);
+    this.unknownKeys(raw, path, keys);
+    return { value: raw, id: this.id(raw.id, [...path, "id"]), name: this.name(raw.name, [...path, "name"]) };
+  }
+
+  operatorWebhook(raw: unknown, path: Path): DesiredOperatorWebhook | undefined {
     const before = this.problems.length;
-    this.unknownKeys(value, path, OPERATOR_WEBHOOK_KEYS);
-    const id = this.id(value.id, [...path, "id"]);
-    const name = this.name(value.name, [...path, "name"]);
+    const resource = this.resource(raw, path, OPERATOR_WEBHOOK_KEYS, "(id, name, url, …)");
+    if (resource === undefined) return undefined;
+    const { value, id, name } = resource;
     let url: string | undefined;
     if (typeof value.url !== "string")
       this.problem([...path, "url"], "is required: the URL events are POSTed to");
@@ -355,38 +364,36 @@ class Checker {
     };
   }
 
-  source(value: unknown, path: Path): DesiredSource | undefined {
-    if (!isObject(value)) return void this.problem(path, "expected a mapping with `id` and `name`");
-    this.unknownKeys(value, path, SOURCE_KEYS);
-    const id = this.id(value.id, [...path, "id"]);
-    const name = this.name(value.name, [...path, "name"]);
+  source(raw: unknown, path: Path): DesiredSource | undefined {
+    const resource = this.resource(raw, path, SOURCE_KEYS, "with `id` and `name`");
+    if (resource === undefined) return undefined;
+    const { value, id, name } = resource;
     const allowedOrigins = this.allowedOrigins(value.allowedOrigins, [...path, "allowedOrigins"]);
     if (id === undefined || name === undefined || allowedOrigins === undefined) return undefined;
     return { id, name, allowedOrigins, path: pathText(path) };
   }
 
-  destination(value: unknown, path: Path): DesiredDestination | undefined {
-    if (!isObject(value)) return void this.problem(path, "expected a mapping (id, name, sources, urls, …)");
+  destination(raw: unknown, path: Path): DesiredDestination | undefined {
     const before = this.problems.length;
-    this.unknownKeys(value, path, DESTINATION_KEYS);
-    const id = this.id(value.id, [...path, "id"]);
-    const name = this.name(value.name, [...path, "name"]);
+    const resource = this.resource(raw, path, DESTINATION_KEYS, "(id, name, sources, urls, …)");
+    if (resource === undefined) return undefined;
+    const { value, id, name } = resource;
     const sourceIds = this.sourceIds(value.sources, [...path, "sources"]);
     const urls = this.urls(value.urls, [...path, "urls"]);
     const headers = this.headers(value.headers, [...path, "headers"]);
     // Absent: segment. Wrong: undefined (a problem), not the default, so that the secret is not
     // checked against a signing the file did not ask for.
     const signing =
-      value.signing === undefined ? "segment" : this.word(value, path, "signing", SIGNING_NAMES);
-    const ordering = this.word(value, path, "ordering", ORDERING_NAMES) ?? "unordered";
-    const consentMissing = this.word(value, path, "consentMissing", CONSENT_MISSING_NAMES) ?? "deliver";
+      value.signing === undefined ? "segment" : this.word(value, path, "signing", SIGNING.words);
+    const ordering = this.word(value, path, "ordering", ORDERING.words) ?? "unordered";
+    const consentMissing = this.word(value, path, "consentMissing", CONSENT_MISSING.words) ?? "deliver";
     const consentCategories = this.consentCategories(value.consentCategories, [...path, "consentCategories"]);
     const method = this.word(value, path, "method", METHOD_NAMES) ?? "POST";
     const filter = this.filter(value.filter, [...path, "filter"]);
     const mapping = this.text(value.mapping, [...path, "mapping"]);
     const retry = this.retry(value.retry, [...path, "retry"]);
     const batching = this.batching(value.batching, [...path, "batching"]);
-    const deliveryMode = this.word(value, path, "deliveryMode", DELIVERY_MODE_NAMES) ?? "failover";
+    const deliveryMode = this.word(value, path, "deliveryMode", DELIVERY_MODE.words) ?? "failover";
     const enabled = this.enabled(value, path);
     const secret = this.secret(value, path);
     if (signing && secret.ok) {
@@ -528,9 +535,7 @@ class Checker {
     const value = this.section(raw, path, FILTER_KEYS, "types, events and/or expression");
     if (value === undefined) return undefined;
     const out: FilterView = {};
-    for (const key of ["types", "events"] as const) {
-      const v = value[key];
-      if (v === undefined) continue;
+    for (const [key, v] of given(value, ["types", "events"])) {
       const names = this.textList(v, [...path, key], "names");
       if (names && names.length > 0) out[key] = names;
     }
@@ -549,9 +554,7 @@ class Checker {
     const value = this.section(raw, path, BATCHING_KEYS, "maxCalls, maxBytes and/or maxWait");
     if (value === undefined) return undefined;
     const out: BatchingView = {};
-    for (const key of ["maxCalls", "maxBytes"] as const) {
-      const v = value[key];
-      if (v === undefined) continue;
+    for (const [key, v] of given(value, ["maxCalls", "maxBytes"])) {
       if (typeof v === "number" && Number.isInteger(v) && v > 0) out[key] = v;
       else this.problem([...path, key], "must be a whole number above 0");
     }
@@ -695,6 +698,11 @@ class Checker {
       else first.set(item.id, item.path);
     }
   }
+}
+
+/** The keys among `keys` that `value` gives (not undefined), with their values. */
+function given<K extends string>(value: Record<string, unknown>, keys: readonly K[]): [K, unknown][] {
+  return keys.flatMap((key) => (value[key] === undefined ? [] : [[key, value[key]] as [K, unknown]]));
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

@@ -34,11 +34,9 @@ export {
   destinationView,
   iso,
   outcomeText,
-  SIGNING_NAMES,
+  SIGNING,
   type SigningName,
   type SourceView,
-  signingName,
-  signingValue,
   sourceView,
   updateSummary,
 } from "./views.js";

@@ -76,6 +76,17 @@ export class Output {
     else this.table(head, items.map(row), empty);
   }
 
+  /** A write's answer: the resource itself as JSON, else `heading` (what was done) and `print`'s lines. */
+  written<T>(value: T, heading: string, print: () => void): void {
+    if (this.json) {
+      this.data(value);
+      return;
+    }
+    this.line(heading);
+    this.line();
+    print();
+  }
+
   /**
    * What the server shows only once (a write key, a secret, a portal link's URL): set apart by blank
    * lines and indented under its heading, so nobody misses it and it copies cleanly.

@@ -21,58 +21,41 @@ import {
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 
 /**
- * A proto enum and the CLI's words for it, both ways; a value or word not listed reads as the
- * first (the default).
+ * A proto enum and the CLI's words for it (the keys of `values`; the first is the default), both
+ * ways; a value or word not listed reads as the default.
  */
-function enumWords<E, W extends string>(first: [E, W], ...rest: [E, W][]) {
-  const all = [first, ...rest];
+function enumWords<W extends string, E>(values: Record<W, E>) {
+  const all = Object.entries(values) as [W, E][];
+  const first = all[0]!;
   return {
-    words: all.map(([, w]) => w) as readonly W[],
-    name: (e: E): W => (all.find(([v]) => v === e) ?? first)[1],
-    value: (w: W): E => (all.find(([, n]) => n === w) ?? first)[0],
+    words: all.map(([w]) => w) as readonly W[],
+    name: (e: E): W => (all.find(([, v]) => v === e) ?? first)[0],
+    value: (w: W): E => (all.find(([n]) => n === w) ?? first)[1],
   };
 }
 
+/** The words of an enumWords table, as a type. */
+type WordOf<T extends { words: readonly string[] }> = T["words"][number];
+
 /** The CLI's words for the signing modes (flags, apply files, output). */
-export type SigningName = "segment" | "standard-webhooks" | "standard-webhooks-ed25519";
-const signing = enumWords<Signing, SigningName>(
-  [Signing.SEGMENT, "segment"],
-  [Signing.STANDARD_WEBHOOKS, "standard-webhooks"],
-  [Signing.STANDARD_WEBHOOKS_ED25519, "standard-webhooks-ed25519"],
-);
-export const { words: SIGNING_NAMES, name: signingName, value: signingValue } = signing;
+export const SIGNING = enumWords({
+  segment: Signing.SEGMENT,
+  "standard-webhooks": Signing.STANDARD_WEBHOOKS,
+  "standard-webhooks-ed25519": Signing.STANDARD_WEBHOOKS_ED25519,
+});
+export type SigningName = WordOf<typeof SIGNING>;
 
 /** The CLI's words for delivery order (flags, apply files, output). */
-export type OrderingName = "unordered" | "per-user";
-const ordering = enumWords<Ordering, OrderingName>(
-  [Ordering.UNORDERED, "unordered"],
-  [Ordering.PER_USER, "per-user"],
-);
-export const { words: ORDERING_NAMES, name: orderingName, value: orderingValue } = ordering;
+export const ORDERING = enumWords({ unordered: Ordering.UNORDERED, "per-user": Ordering.PER_USER });
+export type OrderingName = WordOf<typeof ORDERING>;
 
 /** The CLI's words for what a call without a consent object gets (flags, apply files, output). */
-export type ConsentMissingName = "deliver" | "filter";
-const consentMissing = enumWords<ConsentMissing, ConsentMissingName>(
-  [ConsentMissing.DELIVER, "deliver"],
-  [ConsentMissing.FILTER, "filter"],
-);
-export const {
-  words: CONSENT_MISSING_NAMES,
-  name: consentMissingName,
-  value: consentMissingValue,
-} = consentMissing;
+export const CONSENT_MISSING = enumWords({ deliver: ConsentMissing.DELIVER, filter: ConsentMissing.FILTER });
+export type ConsentMissingName = WordOf<typeof CONSENT_MISSING>;
 
 /** The CLI's words for how a destination with several URLs delivers (apply files, output). */
-export type DeliveryModeName = "failover" | "fan-out";
-const deliveryMode = enumWords<DeliveryMode, DeliveryModeName>(
-  [DeliveryMode.FAILOVER, "failover"],
-  [DeliveryMode.FAN_OUT, "fan-out"],
-);
-export const {
-  words: DELIVERY_MODE_NAMES,
-  name: deliveryModeName,
-  value: deliveryModeWordValue,
-} = deliveryMode;
+export const DELIVERY_MODE = enumWords({ failover: DeliveryMode.FAILOVER, "fan-out": DeliveryMode.FAN_OUT });
+export type DeliveryModeName = WordOf<typeof DELIVERY_MODE>;
 
 /** The HTTP methods a destination may use (flags, apply files, output). */
 export const METHOD_NAMES = ["POST", "PUT", "PATCH"] as const;
@@ -179,17 +162,17 @@ export function destinationView(d: Destination): DestinationView {
     urls: [...d.urls],
     headers: { ...d.headers },
     sharedSecretSet: d.sharedSecretSet,
-    signing: signingName(d.signing),
+    signing: SIGNING.name(d.signing),
     enabled: d.enabled ?? false,
-    ordering: orderingName(d.ordering),
+    ordering: ORDERING.name(d.ordering),
     consentCategories: [...d.consentCategories],
-    consentMissing: consentMissingName(d.consentMissing),
+    consentMissing: CONSENT_MISSING.name(d.consentMissing),
     filter: filterView(d.filter),
     mapping: d.mapping,
     method: methodOf(d.method) ?? "POST",
     retry: retryView(d.retry),
     batching: batchingView(d.batching),
-    deliveryMode: deliveryModeName(d.deliveryMode),
+    deliveryMode: DELIVERY_MODE.name(d.deliveryMode),
     createTime: iso(d.createTime),
     updateTime: iso(d.updateTime),
     rateLimitPerSecond: d.rateLimitPerSecond ?? null,

@@ -73,27 +73,32 @@ function isNatsError(err: unknown): boolean {
 /** Reads (a dry run changes nothing); every other method is a write, and is audited (so is any write added later). */
 const READ = /^(get|list|search|dryRun)[A-Z]/;
 
+/** The AdminService methods, group by group (each group in its own file). */
+const HANDLER_GROUPS = [
+  deadLetterHandlers,
+  sourceHandlers,
+  destinationHandlers,
+  rotateSecretHandler,
+  attemptHandlers,
+  attemptSearchHandlers,
+  healthHandlers,
+  auditRecordHandlers,
+  reencryptSecretsHandler,
+  deletionHandlers,
+  testCallHandler,
+  portalLinkHandlers,
+  operatorWebhookHandlers,
+];
+
 /**
  * AdminService: every RPC first identifies its caller, the admin token or a portal link
  * (callers.ts); a portal link's calls pass its scope table (portal-scope.ts), which refuses
  * anything beyond its source. Every write is recorded in the audit log with who made it (audited.ts).
  */
 export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> {
-  const handlers: Record<string, (req: unknown, ctx: CallContext) => Promise<unknown>> = {
-    ...deadLetterHandlers(deps),
-    ...sourceHandlers(deps),
-    ...destinationHandlers(deps),
-    ...rotateSecretHandler(deps),
-    ...attemptHandlers(deps),
-    ...attemptSearchHandlers(deps),
-    ...healthHandlers(deps),
-    ...auditRecordHandlers(deps),
-    ...reencryptSecretsHandler(deps),
-    ...deletionHandlers(deps),
-    ...testCallHandler(deps),
-    ...portalLinkHandlers(deps),
-    ...operatorWebhookHandlers(deps),
-  } as Record<string, (req: unknown, ctx: CallContext) => Promise<unknown>>;
+  const handlers: Record<string, (req: unknown, ctx: CallContext) => Promise<unknown>> = Object.fromEntries(
+    HANDLER_GROUPS.flatMap((group) => Object.entries(group(deps))),
+  );
   const audit = {
     auditLog: deps.auditLog,
     log: deps.log,

@@ -21,7 +21,6 @@ import {
   type SearchFilter,
   type SearchHit,
   type SearchStatus,
-  type ServiceImpl,
   STATUS_CODES,
   type Stored,
   searchStatusOf,
@@ -30,7 +29,7 @@ import type { JetStreamManager } from "nats";
 import { throwIfInvalid } from "../invalid.js";
 import { attemptToProto } from "./attempts.js";
 import { logFilterViolations, notFound } from "./ids.js";
-import type { AdminMethods } from "./sources.js";
+import type { AdminHandlers } from "./sources.js";
 
 export interface AttemptSearchDeps {
   store: ConfigStore;
@@ -112,9 +111,7 @@ function entryToProto(h: SearchHit): MessageInitShape<typeof LogEntrySchema> {
 }
 
 /** SearchAttempts and GetAttemptLogInfo (docs/design/attempt-search.md). */
-export function attemptSearchHandlers(
-  deps: AttemptSearchDeps,
-): Pick<ServiceImpl<AdminMethods>, "searchAttempts" | "getAttemptLogInfo"> {
+export function attemptSearchHandlers(deps: AttemptSearchDeps) {
   return {
     searchAttempts: async (req) => {
       const violations = logFilterViolations(req);
@@ -198,5 +195,5 @@ export function attemptSearchHandlers(
         unindexedRecords: BigInt(Math.max(0, log.state.last_seq - deps.search.index.followed)),
       };
     },
-  };
+  } satisfies AdminHandlers;
 }

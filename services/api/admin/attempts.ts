@@ -24,13 +24,12 @@ import type {
   DeadLetters,
   OutcomeKind,
   RoutedRecord,
-  ServiceImpl,
   Stored,
 } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
 import { logFilterViolations, notFound, requiredIdViolations } from "./ids.js";
 import { beforeSequence } from "./sequence-token.js";
-import type { AdminMethods } from "./sources.js";
+import type { AdminHandlers } from "./sources.js";
 
 export interface AttemptDeps {
   store: ConfigStore;
@@ -43,27 +42,11 @@ const MAX_MESSAGE_ID = 256;
 /** The filter reason of a destination that the call's integrations turned off. */
 const INTEGRATIONS_FILTERED = "integrations: webhooks turned off";
 
-const OUTCOMES: Record<OutcomeKind, AttemptOutcome> = {
-  success: AttemptOutcome.SUCCESS,
-  redirect: AttemptOutcome.REDIRECT,
-  client_error: AttemptOutcome.CLIENT_ERROR,
-  server_error: AttemptOutcome.SERVER_ERROR,
-  timeout: AttemptOutcome.TIMEOUT,
-  connection: AttemptOutcome.CONNECTION,
-  tls: AttemptOutcome.TLS,
-  ssrf: AttemptOutcome.SSRF,
-  invalid_response: AttemptOutcome.INVALID_RESPONSE,
-  not_sent: AttemptOutcome.NOT_SENT,
-  filtered: AttemptOutcome.FILTERED,
-};
-
 /**
  * ListAttempts and GetMessage over the attempt log. A destination id that is neither
  * configured nor present in the log is NOT_FOUND, so a typo is never an empty, reassuring answer.
  */
-export function attemptHandlers(
-  deps: AttemptDeps,
-): Pick<ServiceImpl<AdminMethods>, "listAttempts" | "getMessage"> {
+export function attemptHandlers(deps: AttemptDeps) {
   return {
     listAttempts: async (req) => {
       const violations = logFilterViolations(req);
@@ -171,7 +154,7 @@ export function attemptHandlers(
         attemptsTruncated: found.truncated || kept.length < attempts.length,
       };
     },
-  };
+  } satisfies AdminHandlers;
 }
 
 /** Where one destination stands: the last word in the log decides, checked against DEAD. */
@@ -260,6 +243,20 @@ async function deadLetterBody(
   }
   return undefined;
 }
+
+const OUTCOMES: Record<OutcomeKind, AttemptOutcome> = {
+  success: AttemptOutcome.SUCCESS,
+  redirect: AttemptOutcome.REDIRECT,
+  client_error: AttemptOutcome.CLIENT_ERROR,
+  server_error: AttemptOutcome.SERVER_ERROR,
+  timeout: AttemptOutcome.TIMEOUT,
+  connection: AttemptOutcome.CONNECTION,
+  tls: AttemptOutcome.TLS,
+  ssrf: AttemptOutcome.SSRF,
+  invalid_response: AttemptOutcome.INVALID_RESPONSE,
+  not_sent: AttemptOutcome.NOT_SENT,
+  filtered: AttemptOutcome.FILTERED,
+};
 
 /** `requestBody`: the call's body from its routed record, for records that do not carry it. */
 export function attemptToProto(

@@ -8,11 +8,11 @@ import {
   pageSizeViolation,
 } from "@hookpost/contract";
 import { ActorKind, AuditOutcome, type AuditRecordSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import type { AuditEntry, AuditLog, ServiceImpl } from "@hookpost/core";
+import type { AuditEntry, AuditLog } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
 import { requiredIdViolations } from "./ids.js";
 import { beforeSequence } from "./sequence-token.js";
-import type { AdminMethods } from "./sources.js";
+import type { AdminHandlers } from "./sources.js";
 
 export interface AuditRecordDeps {
   auditLog: Pick<AuditLog, "page">;
@@ -22,9 +22,7 @@ export interface AuditRecordDeps {
  * ListAuditRecords: the audit log, newest first. There is deliberately no RPC that changes or
  * removes a record (and the stream itself denies deletes): records leave only by age.
  */
-export function auditRecordHandlers(
-  deps: AuditRecordDeps,
-): Pick<ServiceImpl<AdminMethods>, "listAuditRecords"> {
+export function auditRecordHandlers(deps: AuditRecordDeps) {
   return {
     listAuditRecords: async (req) => {
       const violations: FieldViolation[] =
@@ -44,7 +42,7 @@ export function auditRecordHandlers(
         nextPageToken: page.nextBefore === undefined ? "" : String(page.nextBefore),
       };
     },
-  };
+  } satisfies AdminHandlers;
 }
 
 const ACTOR_KINDS: Record<string, ActorKind> = {

@@ -9,10 +9,10 @@ import {
   pageSizeViolation,
 } from "@hookpost/contract";
 import type { DeadLetterSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import type { ConfigStore, DeadLetter, DeadLetters, Logger, ServiceImpl } from "@hookpost/core";
+import type { ConfigStore, DeadLetter, DeadLetters, Logger } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
 import { notFound, optionalIdViolations, requiredIdViolations } from "./ids.js";
-import type { AdminMethods } from "./sources.js";
+import type { AdminHandlers } from "./sources.js";
 
 export interface DeadLetterDeps {
   store: ConfigStore;
@@ -25,9 +25,7 @@ export interface DeadLetterDeps {
  * Listing works for deleted destinations too (their records stay until DEAD_LETTER_MAX_AGE);
  * replaying needs the destination to exist, or the deliveries would land where nobody reads.
  */
-export function deadLetterHandlers(
-  deps: DeadLetterDeps,
-): Pick<ServiceImpl<AdminMethods>, "listDeadLetters" | "replayDeadLetters"> {
+export function deadLetterHandlers(deps: DeadLetterDeps) {
   return {
     listDeadLetters: async (req) => {
       const violations =
@@ -91,7 +89,7 @@ export function deadLetterHandlers(
       );
       return r;
     },
-  };
+  } satisfies AdminHandlers;
 }
 
 function toProto(d: DeadLetter): MessageInitShape<typeof DeadLetterSchema> {

@@ -1,8 +1,8 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, HookpostError } from "@hookpost/contract";
-import type { DeletionStore, ServiceImpl } from "@hookpost/core";
+import type { DeletionStore } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
-import type { AdminMethods } from "./sources.js";
+import type { AdminHandlers } from "./sources.js";
 
 export interface DeletionDeps {
   deletions: DeletionStore;
@@ -12,7 +12,7 @@ export interface DeletionDeps {
 const REQUEST_ID = /^del_[A-Za-z0-9_-]{1,64}$/;
 
 /** GetDeletion: a deletion request's notified sources, what erasure removed, and when it was done. */
-export function deletionHandlers(deps: DeletionDeps): Pick<ServiceImpl<AdminMethods>, "getDeletion"> {
+export function deletionHandlers(deps: DeletionDeps) {
   return {
     getDeletion: async (req) => {
       const id = req.requestId;
@@ -38,5 +38,5 @@ export function deletionHandlers(deps: DeletionDeps): Pick<ServiceImpl<AdminMeth
         passes: r.passes,
       };
     },
-  };
+  } satisfies AdminHandlers;
 }

@@ -16,7 +16,7 @@ import {
   urlsViolations,
 } from "@hookpost/contract";
 import { ConsentMissing, type Destination, Ordering } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import { type DestinationRecord, type ServiceImpl, type Signing, signingSecrets } from "@hookpost/core";
+import { type DestinationRecord, type Signing, signingSecrets } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
 import { auditChange, changeAudited, deleteAudited } from "./audit-changes.js";
 import { createOnce } from "./create-once.js";
@@ -30,7 +30,7 @@ import { dryRun, dryRunCall, missingDryRunDestination } from "./dry-run.js";
 import { ensureSigningKey, oneNewKey } from "./ed25519-signing-key.js";
 import { generateId, idViolations, nameViolations, notFound, requiredIdViolations } from "./ids.js";
 import { pageOf } from "./paging.js";
-import type { AdminDeps, AdminMethods } from "./sources.js";
+import type { AdminDeps, AdminHandlers } from "./sources.js";
 import { destinationToProto, signingFromProto } from "./to-proto.js";
 import { maskedFields } from "./update-mask.js";
 
@@ -81,17 +81,7 @@ const P = "destination.";
  * `whsec_` secret, whether it was just given or kept; standard-webhooks-ed25519 a `whsk_` key,
  * which is generated when none is given or kept (ensureSigningKey).
  */
-export function destinationHandlers(
-  deps: AdminDeps,
-): Pick<
-  ServiceImpl<AdminMethods>,
-  | "createDestination"
-  | "getDestination"
-  | "listDestinations"
-  | "updateDestination"
-  | "deleteDestination"
-  | "dryRunDestination"
-> {
+export function destinationHandlers(deps: AdminDeps) {
   const { store, log } = deps;
   const now = deps.now ?? (() => new Date());
 
@@ -269,7 +259,7 @@ export function destinationHandlers(
       log.info({ destinationId: req.id }, "destination deleted");
       return { revision: BigInt(revision) };
     },
-  };
+  } satisfies AdminHandlers;
 }
 
 /**

@@ -6,20 +6,14 @@ import {
   type DestinationHealthSchema,
   DestinationState,
 } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import type {
-  BreakerFigures,
-  ConfigStore,
-  DestinationRecord,
-  HealthAggregate,
-  ServiceImpl,
-} from "@hookpost/core";
+import type { BreakerFigures, ConfigStore, DestinationRecord, HealthAggregate } from "@hookpost/core";
 import { targetId } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import { throwIfInvalid } from "../invalid.js";
 import { notFound, requiredIdViolations } from "./ids.js";
 import { pageOf } from "./paging.js";
 import { type Pending, pendingOf } from "./pending.js";
-import type { AdminMethods } from "./sources.js";
+import type { AdminHandlers } from "./sources.js";
 
 export interface HealthDeps {
   store: ConfigStore;
@@ -43,7 +37,7 @@ const BREAKER_STATES: Record<BreakerFigures["state"], BreakerState> = {
  * attempt log's health summaries, and the backlog from what is stored for each destination
  * (pending.ts).
  */
-export function healthHandlers(deps: HealthDeps): Pick<ServiceImpl<AdminMethods>, "listDestinationHealth"> {
+export function healthHandlers(deps: HealthDeps) {
   return {
     listDestinationHealth: async (req) => {
       let list: DestinationRecord[];
@@ -75,7 +69,7 @@ export function healthHandlers(deps: HealthDeps): Pick<ServiceImpl<AdminMethods>
       );
       return { destinations, nextPageToken };
     },
-  };
+  } satisfies AdminHandlers;
 }
 
 function sumPending(parts: Array<Pending | undefined>): Pending {

@@ -14,13 +14,13 @@ import {
   operatorUrlViolations,
 } from "@hookpost/contract";
 import type { OperatorWebhook, OperatorWebhookSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import type { OperatorWebhookRecord, ServiceImpl } from "@hookpost/core";
+import type { OperatorWebhookRecord } from "@hookpost/core";
 import { generateStandardWebhookSecret } from "@hookpost/receiver";
 import { throwIfInvalid } from "../invalid.js";
 import { auditChange, changeAudited, deleteAudited } from "./audit-changes.js";
 import { createOnce } from "./create-once.js";
 import { generateId, idViolations, nameViolations, notFound, requiredIdViolations } from "./ids.js";
-import type { AdminDeps, AdminMethods } from "./sources.js";
+import type { AdminDeps, AdminHandlers } from "./sources.js";
 import { maskedFields } from "./update-mask.js";
 
 /** The fields UpdateOperatorWebhook's update_mask may name. */
@@ -95,16 +95,7 @@ function setThresholds(
  * generated when a create gives none (and answered once), never returned afterwards. Writes go
  * through the audited admin path like any other (admin-service.ts); the secret is redacted there.
  */
-export function operatorWebhookHandlers(
-  deps: AdminDeps,
-): Pick<
-  ServiceImpl<AdminMethods>,
-  | "createOperatorWebhook"
-  | "getOperatorWebhook"
-  | "listOperatorWebhooks"
-  | "updateOperatorWebhook"
-  | "deleteOperatorWebhook"
-> {
+export function operatorWebhookHandlers(deps: AdminDeps) {
   const { store, log } = deps;
   const now = deps.now ?? (() => new Date());
 
@@ -216,7 +207,7 @@ export function operatorWebhookHandlers(
       log.info({ operatorWebhookId: req.id }, "operator webhook deleted");
       return { revision: BigInt(revision) };
     },
-  };
+  } satisfies AdminHandlers;
 }
 
 function alreadyExists(id: string): HookpostError {

@@ -24,14 +24,13 @@ import {
   PORTAL_LINKS_BUCKET,
   type PortalLinkRecord,
   type PortalLinkStore,
-  type ServiceImpl,
 } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
 import { auditChange } from "./audit-changes.js";
 import { callerOf } from "./callers.js";
 import { notFound, requiredIdViolations } from "./ids.js";
 import { pageOf } from "./paging.js";
-import type { AdminMethods } from "./sources.js";
+import type { AdminHandlers } from "./sources.js";
 
 export interface PortalLinkDeps {
   store: ConfigStore;
@@ -47,12 +46,7 @@ export interface PortalLinkDeps {
  * decided here but by the scope table every call passes (portal-scope.ts); these only manage links.
  * The token is answered once and never logged; the store keeps its hash.
  */
-export function portalLinkHandlers(
-  deps: PortalLinkDeps,
-): Pick<
-  ServiceImpl<AdminMethods>,
-  "createPortalLink" | "listPortalLinks" | "revokePortalLink" | "getCaller"
-> {
+export function portalLinkHandlers(deps: PortalLinkDeps) {
   const { store, portalLinks, log } = deps;
   const now = deps.now ?? (() => new Date());
 
@@ -141,7 +135,7 @@ export function portalLinkHandlers(
         portalLink: portalLinkToProto(caller.link),
       };
     },
-  };
+  } satisfies AdminHandlers;
 }
 
 function bucketFull(): HookpostError {

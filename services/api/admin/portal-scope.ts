@@ -117,6 +117,9 @@ function denied(message: string): HookpostError {
 /** Ids in messages are bounded (a request is recorded before it is validated). */
 const clip = (s: string) => (s.length > 64 ? `${s.slice(0, 64)}…` : s);
 
+/** A method a portal link may not call at all; `why` ends the refusal. */
+const refused = (why: string) => ({ access: "refused", why }) as const;
+
 const GLOBAL = "it acts on the whole installation, not one source";
 const OTHER_SOURCES = "it is about sources, which only the operator manages";
 const LINKS = "portal links are managed with the admin token only";
@@ -149,7 +152,7 @@ function updatesSources(paths: readonly string[]): boolean {
 
 export const PORTAL_SCOPE: ScopeTable = {
   // Sources: the link's own source can be read; nothing else about sources is reachable.
-  createSource: { access: "refused", why: OTHER_SOURCES },
+  createSource: refused(OTHER_SOURCES),
   getSource: {
     access: "read",
     check: (req, s) => {
@@ -164,15 +167,12 @@ export const PORTAL_SCOPE: ScopeTable = {
       nextPageToken: "",
     }),
   },
-  deleteSource: { access: "refused", why: OTHER_SOURCES },
+  deleteSource: refused(OTHER_SOURCES),
   // A source's name and browser origins are the operator's (it runs the sites that send calls).
-  updateSource: { access: "refused", why: OTHER_SOURCES },
+  updateSource: refused(OTHER_SOURCES),
   // The write key is the operator's credential for the services that send calls: a tenant rotating
   // it would stop the operator's own ingestion.
-  rotateWriteKey: {
-    access: "refused",
-    why: "the write key belongs to the services sending calls, which the operator runs",
-  },
+  rotateWriteKey: refused("the write key belongs to the services sending calls, which the operator runs"),
 
   createDestination: {
     access: "write",
@@ -236,7 +236,7 @@ export const PORTAL_SCOPE: ScopeTable = {
   // The link's source's entries only (source_id narrowed to it, a destination connected to it).
   searchAttempts: { access: "read", check: callsOfSource },
   // The whole log's limits and size.
-  getAttemptLogInfo: { access: "refused", why: GLOBAL },
+  getAttemptLogInfo: refused(GLOBAL),
   getMessage: { access: "read", check: ofSource },
   listDestinationHealth: {
     access: "read",
@@ -263,15 +263,15 @@ export const PORTAL_SCOPE: ScopeTable = {
       s.owned(req.resourceId, "resource_id");
     },
   },
-  reencryptSecrets: { access: "refused", why: GLOBAL },
+  reencryptSecrets: refused(GLOBAL),
   // A deletion request spans every source that saw the user.
-  getDeletion: { access: "refused", why: GLOBAL },
+  getDeletion: refused(GLOBAL),
   // Operational webhooks alert the operator about every source's destinations.
-  createOperatorWebhook: { access: "refused", why: GLOBAL },
-  getOperatorWebhook: { access: "refused", why: GLOBAL },
-  listOperatorWebhooks: { access: "refused", why: GLOBAL },
-  updateOperatorWebhook: { access: "refused", why: GLOBAL },
-  deleteOperatorWebhook: { access: "refused", why: GLOBAL },
+  createOperatorWebhook: refused(GLOBAL),
+  getOperatorWebhook: refused(GLOBAL),
+  listOperatorWebhooks: refused(GLOBAL),
+  updateOperatorWebhook: refused(GLOBAL),
+  deleteOperatorWebhook: refused(GLOBAL),
   dryRunDestination: {
     access: "read",
     check: (req, s) => {
@@ -286,9 +286,9 @@ export const PORTAL_SCOPE: ScopeTable = {
   },
   sendTestCall: { access: "write", check: ownDestination },
 
-  createPortalLink: { access: "refused", why: LINKS },
-  listPortalLinks: { access: "refused", why: LINKS },
-  revokePortalLink: { access: "refused", why: LINKS },
+  createPortalLink: refused(LINKS),
+  listPortalLinks: refused(LINKS),
+  revokePortalLink: refused(LINKS),
   // Who the caller is: the link itself.
   getCaller: { access: "read" },
 };

@@ -1,6 +1,6 @@
 import { Code, HookpostError } from "@hookpost/contract";
-import { SecretsKeyError, type ServiceImpl } from "@hookpost/core";
-import type { AdminDeps, AdminMethods } from "./sources.js";
+import { SecretsKeyError } from "@hookpost/core";
+import type { AdminDeps, AdminHandlers } from "./sources.js";
 
 /** Rewrites at once: thousands of destinations finish within a CLI deadline, NATS is not flooded. */
 const CONCURRENCY = 16;
@@ -11,9 +11,7 @@ const CONCURRENCY = 16;
  * write is compare-and-set, so a concurrent change is never undone: it is re-read and written on
  * top. Afterwards the older keys can be removed (docs/operations.md#rotating-the-secrets-key).
  */
-export function reencryptSecretsHandler(
-  deps: AdminDeps,
-): Pick<ServiceImpl<AdminMethods>, "reencryptSecrets"> {
+export function reencryptSecretsHandler(deps: AdminDeps) {
   const { store, log } = deps;
   return {
     reencryptSecrets: async () => {
@@ -51,5 +49,5 @@ export function reencryptSecretsHandler(
       log.info({ reencrypted, unchanged, keyId }, "destination secrets re-encrypted");
       return { reencrypted, unchanged, keyId };
     },
-  };
+  } satisfies AdminHandlers;
 }

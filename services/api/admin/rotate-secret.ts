@@ -7,12 +7,12 @@ import {
   previousSecretViolations,
   sharedSecretViolations,
 } from "@hookpost/contract";
-import { type DestinationRecord, type ServiceImpl, type Signing, signingSecrets } from "@hookpost/core";
+import { type DestinationRecord, type Signing, signingSecrets } from "@hookpost/core";
 import { generateStandardWebhookKeyPair, generateStandardWebhookSecret } from "@hookpost/receiver";
 import { throwIfInvalid } from "../invalid.js";
 import { changeAudited } from "./audit-changes.js";
 import { requiredIdViolations } from "./ids.js";
-import type { AdminDeps, AdminMethods } from "./sources.js";
+import type { AdminDeps, AdminHandlers } from "./sources.js";
 import { destinationToProto } from "./to-proto.js";
 
 export const DEFAULT_OVERLAP_MS = 24 * 3600_000;
@@ -26,7 +26,7 @@ export const MAX_OVERLAP_MS = 30 * 24 * 3600_000;
  * With Ed25519 signing the new secret is a key pair: the answer shows its public key, never the
  * private one.
  */
-export function rotateSecretHandler(deps: AdminDeps): Pick<ServiceImpl<AdminMethods>, "rotateSecret"> {
+export function rotateSecretHandler(deps: AdminDeps) {
   const { store, log } = deps;
   const now = deps.now ?? (() => new Date());
   return {
@@ -90,7 +90,7 @@ export function rotateSecretHandler(deps: AdminDeps): Pick<ServiceImpl<AdminMeth
         revision: BigInt(revision),
       };
     },
-  };
+  } satisfies AdminHandlers;
 }
 
 function newSecret(signing: Signing): string {

@@ -28,6 +28,12 @@ import { sourceToProto } from "./to-proto.js";
 
 export type AdminMethods = typeof AdminService extends GenService<infer S> ? S : never;
 
+/**
+ * Some of AdminService's methods: each handler group's object satisfies it, so its keys are the
+ * methods it serves (misspelt or unknown ones are refused) and its handlers' requests are typed.
+ */
+export type AdminHandlers = Partial<ServiceImpl<AdminMethods>>;
+
 export interface AdminDeps {
   store: ConfigStore;
   log: Logger;
@@ -47,12 +53,7 @@ export interface AdminDeps {
  * with its settings and dead letters, but receives nothing until it is connected again.
  * Calls of the source already accepted but not yet routed find no destination and are dropped.
  */
-export function sourceHandlers(
-  deps: AdminDeps,
-): Pick<
-  ServiceImpl<AdminMethods>,
-  "createSource" | "getSource" | "listSources" | "deleteSource" | "rotateWriteKey" | "updateSource"
-> {
+export function sourceHandlers(deps: AdminDeps) {
   const { store, log } = deps;
   const now = deps.now ?? (() => new Date());
   const existing = (id: string): SourceRecord => {
@@ -182,7 +183,7 @@ export function sourceHandlers(
       log.info({ sourceId: source.id }, "write key rotated");
       return { source: sourceToProto(record), writeKey, revision: BigInt(revision) };
     },
-  };
+  } satisfies AdminHandlers;
 }
 
 /** UpdateSource's mask paths. */

@@ -7,7 +7,6 @@ import {
   type ConfigStore,
   publishTestCall,
   renderBody,
-  type ServiceImpl,
   type Stored,
 } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
@@ -15,7 +14,7 @@ import { throwIfInvalid } from "../invalid.js";
 import { attemptToProto } from "./attempts.js";
 import { dryRunCall } from "./dry-run.js";
 import { notFound, requiredIdViolations } from "./ids.js";
-import type { AdminMethods } from "./sources.js";
+import type { AdminHandlers } from "./sources.js";
 
 export interface TestCallDeps {
   store: ConfigStore;
@@ -35,7 +34,7 @@ const POLL_MS = 100;
  * (core's TEST_CALL_HEADER), so a dispatcher sends it through the real path at once; the answer is
  * that attempt's records, read back from the attempt log once the attempt is over.
  */
-export function testCallHandler(deps: TestCallDeps): Pick<ServiceImpl<AdminMethods>, "sendTestCall"> {
+export function testCallHandler(deps: TestCallDeps) {
   const now = deps.now ?? (() => new Date());
   return {
     sendTestCall: async (req) => {
@@ -66,7 +65,7 @@ export function testCallHandler(deps: TestCallDeps): Pick<ServiceImpl<AdminMetho
         `the test call ${messageId} was stored, but no dispatcher recorded its attempt within ${Math.round((deps.testCallWaitMs ?? 60_000) / 1000)} s: is a dispatcher running?`,
       );
     },
-  };
+  } satisfies AdminHandlers;
 }
 
 /**

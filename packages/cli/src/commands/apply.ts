@@ -13,14 +13,14 @@ import type { Context, Session } from "../context.js";
 import { InputError, type InputProblem } from "../errors.js";
 import { everyItem } from "../pages.js";
 import {
-  consentMissingValue,
+  CONSENT_MISSING,
+  DELIVERY_MODE,
   type DestinationView,
-  deliveryModeWordValue,
   destinationView,
   type OperatorWebhookView,
+  ORDERING,
   operatorWebhookView,
-  orderingValue,
-  signingValue,
+  SIGNING,
   sourceView,
 } from "../views.js";
 
@@ -189,11 +189,12 @@ async function plan(ctx: Context, file: ApplyFile, updateSecrets: boolean): Prom
           ? {
               changes: diff(current, d, updateSecrets),
               secret: { given: d.secret !== undefined, field: "shared_secret" },
-              update: (paths) => admin.updateDestination({ destination: toInit(d), updateMask: { paths } }),
+              update: (paths) =>
+                admin.updateDestination({ destination: destinationInit(d), updateMask: { paths } }),
             }
           : {
               create: async () => {
-                await admin.createDestination({ destination: toInit(d) });
+                await admin.createDestination({ destination: destinationInit(d) });
                 return undefined;
               },
             },
@@ -268,6 +269,9 @@ function step(kind: Step["kind"], id: string, plan: Plan): Step {
   };
 }
 
+/** The file's words for a duration ("90s", "2h") as a proto Duration. */
+const protoDuration = (text: string) => durationFromMs(parseDuration(text));
+
 function webhookInit(w: DesiredOperatorWebhook): MessageInitShape<typeof OperatorWebhookSchema> {
   return {
     id: w.id,
@@ -277,7 +281,7 @@ function webhookInit(w: DesiredOperatorWebhook): MessageInitShape<typeof Operato
     eventTypes: w.events,
     enabled: w.enabled,
     ...(w.failingBelow === null ? {} : { failingBelow: w.failingBelow }),
-    ...(w.behindAfter === null ? {} : { behindAfter: durationFromMs(parseDuration(w.behindAfter)) }),
+    ...(w.behindAfter === null ? {} : { behindAfter: protoDuration(w.behindAfter) }),
   };
 }
 
@@ -298,7 +302,7 @@ export function operatorWebhookDiff(
   return changes;
 }
 
-function toInit(d: DesiredDestination): MessageInitShape<typeof DestinationSchema> {
+function destinationInit(d: DesiredDestination): MessageInitShape<typeof DestinationSchema> {
   return {
     id: d.id,
     name: d.name,
@@ -306,10 +310,10 @@ function toInit(d: DesiredDestination): MessageInitShape<typeof DestinationSchem
     urls: d.urls,
     headers: d.headers,
     sharedSecret: d.secret ?? "",
-    signing: signingValue(d.signing),
-    ordering: orderingValue(d.ordering),
+    signing: SIGNING.value(d.signing),
+    ordering: ORDERING.value(d.ordering),
     consentCategories: d.consentCategories,
-    consentMissing: consentMissingValue(d.consentMissing),
+    consentMissing: CONSENT_MISSING.value(d.consentMissing),
     ...(d.filter
       ? {
           filter: {
@@ -324,8 +328,8 @@ function toInit(d: DesiredDestination): MessageInitShape<typeof DestinationSchem
     ...(d.retry
       ? {
           retry: {
-            ...(d.retry.window ? { window: durationFromMs(parseDuration(d.retry.window)) } : {}),
-            delays: (d.retry.delays ?? []).map((x) => durationFromMs(parseDuration(x))),
+            ...(d.retry.window ? { window: protoDuration(d.retry.window) } : {}),
+            delays: (d.retry.delays ?? []).map(protoDuration),
           },
         }
       : {}),
@@ -334,11 +338,11 @@ function toInit(d: DesiredDestination): MessageInitShape<typeof DestinationSchem
           batching: {
             maxCalls: d.batching.maxCalls ?? 0,
             maxBytes: d.batching.maxBytes ?? 0,
-            ...(d.batching.maxWait ? { maxWait: durationFromMs(parseDuration(d.batching.maxWait)) } : {}),
+            ...(d.batching.maxWait ? { maxWait: protoDuration(d.batching.maxWait) } : {}),
           },
         }
       : {}),
-    deliveryMode: deliveryModeWordValue(d.deliveryMode),
+    deliveryMode: DELIVERY_MODE.value(d.deliveryMode),
     enabled: d.enabled,
   };
 }

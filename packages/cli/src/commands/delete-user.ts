@@ -3,13 +3,12 @@ import type { Session } from "../context.js";
 import { oneArgumentCommand } from "./id-command.js";
 
 export function deleteUserCommand(session: Session): Command {
-  const spec = {
-    description:
+  const cmd = new Command("delete-user")
+    .description(
       "create a deletion request for a user: every destination of the sources that saw them is told",
-    argument: "<userId>",
-    about: "the user id",
-  };
-  return oneArgumentCommand(session, new Command("delete-user"), spec, async (userId, ctx) => {
+    )
+    .argument("<userId>", "the user id");
+  return oneArgumentCommand(session, cmd, async (userId, ctx) => {
     const res = await ctx.ingestAdmin().delete({ userId });
     if (ctx.out.json) return ctx.out.data({ requestId: res.requestId, sourceIds: res.sourceIds });
     ctx.out.line(`Deletion request ${res.requestId} for user ${userId}.`);

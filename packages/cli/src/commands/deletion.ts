@@ -5,13 +5,12 @@ import { oneArgumentCommand } from "./id-command.js";
 
 /** `hookpost deletion <requestId>`: GetDeletion, how far the erasure of a deleted user is. */
 export function deletionCommand(session: Session): Command {
-  const spec = {
-    description:
+  const cmd = new Command("deletion")
+    .description(
       "show a deletion request: the sources notified, what was erased from Hookpost's stores, when done",
-    argument: "<requestId>",
-    about: "the request id `delete-user` printed (del_…)",
-  };
-  return oneArgumentCommand(session, new Command("deletion"), spec, async (requestId, ctx) => {
+    )
+    .argument("<requestId>", "the request id `delete-user` printed (del_…)");
+  return oneArgumentCommand(session, cmd, async (requestId, ctx) => {
     const r = await ctx.admin().getDeletion({ requestId });
     const view = {
       requestId: r.requestId,

@@ -10,23 +10,21 @@ import { UsageError } from "../errors.js";
 import { everyItem } from "../pages.js";
 import { collect, collectHeader, positiveInt } from "../parse.js";
 import {
-  CONSENT_MISSING_NAMES,
+  CONSENT_MISSING,
   type ConsentMissingName,
-  consentMissingValue,
   type DestinationView,
   destinationView,
   iso,
-  ORDERING_NAMES,
+  ORDERING,
   type OrderingName,
-  orderingValue,
-  SIGNING_NAMES,
+  SIGNING,
   type SigningName,
-  signingValue,
   updateSummary,
 } from "../views.js";
 import { destinationHealthCommand } from "./destination-health.js";
-import { deleteCommand, idCommand } from "./id-command.js";
-import { type CreateFlags, createFlags, type EnableFlags, enableFlags, setEnabled } from "./switch-flags.js";
+import { deleteCommand, getCommand } from "./id-command.js";
+import type { CreateFlags, EnableFlags } from "./switch-flags.js";
+import { createCommand, createdFields, enableFlags, setEnabled } from "./switch-flags.js";
 import { Update } from "./update.js";
 
 type DestinationInit = MessageInitShape<typeof DestinationSchema>;
@@ -77,12 +75,12 @@ function addDestinationFlags(cmd: Command, verb: "create" | "update"): Command {
       "--secret-env <var>",
       "read the shared secret from this environment variable (keeps it out of ps)",
     )
-    .addOption(new Option("--signing <mode>", "signature headers to send").choices(SIGNING_NAMES))
+    .addOption(new Option("--signing <mode>", "signature headers to send").choices(SIGNING.words))
     .addOption(
       new Option(
         "--ordering <order>",
         "per-user: each user's calls arrive in the order accepted, one at a time per user (default: unordered)",
-      ).choices(ORDERING_NAMES),
+      ).choices(ORDERING.words),
     )
     .option(
       "--consent-category <name>",
@@ -93,7 +91,7 @@ function addDestinationFlags(cmd: Command, verb: "create" | "update"): Command {
       new Option(
         "--consent-missing <action>",
         "with consent categories, what a call without a consent object gets (default: deliver)",
-      ).choices(CONSENT_MISSING_NAMES),
+      ).choices(CONSENT_MISSING.words),
     )
     .option(
       "--rate-limit <n>",
@@ -120,42 +118,32 @@ function setLimitFlags(update: Update<DestinationInit>, opts: DestinationFlags):
   const { rateLimit, maxInFlight } = opts;
   if (rateLimit !== undefined) update.set("rateLimitPerSecond", rateLimit === "off" ? undefined : rateLimit);
   if (maxInFlight !== undefined) update.set("maxInFlight", maxInFlight === "off" ? undefined : maxInFlight);
-  if (opts.ordering !== undefined) update.set("ordering", orderingValue(opts.ordering));
+  if (opts.ordering !== undefined) update.set("ordering", ORDERING.value(opts.ordering));
   if (opts.consentCategory !== undefined) update.set("consentCategories", opts.consentCategory);
   if (opts.consentMissing !== undefined)
-    update.set("consentMissing", consentMissingValue(opts.consentMissing));
+    update.set("consentMissing", CONSENT_MISSING.value(opts.consentMissing));
 }
 
 export function destinationsCommand(session: Session): Command {
   const cmd = new Command("destinations").description("manage webhook destinations");
 
   addDestinationFlags(
-    createFlags(
-      cmd.command("create").description("create a webhook destination"),
-      "destination",
-      "create it disabled",
-    ),
+    createCommand(cmd, "destination", "create a webhook destination", "create it disabled"),
     "create",
   ).action(async (opts: DestinationFlags & CreateFlags, command: Command) => {
-    const secret = resolveSecret(opts);
-    const ctx = session.context(command);
     const destination: DestinationInit = {
-      id: opts.id ?? "",
-      name: opts.name!,
+      ...createdFields(opts),
       sourceIds: opts.source!,
       urls: opts.url!,
       headers: Object.fromEntries(opts.header ?? []),
-      sharedSecret: secret ?? "",
-      signing: signingValue(opts.signing ?? "segment"),
-      enabled: !opts.disabled,
+      sharedSecret: resolveSecret(opts) ?? "",
+      signing: SIGNING.value(opts.signing ?? "segment"),
     };
     setLimitFlags(new Update(destination), opts);
+    const ctx = session.context(command);
     const res = await ctx.admin().createDestination({ destination });
     const d = destinationView(res.destination!);
-    if (ctx.out.json) return ctx.out.data(d);
-    ctx.out.line(`Created destination ${d.id} ("${d.name}").`);
-    ctx.out.line();
-    printDestination(ctx, d);
+    ctx.out.written(d, `Created destination ${d.id} ("${d.name}").`, () => printDestination(ctx, d));
   });
 
   cmd
@@ -184,21 +172,13 @@ export function destinationsCommand(session: Session): Command {
       );
     });
 
-  idCommand(
+  getCommand(
     session,
     cmd,
-    {
-      name: "get",
-      description: "show a destination (the shared secret is write-only: only whether one is set)",
-      id: "destination id",
-    },
-    async (id, ctx) => {
-      const res = await ctx.admin().getDestination({ id });
-      const d = destinationView(res.destination!);
-      if (ctx.out.json) return ctx.out.data(d);
-      printDestination(ctx, d);
-    },
-  );
+    "destination",
+    async (ctx, id) => destinationView((await ctx.admin().getDestination({ id })).destination!),
+    printDestination,
+  ).description("show a destination (the shared secret is write-only: only whether one is set)");
 
   addDestinationFlags(
     enableFlags(
@@ -238,7 +218,7 @@ export function destinationsCommand(session: Session): Command {
         update.set("headers", Object.fromEntries(opts.header ?? []));
       const secret = resolveSecret(opts);
       if (secret !== undefined || opts.clearSecret) update.set("sharedSecret", secret ?? "");
-      if (opts.signing !== undefined) update.set("signing", signingValue(opts.signing));
+      if (opts.signing !== undefined) update.set("signing", SIGNING.value(opts.signing));
       setEnabled(update, opts);
       if (opts.clearConsentCategories) update.set("consentCategories", []);
       setLimitFlags(update, opts);
@@ -246,10 +226,9 @@ export function destinationsCommand(session: Session): Command {
       const ctx = session.context(command);
       const res = await ctx.admin().updateDestination({ destination, updateMask: { paths } });
       const d = destinationView(res.destination!);
-      if (ctx.out.json) return ctx.out.data(d);
-      ctx.out.line(`Updated destination ${d.id}: ${updateSummary(paths, d)}.`);
-      ctx.out.line();
-      printDestination(ctx, d);
+      ctx.out.written(d, `Updated destination ${d.id}: ${updateSummary(paths, d)}.`, () =>
+        printDestination(ctx, d),
+      );
     },
   );
 

@@ -7,9 +7,10 @@ import type { Context, Session } from "../context.js";
 import { collect } from "../parse.js";
 import { type OperatorWebhookView, operatorWebhookView } from "../views.js";
 import { resolveSecret } from "./destinations.js";
-import { deleteCommand, idCommand } from "./id-command.js";
+import { deleteCommand, getCommand } from "./id-command.js";
 import { printWriteKey } from "./sources.js";
-import { type CreateFlags, createFlags, type EnableFlags, enableFlags, setEnabled } from "./switch-flags.js";
+import type { CreateFlags, EnableFlags } from "./switch-flags.js";
+import { createCommand, createdFields, enableFlags, setEnabled } from "./switch-flags.js";
 import { Update } from "./update.js";
 
 type WebhookInit = MessageInitShape<typeof OperatorWebhookSchema>;
@@ -97,26 +98,22 @@ export function operatorWebhooksCommand(session: Session): Command {
   );
 
   addFlags(
-    createFlags(
-      cmd
-        .command("create")
-        .description("create an operator webhook (prints the generated secret once when none is given)"),
+    createCommand(
+      cmd,
       "webhook",
+      "create an operator webhook (prints the generated secret once when none is given)",
       "create it disabled (no events are sent)",
     ),
     "create",
   ).action(async (opts: WebhookFlags & CreateFlags, command: Command) => {
-    const secret = resolveSecret(opts);
-    const ctx = session.context(command);
     const operatorWebhook: WebhookInit = {
-      id: opts.id ?? "",
-      name: opts.name!,
+      ...createdFields(opts),
       url: opts.url!,
-      secret: secret ?? "",
+      secret: resolveSecret(opts) ?? "",
       eventTypes: opts.event ?? [],
-      enabled: !opts.disabled,
     };
     setThresholds(new Update(operatorWebhook), opts);
+    const ctx = session.context(command);
     const res = await ctx.admin().createOperatorWebhook({ operatorWebhook });
     const w = operatorWebhookView(res.operatorWebhook!);
     if (ctx.out.json)
@@ -141,20 +138,13 @@ export function operatorWebhooksCommand(session: Session): Command {
       );
     });
 
-  idCommand(
+  getCommand(
     session,
     cmd,
-    {
-      name: "get",
-      description: "show an operator webhook (the secret is write-only)",
-      id: "operator webhook id",
-    },
-    async (id, ctx) => {
-      const w = operatorWebhookView((await ctx.admin().getOperatorWebhook({ id })).operatorWebhook!);
-      if (ctx.out.json) return ctx.out.data(w);
-      printWebhook(ctx, w);
-    },
-  );
+    "operator webhook",
+    async (ctx, id) => operatorWebhookView((await ctx.admin().getOperatorWebhook({ id })).operatorWebhook!),
+    printWebhook,
+  ).description("show an operator webhook (the secret is write-only)");
 
   addFlags(
     enableFlags(
@@ -181,10 +171,9 @@ export function operatorWebhooksCommand(session: Session): Command {
       const ctx = session.context(command);
       const res = await ctx.admin().updateOperatorWebhook({ operatorWebhook, updateMask: { paths } });
       const w = operatorWebhookView(res.operatorWebhook!);
-      if (ctx.out.json) return ctx.out.data(w);
-      ctx.out.line(`Updated operator webhook ${w.id}: ${paths.join(", ")} changed.`);
-      ctx.out.line();
-      printWebhook(ctx, w);
+      ctx.out.written(w, `Updated operator webhook ${w.id}: ${paths.join(", ")} changed.`, () =>
+        printWebhook(ctx, w),
+      );
     },
   );
 

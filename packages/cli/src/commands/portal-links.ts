@@ -115,21 +115,12 @@ export function portalLinksCommand(session: Session): Command {
       );
     });
 
-  idCommand(
-    session,
-    cmd,
-    {
-      name: "revoke",
-      description: "revoke a portal link: its token stops working at once",
-      id: "link id (pl_…)",
-    },
-    async (id, ctx) => {
-      const res = await ctx.admin().revokePortalLink({ id });
-      const link = portalLinkView(res.portalLink!);
-      if (ctx.out.json) return ctx.out.data(link);
-      ctx.out.line(`Revoked portal link ${link.id} (source ${link.sourceId}) at ${link.revokeTime}.`);
-    },
-  );
+  idCommand(session, cmd, "revoke", "link id (pl_…)", async (id, ctx) => {
+    const res = await ctx.admin().revokePortalLink({ id });
+    const link = portalLinkView(res.portalLink!);
+    if (ctx.out.json) return ctx.out.data(link);
+    ctx.out.line(`Revoked portal link ${link.id} (source ${link.sourceId}) at ${link.revokeTime}.`);
+  }).description("revoke a portal link: its token stops working at once");
 
   return cmd;
 }

@@ -4,7 +4,7 @@ import { UsageError } from "../errors.js";
 import { everyItem } from "../pages.js";
 import { collect } from "../parse.js";
 import { type SourceView, sourceView } from "../views.js";
-import { deleteCommand, idCommand } from "./id-command.js";
+import { deleteCommand, getCommand, idCommand } from "./id-command.js";
 import { idOption } from "./switch-flags.js";
 
 export function sourcesCommand(session: Session): Command {
@@ -44,12 +44,13 @@ export function sourcesCommand(session: Session): Command {
       );
     });
 
-  idCommand(session, cmd, { name: "get", description: "show a source", id: "source id" }, async (id, ctx) => {
-    const res = await ctx.admin().getSource({ id });
-    const s = sourceView(res.source!);
-    if (ctx.out.json) return ctx.out.data(s);
-    printSource(ctx, s);
-  });
+  getCommand(
+    session,
+    cmd,
+    "source",
+    async (ctx, id) => sourceView((await ctx.admin().getSource({ id })).source!),
+    printSource,
+  ).description("show a source");
 
   cmd
     .command("update")
@@ -79,10 +80,7 @@ export function sourcesCommand(session: Session): Command {
           updateMask: { paths },
         });
         const s = sourceView(res.source!);
-        if (ctx.out.json) return ctx.out.data(s);
-        ctx.out.line(`Updated source ${s.id}.`);
-        ctx.out.line();
-        printSource(ctx, s);
+        ctx.out.written(s, `Updated source ${s.id}.`, () => printSource(ctx, s));
       },
     );
 
@@ -90,22 +88,13 @@ export function sourcesCommand(session: Session): Command {
     ctx.admin().deleteSource({ id }),
   );
 
-  idCommand(
-    session,
-    cmd,
-    {
-      name: "rotate-key",
-      description: "issue a new write key for a source; the old one stops working at once",
-      id: "source id",
-    },
-    async (id, ctx) => {
-      const res = await ctx.admin().rotateWriteKey({ id });
-      const source = sourceView(res.source!);
-      if (ctx.out.json) return ctx.out.data({ source, writeKey: res.writeKey });
-      ctx.out.line(`New write key for source ${source.id}; the previous key no longer works.`);
-      printWriteKey(ctx, res.writeKey);
-    },
-  );
+  idCommand(session, cmd, "rotate-key", "source id", async (id, ctx) => {
+    const res = await ctx.admin().rotateWriteKey({ id });
+    const source = sourceView(res.source!);
+    if (ctx.out.json) return ctx.out.data({ source, writeKey: res.writeKey });
+    ctx.out.line(`New write key for source ${source.id}; the previous key no longer works.`);
+    printWriteKey(ctx, res.writeKey);
+  }).description("issue a new write key for a source; the old one stops working at once");
 
   return cmd;
 }

@@ -12,9 +12,22 @@ export interface CreateFlags {
   disabled?: boolean;
 }
 
-/** `--id` and `--disabled` of a create command; `disabled` says what a disabled one does not do. */
-export function createFlags(cmd: Command, kind: string, disabled: string): Command {
-  return cmd.addOption(idOption(kind)).option("--disabled", disabled);
+/** `create` under `parent`, with `--id` and `--disabled` (`disabled` says what a disabled one does not do). */
+export function createCommand(parent: Command, kind: string, description: string, disabled: string): Command {
+  return parent
+    .command("create")
+    .description(description)
+    .addOption(idOption(kind))
+    .option("--disabled", disabled);
+}
+
+/** What a create command's flags say of every resource: its id ("": generated), name, and whether it is enabled. */
+export function createdFields(opts: CreateFlags & { name?: string }): {
+  id: string;
+  name: string;
+  enabled: boolean;
+} {
+  return { id: opts.id ?? "", name: opts.name!, enabled: !opts.disabled };
 }
 
 /** `--enable` / `--disable` of an update command (they conflict: at most one is given). */
