@@ -88,8 +88,10 @@ describe("batching", () => {
     await batchDestination("retry", {
       sharedSecret: SECRET,
       filter: { events: ["Retried"] },
-      // Wait long enough for all 8 calls to be one batch.
-      batching: { maxCalls: 8, maxWait: durationFromMs(2_000) },
+      // All 8 calls are one batch: it goes as soon as it holds 8 (max_calls), and max_wait is long
+      // enough for all of them to arrive on a loaded machine (with 2 s the first calls routed
+      // could go as a smaller batch before the last ones arrived).
+      batching: { maxCalls: 8, maxWait: durationFromMs(30_000) },
     });
     await sendTracks("Retried", 8);
     const [first, second, third] = await rx.retry!.waitFor(3, 20_000);
@@ -107,7 +109,8 @@ describe("batching", () => {
     rx.dead!.respond = () => ({ status: 422 });
     const dest = await batchDestination("dead", {
       filter: { events: ["Refused"] },
-      batching: { maxCalls: 4, maxWait: durationFromMs(1_000) },
+      // One batch of 4, sent once it holds 4: max_wait only has to outlast the calls' arrival.
+      batching: { maxCalls: 4, maxWait: durationFromMs(30_000) },
     });
     const ids = await sendTracks("Refused", 4);
     const letters = await untilDeadLetters(stack.admin, dest.id, 4, {
