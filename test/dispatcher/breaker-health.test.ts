@@ -40,12 +40,14 @@ describe("breaker in destination health", () => {
     for (let i = 0; i < calls; i++) await src.client.track({ userId: `u-${i}`, event: "Flaky" });
 
     let h = await healthOf("flaky");
+    // Open, with every call stored: a call the router was attempting itself (direct delivery: not
+    // on DELIVERIES) when the third failure opened the breaker is stored once its attempt ends.
     await until(
       async () => {
         h = await healthOf("flaky");
-        return h.breakerState === BreakerState.OPEN;
+        return h.breakerState === BreakerState.OPEN && h.backlog >= BigInt(calls);
       },
-      { timeout: 20_000, message: "health says the breaker is open" },
+      { timeout: 20_000, message: "health says the breaker is open, with every call in the backlog" },
     );
     const openedAt = Date.now();
     expect(h.breakerReplicas).toBe(1);
