@@ -190,8 +190,13 @@ describe("rate per source", () => {
   it("over its rate, A gets 429 + Retry-After and RESOURCE_EXHAUSTED + RetryInfo; B is accepted", async () => {
     const a = await h.source("A");
     const b = await h.source("B");
-    const batch = { batch: Array.from({ length: 5 }, () => ({ type: "track", userId: "u", event: "E" })) };
-    expect((await post(h.httpBase, "/v1/batch", batch, { writeKey: a.writeKey })).status).toBe(200);
+    const calls = (n: number) => ({
+      batch: Array.from({ length: n }, () => ({ type: "track", userId: "u", event: "E" })),
+    });
+    // Twice the burst, which a full bucket lets through: A's bucket is 5 calls in debt, so A is
+    // refused for 6 s, not 1 s. A refill (1 call/s) between this batch and the two calls below
+    // that must be refused would let one in: 1 s was within reach of a loaded machine's stall.
+    expect((await post(h.httpBase, "/v1/batch", calls(10), { writeKey: a.writeKey })).status).toBe(200);
     const r = await post(h.httpBase, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey });
     expect(r.status).toBe(429);
     expect(r.body.message).toContain("SOURCE_MAX_RATE");
@@ -200,8 +205,8 @@ describe("rate per source", () => {
     expect(grpc.code).toBe(Code.RESOURCE_EXHAUSTED);
     expect(grpc.retryAfterMs).toBeGreaterThan(0);
 
-    expect((await post(h.httpBase, "/v1/batch", batch, { writeKey: b.writeKey })).status).toBe(200);
-    // A is accepted again once its bucket refilled (1 call/s).
+    expect((await post(h.httpBase, "/v1/batch", calls(5), { writeKey: b.writeKey })).status).toBe(200);
+    // A is accepted again once its bucket refilled (1 call/s: about 6 s after its batch).
     await until(
       async () => {
         const again = await post(
