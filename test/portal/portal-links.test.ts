@@ -277,15 +277,20 @@ describe("portal links", () => {
     const c = portal(r.token);
     const codes: number[] = [];
     let exhausted: Awaited<ReturnType<typeof codeOf>>;
-    for (let i = 0; i < PORTAL_LINK_WRITE_RATE.burst + 10 && !exhausted; i++) {
+    const { burst, perMinute } = PORTAL_LINK_WRITE_RATE;
+    const started = Date.now();
+    for (let i = 0; i < 2 * burst && !exhausted; i++) {
       const err = await codeOf(c.createSource({ name: "not mine to create" }));
       if (err?.code === Code.RESOURCE_EXHAUSTED) exhausted = err;
       else codes.push(err!.code);
     }
+    // What refilled while the writes ran (one a second): a bound measured, not assumed (a fixed
+    // 10 failed when a loaded machine took more than 10 s for the burst's writes and their audit).
+    const refilled = Math.ceil(((Date.now() - started) * perMinute) / 60_000);
     expect(exhausted?.message).toContain("retry in");
-    // The burst, and what refilled meanwhile (one a second).
-    expect(codes.length).toBeGreaterThanOrEqual(PORTAL_LINK_WRITE_RATE.burst);
-    expect(codes.length).toBeLessThan(PORTAL_LINK_WRITE_RATE.burst + 10);
+    // The burst, and what refilled meanwhile.
+    expect(codes.length).toBeGreaterThanOrEqual(burst);
+    expect(codes.length).toBeLessThanOrEqual(burst + refilled);
     expect(new Set(codes)).toEqual(new Set([Code.PERMISSION_DENIED]));
     // Reads are not limited.
     await c.listDestinations({});
