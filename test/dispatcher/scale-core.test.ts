@@ -153,7 +153,10 @@ describe("delivery at scale (CI size)", () => {
     // Every delivery stored, so that the partitions it goes to can be seen: with DIRECT_DELIVERY
     // the router would attempt the known destination's calls itself (direct.test.ts).
     t.d = await t.p.dispatcher({
-      webhookTimeoutMs: 500,
+      // Not shorter: a request of "known" timing out (a loaded machine stalling this process while
+      // its answer is on the way) makes it a destination not known to answer, whose next calls go
+      // to partitions 8..15. Hung "stuck" needs a timeout, seen in 2 s (was 500 ms).
+      webhookTimeoutMs: 2000,
       breakerFailures: 100,
       laneSweepMs: 200,
       directDelivery: false,
