@@ -1,6 +1,7 @@
 import { createHmac } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { StoredCall } from "@hookpost/contract";
+import { EVENTS_STREAM } from "@hookpost/core";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { until } from "../helpers/until.js";
@@ -251,12 +252,34 @@ describe("routing", () => {
 
   it("stores a redelivered call's fan-out once (Nats-Msg-Id per call and destination)", async () => {
     await t.p.putDestination(destination({ id: "dedup", sourceIds: ["dd"], urls: [t.rx.url("/dedup")] }));
-    const call = track({ sourceId: "dd", messageId: "dup-1" });
-    // The same call published twice past EVENTS' own dedup (another id): fan-out ids still match.
-    await t.p.js.publish(`hookpost.events.dd.track`, JSON.stringify(call), { msgID: "a" });
-    await t.p.js.publish(`hookpost.events.dd.track`, JSON.stringify(call), { msgID: "b" });
-    await until(() => t.rx.requests.some((r) => r.url === "/dedup"));
-    await sleep(700); // not a wait: no second copy is delivered meanwhile (the assertion)
-    expect(t.rx.requests.filter((r) => r.url === "/dedup")).toHaveLength(1);
+    // The first copy's answer waits until both copies are routed: a destination that has answered
+    // fast gets its calls attempted by the router itself (direct delivery, not stored on
+    // DELIVERIES, so no Nats-Msg-Id), which the second copy would be had it been routed after it.
+    let release!: () => void;
+    const routed = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const restore = t.rx.answerAt("/dedup", () => ({ status: 200, after: routed }));
+    try {
+      const call = track({ sourceId: "dd", messageId: "dup-1" });
+      // The same call published twice past EVENTS' own dedup (another id): fan-out ids still match.
+      await t.p.js.publish(`hookpost.events.dd.track`, JSON.stringify(call), { msgID: "a" });
+      await t.p.js.publish(`hookpost.events.dd.track`, JSON.stringify(call), { msgID: "b" });
+      // EVENTS is a work queue: a copy leaves it once its fan-out is stored.
+      await until(
+        async () => {
+          const info = await t.p.jsm.streams.info(EVENTS_STREAM, { subjects_filter: "hookpost.events.dd.>" });
+          return Object.keys(info.state.subjects ?? {}).length === 0;
+        },
+        { message: "both copies routed" },
+      );
+      release();
+      await until(() => t.rx.requests.some((r) => r.url === "/dedup"));
+      await sleep(700); // not a wait: no second copy is delivered meanwhile (the assertion)
+      expect(t.rx.requests.filter((r) => r.url === "/dedup")).toHaveLength(1);
+    } finally {
+      release();
+      restore();
+    }
   });
 });
