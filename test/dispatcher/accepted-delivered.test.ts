@@ -185,13 +185,18 @@ describe("an answer that is not HTTP as we know it", () => {
     await t.stack.destination({ id: "odd", sourceIds: [src.id], urls: [raw.url] });
 
     const { messageId } = await src.client.track({ userId: "u-1", event: "Signed Up" });
-    const failed = await attemptsOf("odd", (l) => l.length >= 2, "two attempts answered 999");
+    // Two requests answered 999 (the answer is chosen as each arrives), seen at the server: the
+    // attempt log, which can lag on a loaded machine, must not hold the 200 back until the retry
+    // window (5 s) has made the call a dead letter.
+    await until(() => raw.requests() >= 2, { message: "two attempts answered 999" });
     odd = false;
     const all = await attemptsOf(
       "odd",
       (l) => l.some((a) => a.outcome === AttemptOutcome.SUCCESS),
       "the delivery once the receiver answers 200",
     );
+    const failed = all.slice(0, -1);
+    expect(failed.length).toBeGreaterThanOrEqual(2);
 
     for (const a of failed) {
       expect(a.messageId).toBe(messageId);
