@@ -1,11 +1,10 @@
 import { createHmac } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { StoredCall } from "@hookpost/contract";
-import { EVENTS_STREAM } from "@hookpost/core";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { until } from "../helpers/until.js";
-import { destination, pipelineWithReceiver, publishCall, Receiver, track } from "./helpers.js";
+import { destination, eventsRouted, pipelineWithReceiver, publishCall, Receiver, track } from "./helpers.js";
 
 /** End to end through NATS: what a receiver gets for each call type, and who gets what. */
 
@@ -265,14 +264,7 @@ describe("routing", () => {
       // The same call published twice past EVENTS' own dedup (another id): fan-out ids still match.
       await t.p.js.publish(`hookpost.events.dd.track`, JSON.stringify(call), { msgID: "a" });
       await t.p.js.publish(`hookpost.events.dd.track`, JSON.stringify(call), { msgID: "b" });
-      // EVENTS is a work queue: a copy leaves it once its fan-out is stored.
-      await until(
-        async () => {
-          const info = await t.p.jsm.streams.info(EVENTS_STREAM, { subjects_filter: "hookpost.events.dd.>" });
-          return Object.keys(info.state.subjects ?? {}).length === 0;
-        },
-        { message: "both copies routed" },
-      );
+      await eventsRouted(t.p.jsm, "dd");
       release();
       await until(() => t.rx.requests.some((r) => r.url === "/dedup"));
       await sleep(700); // not a wait: no second copy is delivered meanwhile (the assertion)

@@ -1,4 +1,3 @@
-import { EVENTS_STREAM } from "@hookpost/core";
 import type { RunningDispatcher } from "@hookpost/dispatcher";
 import type { Subscription } from "nats";
 import { afterEach, describe, expect, it } from "vitest";
@@ -6,6 +5,7 @@ import type { Receiver } from "../helpers/receiver.js";
 import { until } from "../helpers/until.js";
 import {
   destination,
+  eventsRouted,
   type Pipeline,
   pipeline,
   pipelineWithDispatcherPerTest,
@@ -67,10 +67,7 @@ async function answered(
   // attempt counted) before the next one.
   const send = async () => {
     await sendAndWait(id, rx, rx.requests.length + 1);
-    await until(async () => {
-      const info = await t.p.jsm.streams.info(EVENTS_STREAM, { subjects_filter: `hookpost.events.${id}.>` });
-      return Object.keys(info.state.subjects ?? {}).length === 0;
-    });
+    await eventsRouted(t.p.jsm, id);
   };
   await send();
   if (fast)

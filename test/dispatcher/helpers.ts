@@ -4,7 +4,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { StoredCall } from "@hookpost/contract";
 import type { DestinationRecord } from "@hookpost/core";
-import { ConfigStore, DEFAULT_TOPOLOGY, DeadLetters, ensureTopology, eventSubject } from "@hookpost/core";
+import {
+  ConfigStore,
+  DEFAULT_TOPOLOGY,
+  DeadLetters,
+  EVENTS_STREAM,
+  ensureTopology,
+  eventSubject,
+} from "@hookpost/core";
 import {
   type DispatcherConfig,
   defaultDispatcherConfig,
@@ -17,6 +24,7 @@ import { NatsServer } from "../helpers/nats-server.js";
 import { quietLogger } from "../helpers/quiet-logger.js";
 import { Receiver } from "../helpers/receiver.js";
 import { waitForRevision } from "../helpers/revisions.js";
+import { until } from "../helpers/until.js";
 
 export { type ReceivedRequest, Receiver, type Reply } from "../helpers/receiver.js";
 
@@ -92,6 +100,22 @@ export function destination(
 /** Publishes a call to EVENTS the way ingest does (Nats-Msg-Id = message id). */
 export async function publishCall(js: JetStreamClient, call: StoredCall): Promise<void> {
   await js.publish(eventSubject(call.sourceId, call.type), JSON.stringify(call), { msgID: call.messageId });
+}
+
+/**
+ * Waits until the router is done with every call of `sourceId`: EVENTS is a work queue, a call
+ * leaves it once its fan-out is stored or attempted directly (and that attempt counted).
+ */
+export async function eventsRouted(jsm: JetStreamManager, sourceId: string): Promise<void> {
+  await until(
+    async () => {
+      const info = await jsm.streams.info(EVENTS_STREAM, {
+        subjects_filter: `hookpost.events.${sourceId}.>`,
+      });
+      return Object.keys(info.state.subjects ?? {}).length === 0;
+    },
+    { message: `the calls of ${sourceId} routed` },
+  );
 }
 
 let callSeq = 0;
