@@ -8,6 +8,7 @@ import {
   ConfigStore,
   DEFAULT_TOPOLOGY,
   DeadLetters,
+  EVENT_SUBJECT_PREFIX,
   EVENTS_STREAM,
   ensureTopology,
   eventSubject,
@@ -110,7 +111,7 @@ export async function eventsRouted(jsm: JetStreamManager, sourceId: string): Pro
   await until(
     async () => {
       const info = await jsm.streams.info(EVENTS_STREAM, {
-        subjects_filter: `hookpost.events.${sourceId}.>`,
+        subjects_filter: `${EVENT_SUBJECT_PREFIX}${sourceId}.>`,
       });
       return Object.keys(info.state.subjects ?? {}).length === 0;
     },

@@ -23,8 +23,14 @@ import {
 } from "../views.js";
 import { destinationHealthCommand } from "./destination-health.js";
 import { deleteCommand, getCommand } from "./id-command.js";
-import type { CreateFlags, EnableFlags } from "./switch-flags.js";
-import { createCommand, createdFields, enableFlags, setEnabled } from "./switch-flags.js";
+import {
+  type CreateFlags,
+  createCommand,
+  createdFields,
+  type EnableFlags,
+  enableFlags,
+  setEnabled,
+} from "./switch-flags.js";
 import { Update } from "./update.js";
 
 type DestinationInit = MessageInitShape<typeof DestinationSchema>;
