@@ -14,9 +14,15 @@ import {
   targetId,
 } from "@hookpost/core";
 import type { JsMsg } from "nats";
-import { attemptRecorder, lastOutcome, readableReason, readableReasons } from "./attempt-records.js";
+import {
+  attemptRecorder,
+  attemptRecords,
+  lastOutcome,
+  readableReason,
+  readableReasons,
+} from "./attempt-records.js";
 import type { AutoDisabler } from "./auto-disable.js";
-import { deadLetterKey } from "./direct.js";
+import { DirectMsg, deadLetterKey } from "./direct.js";
 import type { DispatcherMetrics } from "./metrics.js";
 import { type DeliveryState, deliveryState, type Parking } from "./parking.js";
 import { type DeadCause, decideAfterAttempt, policyFor, type RetryPolicy } from "./retry.js";
@@ -264,8 +270,14 @@ export class DeliveryHandler {
     if (result.delivered) {
       // Filtered now (the filter changed while it waited): done, but says nothing of the endpoint.
       if (result.filtered === undefined) d.autoDisable?.succeeded(destinationId);
+      // A direct attempt's record may go in its call's routing record (one message): kept first.
+      const kept =
+        msg instanceof DirectMsg &&
+        msg.keepsRecord &&
+        d.attemptLog.enabled &&
+        msg.keep(attemptRecords(facts, result.outcomes));
       msg.ack();
-      record();
+      if (!kept) record();
       const outcome = result.filtered === undefined ? "delivered" : "filtered";
       d.metrics.deliveries.inc({ outcome, destination: destinationId });
       span.end(outcome);

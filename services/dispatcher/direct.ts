@@ -1,4 +1,4 @@
-import { DELIVERIES_STREAM, type DestinationRecord } from "@hookpost/core";
+import { type AttemptRecord, DELIVERIES_STREAM, type DestinationRecord } from "@hookpost/core";
 import type { DeliveryInfo, JsMsg, MsgHdrs, PullOptions } from "nats";
 import type { DeliveryState } from "./parking.js";
 
@@ -40,12 +40,19 @@ export class DirectMsg implements JsMsg {
   readonly redelivered = false;
   /** Settles with how the attempt ended. */
   readonly ended: Promise<DirectEnd>;
+  /**
+   * The attempt's record, kept here for the router to write with the call's routing record in
+   * one message (AttemptLog.delivered), when the router allowed it (`keepsRecord`).
+   */
+  kept: AttemptRecord | undefined;
+  readonly keepsRecord: boolean;
   readonly #event: JsMsg;
   #end!: (how: DirectEnd) => void;
   #done = false;
 
-  constructor(event: JsMsg, subject: string, data: Uint8Array, headers: MsgHdrs) {
+  constructor(event: JsMsg, subject: string, data: Uint8Array, headers: MsgHdrs, keepsRecord = false) {
     this.#event = event;
+    this.keepsRecord = keepsRecord;
     this.subject = subject;
     this.data = data;
     this.headers = headers;
@@ -67,6 +74,18 @@ export class DirectMsg implements JsMsg {
     this.ended = new Promise((resolve) => {
       this.#end = resolve;
     });
+  }
+
+  /**
+   * Keeps a delivered attempt's records instead of their being written now, when they are one
+   * (one URL tried) that sent the routed body (not a mapped one, which its record keeps) and the
+   * router asked for it; says whether it did.
+   */
+  keep(records: readonly AttemptRecord[]): boolean {
+    if (!this.keepsRecord || this.#done || records.length !== 1) return false;
+    if (records[0]!.requestBody !== undefined) return false;
+    this.kept = records[0];
+    return true;
   }
 
   /** The call's EVENTS sequence: what a fallback id would be derived from. */

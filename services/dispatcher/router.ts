@@ -1,11 +1,13 @@
 import { consentDecision, isEventType, type StoredCall } from "@hookpost/contract";
 import type {
   AttemptLog,
+  AttemptRecord,
   ConfigStore,
   ConsentFiltered,
   DestinationRecord,
   Logger,
   PipelinedPublisher,
+  RoutedRecord,
 } from "@hookpost/core";
 import {
   ATTR,
@@ -150,9 +152,19 @@ export class Router {
         "webhook body not rendered",
       );
     }
+    const delivering = deliveryTargets(targets, d.store);
+    // A call with one delivery target, nothing filtered: a direct attempt that delivers it keeps
+    // its record, written below with the routing record as one message (AttemptLog.delivered).
+    const oneRecord =
+      delivering.length === 1 &&
+      delivering[0] === targets[0] &&
+      consentFiltered.length === 0 &&
+      notRendered === undefined &&
+      d.attemptLog?.enabled === true;
+    let direct: DirectMsg | undefined;
     try {
       await Promise.all(
-        deliveryTargets(targets, d.store).map((dest) => {
+        delivering.map((dest) => {
           const h = new MapHeaders();
           h.set(NATS_MSG_ID, deliveryMsgId(call.sourceId, call.messageId, dest.id));
           h.set(MESSAGE_ID_HEADER, call.messageId);
@@ -183,7 +195,10 @@ export class Router {
             });
           if (!d.direct || !mayGoDirect(dest)) return store();
           return d
-            .direct(dest.id, () => new DirectMsg(msg, subject, toBytes(body), h))
+            .direct(dest.id, () => {
+              direct = new DirectMsg(msg, subject, toBytes(body), h, oneRecord);
+              return direct;
+            })
             .then((end) => {
               if (end !== undefined) d.metrics.direct.inc({ outcome: end });
               return end === "done" ? undefined : store();
@@ -191,6 +206,8 @@ export class Router {
         }),
       );
     } catch (err) {
+      // An attempt made is recorded, whatever happens to the call.
+      if (direct?.kept) d.attemptLog?.attempt(direct.kept);
       // Backpressure, never loss: the call stays on EVENTS and is routed again later.
       countIfFull(DELIVERIES_STREAM, err);
       d.logger.warn({ seq: msg.seq, err: (err as Error).message }, "fan-out failed; will retry");
@@ -208,6 +225,7 @@ export class Router {
       consentFiltered,
       fanOutOf(targets),
       user,
+      direct?.kept,
     );
     d.metrics.routed.inc({ outcome: "routed" });
     span.end("routed", false, { [ATTR.targets]: targets.length });
@@ -221,10 +239,11 @@ export class Router {
     consentFiltered: ConsentFiltered[] = [],
     fanOut?: Record<string, number>,
     user = erasable(call) ? userHash(call) : undefined,
+    attempt?: AttemptRecord,
   ): void {
     const log = this.#d.attemptLog;
     if (!log?.enabled) return;
-    log.routed({
+    const routed: RoutedRecord = {
       kind: "routed",
       messageId: call.messageId,
       sourceId: call.sourceId,
@@ -238,7 +257,9 @@ export class Router {
       ...(consentFiltered.length > 0 ? { consentFiltered } : {}),
       ...(fanOut ? { fanOut } : {}),
       ...(body === undefined ? {} : { body: typeof body === "string" ? body : decoder.decode(body) }),
-    });
+    };
+    if (attempt) log.delivered(routed, attempt);
+    else log.routed(routed);
   }
 }
 

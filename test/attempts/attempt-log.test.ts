@@ -1,6 +1,11 @@
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { AttemptOutcome, DeliveryState, DestinationState } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
-import { ATTEMPTS_STREAM, type AttemptRecord } from "@hookpost/core";
+import {
+  AttemptOutcome,
+  DeliveryState,
+  DestinationState,
+  LogStatus,
+} from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { ATTEMPTS_STREAM, type AttemptRecord, type RoutedRecord, routedRecordSubject } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { makeCerts, type TestCerts } from "../dispatcher/helpers.js";
 import { untilDeadLetters } from "../helpers/dead-letters.js";
@@ -326,6 +331,104 @@ describe("dead letters", () => {
     expect(await code(stack.admin.replayDeadLetters({ destinationId: "dl-a", sequences: [999_999n] }))).toBe(
       "NOT_FOUND",
     );
+  });
+});
+
+describe("a call delivered directly to its one destination", () => {
+  // docs/design/attempt-log-messages.md: its routing record and its attempt are one message on
+  // ATTEMPTS, and every reader sees both as before.
+  it("is one log message, read back as its routing record and its attempt", async () => {
+    const src = await stack.source("one-message");
+    const rx = await receiver(() => ({ status: 200 }));
+    await stack.destination({ id: "one-message", sourceIds: [src.id], urls: [rx.url()] });
+    const jsm = await stack.nc.jetstreamManager();
+    const storedAt = async (sequence: bigint) =>
+      (await jsm.streams.getMessage(ATTEMPTS_STREAM, { seq: Number(sequence) })).json<AttemptRecord>();
+    // The destination's first call goes through storage (not known to answer yet); later ones are
+    // attempted by the router itself once it is.
+    let messageId = "";
+    let record: AttemptRecord | undefined;
+    let sent = 0;
+    await until(
+      async () => {
+        messageId = (await src.client.track({ userId: "one-user", event: "Paid", properties: { n: sent } }))
+          .messageId;
+        sent++;
+        const attempt = (await attemptsOf("one-message", sent)).find((a) => a.messageId === messageId)!;
+        record = await storedAt(attempt.sequence);
+        return record.routed !== undefined;
+      },
+      { timeout: 30_000, message: "a call delivered directly" },
+    );
+    const body = rx.requests.at(-1)!.body.toString("utf8");
+    expect(record).toMatchObject({
+      kind: "attempt",
+      messageId,
+      destinationId: "one-message",
+      outcome: "success",
+      routed: { destinations: ["one-message"] },
+      requestBody: body,
+    });
+    // No routing record of its own: the source's newest one is an earlier call's.
+    const routedLast = await jsm.streams.getMessage(ATTEMPTS_STREAM, {
+      last_by_subj: routedRecordSubject(src.id),
+    });
+    expect(routedLast.json<RoutedRecord>().messageId).not.toBe(messageId);
+
+    const story = await stack.admin.getMessage({ messageId });
+    expect(story).toMatchObject({ sourceId: src.id, body, noDestination: false });
+    expect(story.deliveries.map((d) => [d.destinationId, d.state])).toEqual([
+      ["one-message", DeliveryState.DELIVERED],
+    ]);
+    expect(story.attempts.map((a) => [a.messageId, a.status, a.requestBody])).toEqual([
+      [messageId, 200, body],
+    ]);
+    const listed = (await stack.admin.listAttempts({ messageId })).attempts;
+    expect(listed.map((a) => [a.destinationId, a.requestBody])).toEqual([["one-message", body]]);
+    const found = await stack.admin.searchAttempts({ userId: "one-user", destinationId: "one-message" });
+    expect(found.entries.filter((e) => e.messageId === messageId).map((e) => e.status)).toEqual([
+      LogStatus.DELIVERED,
+    ]);
+  });
+
+  it("keeps two messages when the destination's mapping changed the body: each body stays with its record", async () => {
+    const src = await stack.source("one-mapped");
+    const rx = await receiver(() => ({ status: 200 }));
+    await stack.destination({
+      id: "one-mapped",
+      sourceIds: [src.id],
+      urls: [rx.url()],
+      mapping: `{"e": event}`,
+    });
+    const direct = async () =>
+      (await stack.dispatchers[0]!.metrics.direct.get()).values.find((v) => v.labels.outcome === "done")
+        ?.value ?? 0;
+    const jsm = await stack.nc.jetstreamManager();
+    // Calls one at a time until one was attempted by the router itself.
+    let sent = 0;
+    let messageId = "";
+    let attempt: Awaited<ReturnType<typeof attemptsOf>>[number] | undefined;
+    const before = await direct();
+    await until(
+      async () => {
+        messageId = (await src.client.track({ userId: "m", event: `Mapped ${sent}` })).messageId;
+        sent++;
+        attempt = (await attemptsOf("one-mapped", sent)).find((a) => a.messageId === messageId);
+        return (await direct()) > before;
+      },
+      { timeout: 30_000, message: "a mapped call delivered directly" },
+    );
+    const sentBody = rx.requests.at(-1)!.body.toString("utf8");
+    expect(JSON.parse(sentBody)).toEqual({ e: `Mapped ${sent - 1}` });
+    const stored = (
+      await jsm.streams.getMessage(ATTEMPTS_STREAM, { seq: Number(attempt!.sequence) })
+    ).json<AttemptRecord>();
+    expect(stored.routed).toBeUndefined();
+    expect(stored.requestBody).toBe(sentBody);
+    const story = await stack.admin.getMessage({ messageId });
+    // The call's body is the routed one (the call as rendered), the attempt's what was sent.
+    expect(JSON.parse(story.body)).toMatchObject({ type: "track", event: `Mapped ${sent - 1}` });
+    expect(story.attempts.map((a) => a.requestBody)).toEqual([sentBody]);
   });
 });
 

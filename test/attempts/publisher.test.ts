@@ -51,6 +51,22 @@ function record(destinationId: string): AttemptRecord {
   };
 }
 
+/** An attempt log writing `replica`'s health summary every 20 ms, and the summaries seen since. */
+async function withHealth(replica: string, o: { bodies: boolean; breakerRefreshMs?: number }) {
+  const seen: HealthSummary[] = [];
+  const sub = nats.nc.subscribe(healthSubject(replica), {
+    callback: (_err, m) => seen.push(m.json<HealthSummary>()),
+  });
+  await nats.nc.flush();
+  const health = {
+    replica,
+    everyMs: 20,
+    ...(o.breakerRefreshMs ? { breakerRefreshMs: o.breakerRefreshMs } : {}),
+  };
+  const log = new AttemptLog(nats.nc, { enabled: true, bodies: o.bodies, logger: quietLogger, health });
+  return { log, seen, sub };
+}
+
 describe("AttemptLog", () => {
   it("writes records readable newest first, without bodies when told so", async () => {
     const log = new AttemptLog(nats.nc, { enabled: true, bodies: false, logger: quietLogger });
@@ -155,19 +171,65 @@ describe("AttemptLog", () => {
     ]);
   });
 
+  it("writes a call delivered directly as one message, which readers and health see as its routing record and attempt", async () => {
+    const { log, seen, sub } = await withHealth("pub-one", { bodies: true });
+    const quiet = new AttemptLog(nats.nc, { enabled: true, bodies: false, logger: quietLogger });
+    const now = new Date().toISOString();
+    const routed = (messageId: string): RoutedRecord => ({
+      kind: "routed",
+      messageId,
+      sourceId: "s-one",
+      callType: "track",
+      receivedAt: now,
+      time: now,
+      destinations: ["pub-d"],
+      filtered: false,
+      body: '{"one":1}',
+    });
+    const delivered = (messageId: string): AttemptRecord => {
+      const { requestBody: _, ...r } = record("pub-d");
+      return { ...r, messageId, sourceId: "s-one", callType: "track", outcome: "success", status: 200 };
+    };
+    log.delivered(routed("one-a"), delivered("one-a"));
+    quiet.delivered(routed("one-b"), delivered("one-b"));
+    await Promise.all([log.flush(), quiet.flush()]);
+
+    const story = async (messageId: string) =>
+      (await attempts.reader.forMessage(messageId)).records.map((r) => [
+        r.kind,
+        r.sequence,
+        r.kind === "routed" ? r.body : r.kind === "attempt" ? r.requestBody : undefined,
+      ]);
+    // Both records at one sequence: one message.
+    const a = await story("one-a");
+    expect(a).toEqual([
+      ["routed", a[0]![1], '{"one":1}'],
+      ["attempt", a[0]![1], '{"one":1}'],
+    ]);
+    const b = await story("one-b");
+    expect(b).toEqual([
+      ["routed", b[0]![1], undefined],
+      ["attempt", b[0]![1], undefined],
+    ]);
+    const page = await attempts.reader.list({ destinationId: "pub-d", pageSize: 10 });
+    expect(page.attempts.map((x) => [x.messageId, x.requestBody])).toEqual([
+      ["one-b", undefined],
+      ["one-a", '{"one":1}'],
+    ]);
+    // Health counts the call routed to the destination and delivered there, once each.
+    const sum = (pick: (d: HealthSummary["destinations"][string]) => Record<string, number> | undefined) =>
+      seen.reduce(
+        (n, x) => n + Object.values(pick(x.destinations["pub-d"] ?? {}) ?? {}).reduce((m, v) => m + v, 0),
+        0,
+      );
+    await until(() => sum((d) => d.delivered) > 0, { message: "a summary with the delivery" });
+    expect(sum((d) => d.incoming)).toBe(1);
+    expect(sum((d) => d.delivered)).toBe(1);
+    sub.unsubscribe();
+  });
+
   it("reports breaker changes without an attempt record, again while not closed, and leaving at close", async () => {
-    const replica = "pub-breakers";
-    const seen: HealthSummary[] = [];
-    const sub = nats.nc.subscribe(healthSubject(replica), {
-      callback: (_err, m) => seen.push(m.json<HealthSummary>()),
-    });
-    await nats.nc.flush();
-    const log = new AttemptLog(nats.nc, {
-      enabled: true,
-      bodies: false,
-      logger: quietLogger,
-      health: { replica, everyMs: 20, breakerRefreshMs: 100 },
-    });
+    const { log, seen, sub } = await withHealth("pub-breakers", { bodies: false, breakerRefreshMs: 100 });
     const until5s = Date.now() + 5_000;
     log.breaker("brk-a", { state: "open", until: until5s, failures: 5 });
     await until(() => seen.length >= 1, { message: "a summary with the breaker" });

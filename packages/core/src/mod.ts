@@ -35,15 +35,18 @@ export {
   deadRecordSubject,
   healthSubject,
   type LogRecord,
+  logRecordsOf,
   messageHash,
   type OutcomeKind,
   outcomeKind,
   RESPONSE_EXCERPT_BYTES,
+  type RoutedFacts,
   type RoutedRecord,
   routedRecordSubject,
   routedSubject,
   type Stored,
   statusClass,
+  storedRecordsOf,
 } from "./attempts/record.js";
 export {
   AttemptIndex,

@@ -66,6 +66,19 @@ export interface AttemptRecord {
   nextAttemptTime?: string;
   /** A FAN_OUT destination's URL this delivery goes to (its target, docs/design/shaping.md 7.2). */
   urlIndex?: number;
+  /**
+   * Set when this one message is also the call's routing record: a call delivered at the first,
+   * direct attempt to its only destination (docs/design/attempt-log-messages.md). Its body is
+   * then `requestBody`. Readers see both records (`logRecordsOf`).
+   */
+  routed?: RoutedFacts;
+}
+
+/** What a routing record says beyond an attempt record of the same call, when the two are one message. */
+export interface RoutedFacts {
+  receivedAt: string;
+  time: string;
+  destinations: string[];
 }
 
 /** The delivery became a dead letter (after attempts, or waiting on a paused destination). */
@@ -151,6 +164,48 @@ export interface ConsentFiltered {
 }
 
 export type LogRecord = AttemptRecord | DeadRecord | RoutedRecord;
+
+/**
+ * The records one stored message holds: itself, or for an attempt that is also its call's
+ * routing record, the routing record then the attempt (the same sequence), each as written apart.
+ */
+export function logRecordsOf(r: LogRecord): LogRecord[] {
+  if (r.kind !== "attempt" || r.routed === undefined) return [r];
+  const { routed, ...attempt }: AttemptRecord = r;
+  const view: RoutedRecord = {
+    kind: "routed",
+    messageId: r.messageId,
+    sourceId: r.sourceId,
+    ...(r.userHash === undefined ? {} : { userHash: r.userHash }),
+    ...(r.callType === undefined ? {} : { callType: r.callType }),
+    ...(r.event === undefined ? {} : { event: r.event }),
+    receivedAt: routed.receivedAt,
+    time: routed.time,
+    destinations: routed.destinations,
+    filtered: false,
+    ...(r.requestBody === undefined ? {} : { body: r.requestBody }),
+  };
+  return [view, attempt];
+}
+
+/** `logRecordsOf` of a stored message: each record with the message's sequence. */
+export function storedRecordsOf(r: Stored): Stored[] {
+  return logRecordsOf(r).map((x) => (x === r ? r : { ...x, sequence: r.sequence }));
+}
+
+/**
+ * The one message of a call delivered at its only destination's first, direct attempt: the
+ * attempt, with the routing record's facts and its body (last: the indexer leaves it unparsed).
+ * Only for an attempt that sent the routed body itself (no `requestBody` of its own: a mapped
+ * body keeps two messages, so that each body stays with its record).
+ */
+export function deliveredRecord(routed: RoutedRecord, attempt: AttemptRecord): AttemptRecord {
+  return {
+    ...attempt,
+    routed: { receivedAt: routed.receivedAt, time: routed.time, destinations: routed.destinations },
+    ...(routed.body === undefined ? {} : { requestBody: routed.body }),
+  };
+}
 
 /**
  * Records name the destination, never a FAN_OUT target (`<id>~<i>`): a record written for a

@@ -487,8 +487,12 @@ export async function getBySequence(
   }
 }
 
-/** Where a routing record's body starts: its last key, as the router writes it. */
+/**
+ * Where a call body starts: the last key of a routing record (`body`) and of a direct delivery's
+ * one record (`requestBody`, record.ts deliveredRecord), as they are written.
+ */
 const BODY_KEY = ',"body":"';
+const REQUEST_BODY_KEY = ',"requestBody":"';
 
 /**
  * A record without its call body, which the index never reads (parsing it was half of the
@@ -496,7 +500,8 @@ const BODY_KEY = ',"body":"';
  * strings are escaped); a record where it is not the last key is parsed whole.
  */
 function parseWithoutBody(text: string): LogRecord | undefined {
-  const at = text.indexOf(BODY_KEY);
+  let at = text.indexOf(BODY_KEY);
+  if (at < 0) at = text.indexOf(REQUEST_BODY_KEY);
   try {
     if (at > 0) {
       try {

@@ -1,7 +1,7 @@
 import { PageBudget } from "@hookpost/contract";
 import type { JetStreamManager, StoredMsg } from "nats";
 import { ATTEMPTS_STREAM } from "../../nats/topology.js";
-import type { LogRecord, RoutedRecord, Stored } from "../record.js";
+import { type LogRecord, type RoutedRecord, type Stored, storedRecordsOf } from "../record.js";
 import { type AttemptIndex, getBySequence, type Unit } from "./attempt-index.js";
 import { type Indexed, indexedOf, type LogEntry, splitKey } from "./entries.js";
 import { Plan, type SearchFilter } from "./plan.js";
@@ -120,7 +120,10 @@ export class AttemptSearch {
       { pageSize: MESSAGE_RECORDS_MAX, maxReads: Number.MAX_SAFE_INTEGER },
       (r) => (r.messageId === messageId && (!sourceId || r.sourceId === sourceId) ? [{ index: 0 }] : []),
     );
-    const records = page.hits.map((h) => h.record).sort((a, b) => a.sequence - b.sequence);
+    // A message may hold two records (a direct delivery's routing and attempt): both, in that order.
+    const records = page.hits
+      .flatMap((h) => storedRecordsOf(h.record))
+      .sort((a, b) => a.sequence - b.sequence);
     return { records, truncated: page.next !== undefined };
   }
 
@@ -158,8 +161,10 @@ export class AttemptSearch {
       const found: Stored<RoutedRecord>[] = [];
       for (const m of await this.#fetch(seqs)) {
         if (!m) continue;
-        const r = parseStored(m);
-        if (r?.kind === "routed" && r.messageId === messageId && r.sourceId === sourceId) found.push(r);
+        const stored = parseStored(m);
+        for (const r of stored ? storedRecordsOf(stored) : []) {
+          if (r.kind === "routed" && r.messageId === messageId && r.sourceId === sourceId) found.push(r);
+        }
       }
       if (found.length > 0) return found.sort((a, b) => a.sequence - b.sequence);
     }
