@@ -263,7 +263,9 @@ export class DeliveryHandler {
       clearInterval(keepAlive);
     }
     observeLatency(d.metrics, destinationId, result);
-    const facts = { messageId, destinationId, sourceId, attemptNumber, ...recordFields(headers) };
+    // A direct attempt's fields come from the router, not back from the headers it just wrote.
+    const fields = msg instanceof DirectMsg ? msg.fields : recordFields(headers);
+    const facts = { messageId, destinationId, sourceId, attemptNumber, ...fields };
     this.#observe(destinationId, result.outcomes);
     const record = attemptRecorder(d.attemptLog, facts, result.outcomes);
 

@@ -1,4 +1,9 @@
-import { type AttemptRecord, DELIVERIES_STREAM, type DestinationRecord } from "@hookpost/core";
+import {
+  type AttemptRecord,
+  DELIVERIES_STREAM,
+  type DestinationRecord,
+  type RecordFields,
+} from "@hookpost/core";
 import type { DeliveryInfo, JsMsg, MsgHdrs, PullOptions } from "nats";
 import type { DeliveryState } from "./parking.js";
 
@@ -50,8 +55,17 @@ export class DirectMsg implements JsMsg {
   #end!: (how: DirectEnd) => void;
   #done = false;
 
-  constructor(event: JsMsg, subject: string, data: Uint8Array, headers: MsgHdrs, keepsRecord = false) {
+  /** What records made of it take from the call (recordFields of its headers), known to the router. */
+  readonly fields: RecordFields;
+
+  constructor(
+    event: JsMsg,
+    stored: { subject: string; data: Uint8Array; headers: MsgHdrs; fields: RecordFields },
+    keepsRecord = false,
+  ) {
+    const { subject, data, headers } = stored;
     this.#event = event;
+    this.fields = stored.fields;
     this.keepsRecord = keepsRecord;
     this.subject = subject;
     this.data = data;

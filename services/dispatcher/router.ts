@@ -12,6 +12,7 @@ import type {
 import {
   ATTR,
   bodyObject,
+  callRecordFields,
   countIfFull,
   DELIVERIES_STREAM,
   deliveryMsgId,
@@ -196,7 +197,8 @@ export class Router {
           if (!d.direct || !mayGoDirect(dest)) return store();
           return d
             .direct(dest.id, () => {
-              direct = new DirectMsg(msg, subject, toBytes(body), h, oneRecord);
+              const fields = callRecordFields(call, user);
+              direct = new DirectMsg(msg, { subject, data: toBytes(body), headers: h, fields }, oneRecord);
               return direct;
             })
             .then((end) => {

@@ -130,6 +130,7 @@ export {
 export {
   CALL_TYPE_HEADER,
   callFields,
+  callRecordFields,
   deliveryMsgId,
   EVENT_HEADER,
   EVENT_SEQ_HEADER,
@@ -138,6 +139,7 @@ export {
   MAX_LOGGED_EVENT_CHARS,
   MESSAGE_ID_HEADER,
   NOT_RENDERED_HEADER,
+  type RecordFields,
   recordFields,
   SOURCE_ID_HEADER,
   setCallHeaders,

@@ -40,8 +40,25 @@ export const EVENT_HEADER = "Hookpost-Event";
 /** Longest event name a record keeps; search hashes names cut the same way. */
 export const MAX_LOGGED_EVENT_CHARS = 256;
 
-/** The event name as records keep it. */
-export const loggedEvent = (event: string) => event.slice(0, MAX_LOGGED_EVENT_CHARS);
+/** A UTF-16 unit of a surrogate pair missing its other half. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/**
+ * The event name as records and headers keep it: cut to MAX_LOGGED_EVENT_CHARS, never inside a
+ * surrogate pair, and lone surrogates (JSON may carry them) as U+FFFD: the header's percent-encoding
+ * refuses them, and a call whose header could not be written was never routed.
+ */
+export function loggedEvent(event: string): string {
+  let cut = event;
+  if (event.length > MAX_LOGGED_EVENT_CHARS) {
+    const last = event.charCodeAt(MAX_LOGGED_EVENT_CHARS - 1);
+    cut = event.slice(
+      0,
+      last >= 0xd800 && last <= 0xdbff ? MAX_LOGGED_EVENT_CHARS - 1 : MAX_LOGGED_EVENT_CHARS,
+    );
+  }
+  return cut.replace(LONE_SURROGATE, "\ufffd");
+}
 
 /** Sets CALL_TYPE_HEADER and EVENT_HEADER for a call (or a record made of one). */
 export function setCallHeaders(
@@ -71,13 +88,31 @@ export function callFields(h: { get(name: string): string } | undefined): {
   return { ...(type ? { callType: type } : {}), ...(event !== undefined ? { event } : {}) };
 }
 
-/** What a record made of a delivery (attempt, dead letter) takes from its headers: user, type, event. */
-export function recordFields(h: { get(name: string): string } | undefined): {
+/** What a record made of a delivery (attempt, dead letter) takes from the call: user, type, event. */
+export interface RecordFields {
   userHash?: string;
   callType?: string;
   event?: string;
-} {
+}
+
+/** RecordFields from a delivery's headers. */
+export function recordFields(h: { get(name: string): string } | undefined): RecordFields {
   return { ...userHashField(h), ...callFields(h) };
+}
+
+/**
+ * RecordFields of a call as the router heads its deliveries (user hash, setCallHeaders): what
+ * recordFields reads back from them, without the headers (a direct attempt's, direct.ts).
+ */
+export function callRecordFields(
+  call: { type?: string | undefined; event?: string | undefined },
+  userHash: string | undefined,
+): RecordFields {
+  const f: RecordFields = {};
+  if (userHash) f.userHash = userHash;
+  if (call.type) f.callType = call.type;
+  if (call.event) f.event = loggedEvent(call.event);
+  return f;
 }
 
 /**
