@@ -16,7 +16,6 @@
  *   npm run bench -- dispatcher        BENCH_DELIVERIES=40000 npm run bench -- dispatcher
  *   BENCH_CPU_PROF=/tmp/prof npm run bench -- dispatcher   # .cpuprofile per service process
  */
-import { availableParallelism } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DEFAULT_TOPOLOGY, DELIVERIES_STREAM, ensureTopology } from "@hookpost/core";
 import {
@@ -35,7 +34,9 @@ import { percentile, pipelined, publishStoredTrack, round, storedTrack, trackIni
 import {
   benchSource,
   cpuMs,
+  MACHINE_CORES,
   ONE_SOURCE_QUOTAS,
+  pin,
   ReceiverProcess,
   startApi,
   startRawForwarder,
@@ -234,7 +235,7 @@ async function latencies(
 function busyFigure(rate: number, via: string, cpu: number[], direct: number): Figure {
   const [sender, ingest, replica, nats, receiver] = cpu.map((x) => Math.round(x));
   const total = cpu.reduce((a, b) => a + b, 0);
-  const cores = availableParallelism();
+  const cores = MACHINE_CORES;
   return {
     name: `busy share of ${cores} cores at ${rate} calls/s, ${via}`,
     value: Math.round((total * rate) / 1e4 / cores),
@@ -276,7 +277,7 @@ function latencyFigures(rate: number, via: string, values: number[], acks: numbe
  * allows on this machine's cores (a ceiling: it assumes perfect use of every core).
  */
 function cpuBudget(b: { replicas: number; nats: number; receiver: number }, raw: number): Figure[] {
-  const cores = availableParallelism();
+  const cores = MACHINE_CORES;
   const total = b.replicas + b.nats + b.receiver;
   const note = "CPU per delivery while 1 replica drains the backlog (from /proc)";
   return [
@@ -301,6 +302,8 @@ function cpuBudget(b: { replicas: number; nats: number; receiver: number }, raw:
 export async function benchDispatcher(params: string[] = []): Promise<Figure[]> {
   const perf = params.includes("perf");
   const server = await NatsServer.start();
+  pin(server.pid, "rest");
+  pin(process.pid, "rest");
   const nc = await connect({ servers: server.url, noAsyncTraces: true });
   const receiver = await ReceiverProcess.start();
   const ingest = startApi(server.url, ONE_SOURCE_QUOTAS); // one source sends everything

@@ -1,5 +1,6 @@
 import { type ChildProcess, execFileSync, fork, spawn } from "node:child_process";
 import { type Dirent, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { basename, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
@@ -54,15 +55,34 @@ function serviceEnv(): Record<string, string> {
   );
 }
 
+/** The machine's cores, read before the bench pins itself (availableParallelism() is then 1). */
+export const MACHINE_CORES = availableParallelism();
+
+/**
+ * BENCH_PIN=1: delivery (the dispatcher replicas, the raw forwarder) runs on CPU 0 and the rest
+ * (nats-server, the api, the receiver, the bench itself) on CPU 1. Where the scheduler puts five
+ * processes on two cores moves a drain's figures from run to run; pinned, back-to-back runs of a
+ * cut compare. Off by default: the figures are then the machine as production shares it.
+ */
+export function pin(pid: number | undefined, role: "delivery" | "rest"): void {
+  if (!process.env.BENCH_PIN || pid === undefined || MACHINE_CORES < 2) return;
+  // -a: every thread the process has; threads it starts later inherit the affinity.
+  execFileSync("taskset", ["-a", "-p", "-c", role === "delivery" ? "0" : "1", String(pid)], {
+    stdio: "ignore",
+  });
+}
+
 /** A Hookpost service (`ingest` or `dispatcher`) as its own process, as in production. */
 export function startService(name: "ingest" | "dispatcher", env: Record<string, string>): ServiceProcess {
   // Ingest is served by services/api since the workspace layout (issue 23).
-  return spawnNode([...profileFlags(), ...serviceArgs(name === "ingest" ? "api" : name)], {
+  const service = spawnNode([...profileFlags(), ...serviceArgs(name === "ingest" ? "api" : name)], {
     OPS_ADDR: "off",
     LOG_LEVEL: "info",
     ...env,
     ...serviceEnv(),
   });
+  pin(service.proc.pid, name === "dispatcher" ? "delivery" : "rest");
+  return service;
 }
 
 /** The workspaces the services run from: sources and the build output they are compiled to. */
@@ -195,6 +215,7 @@ export async function startRawForwarder(o: {
     execArgv: profileFlags(),
     stdio: "inherit",
   });
+  pin(proc.pid, "delivery");
   await new Promise<void>((resolve, reject) => {
     proc.once("message", () => resolve());
     proc.once("exit", (code) => reject(new Error(`raw forwarder exited (${code})`)));
@@ -243,6 +264,7 @@ export class ReceiverProcess {
       execArgv: [],
       stdio: "inherit",
     });
+    pin(proc.pid, "rest");
     const port = await new Promise<number>((resolve, reject) => {
       proc.once("message", (m: { port: number }) => resolve(m.port));
       proc.once("exit", (code) => reject(new Error(`receiver exited (${code})`)));
