@@ -273,11 +273,9 @@ export class DeliveryHandler {
       // Filtered now (the filter changed while it waited): done, but says nothing of the endpoint.
       if (result.filtered === undefined) d.autoDisable?.succeeded(destinationId);
       // A direct attempt's record may go in its call's routing record (one message): kept first.
+      // (The router asks for it only while the log is on.)
       const kept =
-        msg instanceof DirectMsg &&
-        msg.keepsRecord &&
-        d.attemptLog.enabled &&
-        msg.keep(attemptRecords(facts, result.outcomes));
+        msg instanceof DirectMsg && msg.keepsRecord && msg.keep(attemptRecords(facts, result.outcomes));
       msg.ack();
       if (!kept) record();
       const outcome = result.filtered === undefined ? "delivered" : "filtered";

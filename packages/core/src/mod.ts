@@ -35,7 +35,6 @@ export {
   deadRecordSubject,
   healthSubject,
   type LogRecord,
-  logRecordsOf,
   messageHash,
   type OutcomeKind,
   outcomeKind,
