@@ -15,6 +15,7 @@
  *
  *   npm run bench -- dispatcher        BENCH_DELIVERIES=40000 npm run bench -- dispatcher
  *   BENCH_CPU_PROF=/tmp/prof npm run bench -- dispatcher   # .cpuprofile per service process
+ *   BENCH_DRAIN_ONLY=1 npm run bench -- dispatcher         # the raw forwarder and one drain only
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { DEFAULT_TOPOLOGY, DELIVERIES_STREAM, ensureTopology } from "@hookpost/core";
@@ -57,6 +58,31 @@ const P99_TARGET_MS = 10;
 /** The p99 that marks saturation, and the rates tried (over HTTP) until it is crossed. */
 const SATURATED_P99_MS = 50;
 const SWEEP_RATES = [500, 1000, 1500, 2000, 3000, 4000, 5000, 6000];
+/** BENCH_DRAIN_ONLY=1: the raw forwarder and one drain, nothing else (about 30 s, for A/B runs of a cut). */
+const DRAIN_ONLY = Boolean(process.env.BENCH_DRAIN_ONLY);
+
+/** The drain's figures beside the raw forwarder's (BENCH_DRAIN_ONLY). */
+function drainFigures(
+  one: { rate: number; cpu: { replicas: number; nats: number; receiver: number }; direct: number },
+  fwd: { rate: number; forwarder: number; nats: number },
+): Figure[] {
+  return [
+    {
+      name: "dispatch from backlog, 1 replica",
+      value: Math.round(one.rate),
+      unit: "deliveries/s",
+      limit: { name: "raw forwarder", value: fwd.rate },
+      note: `direct ${Math.round(one.direct * 100)} %`,
+    },
+    {
+      name: "CPU per delivery, nats-server + 1 replica",
+      value: Math.round(one.cpu.replicas + one.cpu.nats),
+      unit: "µs",
+      limit: { name: "raw forwarder + its nats-server", value: Math.round(fwd.forwarder + fwd.nats) },
+      note: `replica ${Math.round(one.cpu.replicas)} + nats-server ${Math.round(one.cpu.nats)}; raw ${Math.round(fwd.forwarder)} + ${Math.round(fwd.nats)}`,
+    },
+  ];
+}
 
 function replica(natsUrl: string, env: Record<string, string> = {}): ServiceProcess {
   return startService("dispatcher", {
@@ -322,7 +348,7 @@ export async function benchDispatcher(params: string[] = []): Promise<Figure[]> 
     });
 
     await rawPosts(receiver.url, 2_000, "warm-raw", sourceId);
-    const raw = await rawPosts(receiver.url, BACKLOG, "raw", sourceId);
+    const raw = DRAIN_ONLY ? 0 : await rawPosts(receiver.url, BACKLOG, "raw", sourceId);
     const fwd = await rawForwarder(nc, server, receiver, sourceId);
 
     // Warm-up: creates the consumers and connections, then stops so a backlog can build.
@@ -448,6 +474,7 @@ export async function benchDispatcher(params: string[] = []): Promise<Figure[]> 
     };
     const one = await backlog(1);
     const budget = one.cpu;
+    if (DRAIN_ONLY) return drainFigures(one, fwd);
     if (perf) return await perfFigures();
     const two = await backlog(2);
     // The same backlog with the attempt log off: its cost (target: on >= 0.8x off).
