@@ -1,3 +1,4 @@
+import { MAX_URLS } from "@hookpost/contract";
 import type { AttemptLog, ConfigStore, DeadLetters, Logger } from "@hookpost/core";
 import {
   DELIVERIES_STREAM,
@@ -13,6 +14,7 @@ import {
   nextMessage,
   recordFields,
   SOURCE_ID_HEADER,
+  targetId,
 } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import { removeDestinationDeliveries } from "./consumers.js";
@@ -37,8 +39,9 @@ const decoder = new TextDecoder();
  * - lanes and pending deliveries of destinations deleted while no dispatcher ran (or that
  *   the router fanned out to just as they were deleted) are removed. An id must look orphaned
  *   on two runs in a row, so a destination created a moment ago on another replica is safe;
- * - a disabled destination's backlog (its lane) is kept, but what is older than the retry window
- *   is dead-lettered before stream max-age would drop it silently;
+ * - a disabled destination's backlog (its lane, and a FAN_OUT one's targets' lanes) is kept, but
+ *   what is older than the retry window is dead-lettered before stream max-age would drop it
+ *   silently;
  * - what is left in the per-destination layout moves to lanes (legacy.ts).
  * Every replica runs it (housekeeping.ts); all steps are idempotent (dead letters are deduplicated per delivery).
  */
@@ -54,7 +57,13 @@ export class Janitor {
     await migrateLegacyConsumers({ jsm: this.#d.jsm, parking: this.#d.parking, logger: this.#d.logger });
     await this.#removeOrphans();
     for (const dest of this.#d.store.destinations()) {
-      if (!dest.enabled) await this.#expireBacklog(dest.id);
+      if (dest.enabled) continue;
+      await this.#expireBacklog(dest.id);
+      // A FAN_OUT destination's URLs wait on lanes of their own (its delivery targets,
+      // docs/design/shaping.md 7.2): each is expired too, a URL removed since included. Only
+      // for FAN_OUT: each lane looked at is a server lookup, and most destinations have none.
+      if (dest.deliveryMode !== "FAN_OUT") continue;
+      for (let i = 0; i < MAX_URLS; i++) await this.#expireBacklog(targetId(dest.id, i));
     }
   }
 

@@ -1,4 +1,4 @@
-import { DeliveryState, DestinationState } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import { DeliveryMode, DeliveryState, DestinationState } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import { DEFAULT_TOPOLOGY } from "@hookpost/core";
 import { afterAll, describe, expect, it } from "vitest";
 import { Stack } from "../helpers/stack.js";
@@ -98,6 +98,40 @@ describe("a paused destination", () => {
       const m = await s.admin.getMessage({ messageId: sent[0]! });
       return m.deliveries[0]?.state === DeliveryState.DEAD_LETTER;
     });
+    expect(s.receiver.requests).toHaveLength(0);
+  });
+  it("dead-letters a paused FAN_OUT destination's calls per URL at the retry window, never leaving them to max-age", async () => {
+    // Each URL of a FAN_OUT destination is a delivery target with its own lane (`<id>~<i>`): the
+    // janitor looked only at the destination's own lane, so a paused fan-out destination's calls
+    // waited past the window until the stream's max-age removed them without a record.
+    const topology = { ...DEFAULT_TOPOLOGY, retryWindowMs: 2000, retryMaxDelayMs: 500 };
+    const s = await start({ ingest: { topology }, dispatcher: { topology } });
+    const src = await s.source("expire-fan");
+    await s.destination({
+      id: "asleep-fan",
+      sourceIds: [src.id],
+      urls: [s.receiver.url("/a"), s.receiver.url("/b")],
+      deliveryMode: DeliveryMode.FAN_OUT,
+      enabled: false,
+    });
+    const sent: string[] = [];
+    for (let i = 0; i < 3; i++) sent.push((await src.client.track({ userId: "u", event: "Late" })).messageId);
+    let letters: Awaited<ReturnType<typeof s.admin.listDeadLetters>>["deadLetters"] = [];
+    await until(
+      async () => {
+        letters = (await s.admin.listDeadLetters({ destinationId: "asleep-fan" })).deadLetters;
+        return letters.length === 6;
+      },
+      { timeout: 30_000, message: "6 dead letters (3 calls x 2 URLs)" },
+    );
+    for (const urlIndex of [0, 1]) {
+      const mine = letters.filter((l) => l.urlIndex === urlIndex);
+      expect(mine.map((l) => l.messageId).sort()).toEqual([...sent].sort());
+    }
+    for (const l of letters) {
+      expect(l).toMatchObject({ attempts: 0, reason: "destination disabled for the whole retry window" });
+    }
+    await until(async () => (await health(s, "asleep-fan")).backlog === 0n, { message: "no backlog left" });
     expect(s.receiver.requests).toHaveLength(0);
   });
 });
