@@ -241,6 +241,63 @@ describe("routing and shaping", () => {
     expect(rx.events!.requests.some((r) => r.url === "/paused")).toBe(false);
   });
 
+  it("a URL placeholder cannot remove a path segment or carry half a surrogate pair: refused with the field named", async () => {
+    // A browser visitor may pick their own anonymousId: ".." in the path would send the signed
+    // request elsewhere on the customer's host (URL parsing resolves dot segments, encoded or not).
+    const draft = {
+      name: "dots",
+      sourceIds: [src.id],
+      urls: [rx.crm!.url("/users/{{ userId }}/events?u={{ userId }}")],
+    };
+    const dry = (call: object | string) =>
+      stack.admin.dryRunDestination({
+        destination: { case: "draft", value: draft },
+        callJson: typeof call === "string" ? call : JSON.stringify(call),
+      });
+    for (const userId of ["..", "."]) {
+      const refused = await dry({ type: "track", userId, event: "E" });
+      expect(refused.error).toContain(
+        `urls[0] failed: the placeholder gave "${userId}", which would change the URL's path`,
+      );
+      expect(refused.requests).toHaveLength(0);
+    }
+    // Dots inside a segment, or a whole value in the query, change nothing.
+    expect((await dry({ type: "track", userId: "a..", event: "E" })).requests[0]!.url).toBe(
+      rx.crm!.url("/users/a../events?u=a.."),
+    );
+    const query = await stack.admin.dryRunDestination({
+      destination: { case: "draft", value: { ...draft, urls: [rx.crm!.url("/users?u={{ userId }}")] } },
+      callJson: JSON.stringify({ type: "track", userId: "..", event: "E" }),
+    });
+    expect(query.requests[0]!.url).toBe(rx.crm!.url("/users?u=.."));
+    // JSON may carry half a surrogate pair; it has no UTF-8 to percent-encode.
+    const lone = await dry('{"type":"track","userId":"a\\ud83d","event":"E"}');
+    expect(lone.error).toContain(
+      "urls[0] failed: the placeholder gave text with half a UTF-16 surrogate pair",
+    );
+
+    // Sent for real: a not-sent attempt with that reason, no request anywhere.
+    const dest = await stack.destination({
+      ...draft,
+      urls: [rx.crm!.url("/dots/{{ userId }}")],
+      filter: { types: ["track"] },
+    });
+    const before = rx.crm!.requests.length;
+    const { messageId } = await src.client.track({ userId: "..", event: "Dots" });
+    const failed = await until(
+      async () =>
+        (await stack.admin.listAttempts({ destinationId: dest.id, messageId })).attempts.find((a) =>
+          a.reason.includes("which would change the URL's path"),
+        ),
+      { timeout: 15_000, message: "a not-sent attempt naming the URL placeholder" },
+    );
+    expect(failed.outcome).toBe(AttemptOutcome.NOT_SENT);
+    expect(
+      rx.crm!.requests.slice(before).filter((r) => r.url.startsWith("/dots") || r.url === "/"),
+    ).toHaveLength(0);
+    await stack.admin.deleteDestination({ id: dest.id });
+  });
+
   it("a dry run of a draft needs no stored destination and says when a call is filtered", async () => {
     const draft = {
       name: "draft",

@@ -153,7 +153,14 @@ export {
   parseTemplate,
   type TemplatePart,
 } from "./template.js";
-export { hasControlChar, hasLineBreakOrNul, hasSpaceOrControl, isHeaderValueText } from "./text.js";
+export {
+  hasControlChar,
+  hasLineBreakOrNul,
+  hasLoneSurrogate,
+  hasSpaceOrControl,
+  isHeaderValueText,
+  withoutLoneSurrogates,
+} from "./text.js";
 export {
   fromDate,
   fromProtoTimestamp,

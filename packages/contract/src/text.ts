@@ -21,6 +21,20 @@ export function isHeaderValueText(text: string): boolean {
   return true;
 }
 
+/** A UTF-16 unit of a surrogate pair missing its other half (JSON text may carry one). */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/** True when the text holds half a surrogate pair: it has no UTF-8, so percent-encoding refuses it. */
+export function hasLoneSurrogate(text: string): boolean {
+  LONE_SURROGATE.lastIndex = 0;
+  return LONE_SURROGATE.test(text);
+}
+
+/** The text with each lone surrogate as U+FFFD, as a UTF-8 encoder writes it. */
+export function withoutLoneSurrogates(text: string): string {
+  return text.replace(LONE_SURROGATE, "\ufffd");
+}
+
 /** True when the text holds CR, LF or NUL. */
 export function hasLineBreakOrNul(text: string): boolean {
   return text.includes("\r") || text.includes("\n") || text.includes("\0");

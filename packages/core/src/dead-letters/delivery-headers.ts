@@ -1,3 +1,4 @@
+import { withoutLoneSurrogates } from "@hookpost/contract";
 /**
  * Headers every message on DELIVERIES carries. The router writes them, the dispatcher reads them,
  * and a dead-letter replay writes them again, so they live in one place.
@@ -40,9 +41,6 @@ export const EVENT_HEADER = "Hookpost-Event";
 /** Longest event name a record keeps; search hashes names cut the same way. */
 export const MAX_LOGGED_EVENT_CHARS = 256;
 
-/** A UTF-16 unit of a surrogate pair missing its other half. */
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
-
 /**
  * The event name as records and headers keep it: cut to MAX_LOGGED_EVENT_CHARS, never inside a
  * surrogate pair, and lone surrogates (JSON may carry them) as U+FFFD: the header's percent-encoding
@@ -57,7 +55,7 @@ export function loggedEvent(event: string): string {
       last >= 0xd800 && last <= 0xdbff ? MAX_LOGGED_EVENT_CHARS - 1 : MAX_LOGGED_EVENT_CHARS,
     );
   }
-  return cut.replace(LONE_SURROGATE, "\ufffd");
+  return withoutLoneSurrogates(cut);
 }
 
 /** Sets CALL_TYPE_HEADER and EVENT_HEADER for a call (or a record made of one). */

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { Method } from "@hookpost/contract";
+import { hasLoneSurrogate, type Method } from "@hookpost/contract";
 import type { DestinationRecord } from "../model/destination.js";
 import { ExpressionError, evaluateExpression } from "./expression.js";
 import { type CompiledTemplate, filterListsOf, shapingOf, truthy } from "./shaping.js";
@@ -287,7 +287,11 @@ async function placeholderText(
   throw new RenderError(`${where} failed: the placeholder gave ${what}, not text`);
 }
 
-/** Each value URL-encoded: a user id cannot add path segments or query parameters. */
+/**
+ * Each value URL-encoded: a user id cannot add path segments or query parameters. Nor remove
+ * one: in the path, a value that is a whole dot segment ("." or "..", which URL parsing resolves
+ * whether encoded or not) is refused, as is half a surrogate pair (no UTF-8 to encode).
+ */
 async function renderUrl(
   field: string,
   template: CompiledTemplate,
@@ -296,7 +300,20 @@ async function renderUrl(
 ): Promise<string> {
   let out = "";
   for (const p of template) {
-    out += "text" in p ? p.text : encodeURIComponent(await placeholderText(field, p, input, bindings));
+    if ("text" in p) {
+      out += p.text;
+      continue;
+    }
+    const value = await placeholderText(field, p, input, bindings);
+    if (hasLoneSurrogate(value)) {
+      throw new RenderError(`${field} failed: the placeholder gave text with half a UTF-16 surrogate pair`);
+    }
+    if ((value === "." || value === "..") && !/[?#]/.test(out)) {
+      throw new RenderError(
+        `${field} failed: the placeholder gave "${value}", which would change the URL's path`,
+      );
+    }
+    out += encodeURIComponent(value);
   }
   return out;
 }
