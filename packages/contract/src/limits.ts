@@ -12,3 +12,8 @@ export const MAX_MESSAGE_ID_CHARS = 100;
 export const MAX_OBJECT_DEPTH = 32;
 /** At most this many field violations are reported for one request. */
 export const MAX_REPORTED_VIOLATIONS = 20;
+/**
+ * ReplayDeadLetters takes at most this many sequences (a page of ListDeadLetters at its largest):
+ * each is looked up before anything is replayed. More: replay by time range, or all.
+ */
+export const MAX_REPLAY_SEQUENCES = 1000;

@@ -53,6 +53,7 @@ export {
   MAX_CALL_BYTES,
   MAX_MESSAGE_ID_CHARS,
   MAX_OBJECT_DEPTH,
+  MAX_REPLAY_SEQUENCES,
   MAX_REPORTED_VIOLATIONS,
 } from "./limits.js";
 export { MESSAGE_ID_RULE, messageIdProblem } from "./message-id.js";

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { durationFromMs, timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { durationFromMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   ADMIN_PAGE_MAX_BYTES,
   ADMIN_PAGES,
@@ -28,7 +28,7 @@ import {
 import type { JetStreamManager } from "nats";
 import { throwIfInvalid } from "../invalid.js";
 import { attemptToProto } from "./attempts.js";
-import { logFilterViolations, notFound } from "./ids.js";
+import { logFilterViolations, notFound, timeFilter } from "./ids.js";
 import type { AdminHandlers } from "./sources.js";
 
 export interface AttemptSearchDeps {
@@ -115,8 +115,8 @@ export function attemptSearchHandlers(deps: AttemptSearchDeps) {
   return {
     searchAttempts: async (req) => {
       const violations = logFilterViolations(req);
-      const sinceMs = req.since ? timestampDate(req.since).getTime() : undefined;
-      const untilMs = req.until ? timestampDate(req.until).getTime() : undefined;
+      const sinceMs = timeFilter(req.since, "since", violations);
+      const untilMs = timeFilter(req.until, "until", violations);
       violations.push(
         ...searchFilterViolations({
           statuses: req.statuses,

@@ -1,5 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   ADMIN_PAGE_MAX_BYTES,
   ADMIN_PAGES,
@@ -27,7 +27,7 @@ import type {
   Stored,
 } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
-import { logFilterViolations, notFound, requiredIdViolations } from "./ids.js";
+import { logFilterViolations, notFound, requiredIdViolations, timeFilter } from "./ids.js";
 import { beforeSequence } from "./sequence-token.js";
 import type { AdminHandlers } from "./sources.js";
 
@@ -56,13 +56,14 @@ export function attemptHandlers(deps: AttemptDeps) {
       const size = pageSize(req.pageSize, ADMIN_PAGES.attempts);
       if (size === undefined) violations.push(pageSizeViolation(ADMIN_PAGES.attempts));
       const before = beforeSequence(req.pageToken, violations);
+      const sinceMs = timeFilter(req.since, "since", violations);
       throwIfInvalid(violations);
       const page = await deps.attempts.list({
         ...(req.destinationId ? { destinationId: req.destinationId } : {}),
         ...(req.messageId ? { messageId: req.messageId } : {}),
         ...(req.sourceId ? { sourceId: req.sourceId } : {}),
         failedOnly: req.failedOnly,
-        ...(req.since ? { sinceMs: timestampDate(req.since).getTime() } : {}),
+        ...(sinceMs === undefined ? {} : { sinceMs }),
         pageSize: size ?? ADMIN_PAGES.attempts.default,
         ...(before === undefined ? {} : { beforeSequence: before }),
         maxBytes: ADMIN_PAGE_MAX_BYTES,

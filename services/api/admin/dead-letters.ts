@@ -1,17 +1,19 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   ADMIN_PAGE_MAX_BYTES,
   ADMIN_PAGES,
   Code,
+  type FieldViolation,
   HookpostError,
+  MAX_REPLAY_SEQUENCES,
   pageSize,
   pageSizeViolation,
 } from "@hookpost/contract";
 import type { DeadLetterSchema } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import type { ConfigStore, DeadLetter, DeadLetters, Logger } from "@hookpost/core";
 import { throwIfInvalid } from "../invalid.js";
-import { notFound, optionalIdViolations, requiredIdViolations } from "./ids.js";
+import { notFound, optionalIdViolations, requiredIdViolations, timeFilter } from "./ids.js";
 import type { AdminHandlers } from "./sources.js";
 
 export interface DeadLetterDeps {
@@ -33,6 +35,12 @@ export function deadLetterHandlers(deps: DeadLetterDeps) {
       if (req.sourceId !== "") violations.push(...requiredIdViolations(req.sourceId, "source_id"));
       const size = pageSize(req.pageSize, ADMIN_PAGES.deadLetters);
       if (size === undefined) violations.push(pageSizeViolation(ADMIN_PAGES.deadLetters));
+      if (req.afterSequence > MAX_SEQUENCE) {
+        violations.push({
+          field: "after_sequence",
+          description: `is not a sequence from a previous response (at most ${MAX_SEQUENCE})`,
+        });
+      }
       throwIfInvalid(violations);
       const { letters, nextAfter } = await deps.deadLetters.page(req.destinationId, {
         afterSequence: Number(req.afterSequence),
@@ -49,13 +57,15 @@ export function deadLetterHandlers(deps: DeadLetterDeps) {
     },
 
     replayDeadLetters: async (req) => {
-      throwIfInvalid([
+      const violations = [
         ...requiredIdViolations(req.destinationId, "destination_id"),
         ...optionalIdViolations(req.sourceId, "source_id"),
-      ]);
+        ...sequenceViolations(req.sequences),
+      ];
+      const sinceMs = timeFilter(req.since, "since", violations);
+      const untilMs = timeFilter(req.until, "until", violations);
+      throwIfInvalid(violations);
       if (!deps.store.destination(req.destinationId)) throw notFound("destination", req.destinationId);
-      const sinceMs = req.since ? timestampDate(req.since).getTime() : undefined;
-      const untilMs = req.until ? timestampDate(req.until).getTime() : undefined;
       if (sinceMs !== undefined && untilMs !== undefined && untilMs <= sinceMs) {
         throwIfInvalid([{ field: "until", description: "must be after since" }]);
       }
@@ -69,9 +79,12 @@ export function deadLetterHandlers(deps: DeadLetterDeps) {
       }
       if (missing.length > 0) {
         const of = req.sourceId === "" ? "" : ` from source "${req.sourceId}"`;
+        const named = missing.slice(0, MAX_NAMED_MISSING).join(", ");
+        const more =
+          missing.length > MAX_NAMED_MISSING ? ` and ${missing.length - MAX_NAMED_MISSING} more` : "";
         throw new HookpostError(
           Code.NOT_FOUND,
-          `no dead letter of destination "${req.destinationId}"${of} with sequence ${missing.join(", ")}`,
+          `no dead letter of destination "${req.destinationId}"${of} with sequence ${named}${more}`,
         );
       }
       const r = await deps.deadLetters.replay(
@@ -90,6 +103,37 @@ export function deadLetterHandlers(deps: DeadLetterDeps) {
       return r;
     },
   } satisfies AdminHandlers;
+}
+
+/** The largest stream sequence read exactly (as a JavaScript number); NATS refuses 2^64 - 1 + 1. */
+const MAX_SEQUENCE = BigInt(Number.MAX_SAFE_INTEGER);
+
+/** Sequences a NOT_FOUND names (the rest are counted). */
+const MAX_NAMED_MISSING = 20;
+
+/**
+ * The sequences of a replay: at most MAX_REPLAY_SEQUENCES (each is looked up before anything is
+ * replayed), each one a stream sequence can be (1 to 2^53 - 1: read as a JavaScript number).
+ */
+function sequenceViolations(sequences: readonly bigint[]): FieldViolation[] {
+  if (sequences.length > MAX_REPLAY_SEQUENCES) {
+    return [
+      {
+        field: "sequences",
+        description: `has ${sequences.length} sequences, at most ${MAX_REPLAY_SEQUENCES}: replay in parts, or by time range (since, until)`,
+      },
+    ];
+  }
+  return sequences.flatMap((s, i) =>
+    s < 1n || s > MAX_SEQUENCE
+      ? [
+          {
+            field: `sequences[${i}]`,
+            description: `is not a dead-letter sequence (1 to ${MAX_SEQUENCE}): got ${s}`,
+          },
+        ]
+      : [],
+  );
 }
 
 function toProto(d: DeadLetter): MessageInitShape<typeof DeadLetterSchema> {

@@ -1,5 +1,14 @@
 import { randomBytes } from "node:crypto";
-import { Code, type FieldViolation, HookpostError, hasControlChar } from "@hookpost/contract";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import {
+  Code,
+  type FieldViolation,
+  fromProtoTimestamp,
+  HookpostError,
+  hasControlChar,
+  timestampProblem,
+} from "@hookpost/contract";
 import { ID_PATTERN, OPERATOR_TARGET_PREFIX } from "@hookpost/core";
 
 /** A fresh id such as `src_3f9a0c1d2b4e5f60` (64 random bits, within ID_PATTERN). */
@@ -62,4 +71,23 @@ export function nameViolations(name: string, field: string): FieldViolation[] {
   }
   if (hasControlChar(name)) return [{ field, description: "must not contain control characters" }];
   return [];
+}
+
+/**
+ * An optional time filter (`since`, `until`) in milliseconds, undefined when unset. A time a
+ * Date cannot hold would compare as NaN and match nothing (an empty answer for a typo): a time
+ * outside the contract's range (0001 to 9999) adds a violation to `violations` instead.
+ */
+export function timeFilter(
+  ts: Timestamp | undefined,
+  field: string,
+  violations: FieldViolation[],
+): number | undefined {
+  if (ts === undefined) return undefined;
+  const problem = timestampProblem(fromProtoTimestamp(ts.seconds, ts.nanos));
+  if (problem !== undefined) {
+    violations.push({ field, description: problem });
+    return undefined;
+  }
+  return timestampDate(ts).getTime();
 }
