@@ -171,7 +171,7 @@ export { erasePass } from "./erasure/erase-pass.js";
 export { ErasureWorker, type ErasureWorkerOptions } from "./erasure/erasure-worker.js";
 export { DomainError, type DomainErrorCode } from "./errors.js";
 export { getOrInsert } from "./get-or-insert.js";
-export { connectImpl, peerKey, toConnectError } from "./grpc/connect-service.js";
+export { CONNECT_JSON_OPTIONS, connectImpl, peerKey, toConnectError } from "./grpc/connect-service.js";
 export { domainStatus, toHookpostError } from "./grpc/domain-status.js";
 export {
   type GrpcListener,
@@ -185,6 +185,7 @@ export {
   addService,
   type CallContext,
   type ClientStreamingHandler,
+  decodeRequest,
   internal,
   type RawOutput,
   type RawRequest,

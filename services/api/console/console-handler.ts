@@ -1,9 +1,23 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { createContextValues } from "@connectrpc/connect";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
+import type { DescMessage } from "@bufbuild/protobuf";
+import { Code, ConnectError, createConnectRouter, createContextValues } from "@connectrpc/connect";
+import {
+  createAsyncIterable,
+  readAllBytes,
+  type UniversalServerRequest,
+  type UniversalServerResponse,
+} from "@connectrpc/connect/protocol";
+import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import {
+  compressionBrotli,
+  compressionGzip,
+  universalRequestFromNodeRequest,
+  universalResponseToNodeResponse,
+} from "@connectrpc/connect-node";
+import { HookpostError } from "@hookpost/contract";
 import { AdminService } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
 import type { ServeOptions, ServiceImpl } from "@hookpost/core";
-import { connectImpl, peerKey } from "@hookpost/core";
+import { CONNECT_JSON_OPTIONS, connectImpl, decodeRequest, peerKey, toConnectError } from "@hookpost/core";
 import type { AdminMethods } from "../admin/sources.js";
 import { defaultConsoleDir, loadStaticFiles, type StaticFile } from "./static-files.js";
 
@@ -54,15 +68,7 @@ const NOT_BUILT = `<!doctype html><meta charset="utf-8"><title>Hookpost console<
 export function createConsoleHandler(
   deps: ConsoleHandlerDeps,
 ): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
-  const connect = connectNodeAdapter({
-    routes: (router) =>
-      router.service(AdminService, connectImpl(AdminService, deps.admin, deps.serveOptions)),
-    // HTTP/1.1 from browsers and scripts: the Connect protocol only (gRPC has its own port).
-    grpc: false,
-    grpcWeb: false,
-    readMaxBytes: MAX_REQUEST_BYTES,
-    contextValues: (req) => createContextValues().set(peerKey, req.socket?.remoteAddress ?? "unknown"),
-  });
+  const connect = connectAdapter(deps);
   const dir = deps.consoleDir ?? defaultConsoleDir();
   const headers = securityHeaders(deps.frameAncestors ?? []);
   // Loaded on first use and kept; retried while the console is not built yet.
@@ -77,10 +83,7 @@ export function createConsoleHandler(
   return async (req, res) => {
     const path = (req.url ?? "/").split("?")[0]!;
     if (path.startsWith(SERVICE_PREFIX)) {
-      await new Promise<void>((done) => {
-        res.once("close", done);
-        connect(req, res);
-      });
+      await connect(req, res, path);
       return true;
     }
     if (path === "/console") {
@@ -112,6 +115,81 @@ export function createConsoleHandler(
     }
     sendFile(req, res, file, headers);
     return true;
+  };
+}
+
+const BINARY = /^\s*application\/proto\s*(?:;|$)/i;
+
+/**
+ * AdminService over the Connect protocol (HTTP/1.1 from browsers and scripts; gRPC has its own
+ * port), as connect-node's adapter serves it, with one step more: the Connect library decodes a
+ * request before any handler runs, outside our gRPC decoder, so it would answer 500 ("parse
+ * binary") for bytes that are not the message, to anyone, and drop `__proto__` map keys. A binary
+ * request is decoded by the gRPC decoder first (decodeRequest: INVALID_ARGUMENT for both); JSON
+ * is read with CONNECT_JSON_OPTIONS, which refuse the same.
+ */
+function connectAdapter(
+  deps: ConsoleHandlerDeps,
+): (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void> {
+  const router = createConnectRouter({
+    grpc: false,
+    grpcWeb: false,
+    readMaxBytes: MAX_REQUEST_BYTES,
+    jsonOptions: CONNECT_JSON_OPTIONS,
+    acceptCompression: [compressionGzip, compressionBrotli],
+  });
+  router.service(AdminService, connectImpl(AdminService, deps.admin, deps.serveOptions));
+  const rpcs = new Map(router.handlers.map((h) => [h.requestPath, h]));
+  return async (req, res, path) => {
+    const rpc = rpcs.get(path);
+    if (!rpc) {
+      res.writeHead(404).end();
+      return;
+    }
+    // Done when the response is: connect-node's writer waits for an "end" a plain ServerResponse
+    // never emits, so its promise is not awaited (as in its own adapter).
+    const closed = new Promise<void>((done) => res.once("close", done));
+    const contextValues = createContextValues().set(peerKey, req.socket?.remoteAddress ?? "unknown");
+    const uReq = universalRequestFromNodeRequest(req, res, undefined, contextValues);
+    let uRes: UniversalServerResponse;
+    try {
+      if (req.method === "POST" && BINARY.test(req.headers["content-type"] ?? "")) {
+        await checkBinary(uReq, rpc.method.input);
+      }
+      uRes = await rpc(uReq);
+    } catch (err) {
+      uRes = errorResponse(err);
+    }
+    // A write error means the client went away: nobody to answer.
+    universalResponseToNodeResponse(uRes, res).catch(() => res.destroy());
+    await closed;
+  };
+}
+
+/**
+ * Reads a binary request's body (at most MAX_REQUEST_BYTES, as the router would) and decodes it
+ * as gRPC does; then hands the same bytes on to the router. An encoding Connect does not know is
+ * left to the router to refuse.
+ */
+async function checkBinary(uReq: UniversalServerRequest, input: DescMessage): Promise<void> {
+  const body = uReq.body as AsyncIterable<Uint8Array>;
+  const bytes = await readAllBytes(body, MAX_REQUEST_BYTES, uReq.header.get("content-length"));
+  const encoding = (uReq.header.get("content-encoding") ?? "identity").trim().toLowerCase();
+  const codec = [compressionGzip, compressionBrotli].find((c) => c.name === encoding);
+  const plain =
+    encoding === "identity" ? bytes : codec ? await codec.decompress(bytes, MAX_REQUEST_BYTES) : undefined;
+  if (plain !== undefined) decodeRequest(input, plain);
+  uReq.body = createAsyncIterable([bytes]);
+}
+
+/** A refusal before the router (decoding, size) as the Connect protocol answers errors. */
+function errorResponse(err: unknown): UniversalServerResponse {
+  const error =
+    err instanceof HookpostError ? toConnectError(err) : ConnectError.from(err, Code.InvalidArgument);
+  return {
+    status: codeToHttpStatus(error.code),
+    header: new Headers({ "content-type": "application/json" }),
+    body: createAsyncIterable([errorToJsonBytes(error, {})]),
   };
 }
 

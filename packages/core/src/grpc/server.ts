@@ -1,4 +1,11 @@
-import { create, fromBinary, type MessageInitShape, type MessageShape, toBinary } from "@bufbuild/protobuf";
+import {
+  create,
+  type DescMessage,
+  fromBinary,
+  type MessageInitShape,
+  type MessageShape,
+  toBinary,
+} from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import type {
   handleClientStreamingCall,
@@ -95,30 +102,7 @@ export function addService<S extends GenServiceMethods>(
   > = {};
   for (const method of service.methods) {
     const name = `${service.name}/${method.name}`;
-    const decode = (bytes: Buffer): MessageShape<typeof method.input> => {
-      let decoded: MessageShape<typeof method.input>;
-      let lost: string[];
-      try {
-        decoded = fromBinary(method.input, bytes);
-        // Refused rather than silently lost by the decoder (see proto-map-keys.ts). Its
-        // stricter reader fails on some malformed bytes the decoder tolerates: refused too.
-        lost = lostMapKeys(method.input, bytes);
-      } catch (err) {
-        throw new HookpostError(
-          Code.INVALID_ARGUMENT,
-          `request is not a valid ${method.input.typeName}: ${(err as Error).message}`,
-        );
-      }
-      if (lost.length > 0) {
-        throw HookpostError.invalid(
-          lost.map((field) => ({
-            field,
-            description: `"${LOST_MAP_KEY}" is not accepted as a key (it cannot be stored faithfully)`,
-          })),
-        );
-      }
-      return decoded;
-    };
+    const decode = (bytes: Buffer): MessageShape<typeof method.input> => decodeRequest(method.input, bytes);
     const encode = (out: unknown): Buffer =>
       out instanceof Uint8Array
         ? Buffer.from(out.buffer, out.byteOffset, out.length)
@@ -215,6 +199,35 @@ export function addService<S extends GenServiceMethods>(
     }
   }
   server.addService(definition as ServiceDefinition, handlers);
+}
+
+/**
+ * A request's protobuf bytes decoded: INVALID_ARGUMENT for bytes that are not the message, and
+ * for map keys the decoder would lose (proto-map-keys.ts). gRPC and Connect (binary) alike.
+ */
+export function decodeRequest<D extends DescMessage>(desc: D, bytes: Uint8Array): MessageShape<D> {
+  let decoded: MessageShape<D>;
+  let lost: string[];
+  try {
+    decoded = fromBinary(desc, bytes);
+    // Refused rather than silently lost by the decoder (see proto-map-keys.ts). Its
+    // stricter reader fails on some malformed bytes the decoder tolerates: refused too.
+    lost = lostMapKeys(desc, bytes);
+  } catch (err) {
+    throw new HookpostError(
+      Code.INVALID_ARGUMENT,
+      `request is not a valid ${desc.typeName}: ${(err as Error).message}`,
+    );
+  }
+  if (lost.length > 0) {
+    throw HookpostError.invalid(
+      lost.map((field) => ({
+        field,
+        description: `"${LOST_MAP_KEY}" is not accepted as a key (it cannot be stored faithfully)`,
+      })),
+    );
+  }
+  return decoded;
 }
 
 /** An unexpected failure: reported through onInternalError, answered as a bare INTERNAL. */
