@@ -60,13 +60,17 @@ const SATURATED_P99_MS = 50;
 const SWEEP_RATES = [500, 1000, 1500, 2000, 3000, 4000, 5000, 6000];
 /** BENCH_DRAIN_ONLY=1: the raw forwarder and one drain, nothing else (about 30 s, for A/B runs of a cut). */
 const DRAIN_ONLY = Boolean(process.env.BENCH_DRAIN_ONLY);
+/** The bench destination's shared secret (Segment signing), the floor forwarder's as well. */
+const BENCH_SECRET = "bench-shared-secret";
 
 /** The drain's figures beside the raw forwarder's (BENCH_DRAIN_ONLY). */
 function drainFigures(
   one: { rate: number; cpu: { replicas: number; nats: number; receiver: number }; direct: number },
-  fwd: { rate: number; forwarder: number; nats: number },
+  fwd: ForwarderDrain,
+  floor: ForwarderDrain,
 ): Figure[] {
   return [
+    ...floorFigures(fwd, floor),
     {
       name: "dispatch from backlog, 1 replica",
       value: Math.round(one.rate),
@@ -81,6 +85,12 @@ function drainFigures(
       limit: { name: "raw forwarder + its nats-server", value: Math.round(fwd.forwarder + fwd.nats) },
       note: `replica ${Math.round(one.cpu.replicas)} + nats-server ${Math.round(one.cpu.nats)}; raw ${Math.round(fwd.forwarder)} + ${Math.round(fwd.nats)}`,
     },
+    {
+      name: "CPU per delivery, nats-server + 1 replica, against the floor forwarder's",
+      value: Math.round(one.cpu.replicas + one.cpu.nats),
+      unit: "µs",
+      limit: { name: "floor forwarder + its nats-server", value: Math.round(floor.forwarder + floor.nats) },
+    },
   ];
 }
 
@@ -92,6 +102,29 @@ function replica(natsUrl: string, env: Record<string, string> = {}): ServiceProc
     LOG_LEVEL: "error",
     ...env,
   });
+}
+
+/**
+ * The floor forwarder (the raw forwarder plus the work every Hookpost delivery does) beside the
+ * raw forwarder: the least CPU and the highest rate any design of the delivery path can reach.
+ */
+function floorFigures(fwd: ForwarderDrain, floor: ForwarderDrain): Figure[] {
+  return [
+    {
+      name: "floor forwarder: raw + render, sign, confirmed ack, one attempt record",
+      value: Math.round(floor.rate),
+      unit: "deliveries/s",
+      limit: { name: "raw forwarder", value: fwd.rate },
+      note: "Hookpost's own parts, nothing else: what no design may skip (issue 25 keeps signing, the log, durability)",
+    },
+    {
+      name: "CPU per delivery, floor forwarder + its nats-server",
+      value: Math.round(floor.forwarder + floor.nats),
+      unit: "µs",
+      limit: { name: "raw forwarder + its nats-server", value: Math.round(fwd.forwarder + fwd.nats) },
+      note: `floor forwarder ${Math.round(floor.forwarder)} + nats-server ${Math.round(floor.nats)} µs`,
+    },
+  ];
 }
 
 /** Raw POSTs of stored-call bodies: the most this receiver takes from one client process. */
@@ -117,19 +150,30 @@ async function rawPosts(url: string, count: number, tag: string, sourceId: strin
 /** The raw forwarder's stream: the same stored-call bytes, nothing else on it. */
 const RAW_STREAM = "BENCH_RAW_FORWARD";
 const RAW_SUBJECT = "bench.raw";
+/** The floor forwarder's attempt records (a stream of their own, as HOOKPOST_ATTEMPTS stores ours). */
+const FLOOR_LOG_STREAM = "BENCH_FLOOR_LOG";
+const FLOOR_LOG_SUBJECT = "bench.floorlog";
+
+/** A forwarder's drain: deliveries/s, and its CPU and nats-server's per delivery (µs). */
+interface ForwarderDrain {
+  rate: number;
+  forwarder: number;
+  nats: number;
+}
 
 /**
  * The raw forwarder limit (procs/raw-forwarder-child.ts): a backlog of the same bodies on a
  * stream of its own, pulled, POSTed and acked by a process that does nothing else; deliveries/s
  * measured as the replicas' (from the 10 % receipt), and its CPU per delivery with nats-server's.
+ * Then the same with `floor`: the raw forwarder plus the work no Hookpost delivery may skip
+ * (render, sign, confirmed ack, one attempt record), the floor of any design.
  */
-async function rawForwarder(
+async function rawForwarders(
   nc: NatsConnection,
   server: NatsServer,
   receiver: ReceiverProcess,
   sourceId: string,
-): Promise<{ rate: number; forwarder: number; nats: number }> {
-  const natsUrl = server.url;
+): Promise<{ raw: ForwarderDrain; floor: ForwarderDrain }> {
   const jsm = await nc.jetstreamManager();
   await jsm.streams.add({
     name: RAW_STREAM,
@@ -137,6 +181,22 @@ async function rawForwarder(
     retention: RetentionPolicy.Workqueue,
     storage: StorageType.File,
   });
+  await jsm.streams.add({ name: FLOOR_LOG_STREAM, subjects: [FLOOR_LOG_SUBJECT], storage: StorageType.File });
+  const raw = await forwarderDrain(nc, server, receiver, sourceId, "raw");
+  // A work-queue stream takes one unfiltered consumer at a time.
+  await jsm.consumers.delete(RAW_STREAM, "raw");
+  const floor = await forwarderDrain(nc, server, receiver, sourceId, "floor");
+  await jsm.consumers.delete(RAW_STREAM, "floor");
+  return { raw, floor };
+}
+
+async function forwarderDrain(
+  nc: NatsConnection,
+  server: NatsServer,
+  receiver: ReceiverProcess,
+  sourceId: string,
+  kind: "raw" | "floor",
+): Promise<ForwarderDrain> {
   const js = nc.jetstream();
   const fill = (tag: string, count: number) =>
     pipelined(count, 1_000, (i) => {
@@ -148,26 +208,28 @@ async function rawForwarder(
     });
   const start = () =>
     startRawForwarder({
-      natsUrl,
+      natsUrl: server.url,
       stream: RAW_STREAM,
-      consumer: "raw",
+      consumer: kind,
       url: receiver.url,
       inFlight: RAW_IN_FLIGHT,
+      ...(kind === "floor" && { floor: { logSubject: FLOOR_LOG_SUBJECT, secret: BENCH_SECRET } }),
     });
   // Warm-up (consumer, connections, JIT), then a backlog drained by a fresh process, as the replicas.
-  await fill("fwdwarm", 2_000);
+  const tag = kind === "raw" ? "fwd" : "floor";
+  await fill(`${tag}warm`, 2_000);
   const warm = await start();
-  await receiver.waitForTag("fwdwarm", 2_000);
+  await receiver.waitForTag(`${tag}warm`, 2_000);
   await stopForwarder(warm);
-  await fill("fwd", BACKLOG);
+  await fill(tag, BACKLOG);
   const proc = await start();
   try {
-    await receiver.waitForTagCount("fwd", Math.ceil(BACKLOG * WARM_SHARE));
+    await receiver.waitForTagCount(tag, Math.ceil(BACKLOG * WARM_SHARE));
     const from = performance.timeOrigin + performance.now();
     const pids = [proc.pid!, server.pid!];
     const before = pids.map(cpuMs);
-    await receiver.waitForTag("fwd", BACKLOG);
-    const window = windowRate(receiver, "fwd", BACKLOG, from);
+    await receiver.waitForTag(tag, BACKLOG);
+    const window = windowRate(receiver, tag, BACKLOG, from);
     const used = pids.map((pid, i) => ((cpuMs(pid) - before[i]!) * 1000) / window.count);
     return { rate: window.rate, forwarder: used[0]!, nats: used[1]! };
   } finally {
@@ -344,12 +406,19 @@ export async function benchDispatcher(params: string[] = []): Promise<Figure[]> 
     const client = ingestClient(address, writeKey);
     clients.push(client);
     await admin.createDestination({
-      destination: { name: "bench", urls: [receiver.url], sourceIds: [sourceId], enabled: true },
+      // With a secret, so that every delivery is signed (X-Signature) as in production.
+      destination: {
+        name: "bench",
+        urls: [receiver.url],
+        sourceIds: [sourceId],
+        enabled: true,
+        sharedSecret: BENCH_SECRET,
+      },
     });
 
     await rawPosts(receiver.url, 2_000, "warm-raw", sourceId);
     const raw = DRAIN_ONLY ? 0 : await rawPosts(receiver.url, BACKLOG, "raw", sourceId);
-    const fwd = await rawForwarder(nc, server, receiver, sourceId);
+    const { raw: fwd, floor } = await rawForwarders(nc, server, receiver, sourceId);
 
     // Warm-up: creates the consumers and connections, then stops so a backlog can build.
     replicas.push(replica(server.url));
@@ -468,13 +537,20 @@ export async function benchDispatcher(params: string[] = []): Promise<Figure[]> 
           limit: { name: "raw forwarder + its nats-server", value: fwd.forwarder + fwd.nats },
           note: `raw forwarder ${Math.round(fwd.forwarder)} + nats-server ${Math.round(fwd.nats)} µs`,
         },
+        ...floorFigures(fwd, floor),
+        {
+          name: "CPU per delivery, nats-server + 1 replica, against the floor forwarder's",
+          value: Math.round(budget.nats + budget.replicas),
+          unit: "µs",
+          limit: { name: "floor forwarder + its nats-server", value: floor.forwarder + floor.nats },
+        },
         { name: "drain: share attempted directly", value: Math.round(one.direct * 100), unit: "%" },
         ...steady.filter((f) => !f.name.startsWith("latency p50, 500")),
       ];
     };
     const one = await backlog(1);
     const budget = one.cpu;
-    if (DRAIN_ONLY) return drainFigures(one, fwd);
+    if (DRAIN_ONLY) return drainFigures(one, fwd, floor);
     if (perf) return await perfFigures();
     const two = await backlog(2);
     // The same backlog with the attempt log off: its cost (target: on >= 0.8x off).
@@ -540,6 +616,7 @@ export async function benchDispatcher(params: string[] = []): Promise<Figure[]> 
         limit: { name: "target", value: 150 },
         note: `replica ${Math.round(budget.replicas)} + nats-server ${Math.round(budget.nats)} µs; raw forwarder + its nats-server ${Math.round(fwd.forwarder + fwd.nats)} µs`,
       },
+      ...floorFigures(fwd, floor),
       ...cpuBudget(budget, raw),
       {
         name: "dispatch from backlog, 1 replica, attempt log off",

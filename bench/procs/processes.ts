@@ -210,6 +210,8 @@ export async function startRawForwarder(o: {
   consumer: string;
   url: string;
   inFlight: number;
+  /** The floor forwarder: the raw one plus the work every Hookpost delivery does (its log subject, its secret). */
+  floor?: { logSubject: string; secret: string };
 }): Promise<ChildProcess> {
   const proc = fork(childEntry("raw-forwarder-child.ts"), [JSON.stringify(o)], {
     execArgv: profileFlags(),
