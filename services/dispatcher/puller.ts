@@ -22,6 +22,20 @@ export interface PullerOptions {
    * pulling again; the puller has paused. Absent: keep trying (the consumer should exist).
    */
   onGone?: () => void;
+  /** A message whose handler threw comes back after this, doubled at each delivery (default 5 s). */
+  failedRetryMs?: number;
+}
+
+/** The longest a message whose handler keeps throwing waits between two tries. */
+const FAILED_RETRY_MAX_MS = 5 * 60_000;
+
+/**
+ * When a message whose handler threw (a bug, never an endpoint's failure) comes back: `baseMs`
+ * doubled per delivery, at most FAILED_RETRY_MAX_MS. It stays on its stream, so a fixed replica
+ * handles it; meanwhile a batch of such messages takes a few slots, not every slot every 5 s.
+ */
+export function failedRetryMs(baseMs: number, deliveryCount: number): number {
+  return Math.min(FAILED_RETRY_MAX_MS, baseMs * 2 ** Math.min(20, Math.max(0, deliveryCount - 1)));
 }
 
 /** A loaded server may answer a pull a little after its expiry: messages are still taken then. */
@@ -261,10 +275,15 @@ export class Puller {
       .handle(msg)
       .then(confirmed)
       .catch((err) => {
-        // A bug, not an endpoint failure: hand the message back rather than lose it.
-        this.#o.logger.error({ consumer: this.#o.consumer, seq: msg.seq, err }, "handler failed");
+        // A bug, not an endpoint failure: hand the message back rather than lose it, later each time.
+        const deliveries = msg.info.deliveryCount;
+        const retryMs = failedRetryMs(this.#o.failedRetryMs ?? 5000, deliveries);
+        this.#o.logger.error(
+          { consumer: this.#o.consumer, seq: msg.seq, deliveries, retryMs, err },
+          "handler failed",
+        );
         try {
-          msg.nak(5000);
+          msg.nak(retryMs);
         } catch {}
       })
       .finally(() => {
