@@ -42,8 +42,8 @@ export type ScopeRule<K extends Name> =
       check?: (req: Req<K>, s: Scope) => void;
       /** Answers instead of the handler (the answer is already the link's world). */
       answer?: (req: Req<K>, s: Scope) => Res<K>;
-      /** Narrows the handler's answer to the link's world. */
-      narrow?: (res: Res<K>, s: Scope) => Res<K>;
+      /** Narrows the handler's answer to the link's world (`req` as `check` left it). */
+      narrow?: (res: Res<K>, s: Scope, req: Req<K>) => Res<K>;
     };
 
 export type ScopeTable = { [K in Name]: ScopeRule<K> };
@@ -262,6 +262,29 @@ export const PORTAL_SCOPE: ScopeTable = {
       }
       s.owned(req.resourceId, "resource_id");
     },
+    // The log is filtered by id alone, but ids are unique per kind only: a destination may bear a
+    // source's id (one the link created to read another source's history, say), and a record may
+    // hold changes of other resources (deleting source B disconnects every destination of B). So
+    // the answer keeps the records about the resource the check allowed, of its kind, each with
+    // its changes to that resource only.
+    narrow: (res, s, req) => {
+      const kinds = new Set<string>();
+      if (req.resourceId === s.sourceId) kinds.add("source");
+      const d = s.store.destination(req.resourceId);
+      if (d?.sourceIds.length === 1 && d.sourceIds[0] === s.sourceId) {
+        // SendTestCall records name their destination without a kind.
+        kinds.add("destination").add("");
+      }
+      const about = (r: { resourceType?: string; resourceId?: string }) =>
+        kinds.has(r.resourceType ?? "") && r.resourceId === req.resourceId;
+      return {
+        nextPageToken: res.nextPageToken ?? "",
+        records: (res.records ?? []).flatMap((r) => {
+          const changes = (r.changes ?? []).filter(about);
+          return about(r) || changes.length > 0 ? [{ ...r, changes } as typeof r] : [];
+        }),
+      };
+    },
   },
   reencryptSecrets: refused(GLOBAL),
   // A deletion request spans every source that saw the user.
@@ -317,7 +340,7 @@ export async function inPortalScope(
   rule.check?.(r as never, scope);
   if (rule.answer) return rule.answer(r as never, scope);
   const res = await run(r);
-  return rule.narrow ? rule.narrow(res as never, scope) : res;
+  return rule.narrow ? rule.narrow(res as never, scope, r as never) : res;
 }
 
 const upper = (m: string) => m.charAt(0).toUpperCase() + m.slice(1);
