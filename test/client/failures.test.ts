@@ -116,6 +116,20 @@ describe("failures are reported", () => {
     expect(errors[0]!.calls.map((c) => c.messageId)).toEqual([bad]);
   });
 
+  it("a batch over the server's MAX_BATCH_CALLS is sent again in smaller batches, not failed", async () => {
+    ingest.maxBatchCalls = 4; // an operator's setting the client cannot know
+    const { a, errors } = client({ flushAt: 100 });
+    const results: Array<AnalyticsError | undefined> = [];
+    const ids = Array.from({ length: 10 }, (_, i) =>
+      a.track({ userId: "u", event: `E${i}` }, (err) => results.push(err)),
+    );
+    await a.flush();
+    expect(errors.map((e) => e.message)).toEqual([]);
+    expect((await ingest.stored()).map((s) => s.messageId)).toEqual(ids);
+    expect(results).toEqual(ids.map(() => undefined));
+    expect(Math.max(...ingest.batches.map((b) => b.messageIds.length))).toBeLessThanOrEqual(4);
+  });
+
   it("close() with a timeout reports what it could not deliver and resolves", async () => {
     const { a, errors } = client({
       endpoint: `127.0.0.1:${await closedPort()}`,

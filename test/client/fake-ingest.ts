@@ -63,6 +63,8 @@ export class FakeIngest implements IngestHarness {
   delayMs = 0;
   /** Server-side rule the client does not know: a description refuses the call. */
   refuse: ((call: StoredCall) => string | undefined) | undefined;
+  /** The server's MAX_BATCH_CALLS setting. */
+  maxBatchCalls = DEFAULT_MAX_BATCH_CALLS;
 
   private readonly byId = new Map<string, StoredCall>();
   private readonly failures: Array<{ code: Code; afterStore: boolean }> = [];
@@ -153,7 +155,7 @@ export class FakeIngest implements IngestHarness {
   private store(req: BatchRequest): string[] {
     const encoded = toBinary(BatchRequestSchema, req);
     const bytes = encoded.length;
-    const violations: FieldViolation[] = protoBatchViolations(req, encoded, DEFAULT_MAX_BATCH_CALLS);
+    const violations: FieldViolation[] = protoBatchViolations(req, encoded, this.maxBatchCalls);
     const calls: StoredCall[] = [];
     req.calls.forEach((c, i) => {
       if (!c.call.case) return;

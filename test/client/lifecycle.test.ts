@@ -64,6 +64,25 @@ describe("queue bound and close", () => {
     void a.close();
   });
 
+  it("refuses delays a timer cannot hold, which Node would run after 1 ms", () => {
+    // Node clamps setTimeout delays of 2^31 ms or more (and Infinity) to 1 ms: flushAfter would
+    // flush at once, and close({ timeoutMs: Infinity }) would give up on everything at once.
+    for (const ms of [Number.POSITIVE_INFINITY, 2 ** 31]) {
+      expect(() => new Analytics("wk", { flushAfter: ms })).toThrow(RangeError);
+      expect(() => new Analytics("wk", { retryMaxDelayMs: ms })).toThrow(RangeError);
+      const a = new Analytics("wk", { endpoint: ingest.target });
+      expect(() => {
+        a.flushAfter = ms;
+      }).toThrow(RangeError);
+      expect(() => a.close({ timeoutMs: ms })).toThrow(/at most 2147483647/);
+      expect(a.closed).toBe(false);
+      void a.close();
+    }
+    const a = new Analytics("wk", { endpoint: ingest.target, flushAfter: 2 ** 31 - 1 });
+    expect(a.flushAfter).toBe(2 ** 31 - 1);
+    void a.close();
+  });
+
   it("defaults the endpoint to HOOKPOST_ENDPOINT, else 127.0.0.1:50051", () => {
     const saved = process.env.HOOKPOST_ENDPOINT;
     try {
@@ -96,11 +115,18 @@ describe("in a real process", () => {
     });
   }
 
-  it("exits when idle although calls are queued (timers are unref'd)", async () => {
-    const r = await run({ SCENARIO: "idle", HOOKPOST_ENDPOINT: ingest.target });
+  it("sends what is queued before an idle process exits (beforeExit); its timers do not hold it", async () => {
+    const r = await run({ SCENARIO: "idle", HOOKPOST_ENDPOINT: ingest.target, WRITE_KEY: ingest.writeKey });
+    expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
     expect(r.ms).toBeLessThan(15_000); // flushAfter is 60 s
-    expect(ingest.attempts).toBe(0);
+    expect(ingest.storedNow.map((s) => (s.value as { event: string }).event)).toEqual(["Idle"]);
+  });
+
+  it("reports what it could not send before an idle process exits, never drops it silently", async () => {
+    const r = await run({ SCENARIO: "idle", HOOKPOST_ENDPOINT: ingest.target, MAX_RETRIES: "0" });
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/hookpost analytics: 1 call\(s\) not stored .*UNAUTHENTICATED/);
   });
 
   it.each(["flush", "close"])(

@@ -84,6 +84,12 @@ export class Context implements ErrorScene {
     this.auth = "admin";
     const token = this.#opts.token;
     if (!token) throw new UsageError("no admin token: set ADMIN_TOKEN or pass --token");
+    // grpc-js would refuse it with an error quoting the whole header, token included.
+    if (!/^[ -~]*$/.test(token)) {
+      throw new UsageError(
+        "the admin token (ADMIN_TOKEN or --token) has characters a gRPC header cannot carry (a line break, a carriage return from a CRLF file, or a non-ASCII character); it is not shown",
+      );
+    }
     return token;
   }
 

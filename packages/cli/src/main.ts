@@ -49,7 +49,7 @@ export async function runCli(argv: string[], io: Io = processIo): Promise<number
     const json = ctx ? ctx.out.json : argv.includes("--json");
     const rendered = renderError(err, ctx ?? { endpoint: endpointGuess(argv), auth: undefined });
     const out = ctx?.out ?? new Output(io, json);
-    if (json) io.stderr(`${JSON.stringify(rendered.json)}\n`);
+    if (json) out.jsonError(rendered.json);
     else for (const line of rendered.lines) out.note(line);
     return rendered.exitCode;
   } finally {

@@ -44,7 +44,11 @@ export class Output {
 
   /** Never print this value (short values are not masked: they would mangle ordinary text). */
   hide(secret: string | undefined): void {
-    if (secret && secret.length >= 6) this.#secrets.push(secret);
+    if (!secret || secret.length < 6) return;
+    this.#secrets.push(secret);
+    // As JSON output writes it (a quote, a backslash or a control character escaped).
+    const escaped = JSON.stringify(secret).slice(1, -1);
+    if (escaped !== secret) this.#secrets.push(escaped);
   }
 
   line(text = ""): void {
@@ -54,6 +58,11 @@ export class Output {
   /** Notes for people (stderr), so stdout stays clean for pipes. */
   note(text: string): void {
     this.#io.stderr(`${this.#mask(text)}\n`);
+  }
+
+  /** A machine-readable error (`--json`): one JSON line on stderr, masked like everything else. */
+  jsonError(value: unknown): void {
+    this.#io.stderr(`${this.#mask(JSON.stringify(value))}\n`);
   }
 
   /** Machine output: one JSON document on stdout. */

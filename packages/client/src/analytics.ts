@@ -30,6 +30,7 @@ import { type ClientOptions, createClient, writeKeyMetadata } from "./grpc/clien
 import { LIBRARY } from "./library.js";
 import {
   type AnalyticsOptions,
+  checkDelay,
   checkNumber,
   DEFAULT_CHANNEL_OPTIONS,
   DEFAULT_ENDPOINT,
@@ -88,22 +89,22 @@ export class Analytics extends EventEmitter<AnalyticsEvents> {
     );
     this.log = createDebug("analytics", options.debug);
     this.maxQueueSize = checkNumber("maxQueueSize", options.maxQueueSize ?? DEFAULTS.maxQueueSize, 1);
-    this.timeoutMs = checkNumber("timeoutMs", options.timeoutMs ?? DEFAULTS.timeoutMs, 1);
+    this.timeoutMs = checkDelay("timeoutMs", options.timeoutMs ?? DEFAULTS.timeoutMs, 1);
     this.policy = {
       maxRetries: checkNumber("maxRetries", options.maxRetries ?? DEFAULTS.maxRetries, 0),
-      retryInitialDelayMs: checkNumber(
+      retryInitialDelayMs: checkDelay(
         "retryInitialDelayMs",
         options.retryInitialDelayMs ?? DEFAULTS.retryInitialDelayMs,
         0,
       ),
-      retryMaxDelayMs: checkNumber("retryMaxDelayMs", options.retryMaxDelayMs ?? DEFAULTS.retryMaxDelayMs, 0),
+      retryMaxDelayMs: checkDelay("retryMaxDelayMs", options.retryMaxDelayMs ?? DEFAULTS.retryMaxDelayMs, 0),
     };
     this.clientOptions = {};
     if (options.credentials) this.clientOptions.credentials = options.credentials;
     if (options.channelOptions) this.clientOptions.channelOptions = options.channelOptions;
     this.batcher = new Batcher({
       flushAt: checkNumber("flushAt", options.flushAt ?? options.size ?? DEFAULTS.flushAt, 1),
-      flushAfter: checkNumber("flushAfter", options.flushAfter ?? DEFAULTS.flushAfter, 0, false),
+      flushAfter: checkDelay("flushAfter", options.flushAfter ?? DEFAULTS.flushAfter, 0, false),
       maxInFlight: checkNumber("maxInFlight", options.maxInFlight ?? DEFAULTS.maxInFlight, 1),
       maxBatchBytes: BATCH_BYTES,
       maxBatchCalls: DEFAULT_MAX_BATCH_CALLS,
@@ -147,7 +148,7 @@ export class Analytics extends EventEmitter<AnalyticsEvents> {
   }
 
   set flushAfter(ms: number) {
-    this.batcher.flushAfter = checkNumber("flushAfter", ms, 0, false);
+    this.batcher.flushAfter = checkDelay("flushAfter", ms, 0, false);
   }
 
   /** Calls waiting to be sent (not counting batches in flight). */
@@ -196,7 +197,7 @@ export class Analytics extends EventEmitter<AnalyticsEvents> {
    */
   close(options: CloseOptions = {}): Promise<void> {
     if (this.closing) return this.closing;
-    const timeoutMs = checkNumber("timeoutMs", options.timeoutMs ?? DEFAULTS.closeTimeoutMs, 0, false);
+    const timeoutMs = checkDelay("timeoutMs", options.timeoutMs ?? DEFAULTS.closeTimeoutMs, 0, false);
     this.log("closing (%d queued, %d batches in flight)", this.queued, this.batcher.batchesInFlight);
     this.closing = this.drain(timeoutMs);
     return this.closing;

@@ -23,6 +23,21 @@ interface Waiter {
 }
 
 /**
+ * Batchers holding calls not yet settled (queued, in flight or waiting to retry). When the event
+ * loop runs out of work (`beforeExit`: the process is about to end on its own) each of them
+ * flushes: its calls are sent, or reported as failed, before the process exits, instead of
+ * vanishing with it. The flush's keep-alive holds the process until they settle; then
+ * `beforeExit` comes again, finds nothing pending, and the process ends. One listener for all
+ * clients, and a client is held here only while it has calls pending.
+ */
+const pendingAtExit = new Set<Batcher>();
+let exitHookInstalled = false;
+
+function flushAtExit(): void {
+  for (const batcher of [...pendingAtExit]) void batcher.flush();
+}
+
+/**
  * When to send what: a batch leaves when `flushAt` calls are queued, when `flushAfter` ms passed
  * since the last batch left, or when a flush asked for the calls queued so far. At most
  * `maxInFlight` batches are out at once; beyond that, calls wait in the queue (and later leave in
@@ -78,6 +93,7 @@ export class Batcher {
   enqueue(frame: Uint8Array, callback: Callback | undefined): void {
     this.queue.push({ seq: this.nextSeq++, frame, callback });
     this.pump();
+    this.trackPending();
   }
 
   /** Sends everything queued now; resolves when all of it (and what was in flight) has settled. */
@@ -100,6 +116,7 @@ export class Batcher {
     this.clearTimer();
     const stranded = this.queue.drain();
     this.settleWaiters();
+    this.trackPending();
     return stranded;
   }
 
@@ -127,6 +144,7 @@ export class Batcher {
       this.inFlight.delete(entry);
       this.settleWaiters();
       this.pump();
+      this.trackPending();
     });
   }
 
@@ -140,13 +158,26 @@ export class Batcher {
       this.flushUpTo = this.nextSeq - 1;
       this.pump();
     }, this._flushAfter);
-    // An idle process with a few queued calls may exit; close() is how to deliver them first.
+    // Unref'd: an idle process is not held open by it; its queued calls leave at beforeExit.
     this.timer.unref();
   }
 
   private clearTimer(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+  }
+
+  /** Registers this batcher for a flush at `beforeExit` while it has unsettled calls. */
+  private trackPending(): void {
+    if (this.queue.length > 0 || this.inFlight.size > 0) {
+      pendingAtExit.add(this);
+      if (!exitHookInstalled) {
+        exitHookInstalled = true;
+        process.on("beforeExit", flushAtExit);
+      }
+    } else {
+      pendingAtExit.delete(this);
+    }
   }
 
   /** Every call below this seq has settled (stored or reported). */

@@ -30,7 +30,8 @@ export interface DeliveryResult {
  * Delivers one batch: retries transient failures with backoff (same bytes, same message ids), and
  * when the server refuses named calls (INVALID_ARGUMENT with `calls[i]` violations; the batch is
  * all-or-nothing) fails only those and sends the others again, so one bad call cannot take down
- * its neighbours. Never rejects.
+ * its neighbours; a batch refused as a whole (more calls than the server's MAX_BATCH_CALLS) goes
+ * again in halves. Never rejects.
  */
 export async function deliverBatch(
   calls: QueuedCall[],
@@ -77,6 +78,20 @@ export async function deliverBatch(
         }
         continue;
       }
+      if (error.code === Code.INVALID_ARGUMENT && pending.length > 1 && refusesBatch(error)) {
+        // The batch as a whole is too large for this server (its MAX_BATCH_CALLS may be below the
+        // contract's default we cut at): nothing was stored, so halves go again, same ids.
+        log("server refused a batch of %d calls as a whole; sending it in halves", pending.length);
+        const half = Math.ceil(pending.length / 2);
+        const parts = [pending.slice(0, half), pending.slice(half)];
+        const delivered: QueuedCall[] = [];
+        for (const part of parts) {
+          const r = await deliverBatch(part, send, policy, signal, log);
+          delivered.push(...r.delivered);
+          failed.push(...r.failed);
+        }
+        return { delivered, failed };
+      }
       const refused =
         error.code === Code.INVALID_ARGUMENT ? refusedIndexes(error, pending.length) : undefined;
       if (refused && refused.size < pending.length) {
@@ -91,6 +106,11 @@ export async function deliverBatch(
     }
   }
   return { delivered: [], failed };
+}
+
+/** True when a violation is about the batch itself (`calls`: too many calls or bytes), not one call. */
+function refusesBatch(error: HookpostError): boolean {
+  return error.fieldViolations.some((v) => v.field === "calls");
 }
 
 /** Indexes named by `calls[i]…` field violations; undefined when any violation names no call. */

@@ -52,6 +52,12 @@ export const DEFAULT_CHANNEL_OPTIONS: Record<string, number> = {
   "grpc.max_reconnect_backoff_ms": 5000,
 };
 
+/**
+ * The longest delay a Node timer holds. Node runs a longer one (or Infinity) after 1 ms, with a
+ * warning: a flushAfter would flush at once, a close() timeout would give up at once.
+ */
+export const MAX_DELAY_MS = 2_147_483_647;
+
 /** Checks a numeric setting; options are programmer input, so bad values are RangeErrors. */
 export function checkNumber(name: string, value: unknown, min: number, integer = true): number {
   if (
@@ -65,4 +71,15 @@ export function checkNumber(name: string, value: unknown, min: number, integer =
     );
   }
   return value;
+}
+
+/** Checks a setting in milliseconds: a number from `min` to MAX_DELAY_MS (about 24.8 days). */
+export function checkDelay(name: string, value: unknown, min: number, integer = true): number {
+  const ms = checkNumber(name, value, min, integer);
+  if (ms > MAX_DELAY_MS) {
+    throw new RangeError(
+      `${name} must be at most ${MAX_DELAY_MS} ms (the longest delay a Node timer holds), got ${String(value)}`,
+    );
+  }
+  return ms;
 }
