@@ -43,7 +43,16 @@ export interface DeliveryFacts {
   event?: string;
   /** When the delivery is tried again (set on the last URL's record only). */
   nextAttemptMs?: number;
+  /** When the delivery was first stored (DeliveryState.firstTimeMs): `firstTime` of a late attempt's records. */
+  firstTimeMs?: number;
 }
+
+/**
+ * The records of an attempt starting this long after its delivery was first stored say when that
+ * was (AttemptRecord.firstTime), so that erasure finds them with their call however late they are
+ * written. Given for parked deliveries and PER_USER heads; a fresh delivery carries nothing more.
+ */
+const LATE_ATTEMPT_MS = 1000;
 
 /** Records one attempt's outcomes in the attempt log (when it is on); `nextAttemptMs` when a retry is due. */
 export function attemptRecorder(
@@ -86,6 +95,9 @@ export function attemptRecords(f: DeliveryFacts, outcomes: readonly AttemptOutco
       if (f.callType) r.callType = f.callType;
       if (f.event !== undefined) r.event = f.event;
       if (o.requestBody !== undefined) r.requestBody = o.requestBody;
+      if (f.firstTimeMs !== undefined && o.startedAt - f.firstTimeMs >= LATE_ATTEMPT_MS) {
+        r.firstTime = new Date(f.firstTimeMs).toISOString();
+      }
       if (f.nextAttemptMs !== undefined && i === all.length - 1) {
         r.nextAttemptTime = new Date(f.nextAttemptMs).toISOString();
       }

@@ -3,6 +3,7 @@ import { formatDuration } from "@hookpost/contract";
 import type { AttemptLog, ConfigStore, DeadLetters, Logger } from "@hookpost/core";
 import {
   deadRecordOf,
+  FIRST_TIME_HEADER,
   isStreamFull,
   laneSubject,
   MESSAGE_ID_HEADER,
@@ -85,6 +86,18 @@ const PARK_FAILED_DELAY_MS = 2000;
 const STAY_ON_LANE_MS = 1000;
 /** Publishes of one park before the message is handed back (about a minute of backoff). */
 const PARK_ATTEMPTS = 40;
+
+/**
+ * `firstTimeMs` for the records of a parked delivery (a retry, a call that waited on a paused
+ * destination or an open breaker: parking sets FIRST_TIME_HEADER), so that a late attempt's records
+ * are erased with their call (attempt-records.ts); a fresh delivery's records need none.
+ */
+function parkedSince(
+  headers: { has(name: string): boolean } | undefined,
+  state: DeliveryState,
+): { firstTimeMs?: number } {
+  return headers?.has(FIRST_TIME_HEADER) ? { firstTimeMs: state.firstTimeMs } : {};
+}
 
 /**
  * Makes one attempt of a delivery (a message of a partition or of a lane) over the destination's
@@ -265,7 +278,14 @@ export class DeliveryHandler {
     observeLatency(d.metrics, destinationId, result);
     // A direct attempt's fields come from the router, not back from the headers it just wrote.
     const fields = msg instanceof DirectMsg ? msg.fields : recordFields(headers);
-    const facts = { messageId, destinationId, sourceId, attemptNumber, ...fields };
+    const facts = {
+      messageId,
+      destinationId,
+      sourceId,
+      attemptNumber,
+      ...fields,
+      ...parkedSince(headers, state),
+    };
     this.#observe(destinationId, result.outcomes);
     const record = attemptRecorder(d.attemptLog, facts, result.outcomes);
 
@@ -522,6 +542,7 @@ export class DeliveryHandler {
       sourceId: m.sourceId,
       attemptNumber: m.state.attempts + 1,
       ...recordFields(m.msg.headers),
+      ...parkedSince(m.msg.headers, m.state),
     };
     return attemptRecorder(this.#d.attemptLog, facts, outcomes);
   }

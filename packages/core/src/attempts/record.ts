@@ -64,6 +64,13 @@ export interface AttemptRecord {
   requestBody?: string;
   /** Set when the delivery will be tried again. */
   nextAttemptTime?: string;
+  /**
+   * When the delivery was first stored, on the records of an attempt made a second or more after
+   * that (a retry, a call that waited on a paused destination or behind a PER_USER head): erasure
+   * erases such a record with the call it belongs to, however late it was written
+   * (erasure/user-of-record.ts). Absent otherwise, and in older records.
+   */
+  firstTime?: string;
   /** A FAN_OUT destination's URL this delivery goes to (its target, docs/design/shaping.md 7.2). */
   urlIndex?: number;
   /**
@@ -96,6 +103,8 @@ export interface DeadRecord {
   event?: string;
   /** As on AttemptRecord. */
   urlIndex?: number;
+  /** When the delivery was first stored (the letter's `firstAttemptTime`), for erasure. */
+  firstTime?: string;
 }
 
 /** The attempt log's record of a dead letter stored at `deadSequence` on DEAD. */
@@ -110,6 +119,7 @@ export function deadRecordOf(
     callType?: string;
     event?: string;
     urlIndex?: number;
+    firstAttemptTime?: string;
   },
   deadSequence: number,
 ): DeadRecord {
@@ -128,6 +138,7 @@ export function deadRecordOf(
   if (callType) r.callType = callType;
   if (event !== undefined) r.event = event;
   if (urlIndex !== undefined) r.urlIndex = urlIndex;
+  if (letter.firstAttemptTime) r.firstTime = letter.firstAttemptTime;
   return r;
 }
 

@@ -35,8 +35,17 @@ export interface DeletionRecord {
   erased: ErasedCounts;
   /** Passes made over the stores for this request. */
   passes: number;
-  /** Set when a pass started at least the settle time after the request found nothing left. */
+  /**
+   * Set when a pass found nothing left that started at least the settle time after the request,
+   * and after `lastErasedTime`.
+   */
   doneTime?: string;
+  /**
+   * When a pass last credited something it erased. A delivery erased while its attempt was under
+   * way is parked again, dead-lettered or recorded when the attempt ends (within the settle time,
+   * which exceeds the longest attempt): the request is not done before a pass has seen that.
+   */
+  lastErasedTime?: string;
   /**
    * Passes under way for this request (pass id → start time, ISO): a pass that found nothing
    * marks the request done only when no other pass is under way, since another replica's pass

@@ -135,8 +135,9 @@ export class ErasureWorker {
 
   /**
    * Adds a pass's counts to its requests and deregisters it; marks a request done when it may
-   * finish (the pass completed and read every list), found nothing, started after the settle time,
-   * and no other pass is under way on it.
+   * finish (the pass completed and read every list), found nothing of the user, started the settle
+   * time after the request and after any pass last erased something of it, and no other pass is
+   * under way on it.
    */
   async #credit(
     pending: readonly DeletionRecord[],
@@ -152,17 +153,23 @@ export class ErasureWorker {
         ? NO_ERASURES
         : (erased.get(r.userHash) ?? NO_ERASURES);
       credited.add(r.userHash);
-      const settled = started - Date.parse(r.requestTime) >= this.#o.settleMs;
+      // What the pass erased of the user, credited to this request or an earlier one of theirs.
+      const foundAny = !isZero(erased.get(r.userHash) ?? NO_ERASURES);
       const updated = await this.#store.update(r.requestId, (cur) => {
-        const others = livePasses(cur, Date.now(), passId);
-        const quiet = mayFinish && settled && isZero(found);
+        const now = Date.now();
+        const others = livePasses(cur, now, passId);
+        // Settled: the request, and the last erasure of any pass (an attempt under way on what it
+        // erased has stored its outcome since), are at least the settle time older than this pass.
+        const since = Math.max(Date.parse(cur.requestTime), Date.parse(cur.lastErasedTime ?? "") || 0);
+        const quiet = mayFinish && started - since >= this.#o.settleMs && !foundAny;
         return {
           ...cur,
           erased: addCounts(cur.erased, found),
           passes: cur.passes + 1,
           activePasses: others,
+          ...(foundAny ? { lastErasedTime: new Date(now).toISOString() } : {}),
           ...(cur.doneTime === undefined && quiet && Object.keys(others).length === 0
-            ? { doneTime: new Date().toISOString() }
+            ? { doneTime: new Date(now).toISOString() }
             : {}),
         };
       });

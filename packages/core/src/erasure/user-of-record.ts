@@ -1,4 +1,4 @@
-import { USER_HASH_HEADER } from "../dead-letters/delivery-headers.js";
+import { FIRST_TIME_HEADER, USER_HASH_HEADER } from "../dead-letters/delivery-headers.js";
 import { userHash } from "../users/user-hash.js";
 
 /** What erasure looks at of a stored message. */
@@ -66,3 +66,38 @@ export function userOfLogRecord(m: RawMessage): string | undefined {
     return undefined;
   }
 }
+
+/*
+ * When the call of a message was first stored on DELIVERIES (ms), for the messages that are copies
+ * made later: a delivery parked on its lane at a retry (or stored again, restore.ts), a dead letter,
+ * the records of an attempt made after the delivery waited. Erasure takes the earlier of this and
+ * the message's own stored time: a copy made after the request's settle time is still the call
+ * accepted before it, not new data. Undefined when the message says nothing (then its stored time
+ * is the call's). Read only for messages of a user being erased.
+ */
+
+/** A delivery's FIRST_TIME_HEADER (set on every parked copy). */
+export function firstTimeOfDelivery(m: RawMessage): number | undefined {
+  return validTime(Number(m.headers?.get(FIRST_TIME_HEADER)));
+}
+
+/** A dead letter's `firstAttemptTime`: when its delivery was first stored. */
+export function firstTimeOfDeadLetter(m: RawMessage): number | undefined {
+  return timeField(m, "firstAttemptTime");
+}
+
+/** An attempt or dead record's `firstTime` (attempts/record.ts). */
+export function firstTimeOfLogRecord(m: RawMessage): number | undefined {
+  return timeField(m, "firstTime");
+}
+
+function timeField(m: RawMessage, field: string): number | undefined {
+  try {
+    const v = (JSON.parse(decoder.decode(m.data)) as Record<string, unknown>)[field];
+    return typeof v === "string" ? validTime(Date.parse(v)) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const validTime = (ms: number) => (Number.isFinite(ms) && ms > 0 ? ms : undefined);
