@@ -227,7 +227,9 @@ export class Deliveries {
     this.#directMovedMs = performance.now();
     try {
       // As a partition's delivery would: a slot within 50 ms, else it is stored.
-      const slot = await d.capacity.acquire(id, () => this.#limit(dest), d.shutdown, FRESH_WAIT_MS);
+      const slot =
+        d.capacity.tryAcquire(id, this.#limit(dest)) ??
+        (await d.capacity.acquire(id, () => this.#limit(dest), d.shutdown, FRESH_WAIT_MS));
       if (!slot) return undefined;
       const msg = make();
       this.#direct.add(msg);

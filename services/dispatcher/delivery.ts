@@ -261,7 +261,11 @@ export class DeliveryHandler {
     // Tracing hook: one span per attempt, under the trace the DELIVERIES headers carry.
     const span = startDeliverySpan(headers, destinationId, messageId, attemptNumber);
     // A long attempt (5 URLs x timeout) may outlast ack-wait: keep telling JetStream we're on it.
-    const keepAlive = setInterval(() => msg.working(), Math.max(250, Math.floor(d.ackWaitMs / 3)));
+    // (A direct attempt's call is kept alive by Deliveries.direct, one timer for all of them.)
+    const keepAlive =
+      msg instanceof DirectMsg
+        ? undefined
+        : setInterval(() => msg.working(), Math.max(250, Math.floor(d.ackWaitMs / 3)));
     let result: Awaited<ReturnType<WebhookSender["deliver"]>>;
     const notRendered = headers?.get(NOT_RENDERED_HEADER);
     try {

@@ -33,6 +33,8 @@ export {
   type DeadRecord,
   deadRecordOf,
   deadRecordSubject,
+  deliveredJson,
+  deliveredRecord,
   healthSubject,
   type LogRecord,
   messageHash,

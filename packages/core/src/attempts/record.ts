@@ -219,6 +219,25 @@ export function deliveredRecord(routed: RoutedRecord, attempt: AttemptRecord): A
 }
 
 /**
+ * `JSON.stringify(deliveredRecord(routed, attempt))`, the same text, without building the merged
+ * record: the attempt's JSON with the routing fields and the body appended (half the time of a
+ * spread and a stringify of its result, on every direct delivery). An attempt that already
+ * carries either key (never written so) takes the general way.
+ */
+export function deliveredJson(routed: RoutedRecord, attempt: AttemptRecord): string {
+  if ("routed" in attempt || "requestBody" in attempt)
+    return JSON.stringify(deliveredRecord(routed, attempt));
+  const head = JSON.stringify(attempt);
+  const r = JSON.stringify({
+    receivedAt: routed.receivedAt,
+    time: routed.time,
+    destinations: routed.destinations,
+  });
+  const body = routed.body === undefined ? "" : `,"requestBody":${JSON.stringify(routed.body)}`;
+  return `${head.slice(0, -1)},"routed":${r}${body}}`;
+}
+
+/**
  * Records name the destination, never a FAN_OUT target (`<id>~<i>`): a record written for a
  * target says `destinationId` and `urlIndex` instead, so every reader works per destination.
  */
