@@ -42,6 +42,12 @@ const UNKNOWN_DESTINATION_WAIT_MS = 5000;
 /** After auto-disable decided to pause: wait for the pause to reach this replica's store. */
 const PAUSE_SEEN_WAIT_MS = 2000;
 
+/**
+ * A head read longer ago than this (a wait for a slot or the rate limit, a frozen process) is read
+ * again before it is sent: meanwhile another owner may have delivered it and the next one.
+ */
+const STALE_HEAD_MS = 10;
+
 /** setTimeout's largest delay; a longer wait simply looks again then. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -257,8 +263,10 @@ export class OrderedDelivery {
     let laters = 0;
     while (!stop.aborted && this.#owned.has(key.q)) {
       let head: StoredMsg | undefined | "later";
+      let readAt: number;
       try {
         head = await this.#pick(view);
+        readAt = performance.now();
       } catch (err) {
         d.logger.warn(
           { destinationId: key.destinationId, err: (err as Error).message },
@@ -292,6 +300,29 @@ export class OrderedDelivery {
       }
       const release = await this.#slots.take(dest, () => d.store.destination(key.destinationId), stop);
       if (!release) return;
+      if (performance.now() - readAt > STALE_HEAD_MS) {
+        // Two owners (a hand-over; a replica thawed after the others took its partitions over,
+        // still owning them in its own view): the other may have delivered this head and the
+        // next while this one waited. Sent now, it would arrive after the newer call.
+        let still: StoredMsg | undefined;
+        try {
+          still = await this.#heads.get(head.seq);
+        } catch (err) {
+          release();
+          d.logger.warn(
+            { destinationId: key.destinationId, err: (err as Error).message },
+            "reading an ordered head failed",
+          );
+          await this.#pause(ERROR_PAUSE_MS);
+          continue;
+        }
+        if (!still) {
+          release();
+          attempts.delete(head.seq);
+          view.drop(head.seq);
+          continue;
+        }
+      }
       const n = (attempts.get(head.seq) ?? 0) + 1;
       let outcome: Awaited<ReturnType<typeof attemptHead>>;
       try {
@@ -367,8 +398,7 @@ export class OrderedDelivery {
       view.waitingSince ??= now;
       if (now - view.waitingSince > STUCK_FLOOR_MS) {
         const hash = view.subject.slice(view.subject.lastIndexOf(".") + 1);
-        if (await this.#floor.noneOfUser(hash, first.eventSeq, view.seenEvents))
-          view.prove(first.eventSeq, performance.now());
+        if (await this.#floor.noneOfUser(hash, first.eventSeq)) view.prove(first.eventSeq, performance.now());
       }
       return "later";
     }

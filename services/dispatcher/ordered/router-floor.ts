@@ -54,14 +54,16 @@ export class RouterFloor {
    * True when none of the events still stored on EVENTS before `eventSeq` (not routed yet, or
    * being routed) is a call of the user `hash`: then every earlier call of that user is routed,
    * whatever holds the floor back (an event whose ack was lost waits out the router's ack wait).
-   * `stored`: EVENTS sequences whose ORDERED copy was seen stored (routed, whatever EVENTS says).
    * False when one is, or when too many are unrouted to look through.
+   *
+   * An earlier call whose ORDERED copy is stored (even delivered) but which is still on EVENTS
+   * does not count as routed: the router tries it again (its other destinations' deliveries were
+   * not all stored, or its ack was lost), and once the dedup window has passed that stores a new
+   * copy, which would then be sent after this later call (test/dispatcher/ordered-reroute.test.ts).
    */
-  async noneOfUser(hash: string, eventSeq: number, stored: ReadonlySet<number>): Promise<boolean> {
+  async noneOfUser(hash: string, eventSeq: number): Promise<boolean> {
     if (eventSeq - 1 - this.#floor > MAX_GAP) return false;
     for (let seq = this.#floor + 1; seq < eventSeq; seq++) {
-      // Its copy is in ORDERED already (the router's ack was lost, say): routed.
-      if (stored.has(seq)) continue;
       let data: Uint8Array;
       try {
         data = (await this.#jsm.streams.getMessage(EVENTS_STREAM, { seq })).data;

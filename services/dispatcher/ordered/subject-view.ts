@@ -23,8 +23,6 @@ export class SubjectView {
   /** Every call of this user accepted before `provenSeq` was routed, known at `provenAt`. */
   #provenSeq = 0;
   #provenAt = 0;
-  /** EVENTS sequences of every call seen stored here (delivered ones too): those are routed. */
-  readonly seenEvents = new Set<number>();
   /** performance.now() since the first call has waited for the router's floor. */
   waitingSince: number | undefined;
 
@@ -41,7 +39,6 @@ export class SubjectView {
       this.#seenTo = m.seq;
       const eventSeq = Number(m.header?.get(EVENT_SEQ_HEADER)) || 0;
       this.#entries.push({ seq: m.seq, eventSeq });
-      this.seenEvents.add(eventSeq);
     }
   }
 
