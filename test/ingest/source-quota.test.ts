@@ -221,3 +221,51 @@ describe("rate per source", () => {
     );
   });
 });
+
+describe("a sync's calls count toward its source's pending bytes", () => {
+  // EVENTS holds 1 MiB (no router: calls stay there); A may have 64 KiB pending.
+  const h = useHarness({
+    topology: { eventsMaxBytes: 1024 * KIB },
+    config: { httpAddress: "127.0.0.1:0", quota: quota({ maxPendingBytes: 64 * KIB }) },
+  });
+  it("a sync admitted under A's quota stops near it (RESOURCE_EXHAUSTED + RetryInfo), not when EVENTS is full; B is accepted", async () => {
+    const a = await h.source("A");
+    const b = await h.source("B");
+    // About 3 MiB of identify calls: far more than A's quota, and than all of EVENTS.
+    const members = Array.from({ length: 6_000 }, (_, i) => `member-${String(i).padStart(100, "0")}`);
+    const chunks = Array.from({ length: 6 }, (_, c) => ({
+      audienceName: c === 0 ? "Everyone" : "",
+      userIds: members.slice(c * 1_000, (c + 1) * 1_000),
+    }));
+    const refused = await failure(a.client.syncAudience(chunks));
+    expect(refused.code, refused.message).toBe(Code.RESOURCE_EXHAUSTED);
+    expect(refused.message).toContain("SOURCE_MAX_PENDING_BYTES");
+    expect(refused.retryAfterMs).toBeGreaterThan(0);
+    // Stopped near A's quota, far from the stream's limit.
+    const { state } = await h.jsm.streams.info(EVENTS_STREAM);
+    expect(state.bytes).toBeLessThan(256 * KIB);
+
+    // B keeps being accepted, on both transports.
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, () =>
+        post(
+          h.httpBase,
+          "/v1/track",
+          { userId: "u", event: "E", properties: { blob: BLOB } },
+          { writeKey: b.writeKey },
+        ),
+      ),
+    );
+    expect(answers.filter((r) => r.status === 200)).toHaveLength(10);
+    await b.client.track({ userId: "u", event: "E", properties: {} });
+
+    // Once A's calls are gone (delivered), A is accepted again.
+    await h.jsm.streams.purge(EVENTS_STREAM, { filter: `hookpost.events.${a.id}.>` });
+    await until(
+      async () =>
+        (await post(h.httpBase, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey }))
+          .status === 200,
+      { message: "A accepted again once its calls left EVENTS" },
+    );
+  });
+});

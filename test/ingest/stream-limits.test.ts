@@ -17,7 +17,8 @@ import { DiscardPolicy } from "nats";
 import { describe, expect, it } from "vitest";
 import { Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
-import { NO_SOURCE_QUOTA, useHarness } from "./harness.js";
+import { post } from "../http/helpers.js";
+import { failure, NO_SOURCE_QUOTA, useHarness } from "./harness.js";
 
 const KIB = 1024;
 const DEAD_MAX = 16 * KIB;
@@ -149,5 +150,44 @@ describe("DELIVERIES full", () => {
     } finally {
       await stack.close();
     }
+  });
+});
+
+describe("user index full", () => {
+  // A few hundred (user, source) pairs fill it; no per-source quota in the way.
+  const hi = useHarness({
+    topology: { userIndexMaxBytes: 16 * KIB },
+    config: { httpAddress: "127.0.0.1:0", quota: NO_SOURCE_QUOTA, streamCheckMs: 200 },
+  });
+
+  it("a call of a user not yet recorded gets 429 + Retry-After, and is not stored (nothing of a refused call is)", async () => {
+    const src = await hi.source("A");
+    const track = (i: number) =>
+      post(
+        hi.httpBase,
+        "/v1/track",
+        { userId: `user-${i}`, event: "E", messageId: `m-${i}` },
+        { writeKey: src.writeKey },
+      );
+    let refused: { i: number; answer: Awaited<ReturnType<typeof track>> } | undefined;
+    for (let i = 0; i < 2_000 && !refused; i++) {
+      const answer = await track(i);
+      if (answer.status !== 200) refused = { i, answer };
+    }
+    expect(refused, "the user index filled up").toBeDefined();
+    expect(refused!.answer.status, JSON.stringify(refused!.answer.body)).toBe(429);
+    expect(Number(refused!.answer.headers.get("retry-after"))).toBeGreaterThan(0);
+    // Answered "not stored": it must not be on EVENTS either (it would be delivered, and a
+    // deletion of that user could not reach this source).
+    expect(await hi.find(`m-${refused!.i}`)).toBeUndefined();
+    // A user already recorded is still accepted.
+    expect((await track(0)).status).toBe(200);
+    // So with a sync: its new members cannot be recorded, so none of their identify calls is stored.
+    const before = await hi.messageCount();
+    const sync = await failure(
+      src.client.syncAudience([{ audienceName: "vip", userIds: ["new-1", "new-2", "new-3"] }]),
+    );
+    expect(sync.code, sync.message).toBe(Code.RESOURCE_EXHAUSTED);
+    expect(await hi.messageCount()).toBe(before);
   });
 });

@@ -33,12 +33,14 @@ export class CallIntake {
     this.#quota?.admit(sourceId, calls.length);
     const stamp = { sourceId, receivedAt: this.#now() };
     const stored = calls.map((c) => toStoredCall(c, stamp));
-    const [published] = await Promise.all([
+    // The user ids first: a call whose user cannot be recorded (the index full or unreachable)
+    // is refused before it is stored, or it would be delivered although answered "not stored",
+    // and a deletion of its user could not reach this source. Known pairs cost no I/O.
+    await this.#remember(stored);
+    const published =
       stored.length === 1
-        ? this.#publisher.publish(stored[0]!, trace)
-        : this.#publisher.publishAll(stored, PUBLISH_CONCURRENCY, trace),
-      this.#remember(stored),
-    ]);
+        ? await this.#publisher.publish(stored[0]!, trace)
+        : await this.#publisher.publishAll(stored, PUBLISH_CONCURRENCY, trace);
     this.#quota?.stored(sourceId, published, stored.length);
     return stored.map((s) => s.messageId);
   }

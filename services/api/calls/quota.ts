@@ -130,17 +130,7 @@ export class SourceQuota {
    * takes `calls` from its rate bucket. A batch larger than the burst passes on a full bucket.
    */
   admit(sourceId: string, calls: number): void {
-    const pending = this.pendingBytes(sourceId);
-    if (pending >= this.#s.maxPendingBytes) {
-      this.#refuse(
-        sourceId,
-        "pending_bytes",
-        PENDING_RETRY_AFTER_MS,
-        `source ${sourceId} has ${Math.round(pending)} bytes of calls not yet delivered, its quota is ` +
-          `${this.#s.maxPendingBytes} (SOURCE_MAX_PENDING_BYTES): the call was not stored; retry ` +
-          "later, once its destinations took what is pending",
-      );
-    }
+    this.#checkPending(sourceId, "the call was not stored");
     const now = performance.now();
     const b = this.#buckets.get(sourceId) ?? { tokens: this.#s.burst, at: now };
     b.tokens = Math.min(this.#s.burst, b.tokens + ((now - b.at) * this.#s.maxRate) / 1000);
@@ -158,6 +148,32 @@ export class SourceQuota {
       );
     }
     b.tokens -= calls;
+  }
+
+  /**
+   * For calls stored one by one after a request was admitted (a sync's identify calls, charged
+   * with `stored` as they are stored): throws RESOURCE_EXHAUSTED once the source is over its
+   * pending quota, so that one request cannot store past it (and fill EVENTS for every source).
+   */
+  checkPending(sourceId: string): void {
+    this.#checkPending(
+      sourceId,
+      "the sync stopped before storing all its calls and the stored membership is unchanged " +
+        "(a retry does not store again the calls already stored)",
+    );
+  }
+
+  #checkPending(sourceId: string, outcome: string): void {
+    const pending = this.pendingBytes(sourceId);
+    if (pending < this.#s.maxPendingBytes) return;
+    this.#refuse(
+      sourceId,
+      "pending_bytes",
+      PENDING_RETRY_AFTER_MS,
+      `source ${sourceId} has ${Math.round(pending)} bytes of calls not yet delivered, its quota is ` +
+        `${this.#s.maxPendingBytes} (SOURCE_MAX_PENDING_BYTES): ${outcome}; retry ` +
+        "later, once its destinations took what is pending",
+    );
   }
 
   /** Counts `calls` this replica stored for the source (`bytes` in all, up to EVENTS sequence `seq`). */

@@ -310,10 +310,10 @@ export async function applySync(
       const call = serverCall("identify", ids, at, { context, traits: { [subject.key]: value } });
       const json = render(call.messageId, userId, valueJson);
       const index = isNew ? deps.index : undefined;
+      // A new member is recorded before its call is stored: a member the index cannot take
+      // (full, unreachable) fails the sync without a call delivered that its deletion could miss.
       return window.run(() =>
-        index
-          ? Promise.all([publish(call, json), index.record(userId, subject.sourceId)])
-          : publish(call, json),
+        index ? index.record(userId, subject.sourceId).then(() => publish(call, json)) : publish(call, json),
       );
     };
 

@@ -35,8 +35,12 @@ export async function startSync(
     log,
     memberships: stores.memberships,
     index: stores.index,
+    // Each identify call counts toward its source's pending bytes as it is stored, and the sync
+    // stops (RESOURCE_EXHAUSTED, membership unchanged) once the source is over that quota: one
+    // sync cannot store past it, whatever the size of its audience.
     publish: async (c) => {
-      await publisher.publish(c);
+      quota.checkPending(c.sourceId);
+      quota.stored(c.sourceId, await publisher.publish(c), 1);
     },
     quota,
   });
