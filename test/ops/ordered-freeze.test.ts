@@ -103,7 +103,8 @@ describe("a replica frozen while a PER_USER head waits for a slot", () => {
         },
         { message: "the three calls in ORDERED" },
       );
-      // Not a fact one can wait on from outside: the child's worker reading x's head (milliseconds).
+      // not a wait: the child's worker must read x's head before the freeze, and that is no fact
+      // seen from outside (it takes milliseconds; a second is the margin).
       await new Promise((resolve) => setTimeout(resolve, 1000));
 
       child.proc.kill("SIGSTOP");
@@ -126,6 +127,7 @@ describe("a replica frozen while a PER_USER head waits for a slot", () => {
           message: "the child's hanging attempt ended",
         },
       );
+      // not a wait: what is asserted is that no stale x1 arrives during this time after the thaw.
       await new Promise((resolve) => setTimeout(resolve, 1500));
 
       const xs = receiver.requests.filter(
