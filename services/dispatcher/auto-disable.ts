@@ -1,8 +1,9 @@
 import { formatDuration } from "@hookpost/contract";
 import type { ConfigStore, DestinationRecord, Logger } from "@hookpost/core";
 import { isOperatorTarget } from "@hookpost/core";
+import { type NatsConnection, RequestStrategy } from "nats";
 import type { DispatcherMetrics } from "./metrics.js";
-import type { DeliveryResult } from "./sender.js";
+import type { AttemptOutcome, DeliveryResult } from "./sender.js";
 
 export interface AutoDisableDeps {
   store: ConfigStore;
@@ -11,6 +12,24 @@ export interface AutoDisableDeps {
   metrics: DispatcherMetrics;
   logger: Logger;
   now?: () => number;
+  /**
+   * The other replicas, asked before a pause for failing whether they delivered meanwhile (and
+   * answering them). Absent (tests of one replica's arithmetic): this replica's view alone.
+   */
+  peers?: { nc: NatsConnection; registry: { readonly live: readonly string[] } };
+}
+
+/**
+ * Where replicas ask each other when they last delivered to a destination (a core NATS request,
+ * on no stream): `{"destinationId"}`, answered `{"lastSuccessMs"}` by every replica.
+ */
+export const LAST_DELIVERED_SUBJECT = "hookpost.dispatchers.last-delivered";
+/** How long a replica about to pause waits for the others' answers. */
+const ASK_TIMEOUT_MS = 1000;
+
+/** An outcome that says something of the endpoint: it was sent a request (not refused by us, not cut short). */
+function fromEndpoint(o: AttemptOutcome): boolean {
+  return !o.aborted && o.error !== "ssrf" && o.error !== "not_sent" && o.error !== "filtered";
 }
 
 /**
@@ -22,6 +41,12 @@ export interface AutoDisableDeps {
  *
  * The failure clock is per replica: it starts at the first failed attempt this replica sees after
  * a success (or after the destination's last configuration change) and is reset by any success.
+ * Only attempts that reached the endpoint count: one our SSRF guard refused, one that could not
+ * be prepared (not sent) or one cut short by shutdown says nothing of it. And one replica's view
+ * is not enough: before pausing for failing, the replica asks the live replicas when they last
+ * delivered to the destination. One that did since the clock started restarts it there (the
+ * endpoint works; this replica's network, or settings, do not), and without every answer (NATS
+ * away, a replica silent) nothing is paused this time.
  *
  * A FAN_OUT destination's URL (a delivery target, docs/design/shaping.md 7.2) failing does not
  * pause the destination, whose other URLs deliver: its calls wait behind its breaker and become
@@ -36,14 +61,36 @@ export class AutoDisabler {
   readonly #d: AutoDisableDeps;
   readonly #failingSince = new Map<string, number>();
   readonly #pausing = new Map<string, Promise<boolean>>();
+  /** When this replica last delivered to each destination (ms), for the other replicas' questions. */
+  readonly #lastSuccess = new Map<string, number>();
+  /** Questions to the other replicas in flight, one per destination. */
+  readonly #asking = new Map<string, Promise<number | undefined | null>>();
 
   constructor(deps: AutoDisableDeps) {
     this.#d = deps;
+    deps.store.on("change", (c) => {
+      if (c.kind === "destination" && !c.record) this.#lastSuccess.delete(c.id);
+    });
+    const nc = deps.peers?.nc;
+    nc?.subscribe(LAST_DELIVERED_SUBJECT, {
+      callback: (err, msg) => {
+        if (err || !msg.reply) return;
+        let id: unknown;
+        try {
+          id = (msg.json() as { destinationId?: unknown }).destinationId;
+        } catch {
+          return;
+        }
+        const last = typeof id === "string" ? this.#lastSuccess.get(id) : undefined;
+        msg.respond(JSON.stringify(last === undefined ? {} : { lastSuccessMs: last }));
+      },
+    });
   }
 
   /** A delivery succeeded: the destination is not failing. */
   succeeded(id: string): void {
     this.#failingSince.delete(id);
+    this.#lastSuccess.set(id, this.#d.now?.() ?? Date.now());
   }
 
   /**
@@ -59,11 +106,62 @@ export class AutoDisabler {
     if (gone) return this.#pause(dest, `the endpoint answered 410 Gone (${gone.url})`, "gone");
     const afterMs = this.#d.afterMs;
     if (afterMs === undefined || dest.target) return false;
+    // Refused by us (SSRF guard), not sent, cut short: the endpoint was not heard from.
+    if (!result.outcomes.some(fromEndpoint)) return false;
     // A configuration change (a fixed URL, say) starts the clock again.
-    const since = Math.max(this.#failingSince.get(dest.id) ?? now, Date.parse(dest.updatedAt) || 0);
+    let since = Math.max(this.#failingSince.get(dest.id) ?? now, Date.parse(dest.updatedAt) || 0);
     this.#failingSince.set(dest.id, since);
     if (now - since < afterMs) return false;
+    if (this.#d.peers) {
+      const elsewhere = await this.#lastDeliveredElsewhere(dest.id);
+      // Not every replica could say (NATS away, one silent): not paused on a partial view.
+      if (elsewhere === null) return false;
+      if (elsewhere !== undefined && elsewhere > since) {
+        // Another replica delivered meanwhile: the endpoint works, the clock starts there.
+        since = elsewhere;
+        this.#failingSince.set(dest.id, Math.max(this.#failingSince.get(dest.id) ?? 0, since));
+        if (now - since < afterMs) return false;
+      }
+    }
     return this.#pause(dest, `every attempt failed for ${formatDuration(now - since)}`, "failing");
+  }
+
+  /**
+   * The latest delivery any live replica made to the destination (ms), undefined when none
+   * remembers one, null when not every live replica answered.
+   */
+  #lastDeliveredElsewhere(id: string): Promise<number | undefined | null> {
+    const running = this.#asking.get(id);
+    if (running) return running;
+    const p = this.#ask(id).finally(() => this.#asking.delete(id));
+    this.#asking.set(id, p);
+    return p;
+  }
+
+  async #ask(id: string): Promise<number | undefined | null> {
+    const { nc, registry } = this.#d.peers!;
+    const expected = Math.max(1, registry.live.length);
+    let answers = 0;
+    let latest: number | undefined;
+    try {
+      const replies = await nc.requestMany(LAST_DELIVERED_SUBJECT, JSON.stringify({ destinationId: id }), {
+        strategy: RequestStrategy.Count,
+        maxMessages: expected,
+        maxWait: ASK_TIMEOUT_MS,
+      });
+      for await (const m of replies) {
+        const last = (m.json() as { lastSuccessMs?: unknown }).lastSuccessMs;
+        answers++;
+        if (typeof last === "number" && (latest === undefined || last > latest)) latest = last;
+      }
+    } catch (err) {
+      this.#d.logger.warn(
+        { destinationId: id, err: (err as Error).message },
+        "could not ask the other replicas before pausing; not paused",
+      );
+      return null;
+    }
+    return answers >= expected ? latest : null;
   }
 
   /** True when the destination is paused now (by this call or already); false when the write failed. */

@@ -77,7 +77,13 @@ export async function startDeliveryCore(
   // Every in-flight request listens to it: that is bounded by the concurrency, not a leak.
   setMaxListeners(0, shutdown.signal);
   // One per replica: its failure clock is shared by the unordered core and the ordered worker.
-  const autoDisable = new AutoDisabler({ store, afterMs: config.autoDisableAfterMs, metrics, logger });
+  const autoDisable = new AutoDisabler({
+    store,
+    afterMs: config.autoDisableAfterMs,
+    metrics,
+    logger,
+    peers: { nc, registry },
+  });
   const retryPolicy = {
     baseDelayMs: config.retryBaseDelayMs,
     maxDelayMs: config.topology.retryMaxDelayMs,

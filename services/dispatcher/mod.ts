@@ -16,6 +16,7 @@ export { LoopLag } from "./loop-lag.js";
 export { DispatcherMetrics } from "./metrics.js";
 export { AlertState, conditionKey } from "./operator-webhooks/alert-state.js";
 export { eventId } from "./operator-webhooks/events.js";
+export { AlertMonitor, type MonitorDeps } from "./operator-webhooks/monitor.js";
 export { OperatorEventPublisher } from "./operator-webhooks/publisher.js";
 export { Parking } from "./parking.js";
 export { failedRetryMs, Puller, type PullerOptions } from "./puller.js";

@@ -64,7 +64,8 @@ const WRITES_IN_FLIGHT = 16;
  * announces what changed. One replica watches: the first of the live replicas by id (the replica
  * registry that splits rate limits); when it leaves or dies the next one takes over within the
  * registry's 6 s, reloading the announced state from the alerts bucket and the last windows of
- * health summaries. During a hand-over two replicas may both look: every announcement is a
+ * health summaries (and a watcher that was cut off meanwhile reloads it too when it is back:
+ * AlertState.current). During a hand-over two replicas may both look: every announcement is a
  * compare-and-set of that state (alert-state.ts) and every event id is derived from what it
  * announces (events.ts), so a double is refused or stored once.
  *
@@ -135,7 +136,11 @@ export class AlertMonitor {
     }
     if (!this.#feed) {
       d.logger.info("watching destinations for operational webhooks");
-      this.#state ??= await AlertState.open(d.nc, { replicas: d.replicas, logger: d.logger });
+      this.#state ??= await AlertState.open(d.nc, {
+        replicas: d.replicas,
+        logger: d.logger,
+        replica: d.registry.id,
+      });
       this.#feed = new AlertFeed(d.nc, d.logger, {
         windowMs: d.settings.healthWindowMs,
         deadWindowMs: d.settings.deadLetterWindowMs,
@@ -144,7 +149,10 @@ export class AlertMonitor {
       this.#feed.start();
       this.#loaded = false;
     }
-    if (!this.#loaded) {
+    // Loaded at the takeover, and again when another replica watched meanwhile (this one was cut
+    // off, or stalled, long enough for the others to see it gone): its announcements are followed.
+    if (!this.#loaded || !(await this.#state!.current())) {
+      this.#loaded = false;
       await this.#state!.load();
       this.#loaded = true;
     }
