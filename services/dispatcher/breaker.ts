@@ -7,6 +7,11 @@ export interface BreakerSettings {
   threshold: number;
   /** Longest cool-down; never more than the longest retry delay (RETRY_MAX_DELAY). */
   maxCoolDownMs?: number;
+  /**
+   * The clock cool-downs run on (ms): monotonic by default. A cool-down is a duration measured
+   * here alone; on the wall clock, one that jumped back an hour held an open breaker (and its
+   * destination's calls) for that hour.
+   */
   now?: () => number;
 }
 
@@ -23,7 +28,7 @@ export interface BreakerView {
 
 interface Entry {
   failures: number;
-  /** Open until this time (ms); 0 while closed. */
+  /** Open until this time (ms, on the breakers' own clock); 0 while closed. */
   openUntil: number;
   coolDownMs: number;
   probing: boolean;
@@ -50,7 +55,7 @@ export class Breakers {
 
   constructor(s: BreakerSettings) {
     this.#threshold = s.threshold;
-    this.#now = s.now ?? Date.now;
+    this.#now = s.now ?? (() => performance.now());
     this.#maxCoolDownMs = Math.min(MAX_COOL_DOWN_MS, s.maxCoolDownMs ?? MAX_COOL_DOWN_MS);
     this.#firstCoolDownMs = Math.min(FIRST_COOL_DOWN_MS, this.#maxCoolDownMs);
   }
@@ -70,10 +75,10 @@ export class Breakers {
     return !!e && e.openUntil !== 0;
   }
 
-  /** When an open breaker lets its probe go; undefined when closed. */
-  openUntil(id: string): number | undefined {
+  /** How long (ms) until an open breaker lets its probe go, 0 once it may; undefined when closed. */
+  openForMs(id: string): number | undefined {
     const e = this.#entries.get(id);
-    return e && e.openUntil !== 0 ? e.openUntil : undefined;
+    return e && e.openUntil !== 0 ? Math.max(0, e.openUntil - this.#now()) : undefined;
   }
 
   succeeded(id: string): void {
@@ -113,9 +118,15 @@ export class Breakers {
     if (e) e.probing = false;
   }
 
-  /** The destination is gone. */
+  /**
+   * The destination is gone. An open breaker closes with it, and says so as any closing does: the
+   * attempt log re-reports open breakers every minute, and one forgotten silently was reported open
+   * for as long as the replica ran (a destination created again with that id showed it).
+   */
   forget(id: string): void {
+    const e = this.#entries.get(id);
     this.#entries.delete(id);
+    if (e && e.openUntil !== 0) this.onChange?.(id, "closed");
   }
 
   /** What the destination's last failure was, while its breaker has an entry. */
@@ -127,8 +138,10 @@ export class Breakers {
     const e = this.#entries.get(id);
     if (!e) return { state: "closed", failures: 0 };
     if (e.openUntil === 0) return { state: "closed", failures: e.failures };
-    const state = e.probing || this.#now() >= e.openUntil ? "half_open" : "open";
-    return { state, until: e.openUntil, failures: e.failures };
+    const leftMs = e.openUntil - this.#now();
+    const state = e.probing || leftMs <= 0 ? "half_open" : "open";
+    // Shown (and reported to health) as a time of day.
+    return { state, until: Date.now() + Math.max(0, leftMs), failures: e.failures };
   }
 
   /** Destinations whose breaker is not closed, for health summaries. */

@@ -148,7 +148,7 @@ export class Deliveries {
       idleMs: deps.lanes.idleMs,
       ...(deps.lanes.onStrandedRecreated && { onStrandedRecreated: deps.lanes.onStrandedRecreated }),
       concurrency: (id) => this.#laneConcurrency(id),
-      heldUntil: (id) => deps.breakers.openUntil(id),
+      heldForMs: (id) => deps.breakers.openForMs(id),
       handle: (id, msg) => this.#track(id, () => this.#handleLane(id, msg)),
       maxAckPending: (id) => (deps.store.destination(id)?.batching ? BATCH_LANE_MAX_PENDING : undefined),
     });
@@ -483,7 +483,7 @@ export class Deliveries {
 
   /** How long a lane's delivery held back by its breaker is handed back for. */
   #breakerWaitMs(id: string): number {
-    return Math.max(MIN_NOT_DUE_MS, (this.#d.breakers.openUntil(id) ?? Date.now() + 1000) - Date.now());
+    return Math.max(MIN_NOT_DUE_MS, this.#d.breakers.openForMs(id) ?? 1000);
   }
 
   /**

@@ -28,8 +28,8 @@ export interface LanesDeps {
   idleMs: number;
   /** How many of a lane's deliveries this replica may work on now (0: none: paused, breaker open). */
   concurrency: (id: string) => number;
-  /** When a lane held back by its breaker may pull again (its probe), if it is held back. */
-  heldUntil: (id: string) => number | undefined;
+  /** How long (ms) until a lane held back by its breaker may pull again (its probe), if it is held back. */
+  heldForMs: (id: string) => number | undefined;
   handle: (id: string, msg: JsMsg) => Promise<void>;
   /** A lane's max_ack_pending when not the setting's (a batching destination holds many at once). */
   maxAckPending?: (id: string) => number | undefined;
@@ -131,11 +131,10 @@ export class Lanes {
     if (!lane || this.#closed) return;
     clearTimeout(lane.timer);
     lane.timer = undefined;
-    const held = this.#d.heldUntil(id);
-    const now = Date.now();
-    if (held !== undefined && held > now) {
+    const held = this.#d.heldForMs(id);
+    if (held !== undefined && held > 0) {
       lane.puller?.pause();
-      lane.timer = setTimeout(() => this.refresh(id), held - now + 10).unref();
+      lane.timer = setTimeout(() => this.refresh(id), held + 10).unref();
       return;
     }
     const n = this.#d.concurrency(id);

@@ -22,6 +22,12 @@ export interface PullerOptions {
    * pulling again; the puller has paused. Absent: keep trying (the consumer should exist).
    */
   onGone?: () => void;
+  /**
+   * The consumer is missing (deleted by hand, or lost with a server's state) and must exist: it
+   * creates it again (idempotent), then the puller pulls on. Absent (and no onGone): the puller
+   * keeps trying, for something else to create it.
+   */
+  recreate?: () => Promise<void>;
   /** A message whose handler threw comes back after this, doubled at each delivery (default 5 s). */
   failedRetryMs?: number;
 }
@@ -68,7 +74,12 @@ export class Puller {
   #loop: Promise<void> | undefined;
   #sub: JetStreamPullSubscription | undefined;
   #reader: Promise<void> | undefined;
-  /** Open pull requests: messages asked for and not received yet, and when the request expires. */
+  /**
+   * Open pull requests: messages asked for and not received yet, and when the request expires.
+   * Times are on the monotonic clock (performance.now()): a request's life is a duration, and
+   * with the wall clock one that jumped back an hour kept every request "open", and so every slot
+   * promised, for that hour: nothing was pulled.
+   */
   #requests: { remaining: number; endsAt: number }[] = [];
   /** When the last pull request has surely ended at the server (late answers included). */
   #pullEnds = 0;
@@ -136,7 +147,7 @@ export class Puller {
   /** Resolves once the last pull request ended, the subscription closed and no message is handled. */
   async drain(): Promise<void> {
     await this.#loop;
-    const wait = this.#pullEnds - Date.now();
+    const wait = this.#pullEnds - performance.now();
     if (this.#sub && wait > 0 && !this.#running) await sleep(wait, undefined, { ref: false });
     if (!this.#running) this.#closeSub();
     await this.#reader;
@@ -181,7 +192,7 @@ export class Puller {
           this.#requests = [];
         }
         const sub = this.#sub ?? (await this.#open());
-        const now = Date.now();
+        const now = performance.now();
         this.#requests = this.#requests.filter((r) => r.remaining > 0 && r.endsAt > now);
         const free = this.#free();
         // Ask again once a quarter of the slots is free, not at every freed slot: a request per
@@ -194,8 +205,8 @@ export class Puller {
           this.#pullEnds = now + o.expiresMs + LATE_SLACK_MS;
         }
         // Until enough slots free, a request expires, or pause(); the timer is a fallback.
-        const next = Math.min(Date.now() + o.expiresMs, ...this.#requests.map((r) => r.endsAt));
-        quiet = await this.#wait(next - Date.now());
+        const next = Math.min(performance.now() + o.expiresMs, ...this.#requests.map((r) => r.endsAt));
+        quiet = await this.#wait(next - performance.now());
       } catch (err) {
         if (!this.#running) break;
         this.#closeSub();
@@ -203,6 +214,22 @@ export class Puller {
           this.#running = false;
           o.onGone();
           break;
+        }
+        if (o.recreate && isNotFound(err)) {
+          const created = await o.recreate().then(
+            () => true,
+            (e: unknown) => {
+              o.logger.warn(
+                { consumer: o.consumer, err: (e as Error).message },
+                "creating a missing consumer failed",
+              );
+              return false;
+            },
+          );
+          if (created) {
+            o.logger.warn({ consumer: o.consumer }, "the consumer was missing; created again");
+            continue;
+          }
         }
         o.logger.warn({ consumer: o.consumer, err: (err as Error).message }, "pull failed; retrying");
         await sleep(1000, undefined, { signal: this.#wake.signal }).catch(() => {});

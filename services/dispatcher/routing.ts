@@ -1,4 +1,4 @@
-import { EVENTS_STREAM, ROUTER_CONSUMER } from "@hookpost/core";
+import { EVENTS_STREAM, ensureRouterConsumer, ROUTER_CONSUMER } from "@hookpost/core";
 import type { DispatcherConfig } from "./config.js";
 import type { CoreDeps } from "./delivery-core.js";
 import { Puller } from "./puller.js";
@@ -30,6 +30,8 @@ export function startRouting(config: DispatcherConfig, deps: CoreDeps): Puller {
     acks: conns.acks,
     connection: conns.connection,
     logger,
+    // Nothing else creates it while the services run: without it, no call would be routed again.
+    recreate: () => ensureRouterConsumer(conns.jsm),
   });
   puller.resume();
   return puller;

@@ -103,8 +103,8 @@ describe("a replica frozen while a PER_USER head waits for a slot", () => {
         },
         { message: "the three calls in ORDERED" },
       );
-      // not a wait: the child's worker must read x's head before the freeze, and that is no fact
-      // seen from outside (it takes milliseconds; a second is the margin).
+      // The child's worker must read x's head before the freeze, which is no fact seen from
+      // outside (it takes milliseconds). // not a wait: a second is the margin for it.
       await new Promise((resolve) => setTimeout(resolve, 1000));
 
       child.proc.kill("SIGSTOP");

@@ -296,6 +296,7 @@ export {
   EVENTS_STREAM,
   type EventType,
   ensureBucketLimits,
+  ensureRouterConsumer,
   ensureTopology,
   eventSubject,
   type FullPolicy,

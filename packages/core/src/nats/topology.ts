@@ -471,6 +471,15 @@ export async function ensureTopology(jsm: JetStreamManager, s: TopologySettings)
       }
     }
   }
+  await ensureRouterConsumer(jsm);
+}
+
+/**
+ * Creates the router consumer on EVENTS (idempotent): at every start, and by a running router
+ * that finds it missing (deleted by hand, or lost with a server's state), since nothing else
+ * would route the calls EVENTS keeps meanwhile.
+ */
+export async function ensureRouterConsumer(jsm: JetStreamManager): Promise<void> {
   await jsm.consumers.add(EVENTS_STREAM, {
     durable_name: ROUTER_CONSUMER,
     ack_policy: AckPolicy.Explicit,
