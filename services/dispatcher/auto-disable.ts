@@ -1,6 +1,6 @@
 import { formatDuration } from "@hookpost/contract";
 import type { ConfigStore, DestinationRecord, Logger } from "@hookpost/core";
-import { isOperatorTarget } from "@hookpost/core";
+import { isOperatorTarget, LAST_DELIVERED_SUBJECT } from "@hookpost/core";
 import { type NatsConnection, RequestStrategy } from "nats";
 import type { DispatcherMetrics } from "./metrics.js";
 import type { AttemptOutcome, DeliveryResult } from "./sender.js";
@@ -19,11 +19,6 @@ export interface AutoDisableDeps {
   peers?: { nc: NatsConnection; registry: { readonly live: readonly string[] } };
 }
 
-/**
- * Where replicas ask each other when they last delivered to a destination (a core NATS request,
- * on no stream): `{"destinationId"}`, answered `{"lastSuccessMs"}` by every replica.
- */
-export const LAST_DELIVERED_SUBJECT = "hookpost.dispatchers.last-delivered";
 /** How long a replica about to pause waits for the others' answers. */
 const ASK_TIMEOUT_MS = 1000;
 

@@ -68,6 +68,11 @@ export const MEMBERSHIPS_STREAM = objectStream(MEMBERSHIPS_BUCKET);
  * the pairs from their memory, so that the next call for that user is recorded again.
  */
 export const USER_FORGOTTEN_SUBJECT = "hookpost.users.forgotten";
+/**
+ * Core NATS subject on which a dispatcher replica about to pause a destination for failing asks
+ * the others when they last delivered to it (`{"destinationId"}`, each answers `{"lastSuccessMs"}`).
+ */
+export const LAST_DELIVERED_SUBJECT = "hookpost.dispatchers.last-delivered";
 /** The durable consumer on EVENTS that fans each call out to its destinations. */
 export const ROUTER_CONSUMER = "router";
 
