@@ -9,6 +9,7 @@ import { imageEnv } from "../../test/helpers/dockerfile.js";
 import { ROOT, type ServiceProcess, spawnNode } from "../../test/helpers/service-process.js";
 import { type AdminClient, adminClient, STACK_ADMIN_TOKEN } from "../../test/helpers/stack.js";
 import { until } from "../../test/helpers/until.js";
+import type { RawForwarderOptions } from "./raw-forwarder-child.js";
 
 const HERE = fileURLToPath(new URL(".", import.meta.url));
 
@@ -204,15 +205,7 @@ export async function startEmptyGrpc(): Promise<{ proc: ChildProcess; address: s
  * The raw forwarder (procs/raw-forwarder-child.ts) in its own process, consuming `stream` through
  * a new durable `consumer`; resolves once it consumes. Stop it with `stopForwarder`.
  */
-export async function startRawForwarder(o: {
-  natsUrl: string;
-  stream: string;
-  consumer: string;
-  url: string;
-  inFlight: number;
-  /** The floor forwarder: the raw one plus the work every Hookpost delivery does (its log subject, its secret). */
-  floor?: { logSubject: string; secret: string };
-}): Promise<ChildProcess> {
+export async function startRawForwarder(o: RawForwarderOptions): Promise<ChildProcess> {
   const proc = fork(childEntry("raw-forwarder-child.ts"), [JSON.stringify(o)], {
     execArgv: profileFlags(),
     stdio: "inherit",

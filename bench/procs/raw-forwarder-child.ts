@@ -25,14 +25,18 @@ import {
 import { AckPolicy, connect, type JsMsg } from "nats";
 import { Pool } from "undici";
 
-const o = JSON.parse(process.argv[2]!) as {
+/** What the bench passes (procs/processes.ts startRawForwarder). */
+export interface RawForwarderOptions {
   natsUrl: string;
   stream: string;
   consumer: string;
   url: string;
   inFlight: number;
+  /** The floor forwarder: the raw one plus the work every Hookpost delivery does (its log subject, its secret). */
   floor?: { logSubject: string; secret: string };
-};
+}
+
+const o = JSON.parse(process.argv[2]!) as RawForwarderOptions;
 const nc = await connect({ servers: o.natsUrl, noAsyncTraces: true });
 const jsm = await nc.jetstreamManager();
 await jsm.consumers.add(o.stream, {

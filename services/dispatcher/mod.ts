@@ -18,6 +18,7 @@ export { AlertState, conditionKey } from "./operator-webhooks/alert-state.js";
 export { eventId } from "./operator-webhooks/events.js";
 export { AlertMonitor, type MonitorDeps } from "./operator-webhooks/monitor.js";
 export { OperatorEventPublisher } from "./operator-webhooks/publisher.js";
+export { ownerOf } from "./ordered/ownership.js";
 export { Parking } from "./parking.js";
 export { failedRetryMs, Puller, type PullerOptions } from "./puller.js";
 export { restoreUncounted, uncounted } from "./restore.js";

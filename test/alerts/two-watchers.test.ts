@@ -1,10 +1,4 @@
-import {
-  AttemptLog,
-  DEFAULT_TOPOLOGY,
-  DELIVERIES_STREAM,
-  ensureTopology,
-  type OperatorWebhookRecord,
-} from "@hookpost/core";
+import { AttemptLog, DEFAULT_TOPOLOGY, DELIVERIES_STREAM, ensureTopology } from "@hookpost/core";
 import {
   AlertState,
   conditionKey,
@@ -15,6 +9,7 @@ import {
 import { describe, expect, it } from "vitest";
 import { quietLogger } from "../helpers/quiet-logger.js";
 import { useNats } from "../helpers/use-nats.js";
+import { PAGER } from "./pager.js";
 
 // During a hand-over two dispatcher replicas may both believe they watch destinations for a
 // moment. Each then makes the same announcement; what keeps it single: the state is written
@@ -24,16 +19,7 @@ import { useNats } from "../helpers/use-nats.js";
 
 const f = useNats();
 
-const webhook: OperatorWebhookRecord = {
-  id: "pager",
-  name: "Pager",
-  url: "https://pager.example.com/in",
-  secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-  eventTypes: [],
-  enabled: true,
-  createdAt: "2026-12-01T00:00:00.000Z",
-  updatedAt: "2026-12-01T00:00:00.000Z",
-};
+const webhook = PAGER;
 
 describe("two replicas watching at once", () => {
   it("one state write wins; the other reads it instead of overwriting it", async () => {

@@ -6,7 +6,6 @@ import {
   DEFAULT_TOPOLOGY,
   ensureTopology,
   healthSubject,
-  type OperatorWebhookRecord,
 } from "@hookpost/core";
 import {
   AlertMonitor,
@@ -21,6 +20,7 @@ import { destination } from "../dispatcher/helpers.js";
 import { quietLogger } from "../helpers/quiet-logger.js";
 import { until } from "../helpers/until.js";
 import { useNats } from "../helpers/use-nats.js";
+import { PAGER } from "./pager.js";
 
 // A watcher cut off from NATS keeps believing it watches (its own view of the replicas holds only
 // itself), while the others see it gone and one of them takes over and announces. When the first
@@ -40,16 +40,7 @@ const ALERTS: AlertSettings = {
   behindLookups: 500,
 };
 
-const webhook: OperatorWebhookRecord = {
-  id: "pager",
-  name: "Pager",
-  url: "https://pager.example.com/in",
-  secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-  eventTypes: [],
-  enabled: true,
-  createdAt: "2026-12-01T00:00:00.000Z",
-  updatedAt: "2026-12-01T00:00:00.000Z",
-};
+const webhook = PAGER;
 const crm = destination({ id: "crm", urls: ["https://crm.example.com/hook"] });
 
 /** The configuration both replicas read: one operator webhook, one destination. */

@@ -1,8 +1,8 @@
 import { DISPATCHERS_BUCKET, partitionOf } from "@hookpost/core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // The ownership rule itself (rendezvous over the live replicas): the test picks a destination
 // the frozen replica owns, so that it still owns it when it is thawed.
-import { ownerOf } from "../../services/dispatcher/ordered/ownership.js";
+import { ownerOf } from "@hookpost/dispatcher";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { destination, type Pipeline, pipeline, publishCall, Receiver, track } from "../dispatcher/helpers.js";
 import { killIfRunning } from "../helpers/service-process.js";
 import { until } from "../helpers/until.js";
