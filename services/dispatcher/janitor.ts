@@ -11,6 +11,7 @@ import {
   LEGACY_CONSUMER_PREFIX,
   laneSubject,
   MESSAGE_ID_HEADER,
+  NOT_RENDERED_HEADER,
   nextMessage,
   recordFields,
   SOURCE_ID_HEADER,
@@ -111,11 +112,15 @@ export class Janitor {
       if (state.firstTimeMs > cutoff) return;
       const messageId = m.header?.get(MESSAGE_ID_HEADER) || `seq-${m.seq}`;
       const sourceId = m.header?.get(SOURCE_ID_HEADER) ?? "";
+      // A call the router could not render holds the stored call, not a body: the letter keeps
+      // the mark, so a replay marks it again rather than send it (as delivery.ts's letters do).
+      const notRendered = m.header?.get(NOT_RENDERED_HEADER);
       const letter = {
         messageId,
         destinationId,
         sourceId,
         body: decoder.decode(m.data),
+        ...(notRendered ? { notRendered } : {}),
         attempts: state.attempts,
         outcomes: [],
         reason: "destination disabled for the whole retry window",

@@ -175,6 +175,41 @@ describe("a failure before the request is sent", () => {
       t.stack.receiver.requests.filter((r) => r.headers["idempotency-key"] === "m-unrenderable"),
     ).toHaveLength(0);
   });
+
+  it("a marked call that waited out the window on a paused destination stays marked in its dead letter: a replay never sends the stored call", async () => {
+    // The janitor dead-letters a paused destination's backlog; its letter must keep the mark as
+    // the dispatcher's own dead letters do, or a replay sends the stored call as a webhook body.
+    const src = await t.stack.source("unrenderable-paused");
+    await t.stack.destination({ id: "unrenderable-paused", sourceIds: [src.id], enabled: false });
+    const h = natsHeaders();
+    h.set(MESSAGE_ID_HEADER, "m-unrenderable-paused");
+    h.set(SOURCE_ID_HEADER, src.id);
+    h.set(NOT_RENDERED_HEADER, "unknown call type: teleport");
+    await t.stack.nc
+      .jetstream()
+      .publish(partitionSubject(0, "unrenderable-paused"), '{"type":"teleport"}', { headers: h });
+    const letters = await deadLettersOf("unrenderable-paused");
+    expect(letters[0]?.reason).toBe("destination disabled for the whole retry window");
+
+    await t.stack.admin.updateDestination({
+      destination: { id: "unrenderable-paused", enabled: true },
+      updateMask: { paths: ["enabled"] },
+    });
+    const replayed = await t.stack.admin.replayDeadLetters({ destinationId: "unrenderable-paused" });
+    expect(replayed.replayed).toBe(1);
+    const attempts = await attemptsOf(
+      "unrenderable-paused",
+      (l) => l.length >= 1,
+      "an attempt after the replay",
+    );
+    expect(attempts[0]?.outcome).toBe(AttemptOutcome.NOT_SENT);
+    expect(attempts[0]?.reason).toBe(
+      "not sent: the webhook body could not be rendered: unknown call type: teleport",
+    );
+    expect(
+      t.stack.receiver.requests.filter((r) => r.headers["idempotency-key"] === "m-unrenderable-paused"),
+    ).toHaveLength(0);
+  });
 });
 
 describe("an answer that is not HTTP as we know it", () => {
