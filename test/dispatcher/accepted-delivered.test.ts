@@ -141,18 +141,24 @@ describe("a failure before the request is sent", () => {
     expect(letters[0]?.reason).toMatch(/retry window of 5s exhausted; last: not sent: invalid request/);
   });
 
-  it("a call whose body the router could not render (marked on DELIVERIES) is recorded and dead-lettered at the window, never sent", async () => {
-    const src = await t.stack.source("unrenderable");
-    await t.stack.destination({ id: "unrenderable", sourceIds: [src.id] });
-    // What the router publishes when renderBody throws: the stored call, marked. (No call that
-    // ingest accepts makes renderBody throw today, so the mark is put here by hand.)
+  /**
+   * What the router publishes when renderBody throws: the stored call, marked. (No call that
+   * ingest accepts makes renderBody throw today, so the mark is put here by hand.)
+   */
+  const publishUnrenderable = async (destinationId: string, sourceId: string, messageId: string) => {
     const h = natsHeaders();
-    h.set(MESSAGE_ID_HEADER, "m-unrenderable");
-    h.set(SOURCE_ID_HEADER, src.id);
+    h.set(MESSAGE_ID_HEADER, messageId);
+    h.set(SOURCE_ID_HEADER, sourceId);
     h.set(NOT_RENDERED_HEADER, "unknown call type: teleport");
     await t.stack.nc
       .jetstream()
-      .publish(partitionSubject(0, "unrenderable"), '{"type":"teleport"}', { headers: h });
+      .publish(partitionSubject(0, destinationId), '{"type":"teleport"}', { headers: h });
+  };
+
+  it("a call whose body the router could not render (marked on DELIVERIES) is recorded and dead-lettered at the window, never sent", async () => {
+    const src = await t.stack.source("unrenderable");
+    await t.stack.destination({ id: "unrenderable", sourceIds: [src.id] });
+    await publishUnrenderable("unrenderable", src.id, "m-unrenderable");
 
     const letters = await deadLettersOf("unrenderable");
     const attempts = await attemptsOf("unrenderable", (l) => l.length >= 2, "two attempts");
@@ -181,13 +187,7 @@ describe("a failure before the request is sent", () => {
     // the dispatcher's own dead letters do, or a replay sends the stored call as a webhook body.
     const src = await t.stack.source("unrenderable-paused");
     await t.stack.destination({ id: "unrenderable-paused", sourceIds: [src.id], enabled: false });
-    const h = natsHeaders();
-    h.set(MESSAGE_ID_HEADER, "m-unrenderable-paused");
-    h.set(SOURCE_ID_HEADER, src.id);
-    h.set(NOT_RENDERED_HEADER, "unknown call type: teleport");
-    await t.stack.nc
-      .jetstream()
-      .publish(partitionSubject(0, "unrenderable-paused"), '{"type":"teleport"}', { headers: h });
+    await publishUnrenderable("unrenderable-paused", src.id, "m-unrenderable-paused");
     const letters = await deadLettersOf("unrenderable-paused");
     expect(letters[0]?.reason).toBe("destination disabled for the whole retry window");
 
