@@ -11,6 +11,7 @@ import { connect, type JetStreamManager, type NatsConnection } from "nats";
 import { type Logger, pino } from "pino";
 import { testIngestConfig } from "../helpers/ingest.js";
 import { NatsServer } from "../helpers/nats-server.js";
+import { until } from "../helpers/until.js";
 import { useFixture } from "../helpers/use-fixture.js";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
@@ -128,6 +129,19 @@ export class Harness {
 
   get address(): string {
     return this.ingest.address;
+  }
+
+  /**
+   * Restarts nats-server and waits until the harness's own connection is back. nats.js drops
+   * what it buffered at each reconnect attempt, so a request sent before that is lost and times
+   * out; a PING answered is the fact that requests go through again.
+   */
+  async restartNats(): Promise<void> {
+    await this.nats.restart();
+    await until(() => this.nc.flush().then(() => true), {
+      timeout: 30_000,
+      message: "the harness's NATS connection to come back",
+    });
   }
 
   client(metadata: Record<string, string> = {}): IngestClient {

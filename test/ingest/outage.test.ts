@@ -64,7 +64,7 @@ describe("NATS outage", () => {
     // The write key is still known: authentication does not need NATS.
     expect((await failure(h.client().track(call, { timeoutMs: 4_000 }))).code).toBe(Code.UNAUTHENTICATED);
 
-    await h.nats.restart();
+    await h.restartNats();
     const after = await untilAccepted(src.client, 30_000);
     // Nothing acknowledged was lost: both calls are in the stream.
     expect(await h.find(before.messageId)).toBeDefined();
