@@ -1,7 +1,15 @@
 import type { SourceQuotaSettings } from "@hookpost/api";
 import { SourceQuota, startIngest } from "@hookpost/api";
 import { Code } from "@hookpost/contract";
-import { type ConfigStore, DEFAULT_TOPOLOGY, EVENTS_STREAM, eventSubject } from "@hookpost/core";
+import { Ordering } from "@hookpost/contract/gen/hookpost/v1/admin_pb";
+import {
+  type ConfigStore,
+  DEFAULT_TOPOLOGY,
+  DELIVERIES_STREAM,
+  EVENTS_STREAM,
+  eventSubject,
+  ORDERED_STREAM,
+} from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BLOB, eventsOf, expectOnlyARefusedUntilDrained, sendUntilRefused } from "../helpers/source-quota.js";
 import { Stack } from "../helpers/stack.js";
@@ -135,53 +143,67 @@ describe("default quota", () => {
   });
 });
 
-describe("pending bytes on DELIVERIES (failing destination)", () => {
-  let stack: Stack;
+// A failing endpoint holds its calls on DELIVERIES, or on ORDERED for a PER_USER destination:
+// uncounted there, one source could fill that stream for every source.
+for (const held of [
+  { stream: DELIVERIES_STREAM, ordering: Ordering.UNSPECIFIED },
+  { stream: ORDERED_STREAM, ordering: Ordering.PER_USER },
+]) {
+  describe(`pending bytes on ${held.stream} (a failing destination)`, () => {
+    let stack: Stack;
 
-  beforeAll(async () => {
-    stack = await Stack.start({
-      ingest: {
-        httpAddress: "127.0.0.1:0",
-        topology: { ...DEFAULT_TOPOLOGY, eventsMaxBytes: 1024 * KIB, deliveriesMaxBytes: 1024 * KIB },
-        quota: quota({ maxPendingBytes: 64 * KIB }),
-      },
+    beforeAll(async () => {
+      stack = await Stack.start({
+        ingest: {
+          httpAddress: "127.0.0.1:0",
+          topology: { ...DEFAULT_TOPOLOGY, eventsMaxBytes: 1024 * KIB, deliveriesMaxBytes: 1024 * KIB },
+          quota: quota({ maxPendingBytes: 64 * KIB }),
+        },
+      });
+    });
+
+    afterAll(async () => {
+      await stack?.close();
+    });
+
+    it(`A's calls held on ${held.stream} count against A alone; once its receiver takes them, A is accepted again`, async () => {
+      const base = `http://${stack.ingest.httpAddress}`;
+      const a = await stack.source("A");
+      const b = await stack.source("B");
+      const { ordering } = held;
+      await stack.destination({ sourceIds: [a.id], ordering, urls: [stack.receiver.url("/a")] });
+      await stack.destination({ sourceIds: [b.id], ordering, urls: [stack.receiver.url("/b")] });
+      let failing = true;
+      stack.receiver.respond = (req) => ({ status: failing && req.url === "/a" ? 503 : 200 });
+      // Slower than the refresh now and then, so that A's backlog is seen where it is held too.
+      const { refused, accepted } = await sendUntilRefused([base], a.writeKey, { paceEvery: 8, paceMs: 250 });
+      expect(refused?.status, `refused after ${accepted} calls of 4 KiB`).toBe(429);
+      const jsm = await stack.nc.jetstreamManager();
+      const { stream } = held;
+      expect((await jsm.streams.info(stream)).state.messages, `A's calls wait on ${stream}`).toBeGreaterThan(
+        0,
+      );
+      const answers = await Promise.all(
+        Array.from({ length: 10 }, () =>
+          post(
+            base,
+            "/v1/track",
+            { userId: "u", event: "E", properties: { blob: BLOB } },
+            { writeKey: b.writeKey },
+          ),
+        ),
+      );
+      expect(answers.filter((r) => r.status === 200)).toHaveLength(10);
+      failing = false;
+      await until(
+        async () =>
+          (await post(base, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey })).status ===
+          200,
+        { timeout: 60_000, message: "A accepted again once its calls were delivered" },
+      );
     });
   });
-
-  afterAll(async () => {
-    await stack?.close();
-  });
-
-  it("A's undelivered calls count against A alone; once its receiver takes them, A is accepted again", async () => {
-    const base = `http://${stack.ingest.httpAddress}`;
-    const a = await stack.source("A");
-    const b = await stack.source("B");
-    await stack.destination({ sourceIds: [a.id] });
-    await stack.destination({ sourceIds: [b.id] });
-    let failing = true;
-    stack.receiver.respond = () => ({ status: failing ? 503 : 200 });
-    // Slower than the refresh now and then, so that A's backlog is seen on DELIVERIES too.
-    const { refused } = await sendUntilRefused([base], a.writeKey, { paceEvery: 8, paceMs: 250 });
-    expect(refused?.status).toBe(429);
-    const answers = await Promise.all(
-      Array.from({ length: 10 }, () =>
-        post(
-          base,
-          "/v1/track",
-          { userId: "u", event: "E", properties: { blob: BLOB } },
-          { writeKey: b.writeKey },
-        ),
-      ),
-    );
-    expect(answers.filter((r) => r.status === 200)).toHaveLength(10);
-    failing = false;
-    await until(
-      async () =>
-        (await post(base, "/v1/track", { userId: "u", event: "E" }, { writeKey: a.writeKey })).status === 200,
-      { timeout: 30_000, message: "A accepted again once its calls were delivered" },
-    );
-  });
-});
+}
 
 describe("rate per source", () => {
   const h = useHarness({

@@ -93,22 +93,51 @@ async function scanned(jsm: JetStreamManager, ids: string[]): Promise<Map<string
     if (w) w.count += count;
     else list.push({ stream, filter: f, count });
   };
-  const [deliveries, ordered] = await Promise.all([subjectsIn(jsm, DELIVERIES_STREAM), orderedSubjects(jsm)]);
+  const [deliveries, ordered] = await Promise.all([
+    subjectsIn(jsm, DELIVERIES_STREAM),
+    orderedPending(jsm, () => ids),
+  ]);
   for (const [subject, count] of Object.entries(deliveries)) {
     const id = destinationOfSubject(subject);
     // Partitions share one filter (one first-message lookup); the lane and legacy subjects are their own.
     const own = id !== undefined && (subject === laneSubject(id) || subject === legacyDeliverySubject(id));
     add(id, DELIVERIES_STREAM, own ? () => subject : deliverySubjects, count);
   }
-  if (ordered === "many") {
-    await inBatches(ids, async (id) =>
-      add(id, ORDERED_STREAM, orderedSubjectsOf, await countOf(jsm, ORDERED_STREAM, orderedSubjectsOf(id))),
+  for (const [id, count] of ordered.counts) add(id, ORDERED_STREAM, orderedSubjectsOf, count);
+  return out;
+}
+
+/**
+ * Calls waiting on ORDERED per destination, and ORDERED's average message size. Its subjects are
+ * per user: one listing of them all while few enough, else one count per destination of `ids`
+ * (the PER_USER ones are enough: nothing else is stored there).
+ */
+export async function orderedPending(
+  jsm: JetStreamManager,
+  ids: () => readonly string[],
+): Promise<{ counts: Map<string, number>; averageBytes: number }> {
+  const counts = new Map<string, number>();
+  const add = (id: string | undefined, n: number) => {
+    if (id !== undefined && n > 0) counts.set(id, (counts.get(id) ?? 0) + n);
+  };
+  let state: { messages: number; bytes: number; num_subjects?: number };
+  try {
+    state = (await jsm.streams.info(ORDERED_STREAM)).state;
+  } catch (err) {
+    // ORDERED comes with the dispatcher of issue 24: an older one never created it.
+    if (isNotFound(err)) return { counts, averageBytes: 0 };
+    throw err;
+  }
+  if (state.messages === 0) return { counts, averageBytes: 0 };
+  if ((state.num_subjects ?? Number.POSITIVE_INFINITY) > ORDERED_LISTED_UP_TO) {
+    await inBatches([...ids()], async (id) =>
+      add(id, await countOf(jsm, ORDERED_STREAM, orderedSubjectsOf(id))),
     );
   } else {
-    for (const [subject, count] of Object.entries(ordered))
-      add(orderedDestinationOf(subject), ORDERED_STREAM, orderedSubjectsOf, count);
+    for (const [subject, n] of Object.entries(await subjectsIn(jsm, ORDERED_STREAM)))
+      add(orderedDestinationOf(subject), n);
   }
-  return out;
+  return { counts, averageBytes: state.bytes / state.messages };
 }
 
 /** Messages on the subjects matching `filter` (the server's per-subject counts). */
@@ -129,20 +158,6 @@ async function subjectsIn(
     if (isNotFound(err)) return {};
     throw err;
   }
-}
-
-/** ORDERED's subjects holding calls, or "many" when there are too many to list in one answer. */
-async function orderedSubjects(jsm: JetStreamManager): Promise<Record<string, number> | "many"> {
-  let state: { messages: number; num_subjects?: number };
-  try {
-    state = (await jsm.streams.info(ORDERED_STREAM)).state;
-  } catch (err) {
-    if (isNotFound(err)) return {};
-    throw err;
-  }
-  if (state.messages === 0) return {};
-  if ((state.num_subjects ?? Number.POSITIVE_INFINITY) > ORDERED_LISTED_UP_TO) return "many";
-  return subjectsIn(jsm, ORDERED_STREAM);
 }
 
 /**

@@ -8,6 +8,7 @@ import {
   type TopologySettings,
 } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
+import { orderedPending } from "../admin/pending.js";
 import type { Published } from "./publish.js";
 
 /** Per-source limits of ingest (README "Per-source quotas"). */
@@ -54,8 +55,8 @@ export type QuotaLimit = "pending_bytes" | "rate";
 /**
  * The per-source quotas, checked before a call is published:
  * - pending bytes: read every `refreshMs` from JetStream (one stream info with per-subject
- *   counts on EVENTS, whose subjects carry the source id, and one on DELIVERIES, whose subjects
- *   carry the destination id, charged to every source of that destination), times the source's
+ *   counts on EVENTS, whose subjects carry the source id, and one on DELIVERIES and on ORDERED,
+ *   whose subjects carry the destination id, charged to every source of that destination), times the source's
  *   average stored call as this replica saw it (else the stream's average message), plus what
  *   this replica stored after the last EVENTS sequence that figure holds. No JetStream request
  *   per call.
@@ -196,10 +197,17 @@ export class SourceQuota {
 
   async #refresh(): Promise<void> {
     try {
-      const [events, deliveries] = await Promise.all([
+      const [events, deliveries, ordered] = await Promise.all([
         this.#jsm.streams.info(EVENTS_STREAM, { subjects_filter: `${EVENT_SUBJECT_PREFIX}>` }),
         // Every subject: partitions, lanes and legacy subjects all name their destination.
         this.#jsm.streams.info(DELIVERIES_STREAM, { subjects_filter: ">" }),
+        // A PER_USER destination's calls wait there, not on DELIVERIES.
+        orderedPending(this.#jsm, () =>
+          this.#store
+            .destinations()
+            .filter((d) => d.ordering === "PER_USER")
+            .map((d) => d.id),
+        ),
       ]);
       const next = new Map<string, number>();
       const add = (id: string, bytes: number) => next.set(id, (next.get(id) ?? 0) + bytes);
@@ -215,14 +223,16 @@ export class SourceQuota {
         );
         add(sourceId, count * size(sourceId, avgEvent));
       }
-      const avgDelivery = average(deliveries.state);
-      for (const [subject, count] of Object.entries(deliveries.state.subjects ?? {})) {
-        const id = destinationOfSubject(subject);
+      // A shared destination's backlog counts against each of its sources: never under-counted.
+      const charge = (id: string | undefined, count: number, streamAverage: number) => {
         const destination = id === undefined ? undefined : this.#store.destination(id);
-        // A shared destination's backlog counts against each of its sources: never under-counted.
         for (const sourceId of destination?.sourceIds ?? [])
-          add(sourceId, count * size(sourceId, avgDelivery));
-      }
+          add(sourceId, count * size(sourceId, streamAverage));
+      };
+      const avgDelivery = average(deliveries.state);
+      for (const [subject, count] of Object.entries(deliveries.state.subjects ?? {}))
+        charge(destinationOfSubject(subject), count, avgDelivery);
+      for (const [id, count] of ordered.counts) charge(id, count, ordered.averageBytes);
       this.#snapshot = next;
       this.#forget(events.state.last_seq);
     } catch (err) {
