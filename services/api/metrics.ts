@@ -56,7 +56,7 @@ export class IngestMetrics {
     });
     this.#quotaRefused = new Counter({
       name: "hookpost_ingest_quota_refused_total",
-      help: "Requests refused (429 / RESOURCE_EXHAUSTED) because their source was over a quota: pending_bytes, rate",
+      help: "Requests refused (429 / RESOURCE_EXHAUSTED) because their source was over a quota: pending_bytes, rate, users (new users of a source at SOURCE_MAX_USERS)",
       labelNames: ["limit"],
       registers,
     });

@@ -16,6 +16,7 @@ import {
   UserSourceIndex,
 } from "@hookpost/core";
 import type { JetStreamManager, NatsConnection } from "nats";
+import { defaultSourceQuota, type SourceQuotaSettings } from "./calls/quota.js";
 import { DEFAULT_ERASURE, DEFAULT_STREAM_CHECK_MS } from "./config.js";
 import type { IngestMetrics } from "./metrics.js";
 
@@ -47,6 +48,7 @@ export async function openStores(
     streamCheckMs?: number;
     keyring?: Keyring | undefined;
     erasure?: { statusMaxAgeMs: number };
+    quota?: SourceQuotaSettings | undefined;
   },
   deps: { metrics: IngestMetrics; log: Logger },
 ): Promise<Stores> {
@@ -60,7 +62,11 @@ export async function openStores(
       await ensureTopology(await nc.jetstreamManager(), topology);
       const opened = await Promise.all([
         ConfigStore.open(nc, { ...replicas, keyring: settings.keyring }),
-        UserSourceIndex.open(nc, replicas),
+        UserSourceIndex.open(nc, {
+          ...replicas,
+          maxUsersPerSource: (settings.quota ?? defaultSourceQuota(topology)).maxUsers,
+          onQuotaRefused: () => deps.metrics.quotaRefused("users"),
+        }),
         MembershipStore.open(nc, replicas),
         DeadLetters.open(nc),
         AuditLog.open(nc),

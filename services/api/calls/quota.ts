@@ -21,7 +21,20 @@ export interface SourceQuotaSettings {
   burst: number;
   /** SOURCE_QUOTA_REFRESH: how often the pending bytes are read from JetStream. */
   refreshMs: number;
+  /**
+   * SOURCE_MAX_USERS: users one source may have in the user index (kept there by the index,
+   * core's UserSourceIndex); absent: no limit.
+   */
+  maxUsers?: number;
 }
+
+/**
+ * The default users quota is this fraction of the user index. Users stay in the index for the
+ * life of their source (deletions aside), so a source's share is larger than its pending share.
+ */
+const USER_INDEX_SHARE = 4;
+/** What one (user, source) pair takes in the index, for the default users quota (measured: 173 B with 10-character user ids, 213 B with 40). */
+const USER_PAIR_BYTES = 200;
 
 /** Ceiling of the default pending quota. */
 const DEFAULT_MAX_PENDING_BYTES = 64 * 1024 ** 2;
@@ -38,6 +51,7 @@ export function defaultSourceQuota(t: TopologySettings): SourceQuotaSettings {
     maxRate: 10_000,
     burst: 20_000,
     refreshMs: 1_000,
+    maxUsers: Math.max(1, Math.floor(t.userIndexMaxBytes / USER_INDEX_SHARE / USER_PAIR_BYTES)),
   };
 }
 
@@ -50,7 +64,7 @@ const SIZE_WEIGHT = 0.2;
 /** A refused source is logged at most this often. */
 const WARN_EVERY_MS = 60_000;
 
-export type QuotaLimit = "pending_bytes" | "rate";
+export type QuotaLimit = "pending_bytes" | "rate" | "users";
 
 /**
  * The per-source quotas, checked before a call is published:

@@ -655,6 +655,14 @@ export const SETTINGS = {
     description: "calls one source may send at once above its rate",
     check: int(1),
   }),
+  SOURCE_MAX_USERS: define({
+    services: ["api"],
+    default: undefined,
+    shownDefault: "`USER_INDEX_MAX_BYTES / 4 / 200` (1 342 177 for 1 GiB)",
+    description:
+      "users (distinct user ids) one source may have in the user index; at it, calls of its new users get `429` / `RESOURCE_EXHAUSTED`, its known users' are accepted",
+    check: int(1),
+  }),
   SOURCE_QUOTA_REFRESH: define({
     services: ["api"],
     default: "1s",

@@ -13,6 +13,7 @@ import {
   USER_SOURCES_BUCKET,
   USER_SOURCES_STREAM,
 } from "../nats/topology.js";
+import { SourceUserCounts } from "./source-user-counts.js";
 
 export { USER_FORGOTTEN_SUBJECT, USER_SOURCES_BUCKET, USER_SOURCES_STREAM };
 
@@ -58,6 +59,13 @@ export interface UserSourceIndexOptions {
   replicas?: number;
   /** How long JetStream has to confirm a write; default 5 000 ms. */
   timeoutMs?: number;
+  /**
+   * SOURCE_MAX_USERS: users one source may have in the index; a new user of a source at it is
+   * refused (FULL), its known users are not. Absent: no limit, and nothing is counted.
+   */
+  maxUsersPerSource?: number | undefined;
+  /** Told of each new user refused for the source's quota (a metric). */
+  onQuotaRefused?: () => void;
 }
 
 /** Counters, for tests, benchmarks and metrics. */
@@ -73,6 +81,8 @@ export interface UserSourceIndexStats {
 }
 
 const RESOLVED: Promise<void> = Promise.resolve();
+/** Told to a source at its users quota: nothing frees room but deletions or a higher quota. */
+const QUOTA_RETRY_AFTER_MS = 60_000;
 /** A pair is written only when new: the same headers for every write, rendered once. */
 const NEW_PAIR_ONLY = new EncodedHeaders();
 NEW_PAIR_ONLY.set("Nats-Expected-Last-Subject-Sequence", "0");
@@ -112,6 +122,10 @@ export class UserSourceIndex {
   #bytes = 0;
   readonly #pending = new Map<string, Promise<void>>();
   #sub: Subscription | undefined;
+  /** Users per source (SOURCE_MAX_USERS); undefined when there is no limit. */
+  readonly #counts: SourceUserCounts | undefined;
+  readonly #maxUsers: number;
+  readonly #onQuotaRefused: () => void;
   readonly #stats = { hits: 0, misses: 0, writes: 0 };
   #nowMs = 0;
   #nowIso = "";
@@ -125,6 +139,9 @@ export class UserSourceIndex {
     this.#ttlMs = o.knownTtlMs ?? 3_600_000;
     this.#timeoutMs = o.timeoutMs ?? 5_000;
     this.#pipe = new PipelinedPublisher(nc, this.#timeoutMs);
+    this.#maxUsers = o.maxUsersPerSource ?? Number.POSITIVE_INFINITY;
+    this.#counts = o.maxUsersPerSource === undefined ? undefined : new SourceUserCounts(kv, jsm);
+    this.#onQuotaRefused = o.onQuotaRefused ?? (() => {});
   }
 
   /** Opens (creating if needed) the bucket and listens for "forgotten" notices. */
@@ -197,6 +214,9 @@ export class UserSourceIndex {
 
   async #store(userId: string, sourceId: string): Promise<void> {
     if (!ID_PATTERN.test(sourceId)) throw new Error(`invalid source id ${JSON.stringify(sourceId)}`);
+    const counts = this.#counts;
+    if (counts && !(await this.#admit(userId, sourceId, counts))) return;
+    let written = false;
     try {
       await this.#pipe.publish(
         kvKeySubject(USER_SOURCES_BUCKET, userSourceKey(userId, sourceId)),
@@ -204,12 +224,56 @@ export class UserSourceIndex {
         NEW_PAIR_ONLY,
       );
       this.#stats.writes++;
+      written = true;
     } catch (err) {
       // Already stored: nothing to write.
       if (isWrongLastSequence(err)) return;
       if (countIfFull(USER_SOURCES_STREAM, err)) throw natsFailure("the user index is full", err);
       throw unavailable("could not record the user's source", err);
+    } finally {
+      counts?.settle(sourceId, written);
     }
+  }
+
+  /**
+   * Whether a pair may be written: true under the source's quota (a place taken, given back by
+   * the write); at it, false for a pair already stored (a user this replica's memory lost is
+   * still known), else refused (FULL).
+   */
+  async #admit(userId: string, sourceId: string, counts: SourceUserCounts): Promise<boolean> {
+    let users: number;
+    try {
+      const place = await counts.reserve(sourceId, this.#maxUsers);
+      if (place.taken) return true;
+      users = place.users;
+    } catch (err) {
+      throw unavailable("could not read the source's count of users", err);
+    }
+    let stored: boolean;
+    try {
+      stored = await this.#has(userSourceKey(userId, sourceId));
+    } catch (err) {
+      throw unavailable("could not record the user's source", err);
+    }
+    if (stored) return false;
+    this.#onQuotaRefused();
+    throw new DomainError(
+      "FULL",
+      `source ${sourceId} has ${users} users in the user index, its quota is ${this.#maxUsers} ` +
+        "(SOURCE_MAX_USERS): calls of users it has not sent before are not stored (calls of its " +
+        "known users are); retry once users were deleted or the quota raised",
+      { retryAfterMs: QUOTA_RETRY_AFTER_MS },
+    );
+  }
+
+  /** Users recorded for the source, as far as this replica knows (undefined: not counted). */
+  usersOf(sourceId: string): Promise<number> | undefined {
+    return this.#counts?.count(sourceId);
+  }
+
+  /** Writes this replica's counts of users now (tests; they are written every second). */
+  flushCounts(): Promise<void> {
+    return this.#counts?.flush() ?? RESOLVED;
   }
 
   /**
@@ -263,7 +327,8 @@ export class UserSourceIndex {
       // One by one, never a filtered purge (nats/delete-messages.ts says why); erased: personal data.
       for (const sourceId of sourceIds) {
         const key = kvKeySubject(USER_SOURCES_BUCKET, userSourceKey(userId, sourceId));
-        await deleteMessages(this.#jsm, USER_SOURCES_STREAM, key, { erase: true });
+        const erased = await deleteMessages(this.#jsm, USER_SOURCES_STREAM, key, { erase: true });
+        if (erased > 0) this.#counts?.add(sourceId, -erased);
       }
     } catch (err) {
       throw unavailable("could not forget the user's sources", err);
@@ -290,6 +355,7 @@ export class UserSourceIndex {
           erase: true,
         },
       );
+      await this.#counts?.drop(sourceId);
     } catch (err) {
       throw unavailable("could not forget the source's users", err);
     }
@@ -304,6 +370,8 @@ export class UserSourceIndex {
   }
 
   close(): void {
+    // What was counted in the last second: written if NATS is still there.
+    void this.#counts?.close();
     this.#pipe.close();
     this.#sub?.unsubscribe();
     this.#sub = undefined;
