@@ -4,6 +4,9 @@ import { AddressPolicy } from "./ssrf.js";
 
 type Env = Record<string, string | undefined>;
 
+/** The default share of DEAD one source's dead letters may take (as SOURCE_MAX_PENDING_BYTES's). */
+const DEAD_LETTER_SOURCE_SHARE = 16;
+
 export interface DispatcherConfig {
   natsUrl: string;
   /** Per request, headers and body (WEBHOOK_TIMEOUT_MS). */
@@ -53,6 +56,8 @@ export interface DispatcherConfig {
   attemptLog: boolean;
   /** Keep the request body in attempt records (ATTEMPT_LOG_BODIES, on|off). */
   attemptLogBodies: boolean;
+  /** What one source's destinations' dead letters may take on DEAD (SOURCE_MAX_DEAD_LETTER_BYTES). */
+  deadLetterSourceMaxBytes: number;
   /** Keep the webhook body in dead letters (DEAD_LETTER_BODIES, on|off); default on. */
   deadLetterBodies?: boolean;
   /** Stream settings; retryWindowMs (RETRY_WINDOW) and retryMaxDelayMs (RETRY_MAX_DELAY) live here. */
@@ -112,6 +117,8 @@ export function dispatcherConfigFrom(s: Settings): DispatcherConfig {
     attemptLog: s.ATTEMPT_LOG,
     attemptLogBodies: s.ATTEMPT_LOG_BODIES,
     deadLetterBodies: s.DEAD_LETTER_BODIES,
+    deadLetterSourceMaxBytes:
+      s.SOURCE_MAX_DEAD_LETTER_BYTES ?? Math.floor(topology.deadLetterMaxBytes / DEAD_LETTER_SOURCE_SHARE),
     topology,
     opsLimits: opsLimitsFrom(s),
     alerts: {

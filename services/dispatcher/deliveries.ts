@@ -15,7 +15,6 @@ import {
   getOrInsert,
   partitionConsumer,
   partitionCount,
-  partitionOf,
   TEST_CALL_HEADER,
   targetId,
 } from "@hookpost/core";
@@ -33,7 +32,7 @@ import type { BatchMember, DeliveryHandler } from "./delivery.js";
 import { type DirectEnd, type DirectMsg, mayGoDirect } from "./direct.js";
 import { Lanes } from "./lanes.js";
 import type { LoopLag } from "./loop-lag.js";
-import { ownerOf } from "./ordered/ownership.js";
+import { ownsKey } from "./ordered/ownership.js";
 import { deliveryState } from "./parking.js";
 import { Puller } from "./puller.js";
 import { RateGate } from "./rate-gate.js";
@@ -57,8 +56,6 @@ const NOT_ANSWERING_NAK_MS = 4000;
 const BATCH_SLOT_WAIT_MS = 30_000;
 /** Members a batching destination's lane holds at most on one replica (forming and in flight). */
 export const BATCH_LANE_MAX_PENDING = 20_000;
-/** Destinations are spread over this many slots for batch ownership (rendezvous per slot). */
-const BATCH_OWNER_SLOTS = 1 << 20;
 
 export interface DeliveriesDeps {
   js: JetStreamClient;
@@ -312,9 +309,7 @@ export class Deliveries {
    */
   #ownsBatches(id: string): boolean {
     const r = this.#d.registry;
-    if (!r) return true;
-    const live = r.live.includes(r.id) ? r.live : [...r.live, r.id];
-    return ownerOf(partitionOf(id, BATCH_OWNER_SLOTS), live) === r.id;
+    return !r || ownsKey(r.id, r.live, id);
   }
 
   /**

@@ -1,5 +1,6 @@
 import { partitionCount } from "@hookpost/core";
 import type { DispatcherConfig } from "./config.js";
+import { DeadLetterShares } from "./dead-letter-shares.js";
 import type { CoreDeps } from "./delivery-core.js";
 import { Janitor } from "./janitor.js";
 import { Periodic } from "./periodic.js";
@@ -7,7 +8,10 @@ import { StrandedRescue } from "./stranded.js";
 
 const JANITOR_INTERVAL_MS = 60_000;
 
-/** Periodic checks on DELIVERIES: the janitor (expired and orphaned deliveries), the stranded-consumer check. */
+/**
+ * Periodic checks: the janitor (expired and orphaned deliveries), each source's share of DEAD,
+ * the stranded-consumer check.
+ */
 export function startHousekeeping(config: DispatcherConfig, deps: CoreDeps): { stop(): Promise<void> } {
   const { conns, core, metrics, logger } = deps;
   // Often enough that a disabled destination's expired backlog is recorded well before max-age.
@@ -26,6 +30,22 @@ export function startHousekeeping(config: DispatcherConfig, deps: CoreDeps): { s
   });
   const janitorRuns = new Periodic(() => janitor.run(), janitorIntervalMs, logger, "janitor run failed");
   janitorRuns.start(Math.min(5000, janitorIntervalMs));
+  const shares = new DeadLetterShares({
+    jsm: conns.jsm,
+    store: conns.store,
+    logger,
+    maxBytesPerSource: config.deadLetterSourceMaxBytes,
+    replicas: conns.registry,
+    onDropped: (n) => metrics.deadLettersDropped.inc(n),
+  });
+  const shareRuns = new Periodic(
+    () => shares.run(),
+    janitorIntervalMs,
+    logger,
+    "dead letter shares run failed",
+  );
+  shareRuns.start(Math.min(5000, janitorIntervalMs));
+  const stopNudges = conns.deadLetters.onRecorded(() => shares.nudge());
   const stranded = new StrandedRescue({
     js: conns.js,
     jsm: conns.jsm,
@@ -45,6 +65,9 @@ export function startHousekeeping(config: DispatcherConfig, deps: CoreDeps): { s
   return {
     stop: async () => {
       await janitorRuns.stop();
+      stopNudges();
+      await shareRuns.stop();
+      await shares.stop();
       await strandedRuns.stop();
     },
   };

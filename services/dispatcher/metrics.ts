@@ -53,6 +53,12 @@ export class DispatcherMetrics {
     "cause",
   ]);
 
+  /** Dead letters dropped because their source was over its share of DEAD (SOURCE_MAX_DEAD_LETTER_BYTES). */
+  readonly deadLettersDropped = this.#counter(
+    "hookpost_dispatcher_dead_letters_dropped_total",
+    "Dead letters dropped, oldest first, because their source's destinations had more than SOURCE_MAX_DEAD_LETTER_BYTES on DEAD",
+  );
+
   /** Destinations Hookpost paused (auto-disable), by cause (gone: 410; failing: AUTO_DISABLE_AFTER). */
   readonly autoDisabled = this.#counter(
     "hookpost_dispatcher_auto_disabled_total",

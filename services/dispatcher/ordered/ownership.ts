@@ -1,4 +1,8 @@
 import { createHash } from "node:crypto";
+import { partitionOf } from "@hookpost/core";
+
+/** Keys are spread over this many slots, each owned by one replica (rendezvous per slot). */
+const KEY_SLOTS = 1 << 20;
 
 /**
  * Rendezvous (highest random weight) hashing: partition `q` belongs to the live replica with the
@@ -25,4 +29,13 @@ export function ownedPartitions(self: string, live: readonly string[], partition
   const set = live.includes(self) ? live : [...live, self];
   for (let q = 0; q < partitions; q++) if (ownerOf(q, set) === self) out.add(q);
   return out;
+}
+
+/**
+ * Whether `self` is the one replica among `live` that owns `key` (a destination whose batches or
+ * dead letters one replica handles). A replica alone, or not yet in its own view, owns it.
+ */
+export function ownsKey(self: string, live: readonly string[], key: string): boolean {
+  const set = live.includes(self) ? live : [...live, self];
+  return ownerOf(partitionOf(key, KEY_SLOTS), set) === self;
 }

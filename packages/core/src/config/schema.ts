@@ -671,6 +671,14 @@ export const SETTINGS = {
   }),
 
   // Dispatcher.
+  SOURCE_MAX_DEAD_LETTER_BYTES: define({
+    services: ["dispatcher"],
+    default: undefined,
+    shownDefault: "`DEAD_LETTER_MAX_BYTES / 16`",
+    description:
+      "dead letters of one source's destinations on DEAD; over it the oldest of them are dropped (counted), so one source's failing endpoints never push out other sources' dead letters",
+    check: size(),
+  }),
   WEBHOOK_TIMEOUT: define({
     services: ["dispatcher"],
     default: "5s",

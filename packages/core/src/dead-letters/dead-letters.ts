@@ -76,6 +76,7 @@ export class DeadLetters {
   readonly #jsm: JetStreamManager;
   readonly #bodies: boolean;
   #routedLookup: RoutedBodyLookup | undefined;
+  readonly #onRecorded = new Set<() => void>();
 
   private constructor(js: JetStreamClient, jsm: JetStreamManager, bodies: boolean) {
     this.#js = js;
@@ -97,6 +98,12 @@ export class DeadLetters {
     this.#routedLookup = lookup;
   }
 
+  /** Calls `fn` after each letter stored here; returns the way to stop. */
+  onRecorded(fn: () => void): () => void {
+    this.#onRecorded.add(fn);
+    return () => this.#onRecorded.delete(fn);
+  }
+
   /**
    * Stores a record. `dedupKey` names the failed delivery, so a dispatcher that crashes between
    * recording and acking records it once when the delivery comes back.
@@ -113,6 +120,7 @@ export class DeadLetters {
       msgID: `dead:${dedupKey}`,
       ...(h ? { headers: h } : {}),
     });
+    for (const fn of this.#onRecorded) fn();
     return ack.seq;
   }
 

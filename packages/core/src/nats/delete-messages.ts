@@ -14,11 +14,12 @@ export async function deleteMessages(
   jsm: JetStreamManager,
   stream: string,
   filter: string,
-  options: { erase?: boolean } = {},
+  options: { erase?: boolean; limit?: number } = {},
 ): Promise<number> {
   let deleted = 0;
   let seq = 1;
-  for (;;) {
+  // With a limit: the oldest `limit` messages on the filter.
+  while (deleted < (options.limit ?? Number.POSITIVE_INFINITY)) {
     const m = await nextMessage(jsm, stream, filter, seq);
     if (!m) return deleted;
     try {
@@ -29,4 +30,5 @@ export async function deleteMessages(
     }
     seq = m.seq + 1;
   }
+  return deleted;
 }
