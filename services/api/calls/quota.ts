@@ -26,6 +26,8 @@ export interface SourceQuotaSettings {
    * core's UserSourceIndex); absent: no limit.
    */
   maxUsers?: number;
+  /** SOURCE_MAX_MEMBERSHIP_BYTES: bytes of one source's stored memberships (syncs); absent: no limit. */
+  maxMembershipBytes?: number;
 }
 
 /**
@@ -52,6 +54,8 @@ export function defaultSourceQuota(t: TopologySettings): SourceQuotaSettings {
     burst: 20_000,
     refreshMs: 1_000,
     maxUsers: Math.max(1, Math.floor(t.userIndexMaxBytes / USER_INDEX_SHARE / USER_PAIR_BYTES)),
+    // Memberships, like users, stay for the life of their source: the same share.
+    maxMembershipBytes: Math.max(1, Math.floor(t.membershipsMaxBytes / USER_INDEX_SHARE)),
   };
 }
 
@@ -133,6 +137,11 @@ export class SourceQuota {
 
   close(): void {
     this.#stop();
+  }
+
+  /** SOURCE_MAX_MEMBERSHIP_BYTES (the syncs check it when they start and before they store). */
+  get maxMembershipBytes(): number | undefined {
+    return this.#s.maxMembershipBytes;
   }
 
   /** Bytes of the source's calls not yet finished, as far as this replica knows. */

@@ -36,6 +36,8 @@ export interface SyncDeps {
   publishTimeoutMs?: number;
   /** Clock (tests). */
   now?: () => Date;
+  /** SOURCE_MAX_MEMBERSHIP_BYTES: what one source's stored memberships may take; absent: no limit. */
+  maxMembershipBytes?: number | undefined;
 }
 
 export interface DeleteDeps {

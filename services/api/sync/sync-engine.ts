@@ -1,5 +1,5 @@
 import { hash } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
@@ -262,6 +262,35 @@ export function runSync<R>(
   });
 }
 
+/** Told to a source over its memberships share: only smaller or fewer memberships free room. */
+const SHARE_RETRY_AFTER_MS = 60_000;
+
+/**
+ * SOURCE_MAX_MEMBERSHIP_BYTES: refuses (RESOURCE_EXHAUSTED) when the source's other memberships
+ * (`others`, else read now) and this one of `size` bytes (0: not known yet) do not fit. Resolves
+ * with the other memberships' bytes; undefined when there is no limit.
+ */
+async function checkShare(
+  deps: SyncDeps,
+  sourceId: string,
+  objectName: string,
+  size: number,
+  others?: number,
+): Promise<number | undefined> {
+  const max = deps.maxMembershipBytes;
+  if (max === undefined) return undefined;
+  const used = others ?? (await deps.memberships.bytesOf(sourceId, objectName));
+  if (size === 0 ? used < max : used + size <= max) return used;
+  throw new HookpostError(
+    Code.RESOURCE_EXHAUSTED,
+    `source ${sourceId}'s other stored memberships take ${used} bytes${size > 0 ? ` and this one would take ${size}` : ""}, ` +
+      `its share is ${max} (SOURCE_MAX_MEMBERSHIP_BYTES): the stored membership is unchanged; ` +
+      "retry once the source's memberships are smaller, or the share raised",
+    [],
+    { retryAfterMs: SHARE_RETRY_AFTER_MS },
+  );
+}
+
 /**
  * Compares the complete current membership (sorted, deduplicated) with the stored one in one
  * streaming pass, publishes an identify call for every difference (at most `maxInFlight`
@@ -279,6 +308,8 @@ export async function applySync(
   return withLock(objectName, async () => {
     const started = performance.now();
     const previous = await deps.memberships.info(objectName);
+    // The source's other memberships: a sync that cannot fit is refused before it sends anything.
+    const others = await checkShare(deps, subject.sourceId, objectName, 0);
     const prev = previous ? deps.memberships.source(previous) : EMPTY_SOURCE;
     const generation = previous?.nuid ?? "none";
     const publish = deps.publish ?? jetStreamPublisher(deps.nc, deps.publishTimeoutMs);
@@ -353,7 +384,13 @@ export async function applySync(
       if (signal?.aborted) throw cancelled();
       const changes = counts.added + counts.changed + counts.left;
       // Unchanged: the stored list is already this one (and keeps its generation).
-      if (!previous || changes > 0) stored = await deps.memberships.write(objectName, outPath, previous);
+      if (!previous || changes > 0) {
+        // Measured against the share as counted at the start (a concurrent sync of the same
+        // source may overshoot it by its own size).
+        if (others !== undefined)
+          await checkShare(deps, subject.sourceId, objectName, (await stat(outPath)).size, others);
+        stored = await deps.memberships.write(objectName, outPath, previous);
+      }
     } catch (err) {
       await window.settle();
       await out.abort();

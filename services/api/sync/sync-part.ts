@@ -43,5 +43,6 @@ export async function startSync(
       quota.stored(c.sourceId, await publisher.publish(c), 1);
     },
     quota,
+    maxMembershipBytes: quota.maxMembershipBytes,
   });
 }

@@ -663,6 +663,14 @@ export const SETTINGS = {
       "users (distinct user ids) one source may have in the user index; at it, calls of its new users get `429` / `RESOURCE_EXHAUSTED`, its known users' are accepted",
     check: int(1),
   }),
+  SOURCE_MAX_MEMBERSHIP_BYTES: define({
+    services: ["api"],
+    default: undefined,
+    shownDefault: "`MEMBERSHIPS_MAX_BYTES / 4`",
+    description:
+      "stored audience / computed trait memberships of one source; a sync that would go over it gets `429` / `RESOURCE_EXHAUSTED`, its stored membership unchanged",
+    check: size(),
+  }),
   SOURCE_QUOTA_REFRESH: define({
     services: ["api"],
     default: "1s",

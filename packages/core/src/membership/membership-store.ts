@@ -150,6 +150,30 @@ export class MembershipStore {
   }
 
   /**
+   * Bytes of the source's stored memberships but `except`: for its share of the bucket. One
+   * listing of every membership's meta subject (each names its object), then one lookup for
+   * each of this source's.
+   */
+  async bytesOf(sourceId: string, except?: string): Promise<number> {
+    const prefix = objectMetaSubject(MEMBERSHIPS_BUCKET, "");
+    let subjects: Record<string, number>;
+    try {
+      const si = await this.#jsm.streams.info(MEMBERSHIPS_STREAM, { subjects_filter: `${prefix}>` });
+      subjects = si.state.subjects ?? {};
+    } catch (err) {
+      throw natsFailure("could not list the stored memberships", err);
+    }
+    let total = 0;
+    for (const subject of Object.keys(subjects)) {
+      // The inverse of #metaSubject (Node's base64 decoder takes the URL-safe letters too).
+      const name = Buffer.from(subject.slice(prefix.length), "base64").toString("latin1");
+      if (name === except || name.split(".")[1] !== sourceId) continue;
+      total += (await this.info(name))?.size ?? 0;
+    }
+    return total;
+  }
+
+  /**
    * Every stored membership, in the order they were last written. A meta record is rolled up on
    * each write (one per name), so walking the meta subjects visits each name once.
    */
