@@ -48,7 +48,7 @@ export interface IngestConfig {
   http?: Partial<HttpLimits>;
   /** MAX_BATCH_CALLS: calls one batch may carry, on both transports (default 2500). */
   maxBatchCalls?: number;
-  /** SOURCE_MAX_PENDING_BYTES, SOURCE_MAX_RATE, SOURCE_MAX_BURST, SOURCE_QUOTA_REFRESH, SOURCE_MAX_USERS, SOURCE_MAX_MEMBERSHIP_BYTES; defaultSourceQuota when absent. */
+  /** SOURCE_MAX_PENDING_BYTES, SOURCE_MAX_RATE, SOURCE_MAX_BURST, SOURCE_QUOTA_REFRESH, SOURCE_MAX_USERS, SOURCE_MAX_MEMBERSHIP_BYTES, SOURCE_MAX_AUDIT_BYTES; defaultSourceQuota when absent. */
   quota?: SourceQuotaSettings;
   /** STREAM_CHECK_INTERVAL: how often streams' bytes and limits are read (metrics, bucket limits). */
   streamCheckMs?: number;
@@ -119,6 +119,7 @@ export function ingestConfigFrom(s: Settings): IngestConfig {
       refreshMs: s.SOURCE_QUOTA_REFRESH,
       maxUsers: s.SOURCE_MAX_USERS ?? q.maxUsers,
       maxMembershipBytes: s.SOURCE_MAX_MEMBERSHIP_BYTES ?? q.maxMembershipBytes,
+      maxAuditBytes: s.SOURCE_MAX_AUDIT_BYTES ?? q.maxAuditBytes,
     },
     streamCheckMs: s.STREAM_CHECK_INTERVAL,
     erasure: {

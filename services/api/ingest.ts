@@ -19,6 +19,7 @@ import { startAdmin } from "./admin/admin-part.js";
 import { AdminAuth } from "./auth.js";
 import { startCallsPath } from "./calls/calls-path.js";
 import { EventPublisher } from "./calls/publish.js";
+import { defaultSourceQuota } from "./calls/quota.js";
 import { DEFAULT_ERASURE, type IngestConfig } from "./config.js";
 import { createConsoleHandler } from "./console/console-handler.js";
 import { grpcServer } from "./grpc/grpc-server.js";
@@ -137,6 +138,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
       retryBounds: { windowMs: config.topology.retryWindowMs, maxDelayMs: config.topology.retryMaxDelayMs },
       registry: metrics.registry,
       consoleUrl: config.consoleUrl,
+      auditShareBytes: (config.quota ?? defaultSourceQuota(config.topology)).maxAuditBytes,
     });
     started.push(() => admin.close());
     grpc.add(AdminService, admin.service);

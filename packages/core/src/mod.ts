@@ -92,7 +92,13 @@ export {
   type SegmentHeader,
   type Spans,
 } from "./attempts/search/segment.js";
-export { AuditLog, type AuditPage, type AuditQuery, auditEntryBytes } from "./audit/audit-log.js";
+export {
+  AuditLog,
+  type AuditPage,
+  type AuditQuery,
+  auditChargeBytes,
+  auditEntryBytes,
+} from "./audit/audit-log.js";
 export type {
   AuditActor,
   AuditChange,

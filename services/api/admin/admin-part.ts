@@ -37,6 +37,8 @@ export async function startAdmin(deps: {
   registry?: Registry;
   /** CONSOLE_URL: portal link URLs start with it. */
   consoleUrl?: string | undefined;
+  /** SOURCE_MAX_AUDIT_BYTES: one source's portal links' share of the audit log. */
+  auditShareBytes?: number | undefined;
 }): Promise<AdminPart> {
   const { stores, log } = deps;
   const index = await AttemptIndex.open(deps.nc, { logger: log });
@@ -76,6 +78,7 @@ export async function startAdmin(deps: {
     deletions: stores.deletions,
     portalLinks: stores.portalLinks,
     consoleUrl: deps.consoleUrl,
+    auditShareBytes: deps.auditShareBytes,
     ...(deps.retryBounds ? { retryBounds: deps.retryBounds } : {}),
   });
   return {

@@ -16,6 +16,7 @@ import type { AdminAuth } from "../auth.js";
 import { attemptSearchHandlers } from "./attempt-search.js";
 import { attemptHandlers } from "./attempts.js";
 import { auditRecordHandlers } from "./audit-records.js";
+import { AuditShare } from "./audit-share.js";
 import { audited } from "./audited.js";
 import { Callers, rememberCaller } from "./callers.js";
 import { deadLetterHandlers } from "./dead-letters.js";
@@ -46,7 +47,9 @@ export interface AdminServiceDeps extends AdminDeps {
   /** Consumer lookups (backlog) for ListDestinationHealth. */
   jsm: JetStreamManager;
   /** Where every write is recorded (audited.ts), and what ListAuditRecords reads. */
-  auditLog: Pick<AuditLog, "append" | "page">;
+  auditLog: Pick<AuditLog, "append" | "page" | "usage">;
+  /** SOURCE_MAX_AUDIT_BYTES: what one source's portal links may take of the audit log; absent: no limit. */
+  auditShareBytes?: number | undefined;
   /** Waits between attempts to store an audit outcome (tests shorten them). */
   auditOutcomeRetryMs?: readonly number[];
   /** An audit outcome could not be stored (a metric). */
@@ -99,7 +102,9 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
   const handlers: Record<string, (req: unknown, ctx: CallContext) => Promise<unknown>> = Object.fromEntries(
     HANDLER_GROUPS.flatMap((group) => Object.entries(group(deps))),
   );
+  const auditShare = new AuditShare(deps.auditLog, deps.auditShareBytes);
   const audit = {
+    onCharged: (sourceId: string, bytes: number) => auditShare.charged(sourceId, bytes),
     auditLog: deps.auditLog,
     log: deps.log,
     ...(deps.now ? { now: deps.now } : {}),
@@ -140,7 +145,11 @@ export function adminService(deps: AdminServiceDeps): ServiceImpl<AdminMethods> 
       // Changes need the configuration bucket (and the audit log).
       if (!deps.natsConnected()) throw unreachable("nothing was changed");
       // A portal link's refused writes are recorded too (who tried what), within its rate.
-      if (caller.kind === "portal_link") portalWrites.take(caller.link.id);
+      if (caller.kind === "portal_link") {
+        portalWrites.take(caller.link.id);
+        await auditShare.check(caller.source.id);
+        return audited(audit, { action, actor: caller.actor, req, ctx, chargeTo: caller.source.id }, run);
+      }
       return audited(audit, { action, actor: caller.actor, req, ctx }, run);
     };
   }

@@ -7,6 +7,8 @@ import {
   type AuditLog,
   type AuditOutcomeRecord,
   type AuditRequestRecord,
+  type AuditStoredRecord,
+  auditChargeBytes,
   type CallContext,
   countIfFull,
   DomainError,
@@ -24,6 +26,8 @@ export interface AuditDeps {
   outcomeRetryMs?: readonly number[];
   /** Called when an outcome could not be stored after every retry (a metric). */
   onOutcomeLost?: () => void;
+  /** Told of each record stored with a `chargeTo` and the bytes charged (audit-share.ts). */
+  onCharged?: (sourceId: string, bytes: number) => void;
 }
 
 export interface AuditedCall {
@@ -32,6 +36,8 @@ export interface AuditedCall {
   actor: AuditActor;
   req: unknown;
   ctx: CallContext;
+  /** The source whose share of the log the records take (a portal link's write). */
+  chargeTo?: string;
 }
 
 const DEFAULT_RETRY_MS = [100, 500, 2_000];
@@ -64,10 +70,11 @@ export async function audited<T>(deps: AuditDeps, call: AuditedCall, run: () => 
     request: redact(call.req),
   };
   try {
-    await deps.auditLog.append(request);
+    await deps.auditLog.append(request, call.chargeTo);
   } catch (err) {
     throw notRecorded(err);
   }
+  charged(deps, call, request);
   const changes = openAuditChanges(call.ctx);
   const outcome = (fields: Pick<AuditOutcomeRecord, "ok" | "error" | "revision" | "result">) => ({
     kind: "outcome" as const,
@@ -93,7 +100,8 @@ async function storeOutcome(deps: AuditDeps, call: AuditedCall, record: AuditOut
   const waits = deps.outcomeRetryMs ?? DEFAULT_RETRY_MS;
   for (let attempt = 0; ; attempt++) {
     try {
-      await deps.auditLog.append(record);
+      await deps.auditLog.append(record, call.chargeTo);
+      charged(deps, call, record);
       return;
     } catch (err) {
       countIfFull(AUDIT_STREAM, err);
@@ -108,6 +116,10 @@ async function storeOutcome(deps: AuditDeps, call: AuditedCall, record: AuditOut
       await sleep(waits[attempt]);
     }
   }
+}
+
+function charged(deps: AuditDeps, call: AuditedCall, record: AuditStoredRecord): void {
+  if (call.chargeTo !== undefined) deps.onCharged?.(call.chargeTo, auditChargeBytes(record));
 }
 
 function notRecorded(err: unknown): HookpostError {

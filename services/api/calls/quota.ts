@@ -28,6 +28,8 @@ export interface SourceQuotaSettings {
   maxUsers?: number;
   /** SOURCE_MAX_MEMBERSHIP_BYTES: bytes of one source's stored memberships (syncs); absent: no limit. */
   maxMembershipBytes?: number;
+  /** SOURCE_MAX_AUDIT_BYTES: bytes of the audit log one source's portal links may take; absent: no limit. */
+  maxAuditBytes?: number;
 }
 
 /**
@@ -56,6 +58,7 @@ export function defaultSourceQuota(t: TopologySettings): SourceQuotaSettings {
     maxUsers: Math.max(1, Math.floor(t.userIndexMaxBytes / USER_INDEX_SHARE / USER_PAIR_BYTES)),
     // Memberships, like users, stay for the life of their source: the same share.
     maxMembershipBytes: Math.max(1, Math.floor(t.membershipsMaxBytes / USER_INDEX_SHARE)),
+    maxAuditBytes: Math.max(1, Math.floor(t.auditLogMaxBytes / STREAM_SHARE)),
   };
 }
 

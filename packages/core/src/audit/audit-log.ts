@@ -1,7 +1,13 @@
 import { ADMIN_PAGE_MAX_BYTES, answerBytes, PageBudget } from "@hookpost/contract";
 import type { JetStreamClient, JetStreamManager, NatsConnection, StoredMsg } from "nats";
 import { isNotFound } from "../nats/jetstream-errors.js";
-import { AUDIT_STREAM, auditOutcomeSubject, auditRequestSubject } from "../nats/topology.js";
+import {
+  AUDIT_STREAM,
+  AUDIT_USAGE_PREFIX,
+  auditOutcomeSubject,
+  auditRequestSubject,
+  auditUsageSubject,
+} from "../nats/topology.js";
 import type { AuditEntry, AuditOutcomeRecord, AuditRequestRecord, AuditStoredRecord } from "./record.js";
 
 export interface AuditQuery {
@@ -51,16 +57,38 @@ export class AuditLog {
 
   /**
    * Stores a record; resolves once JetStream has it. The message id makes a retried append of
-   * the same record store it once.
+   * the same record store it once. `chargeTo`: the source whose share of the log it takes (a
+   * portal link's write), marked beside it (see `usage`).
    */
-  async append(record: AuditStoredRecord): Promise<number> {
+  async append(record: AuditStoredRecord, chargeTo?: string): Promise<number> {
     const subject =
       record.kind === "request" ? auditRequestSubject(record.auditId) : auditOutcomeSubject(record.auditId);
-    const ack = await this.#js.publish(subject, JSON.stringify(record), {
-      msgID: `audit:${record.kind}:${record.auditId}`,
-      expect: { streamName: AUDIT_STREAM },
-    });
+    const data = JSON.stringify(record);
+    const [ack] = await Promise.all([
+      this.#js.publish(subject, data, {
+        msgID: `audit:${record.kind}:${record.auditId}`,
+        expect: { streamName: AUDIT_STREAM },
+      }),
+      chargeTo === undefined
+        ? undefined
+        : this.#js.publish(auditUsageSubject(chargeTo, sizeClassKib(Buffer.byteLength(data))), undefined, {
+            msgID: `audit-usage:${record.kind}:${record.auditId}`,
+            expect: { streamName: AUDIT_STREAM },
+          }),
+    ]);
     return ack.seq;
+  }
+
+  /** Bytes on the log charged to each source (its portal links' records), from the marks' counts. */
+  async usage(): Promise<Map<string, number>> {
+    const info = await this.#jsm.streams.info(AUDIT_STREAM, { subjects_filter: `${AUDIT_USAGE_PREFIX}>` });
+    const out = new Map<string, number>();
+    for (const [subject, count] of Object.entries(info.state.subjects ?? {})) {
+      const [sourceId, kib] = subject.slice(AUDIT_USAGE_PREFIX.length).split(".");
+      if (sourceId === undefined || !Number(kib)) continue;
+      out.set(sourceId, (out.get(sourceId) ?? 0) + count * Number(kib) * 1024);
+    }
+    return out;
   }
 
   /** One page of calls, newest first, each joined with its outcome. */
@@ -81,7 +109,8 @@ export class AuditLog {
       for (const m of batch) {
         looked++;
         seq--;
-        if (!m) continue;
+        // Marks (usage) are no records.
+        if (!m || m.subject.startsWith(AUDIT_USAGE_PREFIX)) continue;
         const record = parse(m);
         if (record.kind === "outcome") {
           outcomes.set(record.auditId, record);
@@ -128,6 +157,16 @@ function about(e: AuditEntry, resourceId: string | undefined): boolean {
     e.outcome?.resourceId === resourceId ||
     (e.outcome?.changes.some((c) => c.resourceId === resourceId) ?? false)
   );
+}
+
+/** The bytes a record is charged to its source (`AuditLog.append`'s `chargeTo`). */
+export function auditChargeBytes(record: AuditStoredRecord): number {
+  return sizeClassKib(Buffer.byteLength(JSON.stringify(record))) * 1024;
+}
+
+/** A record's size, rounded up to a power of two KiB (at least 1): never under-charged. */
+function sizeClassKib(bytes: number): number {
+  return 2 ** Math.ceil(Math.log2(Math.max(1, Math.ceil(bytes / 1024))));
 }
 
 function parse(m: StoredMsg): AuditStoredRecord {

@@ -671,6 +671,14 @@ export const SETTINGS = {
       "stored audience / computed trait memberships of one source; a sync that would go over it gets `429` / `RESOURCE_EXHAUSTED`, its stored membership unchanged",
     check: size(),
   }),
+  SOURCE_MAX_AUDIT_BYTES: define({
+    services: ["api"],
+    default: undefined,
+    shownDefault: "`AUDIT_LOG_MAX_BYTES / 16`",
+    description:
+      "audit log taken by one source's portal links (their writes' records); over it their writes get `429` / `RESOURCE_EXHAUSTED` until old records age out; the operator's writes are never held to it",
+    check: size(),
+  }),
   SOURCE_QUOTA_REFRESH: define({
     services: ["api"],
     default: "1s",

@@ -141,6 +141,13 @@ export const AUDIT_STREAM = "HOOKPOST_AUDIT";
 export const AUDIT_SUBJECTS = ["hookpost.audit.>"];
 export const auditRequestSubject = (auditId: string) => `hookpost.audit.requests.${auditId}`;
 export const auditOutcomeSubject = (auditId: string) => `hookpost.audit.outcomes.${auditId}`;
+/**
+ * A mark per record a portal link's write left, charged to its source: `<kib>` is the record's
+ * size rounded up to a power of two KiB. The server's per-subject counts then give each source's
+ * bytes on AUDIT (a few subjects per source), and the marks age out with the records.
+ */
+export const AUDIT_USAGE_PREFIX = "hookpost.audit.usage.";
+export const auditUsageSubject = (sourceId: string, kib: number) => `${AUDIT_USAGE_PREFIX}${sourceId}.${kib}`;
 
 import { type EventType, PORTAL_LINK_LIFETIME } from "@hookpost/contract";
 
