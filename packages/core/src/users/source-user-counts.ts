@@ -55,10 +55,10 @@ export class SourceUserCounts {
    * Resolves with the users counted, that place included when taken.
    */
   async reserve(sourceId: string, max: number): Promise<{ taken: boolean; users: number }> {
-    const read = await this.count(sourceId);
+    await this.count(sourceId);
     // Counted again, checked and taken in one turn: concurrent writes (a batch, a sync) each
     // see the places the others took.
-    const users = this.#users(sourceId, this.#known.get(sourceId)?.total ?? read);
+    const users = this.#users(sourceId, this.#known.get(sourceId)?.total ?? 0);
     if (users >= max) return { taken: false, users };
     this.#reserved.set(sourceId, (this.#reserved.get(sourceId) ?? 0) + 1);
     return { taken: true, users: users + 1 };
