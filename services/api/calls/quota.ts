@@ -33,10 +33,10 @@ export interface SourceQuotaSettings {
 }
 
 /**
- * The default users quota is this fraction of the user index. Users stay in the index for the
+ * The default users and memberships quotas are this fraction of their store. Both stay for the
  * life of their source (deletions aside), so a source's share is larger than its pending share.
  */
-const USER_INDEX_SHARE = 4;
+const LASTING_SHARE = 4;
 /** What one (user, source) pair takes in the index, for the default users quota (measured: 173 B with 10-character user ids, 213 B with 40). */
 const USER_PAIR_BYTES = 200;
 
@@ -55,9 +55,8 @@ export function defaultSourceQuota(t: TopologySettings): SourceQuotaSettings {
     maxRate: 10_000,
     burst: 20_000,
     refreshMs: 1_000,
-    maxUsers: Math.max(1, Math.floor(t.userIndexMaxBytes / USER_INDEX_SHARE / USER_PAIR_BYTES)),
-    // Memberships, like users, stay for the life of their source: the same share.
-    maxMembershipBytes: Math.max(1, Math.floor(t.membershipsMaxBytes / USER_INDEX_SHARE)),
+    maxUsers: Math.max(1, Math.floor(t.userIndexMaxBytes / LASTING_SHARE / USER_PAIR_BYTES)),
+    maxMembershipBytes: Math.max(1, Math.floor(t.membershipsMaxBytes / LASTING_SHARE)),
     maxAuditBytes: Math.max(1, Math.floor(t.auditLogMaxBytes / STREAM_SHARE)),
   };
 }
