@@ -46,7 +46,8 @@ function fromEndpoint(o: AttemptOutcome): boolean {
  * A FAN_OUT destination's URL (a delivery target, docs/design/shaping.md 7.2) failing does not
  * pause the destination, whose other URLs deliver: its calls wait behind its breaker and become
  * dead letters at the window. A 410 Gone from it does (the destination's configuration names an
- * endpoint that is gone for good).
+ * endpoint that is gone for good). A FAILOVER destination is gone when every URL that answered
+ * said 410: one URL gone while another only fails for now is left to the failure clock.
  *
  * Several replicas may decide at once: the write is revision-checked (ConfigStore.changeDestination)
  * and only made while the destination is still enabled, so exactly one replica writes, logs and
@@ -97,8 +98,13 @@ export class AutoDisabler {
     // An operator webhook is never paused: its events retry and dead-letter like any call.
     if (isOperatorTarget(dest.id)) return false;
     const now = this.#d.now?.() ?? Date.now();
-    const gone = result.outcomes.find((o) => o.status === 410);
-    if (gone) return this.#pause(dest, `the endpoint answered 410 Gone (${gone.url})`, "gone");
+    // Gone when every URL that answered said so: with FAILOVER, a 410 from one URL while another
+    // is only failing for now leaves the destination to its other URLs (and the failure clock).
+    const heard = result.outcomes.filter(fromEndpoint);
+    if (heard.length > 0 && heard.every((o) => o.status === 410)) {
+      const urls = heard.map((o) => o.url).join(", ");
+      return this.#pause(dest, `the endpoint answered 410 Gone (${urls})`, "gone");
+    }
     const afterMs = this.#d.afterMs;
     if (afterMs === undefined || dest.target) return false;
     // Refused by us (SSRF guard), not sent, cut short: the endpoint was not heard from.

@@ -93,6 +93,38 @@ describe("auto-disable", () => {
     await scenario("/gone", 410, "gone", /410 Gone/);
   });
 
+  it("does not pause a FAILOVER destination for a 410 from one URL while another is only failing for now", async () => {
+    const sourceId = (await stack.source()).id;
+    const dest = await stack.destination({
+      sourceIds: [sourceId],
+      urls: [stack.receiver.url("/gone-first"), stack.receiver.url("/fallback")],
+    });
+    const goneBefore = await pausedCount("gone");
+    let fallbackAnswers = 0;
+    const restoreGone = stack.receiver.answerAt("/gone-first", () => ({ status: 410 }));
+    // The fallback fails once (a deploy, say), then answers.
+    const restoreFallback = stack.receiver.answerAt("/fallback", () =>
+      fallbackAnswers++ === 0 ? { status: 503 } : undefined,
+    );
+    try {
+      const call = track({ sourceId });
+      await publishCall(stack.nc.jetstream(), call);
+      // The fallback's second answer (200) is the retry: a paused destination is not retried.
+      await until(() => fallbackAnswers >= 2, {
+        timeout: 15_000,
+        message: "the call retried, and delivered through the fallback URL",
+      });
+      expect(
+        stack.receiver.requests.filter((r) => r.url === "/fallback").map((r) => r.headers["idempotency-key"]),
+      ).toContain(call.messageId);
+      expect((await stack.admin.getDestination({ id: dest.id })).destination!.enabled).toBe(true);
+      expect(await pausedCount("gone")).toBe(goneBefore);
+    } finally {
+      restoreGone();
+      restoreFallback();
+    }
+  });
+
   it("pauses a destination whose every attempt fails for AUTO_DISABLE_AFTER", async () => {
     await scenario("/failing", 500, "failing", /every attempt failed for/);
   });
