@@ -91,6 +91,21 @@ describe("health summaries", () => {
     }
   });
 
+  it("keep a waiting retry whose message id is named like an object's property", () => {
+    for (const id of ["__proto__", "constructor", "toString"]) {
+      const h = merged([attempt("d", id, T0, { ok: false, nextMs: T0 + 60_000 })], []);
+      expect(h.figures("d", T0 + 1_000).nextRetryMs, id).toBe(T0 + 60_000);
+      const done = merged(
+        [
+          attempt("d", id, T0, { ok: false, nextMs: T0 + 60_000 }),
+          attempt("d", id, T0 + 60_000, { ok: true, attemptNumber: 2 }),
+        ],
+        [1],
+      );
+      expect(done.figures("d", T0 + 61_000).nextRetryMs, id).toBeUndefined();
+    }
+  });
+
   it("give the same figures however the records are cut into summaries", () => {
     const record = fc.record({
       dest: fc.constantFrom("a", "b"),

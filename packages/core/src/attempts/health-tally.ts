@@ -130,8 +130,9 @@ export class HealthTally {
   }
 
   #retry(d: DestinationDelta, messageId: string, nextMs: number): void {
-    d.retrying ??= {};
-    if (!(messageId in d.retrying)) {
+    // No prototype: a message id may be "__proto__" or "constructor".
+    d.retrying ??= Object.create(null) as Record<string, number>;
+    if (!Object.hasOwn(d.retrying, messageId)) {
       const n = this.#retryEntries.get(d) ?? 0;
       // Past the cap only removals are kept: a missed "waiting" entry only hides a retry time.
       if (nextMs !== 0 && n >= MAX_RETRYING_PER_SUMMARY) return;
