@@ -228,7 +228,8 @@ export class DeliveryHandler {
       observeLatency(d.metrics, target, result);
       attemptRecorder(
         d.attemptLog,
-        { messageId, destinationId: target, sourceId, attemptNumber: 1 },
+        // The call's user, type and event, as any call's (a test call may name a real user).
+        { messageId, destinationId: target, sourceId, attemptNumber: 1, ...recordFields(headers) },
         result.outcomes,
       )();
     }

@@ -18,6 +18,7 @@ import {
   deliveryMsgId,
   deliveryPartition,
   EVENT_SEQ_HEADER,
+  erasable,
   filterExpressionPasses,
   filterListsOf,
   laneSubject,
@@ -323,11 +324,6 @@ function fanOutOf(destinations: readonly DestinationRecord[]): Record<string, nu
 /** The rendered body as the handler reads it (a string is encoded per direct attempt: a call's few). */
 function toBytes(body: string | Uint8Array): Uint8Array {
   return typeof body === "string" ? Buffer.from(body) : body;
-}
-
-/** Whether a call's records carry its user for erasure: any call that names a user but a deletion notice. */
-function erasable(call: StoredCall): boolean {
-  return call.type !== "delete" && Boolean(call.userId || call.anonymousId);
 }
 
 /** The stored call, or what is wrong with it. */

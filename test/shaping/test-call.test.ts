@@ -4,6 +4,7 @@ import { ok, useCliUser } from "../cli/run-cli.js";
 import { STACK_OPTIONS } from "../e2e/helpers.js";
 import { Receiver } from "../helpers/receiver.js";
 import { STACK_ADMIN_TOKEN } from "../helpers/stack.js";
+import { until } from "../helpers/until.js";
 import { useFixture } from "../helpers/use-fixture.js";
 import { useStack } from "../helpers/use-stack.js";
 
@@ -42,6 +43,23 @@ describe("send test call", () => {
     expect(JSON.parse(got!.body.toString())).toEqual({ e: "Hookpost Test Call", u: "hookpost-test" });
     // Still paused: a test call changes nothing.
     expect((await stack.admin.getDestination({ id: dest.id })).destination?.enabled).toBe(false);
+  });
+
+  it("a test call naming a real user is found by that user, as its deletion finds it", async () => {
+    const dest = await stack.destination({ name: "user's", sourceIds: [src.id], urls: [rx.url("/user")] });
+    const res = await stack.admin.sendTestCall({
+      destinationId: dest.id,
+      callJson: JSON.stringify({ type: "track", userId: "tested-user", event: "Checkout" }),
+    });
+    expect(res.attempts).toHaveLength(1);
+    // The search index follows the log: waited for.
+    await until(
+      async () =>
+        (await stack.admin.searchAttempts({ userId: "tested-user", event: "Checkout" })).entries.some(
+          (e) => e.messageId === res.messageId,
+        ),
+      { message: "the test call's attempt found by its user and event" },
+    );
   });
 
   it("a failing endpoint's answer comes back once: no retry, no dead letter", async () => {

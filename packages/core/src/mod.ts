@@ -397,7 +397,7 @@ export {
   startRouteSpan,
 } from "./tracing/spans.js";
 export { startTracing, type Tracing, type TracingOptions } from "./tracing/start.js";
-export { userHash } from "./users/user-hash.js";
+export { erasable, userHash } from "./users/user-hash.js";
 export {
   MAX_USER_ID_LENGTH,
   USER_FORGOTTEN_SUBJECT,

@@ -49,6 +49,7 @@ export function testCallHandler(deps: TestCallDeps) {
         messageId,
         sourceId,
         body: renderBody({ ...call, messageId }),
+        call,
       });
       const deadline = Date.now() + (deps.testCallWaitMs ?? 60_000);
       while (Date.now() < deadline) {

@@ -10,3 +10,15 @@ export function userHash(call: { userId?: string | undefined; anonymousId?: stri
   const key = call.userId ? `u:${call.userId}` : call.anonymousId ? `a:${call.anonymousId}` : "none";
   return hash("sha256", key, "hex").slice(0, 32);
 }
+
+/**
+ * Whether a call's records carry its user for erasure (and search): any call that names a user
+ * but a deletion notice.
+ */
+export function erasable(call: {
+  type?: string;
+  userId?: string | undefined;
+  anonymousId?: string | undefined;
+}): boolean {
+  return call.type !== "delete" && Boolean(call.userId || call.anonymousId);
+}
