@@ -17,8 +17,9 @@ export interface CliResult {
 }
 
 /**
- * Runs `node packages/cli/bin/hookpost.js …` as a real child process, from the sources (not a stale dist/),
- * with only the given Hookpost variables set (none leak in from the test's environment).
+ * Runs `node packages/cli/bin/hookpost.js …` as a real child process (its launcher runs the build
+ * when it is current, else the sources: never a stale dist/), with only the given Hookpost
+ * variables set (none leak in from the test's environment).
  */
 export function hookpost(
   args: string[],
@@ -53,13 +54,13 @@ export function hookpost(
   });
 }
 
-/** The test's environment without Hookpost variables, running the CLI from the sources, plus `env`. */
+/** The test's environment without Hookpost variables, plus `env`. */
 export function cliEnv(env: Record<string, string | undefined>): NodeJS.ProcessEnv {
   const base = { ...process.env };
   for (const k of Object.keys(base)) {
     if (k === "ADMIN_TOKEN" || k.startsWith("HOOKPOST_")) delete base[k];
   }
-  return { ...base, HOOKPOST_CLI_FROM_SOURCE: "1", NO_COLOR: "1", ...env };
+  return { ...base, NO_COLOR: "1", ...env };
 }
 
 /**

@@ -1,14 +1,14 @@
 #!/usr/bin/env node
 // Launcher of the `hookpost` CLI. Runs the built code (dist/, from `npm run build`) when there is
-// some and it is not older than the TypeScript sources next to it; otherwise runs the sources
-// through tsx. HOOKPOST_CLI_FROM_SOURCE=1 forces the sources.
+// some and neither the CLI's TypeScript sources nor those of the workspace packages it uses
+// (contract, client) are newer than their builds; otherwise runs the sources through tsx.
+// HOOKPOST_CLI_FROM_SOURCE=1 forces the sources.
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 const built = new URL("../dist/main.js", import.meta.url);
-const sources = fileURLToPath(new URL("../src/", import.meta.url));
 
-/** Newest modification time of the CLI's .ts files (0 when the sources are not there). */
+/** Newest modification time of the .ts files under `dir` (0 when there are none). */
 function newestSource(dir) {
   let newest = 0;
   if (!existsSync(dir)) return newest;
@@ -20,10 +20,21 @@ function newestSource(dir) {
   return newest;
 }
 
+/** Whether a package's build is older than its sources (never, when its sources are not here: installed). */
+function stale(pkg, entry) {
+  const sources = newestSource(fileURLToPath(new URL("src/", pkg)));
+  if (sources === 0) return false;
+  const dist = fileURLToPath(new URL(`dist/${entry}`, pkg));
+  return !existsSync(dist) || statSync(dist).mtimeMs < sources;
+}
+
 const useBuilt =
   process.env.HOOKPOST_CLI_FROM_SOURCE !== "1" &&
   existsSync(built) &&
-  statSync(built).mtimeMs >= newestSource(sources);
+  !stale(new URL("../", import.meta.url), "main.js") &&
+  // In the repository, its workspace neighbours: a stale build of either would run old rules.
+  !stale(new URL("../../contract/", import.meta.url), "mod.js") &&
+  !stale(new URL("../../client/", import.meta.url), "mod.js");
 
 // grpc-js sets the TLS server name even for IP endpoints; Node's deprecation notice about that
 // (DEP0123) is noise to an operator.
