@@ -183,7 +183,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
           grpc.setHealth("NOT_SERVING");
           await Promise.all([grpc.close(SHUTDOWN_GRACE_MS), http?.close(SHUTDOWN_GRACE_MS)]);
           await ops?.close();
-          stores.close();
+          await stores.close();
           admin.close();
           calls.close();
           erasure.close();

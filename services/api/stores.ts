@@ -34,7 +34,8 @@ export interface Stores {
   readonly deletions: DeletionStore;
   /** Portal links (hashes of their tokens), read at every call made with one. */
   readonly portalLinks: PortalLinkStore;
-  close(): void;
+  /** Resolves once the user index wrote its last counts: before NATS is drained. */
+  close(): Promise<void>;
 }
 
 /**
@@ -91,9 +92,10 @@ export async function openStores(
     auditLog,
     deletions,
     portalLinks,
-    close: () => {
+    close: async () => {
       watch.close();
       config.close();
+      await index.close();
     },
   };
 }

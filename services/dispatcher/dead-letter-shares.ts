@@ -6,6 +6,8 @@ import { ownsKey } from "./ordered/ownership.js";
 const DEAD_PREFIX = deadSubject("");
 /** After a dead letter is recorded here, the shares are checked this soon (once per burst). */
 const NUDGE_MS = 1_000;
+/** Letters dropped between two looks at whether the dispatcher is stopping. */
+const DROP_CHUNK = 200;
 
 export interface DeadLetterSharesDeps {
   jsm: JetStreamManager;
@@ -27,13 +29,15 @@ export interface DeadLetterSharesDeps {
  *
  * A source's bytes: its destinations' letters (per-subject counts, one per destination) times
  * DEAD's average letter; a destination shared by sources counts against each. A source over its
- * share by a fraction f has each of its destinations shed a fraction f of its letters, so every
- * replica computes the same cut; each destination is cut by the replica that owns it.
+ * share sheds its shared destinations' letters first, its own destinations' only for what is left
+ * over, each destination the same fraction, so every replica computes the same cut; each
+ * destination is cut by the replica that owns it.
  */
 export class DeadLetterShares {
   readonly #d: DeadLetterSharesDeps;
   #running: Promise<void> | undefined;
   #soon: NodeJS.Timeout | undefined;
+  #stopped = false;
 
   constructor(deps: DeadLetterSharesDeps) {
     this.#d = deps;
@@ -41,6 +45,7 @@ export class DeadLetterShares {
 
   /** Checks soon: dead letters were recorded (a burst of them checks once). */
   nudge(): void {
+    if (this.#stopped) return;
     this.#soon ??= setTimeout(() => {
       this.#soon = undefined;
       this.run().catch((err) =>
@@ -57,7 +62,9 @@ export class DeadLetterShares {
     return this.#running;
   }
 
+  /** Plans no more runs, and has the one under way stop at its next chunk of drops. */
   async stop(): Promise<void> {
+    this.#stopped = true;
     clearTimeout(this.#soon);
     this.#soon = undefined;
     await this.#running?.catch(() => {});
@@ -82,34 +89,57 @@ export class DeadLetterShares {
       const destinationId = splitTarget(id)?.destinationId ?? id;
       letters.set(destinationId, [...(letters.get(destinationId) ?? []), { subject, count }]);
     }
-    const usage = new Map<string, { bytes: number; destinations: string[] }>();
+    // Per source: the bytes of the destinations it alone sends to, and of those it shares (whose
+    // letters may be another source's: a subject does not say whose).
+    type Part = { bytes: number; destinations: string[] };
+    const usage = new Map<string, { own: Part; shared: Part }>();
     for (const [destinationId, subjects] of letters) {
       const n = subjects.reduce((sum, s) => sum + s.count, 0);
-      for (const sourceId of d.store.destination(destinationId)?.sourceIds ?? []) {
-        const u = usage.get(sourceId) ?? { bytes: 0, destinations: [] };
-        u.bytes += n * average;
-        u.destinations.push(destinationId);
+      const sourceIds = d.store.destination(destinationId)?.sourceIds ?? [];
+      for (const sourceId of sourceIds) {
+        const u = usage.get(sourceId) ?? {
+          own: { bytes: 0, destinations: [] },
+          shared: { bytes: 0, destinations: [] },
+        };
+        const part = sourceIds.length === 1 ? u.own : u.shared;
+        part.bytes += n * average;
+        part.destinations.push(destinationId);
         usage.set(sourceId, u);
       }
     }
-    // The share of its letters each destination sheds: the largest its sources ask.
+    // The share of its letters each destination sheds: the largest its sources ask. A source over
+    // its share sheds its shared destinations first: its own destinations only lose letters when
+    // its own letters alone are over it, so another source flooding a destination they share never
+    // drops the letters of a destination it has no part in.
     const shed = new Map<string, number>();
+    const ask = (part: Part, fraction: number) => {
+      for (const id of part.destinations) shed.set(id, Math.max(shed.get(id) ?? 0, fraction));
+    };
     for (const [sourceId, u] of usage) {
-      if (u.bytes <= d.maxBytesPerSource) continue;
-      const fraction = (u.bytes - d.maxBytesPerSource) / u.bytes;
+      const bytes = u.own.bytes + u.shared.bytes;
+      if (bytes <= d.maxBytesPerSource) continue;
       d.logger.warn(
-        { sourceId, bytes: Math.round(u.bytes), share: d.maxBytesPerSource },
+        { sourceId, bytes: Math.round(bytes), share: d.maxBytesPerSource },
         "source's dead letters over its share (SOURCE_MAX_DEAD_LETTER_BYTES): dropping its oldest",
       );
-      for (const id of u.destinations) shed.set(id, Math.max(shed.get(id) ?? 0, fraction));
+      const over = bytes - d.maxBytesPerSource;
+      if (u.shared.bytes > 0) ask(u.shared, Math.min(1, over / u.shared.bytes));
+      const rest = over - u.shared.bytes;
+      if (rest > 0 && u.own.bytes > 0) ask(u.own, rest / u.own.bytes);
     }
     for (const [destinationId, fraction] of shed) {
       if (!this.#owns(destinationId)) continue;
       for (const { subject, count } of letters.get(destinationId) ?? []) {
-        const dropped = await deleteMessages(d.jsm, DEAD_STREAM, subject, {
-          limit: Math.ceil(count * fraction),
-        });
-        if (dropped > 0) d.onDropped?.(dropped);
+        // In chunks: a source far over its share may have tens of thousands to drop, and a
+        // dispatcher stopping (a deploy) must not wait for all of them.
+        for (let left = Math.ceil(count * fraction); left > 0 && !this.#stopped; ) {
+          const dropped = await deleteMessages(d.jsm, DEAD_STREAM, subject, {
+            limit: Math.min(DROP_CHUNK, left),
+          });
+          if (dropped > 0) d.onDropped?.(dropped);
+          if (dropped === 0) break;
+          left -= dropped;
+        }
       }
     }
   }

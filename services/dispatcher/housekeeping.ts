@@ -64,10 +64,12 @@ export function startHousekeeping(config: DispatcherConfig, deps: CoreDeps): { s
   strandedRuns.start();
   return {
     stop: async () => {
-      await janitorRuns.stop();
       stopNudges();
+      // Told first: a trim under way stops at its next chunk instead of the periodic run's end.
+      const sharesStopped = shares.stop();
+      await janitorRuns.stop();
       await shareRuns.stop();
-      await shares.stop();
+      await sharesStopped;
       await strandedRuns.stop();
     },
   };

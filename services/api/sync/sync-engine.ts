@@ -267,23 +267,32 @@ const SHARE_RETRY_AFTER_MS = 60_000;
 
 /**
  * SOURCE_MAX_MEMBERSHIP_BYTES: refuses (RESOURCE_EXHAUSTED) when the source's other memberships
- * (`others`, else read now) and this one of `size` bytes (0: not known yet) do not fit. Resolves
- * with the other memberships' bytes; undefined when there is no limit.
+ * (`others`, else read now) and this one of `size` bytes (undefined: not known yet) do not fit.
+ * A sync of a stored membership (`previousSize`) that does not make it larger always goes on:
+ * it only frees room, and it is the one way back under the share for a source over it (data
+ * stored before the share, a lowered share, concurrent syncs). Resolves with the other
+ * memberships' bytes; undefined when there is no limit.
  */
 async function checkShare(
   deps: SyncDeps,
   sourceId: string,
   objectName: string,
-  size: number,
+  size: number | undefined,
+  previousSize: number | undefined,
   others?: number,
 ): Promise<number | undefined> {
   const max = deps.maxMembershipBytes;
   if (max === undefined) return undefined;
   const used = others ?? (await deps.memberships.bytesOf(sourceId, objectName));
-  if (size === 0 ? used < max : used + size <= max) return used;
+  if (size === undefined) {
+    // At the start: a stored membership may shrink, decided once its new size is known.
+    if (used < max || previousSize !== undefined) return used;
+  } else if (used + size <= max || (previousSize !== undefined && size <= previousSize)) {
+    return used;
+  }
   throw new HookpostError(
     Code.RESOURCE_EXHAUSTED,
-    `source ${sourceId}'s other stored memberships take ${used} bytes${size > 0 ? ` and this one would take ${size}` : ""}, ` +
+    `source ${sourceId}'s other stored memberships take ${used} bytes${size !== undefined ? ` and this one would take ${size}` : ""}, ` +
       `its share is ${max} (SOURCE_MAX_MEMBERSHIP_BYTES): the stored membership is unchanged; ` +
       "retry once the source's memberships are smaller, or the share raised",
     [],
@@ -309,7 +318,7 @@ export async function applySync(
     const started = performance.now();
     const previous = await deps.memberships.info(objectName);
     // The source's other memberships: a sync that cannot fit is refused before it sends anything.
-    const others = await checkShare(deps, subject.sourceId, objectName, 0);
+    const others = await checkShare(deps, subject.sourceId, objectName, undefined, previous?.size);
     const prev = previous ? deps.memberships.source(previous) : EMPTY_SOURCE;
     const generation = previous?.nuid ?? "none";
     const publish = deps.publish ?? jetStreamPublisher(deps.nc, deps.publishTimeoutMs);
@@ -385,11 +394,18 @@ export async function applySync(
       const changes = counts.added + counts.changed + counts.left;
       // Unchanged: the stored list is already this one (and keeps its generation).
       if (!previous || changes > 0) {
-        // Measured against the share as counted at the start (a concurrent sync of the same
-        // source may overshoot it by its own size).
-        if (others !== undefined)
-          await checkShare(deps, subject.sourceId, objectName, (await stat(outPath)).size, others);
-        stored = await deps.memberships.write(objectName, outPath, previous);
+        if (others === undefined) stored = await deps.memberships.write(objectName, outPath, previous);
+        else {
+          const size = (await stat(outPath)).size;
+          // Measured against the source's other memberships read again now, not as counted at
+          // the start: syncs of its other audiences under way at once each passed on that figure.
+          // One check and store at a time per source here (other replicas may still overshoot
+          // by a list).
+          stored = await withLock(`share:${subject.sourceId}`, async () => {
+            await checkShare(deps, subject.sourceId, objectName, size, previous?.size);
+            return deps.memberships.write(objectName, outPath, previous);
+          });
+        }
       }
     } catch (err) {
       await window.settle();

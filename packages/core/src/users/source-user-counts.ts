@@ -32,8 +32,16 @@ export class SourceUserCounts {
   /** Places taken by writes under way here: concurrent new users see each other. */
   readonly #reserved = new Map<string, number>();
   readonly #reading = new Map<string, Promise<number>>();
+  /**
+   * Sources last read here without a counter: what this replica wrote meanwhile is among the
+   * pairs the first counter is made of (by whichever replica makes it), not to be added again.
+   */
+  readonly #uncounted = new Set<string>();
+  /** Told when a place of the source is given back. */
+  readonly #waiting = new Map<string, (() => void)[]>();
   #timer: NodeJS.Timeout | undefined;
   #flushing: Promise<void> | undefined;
+  #closed = false;
 
   constructor(kv: KV, jsm: JetStreamManager) {
     this.#kv = kv;
@@ -70,6 +78,22 @@ export class SourceUserCounts {
     if (left > 0) this.#reserved.set(sourceId, left);
     else this.#reserved.delete(sourceId);
     if (written) this.add(sourceId, 1);
+    const waiting = this.#waiting.get(sourceId);
+    this.#waiting.delete(sourceId);
+    for (const wake of waiting ?? []) wake();
+  }
+
+  /**
+   * Resolves when a write under way here gives back a place of the source (it may have been a
+   * known user's, refused by the server); undefined when none is held.
+   */
+  placeGivenBack(sourceId: string): Promise<void> | undefined {
+    if (!this.#reserved.get(sourceId)) return undefined;
+    return new Promise((resolve) => {
+      const waiting = this.#waiting.get(sourceId) ?? [];
+      waiting.push(resolve);
+      this.#waiting.set(sourceId, waiting);
+    });
   }
 
   /** Counts `n` pairs written (or, negative, forgotten) here. */
@@ -97,10 +121,14 @@ export class SourceUserCounts {
     return this.#flushing;
   }
 
+  /** Writes what is counted here, and plans no more flushes. */
   async close(): Promise<void> {
+    this.#closed = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
     await this.flush().catch(() => {});
+    // A flush under way when closing may have started before the last counts.
+    if (this.#delta.size > 0) await this.flush().catch(() => {});
   }
 
   #users(sourceId: string, total: number): number {
@@ -121,14 +149,31 @@ export class SourceUserCounts {
     return p;
   }
 
+  /**
+   * The counter, or (revision 0) when there is none yet the pairs the source has in the index,
+   * counted once: users stored before the quota existed (an upgrade), or by a replica that never
+   * flushed, are users all the same.
+   */
   async #read(sourceId: string): Promise<{ total: number; revision: number }> {
     const e = await this.#kv.get(userCountKey(sourceId));
-    if (e?.operation !== "PUT") return { total: 0, revision: 0 };
+    if (e?.operation !== "PUT") {
+      this.#uncounted.add(sourceId);
+      return { total: await this.#pairs(sourceId), revision: 0 };
+    }
     const total = Number(e.string());
     return { total: Number.isSafeInteger(total) && total > 0 ? total : 0, revision: e.revision };
   }
 
+  /** The source's pairs in the index, from the server's per-subject counts. */
+  async #pairs(sourceId: string): Promise<number> {
+    const info = await this.#jsm.streams.info(USER_SOURCES_STREAM, {
+      subjects_filter: kvKeySubject(USER_SOURCES_BUCKET, `*.*.${sourceId}`),
+    });
+    return Object.keys(info.state.subjects ?? {}).length;
+  }
+
   #schedule(): void {
+    if (this.#closed) return;
     this.#timer ??= setTimeout(() => {
       this.#timer = undefined;
       void this.flush().catch(() => {});
@@ -157,11 +202,17 @@ export class SourceUserCounts {
 
   async #flushOne(sourceId: string): Promise<void> {
     for (let i = 0; i < CAS_TRIES; i++) {
+      const uncounted = this.#uncounted.has(sourceId);
       const { total, revision } = await this.#read(sourceId);
       const d = this.#delta.get(sourceId) ?? 0;
       let written = total;
-      if (d !== 0) {
-        written = Math.max(0, total + d);
+      if (uncounted && revision !== 0) {
+        // Another replica made the counter from the pairs, this replica's among them.
+        this.#uncounted.delete(sourceId);
+        this.#taken(sourceId, d);
+      } else if (d !== 0 || (revision === 0 && total > 0)) {
+        // No counter yet: `total` counted the pairs themselves, this replica's included.
+        written = revision === 0 ? total : Math.max(0, total + d);
         try {
           if (revision === 0) await this.#kv.create(userCountKey(sourceId), String(written));
           else await this.#kv.update(userCountKey(sourceId), String(written), revision);
@@ -170,13 +221,19 @@ export class SourceUserCounts {
           if (isWrongLastSequence(err)) continue;
           throw err;
         }
-        const left = (this.#delta.get(sourceId) ?? 0) - d;
-        if (left === 0) this.#delta.delete(sourceId);
-        else this.#delta.set(sourceId, left);
+        this.#uncounted.delete(sourceId);
+        this.#taken(sourceId, d);
       }
       const k = this.#known.get(sourceId);
       if (k) k.total = written;
       return;
     }
+  }
+
+  /** `d` of the source's delta is in the counter now. */
+  #taken(sourceId: string, d: number): void {
+    const left = (this.#delta.get(sourceId) ?? 0) - d;
+    if (left === 0) this.#delta.delete(sourceId);
+    else this.#delta.set(sourceId, left);
   }
 }

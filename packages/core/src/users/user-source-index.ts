@@ -242,20 +242,33 @@ export class UserSourceIndex {
    */
   async #admit(userId: string, sourceId: string, counts: SourceUserCounts): Promise<boolean> {
     let users: number;
-    try {
-      const place = await counts.reserve(sourceId, this.#maxUsers);
-      if (place.taken) return true;
-      users = place.users;
-    } catch (err) {
-      throw unavailable("could not read the source's count of users", err);
+    let looked = false;
+    for (;;) {
+      try {
+        const place = await counts.reserve(sourceId, this.#maxUsers);
+        if (place.taken) return true;
+        users = place.users;
+      } catch (err) {
+        throw unavailable("could not read the source's count of users", err);
+      }
+      if (!looked) {
+        looked = true;
+        let stored: boolean;
+        try {
+          stored = await this.#has(userSourceKey(userId, sourceId));
+        } catch (err) {
+          throw unavailable("could not record the user's source", err);
+        }
+        if (stored) return false;
+        // Places may have been given back meanwhile: counted again.
+        continue;
+      }
+      // Places held by writes under way here may be known users' (a re-confirmation after a
+      // restart, a sync): refused only once they are given back and there is still no room.
+      const givenBack = counts.placeGivenBack(sourceId);
+      if (!givenBack) break;
+      await givenBack;
     }
-    let stored: boolean;
-    try {
-      stored = await this.#has(userSourceKey(userId, sourceId));
-    } catch (err) {
-      throw unavailable("could not record the user's source", err);
-    }
-    if (stored) return false;
     this.#onQuotaRefused();
     throw new DomainError(
       "FULL",
@@ -369,12 +382,12 @@ export class UserSourceIndex {
     this.#bytes = 0;
   }
 
-  close(): void {
-    // What was counted in the last second: written if NATS is still there.
-    void this.#counts?.close();
+  /** Resolves once what was counted in the last second is written (if NATS is still there). */
+  async close(): Promise<void> {
     this.#pipe.close();
     this.#sub?.unsubscribe();
     this.#sub = undefined;
+    await this.#counts?.close();
   }
 
   /** The value of a new pair: now, as ISO time (rendered once per millisecond, not per write). */

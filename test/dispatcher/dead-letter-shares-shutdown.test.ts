@@ -1,0 +1,47 @@
+import { DEAD_STREAM, deadSubject } from "@hookpost/core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Stack } from "../helpers/stack.js";
+import { until } from "../helpers/until.js";
+
+const LETTERS = 10_000;
+
+// housekeeping.stop() (the first thing a dispatcher's close does after it stops pulling, before
+// in-flight deliveries are drained) waits for a DeadLetterShares run under way, and a run deletes
+// every letter it decided to drop one by one, with no way to stop it. A source far over its share
+// (the very case the share is for: an endpoint refusing everything for hours) makes that one run
+// tens of thousands of deletes long, so a SIGTERM (a deploy) waits minutes - past any
+// orchestrator's grace period - while in-flight deliveries wait behind it.
+describe("SOURCE_MAX_DEAD_LETTER_BYTES and a dispatcher stopping", () => {
+  let s: Stack;
+
+  beforeAll(async () => {
+    s = await Stack.start({ dispatcher: { deadLetterSourceMaxBytes: 1024 } });
+  });
+
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  it("a dispatcher stops promptly while a trim of a source far over its share is under way", async () => {
+    const a = await s.source("A");
+    await s.destination({ id: "flooded", sourceIds: [a.id], urls: [s.receiver.url("/f")] });
+    // Dead letters as an endpoint refusing everything for a while leaves them (small ones, fast to write).
+    const js = s.nc.jetstream();
+    for (let i = 0; i < LETTERS; i += 1000)
+      await Promise.all(
+        Array.from({ length: 1000 }, (_, j) => js.publish(deadSubject("flooded"), `{"n":${i + j}}`)),
+      );
+    const jsm = await s.nc.jetstreamManager();
+    const count = async () => (await jsm.streams.info(DEAD_STREAM)).state.messages;
+    // The periodic run (first after 5 s) starts dropping.
+    await until(async () => (await count()) < LETTERS - 500, {
+      timeout: 30_000,
+      message: "the trim under way",
+    });
+    await s.dispatchers[0]!.close();
+    // The trim stopped with the dispatcher, at its next chunk: it did not run to its end (a few
+    // letters, the share) first. The next replica's run goes on from there.
+    const left = await count();
+    expect(left, `${left} letters left when close returned`).toBeGreaterThan(LETTERS / 2);
+  }, 120_000);
+});
