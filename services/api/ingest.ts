@@ -88,7 +88,10 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
   // What has started, stopped at once (newest first) when a later part fails to start.
   const started: (() => unknown)[] = [() => nc.close().catch(() => {})];
   try {
-    const stores = await openStores(nc, config, { metrics, log });
+    // The per-source quotas, defaults resolved once: the calls path, the user index and the
+    // audit share each apply part of them.
+    const quota = config.quota ?? defaultSourceQuota(config.topology);
+    const stores = await openStores(nc, { ...config, maxUsersPerSource: quota.maxUsers }, { metrics, log });
     started.push(() => stores.close());
     if (config.keyring === undefined) log.warn(PLAIN_SECRETS_WARNING);
     stores.config.on("unreadable", options.onFatal ?? ((err) => log.error(err.message)));
@@ -115,15 +118,18 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
     erasure.start();
     started.push(() => erasure.close());
 
-    const calls = await startCallsPath(config, {
-      nc,
-      stores,
-      publisher,
-      adminAuth,
-      metrics,
-      log,
-      onDeletionRequested: () => erasure.nudge(),
-    });
+    const calls = await startCallsPath(
+      { ...config, quota },
+      {
+        nc,
+        stores,
+        publisher,
+        adminAuth,
+        metrics,
+        log,
+        onDeletionRequested: () => erasure.nudge(),
+      },
+    );
     started.push(() => calls.close());
     const sync = await startSync(config.sync, { nc, stores, publisher, quota: calls.quota, metrics, log });
     grpc.add(IngestService, { ...calls.service, ...sync });
@@ -138,7 +144,7 @@ export async function startIngest(config: IngestConfig, options: IngestOptions =
       retryBounds: { windowMs: config.topology.retryWindowMs, maxDelayMs: config.topology.retryMaxDelayMs },
       registry: metrics.registry,
       consoleUrl: config.consoleUrl,
-      auditShareBytes: (config.quota ?? defaultSourceQuota(config.topology)).maxAuditBytes,
+      auditShareBytes: quota.maxAuditBytes,
     });
     started.push(() => admin.close());
     grpc.add(AdminService, admin.service);

@@ -16,7 +16,6 @@ import {
   UserSourceIndex,
 } from "@hookpost/core";
 import type { JetStreamManager, NatsConnection } from "nats";
-import { defaultSourceQuota, type SourceQuotaSettings } from "./calls/quota.js";
 import { DEFAULT_ERASURE, DEFAULT_STREAM_CHECK_MS } from "./config.js";
 import type { IngestMetrics } from "./metrics.js";
 
@@ -49,7 +48,8 @@ export async function openStores(
     streamCheckMs?: number;
     keyring?: Keyring | undefined;
     erasure?: { statusMaxAgeMs: number };
-    quota?: SourceQuotaSettings | undefined;
+    /** SOURCE_MAX_USERS (the user index's part of the per-source quotas); absent: no limit. */
+    maxUsersPerSource?: number | undefined;
   },
   deps: { metrics: IngestMetrics; log: Logger },
 ): Promise<Stores> {
@@ -65,7 +65,7 @@ export async function openStores(
         ConfigStore.open(nc, { ...replicas, keyring: settings.keyring }),
         UserSourceIndex.open(nc, {
           ...replicas,
-          maxUsersPerSource: (settings.quota ?? defaultSourceQuota(topology)).maxUsers,
+          maxUsersPerSource: settings.maxUsersPerSource,
           onQuotaRefused: () => deps.metrics.quotaRefused("users"),
         }),
         MembershipStore.open(nc, replicas),

@@ -1,5 +1,5 @@
 import type { ConfigStore, Logger } from "@hookpost/core";
-import { DEAD_STREAM, deadSubject, deleteMessages, isNotFound, splitTarget } from "@hookpost/core";
+import { DEAD_STREAM, deadSubject, deleteMessages, isNotFound } from "@hookpost/core";
 import type { JetStreamManager } from "nats";
 import { ownsKey } from "./ordered/ownership.js";
 
@@ -82,19 +82,15 @@ export class DeadLetterShares {
     const { messages, bytes } = info.state;
     if (messages === 0) return;
     const average = bytes / messages;
-    // Letters per destination (a FAN_OUT destination's URLs each have their own subject).
-    const letters = new Map<string, { subject: string; count: number }[]>();
-    for (const [subject, count] of Object.entries(info.state.subjects ?? {})) {
-      const id = subject.slice(DEAD_PREFIX.length);
-      const destinationId = splitTarget(id)?.destinationId ?? id;
-      letters.set(destinationId, [...(letters.get(destinationId) ?? []), { subject, count }]);
-    }
+    // Letters per destination: one subject each (a FAN_OUT target's letter is its destination's).
+    const letters = new Map<string, number>();
+    for (const [subject, count] of Object.entries(info.state.subjects ?? {}))
+      letters.set(subject.slice(DEAD_PREFIX.length), count);
     // Per source: the bytes of the destinations it alone sends to, and of those it shares (whose
     // letters may be another source's: a subject does not say whose).
     type Part = { bytes: number; destinations: string[] };
     const usage = new Map<string, { own: Part; shared: Part }>();
-    for (const [destinationId, subjects] of letters) {
-      const n = subjects.reduce((sum, s) => sum + s.count, 0);
+    for (const [destinationId, n] of letters) {
       const sourceIds = d.store.destination(destinationId)?.sourceIds ?? [];
       for (const sourceId of sourceIds) {
         const u = usage.get(sourceId) ?? {
@@ -129,17 +125,15 @@ export class DeadLetterShares {
     }
     for (const [destinationId, fraction] of shed) {
       if (!this.#owns(destinationId)) continue;
-      for (const { subject, count } of letters.get(destinationId) ?? []) {
-        // In chunks: a source far over its share may have tens of thousands to drop, and a
-        // dispatcher stopping (a deploy) must not wait for all of them.
-        for (let left = Math.ceil(count * fraction); left > 0 && !this.#stopped; ) {
-          const dropped = await deleteMessages(d.jsm, DEAD_STREAM, subject, {
-            limit: Math.min(DROP_CHUNK, left),
-          });
-          if (dropped > 0) d.onDropped?.(dropped);
-          if (dropped === 0) break;
-          left -= dropped;
-        }
+      // In chunks: a source far over its share may have tens of thousands to drop, and a
+      // dispatcher stopping (a deploy) must not wait for all of them.
+      for (let left = Math.ceil((letters.get(destinationId) ?? 0) * fraction); left > 0 && !this.#stopped; ) {
+        const dropped = await deleteMessages(d.jsm, DEAD_STREAM, deadSubject(destinationId), {
+          limit: Math.min(DROP_CHUNK, left),
+        });
+        if (dropped > 0) d.onDropped?.(dropped);
+        if (dropped === 0) break;
+        left -= dropped;
       }
     }
   }

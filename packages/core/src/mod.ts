@@ -96,7 +96,6 @@ export {
   AuditLog,
   type AuditPage,
   type AuditQuery,
-  auditChargeBytes,
   auditEntryBytes,
 } from "./audit/audit-log.js";
 export type {

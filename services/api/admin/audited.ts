@@ -7,8 +7,6 @@ import {
   type AuditLog,
   type AuditOutcomeRecord,
   type AuditRequestRecord,
-  type AuditStoredRecord,
-  auditChargeBytes,
   type CallContext,
   countIfFull,
   DomainError,
@@ -70,11 +68,10 @@ export async function audited<T>(deps: AuditDeps, call: AuditedCall, run: () => 
     request: redact(call.req),
   };
   try {
-    await deps.auditLog.append(request, call.chargeTo);
+    charged(deps, call, await deps.auditLog.append(request, call.chargeTo));
   } catch (err) {
     throw notRecorded(err);
   }
-  charged(deps, call, request);
   const changes = openAuditChanges(call.ctx);
   const outcome = (fields: Pick<AuditOutcomeRecord, "ok" | "error" | "revision" | "result">) => ({
     kind: "outcome" as const,
@@ -100,8 +97,7 @@ async function storeOutcome(deps: AuditDeps, call: AuditedCall, record: AuditOut
   const waits = deps.outcomeRetryMs ?? DEFAULT_RETRY_MS;
   for (let attempt = 0; ; attempt++) {
     try {
-      await deps.auditLog.append(record, call.chargeTo);
-      charged(deps, call, record);
+      charged(deps, call, await deps.auditLog.append(record, call.chargeTo));
       return;
     } catch (err) {
       countIfFull(AUDIT_STREAM, err);
@@ -118,8 +114,9 @@ async function storeOutcome(deps: AuditDeps, call: AuditedCall, record: AuditOut
   }
 }
 
-function charged(deps: AuditDeps, call: AuditedCall, record: AuditStoredRecord): void {
-  if (call.chargeTo !== undefined) deps.onCharged?.(call.chargeTo, auditChargeBytes(record));
+/** `bytes`: what the append charged to the call's source (0 when it charges none). */
+function charged(deps: AuditDeps, call: AuditedCall, bytes: number): void {
+  if (call.chargeTo !== undefined) deps.onCharged?.(call.chargeTo, bytes);
 }
 
 function notRecorded(err: unknown): HookpostError {

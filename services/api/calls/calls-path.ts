@@ -8,7 +8,7 @@ import type { Stores } from "../stores.js";
 import { ingestService } from "./ingest-service.js";
 import { CallIntake } from "./intake.js";
 import type { EventPublisher } from "./publish.js";
-import { defaultSourceQuota, SourceQuota } from "./quota.js";
+import { SourceQuota, type SourceQuotaSettings } from "./quota.js";
 
 /** The calls path: per-source quotas, the one intake both transports store through, IngestService. */
 export interface CallsPath {
@@ -23,7 +23,7 @@ export interface CallsPath {
 }
 
 export async function startCallsPath(
-  config: Pick<IngestConfig, "quota" | "topology" | "maxBatchCalls">,
+  config: Pick<IngestConfig, "maxBatchCalls"> & { quota: SourceQuotaSettings },
   deps: {
     nc: NatsConnection;
     stores: Stores;
@@ -36,7 +36,7 @@ export async function startCallsPath(
   },
 ): Promise<CallsPath> {
   const { nc, stores, publisher, adminAuth, metrics, log } = deps;
-  const quota = new SourceQuota(config.quota ?? defaultSourceQuota(config.topology), {
+  const quota = new SourceQuota(config.quota, {
     jsm: stores.jsm,
     store: stores.config,
     log,

@@ -58,28 +58,29 @@ export class AuditLog {
   /**
    * Stores a record; resolves once JetStream has it. The message id makes a retried append of
    * the same record store it once. `chargeTo`: the source whose share of the log it takes (a
-   * portal link's write), marked beside it (see `usage`).
+   * portal link's write), marked beside it (see `usage`). Resolves with the bytes charged (0
+   * without `chargeTo`).
    */
   async append(record: AuditStoredRecord, chargeTo?: string): Promise<number> {
     const subject =
       record.kind === "request" ? auditRequestSubject(record.auditId) : auditOutcomeSubject(record.auditId);
     const data = JSON.stringify(record);
-    const ack = await this.#js.publish(subject, data, {
+    await this.#js.publish(subject, data, {
       msgID: `audit:${record.kind}:${record.auditId}`,
       expect: { streamName: AUDIT_STREAM },
     });
-    if (chargeTo !== undefined) {
-      // Only once the record is stored: AUDIT refuses what does not fit (discard new), and a
-      // mark (a few bytes) may fit where its record did not. A mark lost here under-charges one
-      // record; the record is stored, so the append stands.
-      await this.#js
-        .publish(auditUsageSubject(chargeTo, sizeClassKib(Buffer.byteLength(data))), undefined, {
-          msgID: `audit-usage:${record.kind}:${record.auditId}`,
-          expect: { streamName: AUDIT_STREAM },
-        })
-        .catch(() => {});
-    }
-    return ack.seq;
+    if (chargeTo === undefined) return 0;
+    // Only once the record is stored: AUDIT refuses what does not fit (discard new), and a mark
+    // (a few bytes) may fit where its record did not. A mark lost here under-charges one record;
+    // the record is stored, so the append stands.
+    const kib = sizeClassKib(Buffer.byteLength(data));
+    await this.#js
+      .publish(auditUsageSubject(chargeTo, kib), undefined, {
+        msgID: `audit-usage:${record.kind}:${record.auditId}`,
+        expect: { streamName: AUDIT_STREAM },
+      })
+      .catch(() => {});
+    return kib * 1024;
   }
 
   /** Bytes on the log charged to each source (its portal links' records), from the marks' counts. */
@@ -160,11 +161,6 @@ function about(e: AuditEntry, resourceId: string | undefined): boolean {
     e.outcome?.resourceId === resourceId ||
     (e.outcome?.changes.some((c) => c.resourceId === resourceId) ?? false)
   );
-}
-
-/** The bytes a record is charged to its source (`AuditLog.append`'s `chargeTo`). */
-export function auditChargeBytes(record: AuditStoredRecord): number {
-  return sizeClassKib(Buffer.byteLength(JSON.stringify(record))) * 1024;
 }
 
 /** A record's size, rounded up to a power of two KiB (at least 1): never under-charged. */
