@@ -164,6 +164,10 @@ export class Router {
       notRendered === undefined &&
       d.attemptLog?.enabled === true;
     let direct: DirectMsg | undefined;
+    // A call routed again (a fan-out that failed, an ack lost to an election) may have stored a
+    // destination's delivery already: only the store path is deduplicated (Nats-Msg-Id), so a
+    // call that came back never goes direct.
+    const attemptDirect = msg.info.redelivered ? undefined : d.direct;
     try {
       await Promise.all(
         delivering.map((dest) => {
@@ -195,17 +199,15 @@ export class Router {
             d.publisher.publish(subject, body, h).then(() => {
               if (dest.batching && !ordered) d.onLane?.(dest.id);
             });
-          if (!d.direct || !mayGoDirect(dest)) return store();
-          return d
-            .direct(dest.id, () => {
-              const fields = callRecordFields(call, user);
-              direct = new DirectMsg(msg, { subject, data: toBytes(body), headers: h, fields }, oneRecord);
-              return direct;
-            })
-            .then((end) => {
-              if (end !== undefined) d.metrics.direct.inc({ outcome: end });
-              return end === "done" ? undefined : store();
-            });
+          if (!attemptDirect || !mayGoDirect(dest)) return store();
+          return attemptDirect(dest.id, () => {
+            const fields = callRecordFields(call, user);
+            direct = new DirectMsg(msg, { subject, data: toBytes(body), headers: h, fields }, oneRecord);
+            return direct;
+          }).then((end) => {
+            if (end !== undefined) d.metrics.direct.inc({ outcome: end });
+            return end === "done" ? undefined : store();
+          });
         }),
       );
     } catch (err) {

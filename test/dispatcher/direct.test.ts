@@ -1,3 +1,4 @@
+import { ORDERED_STREAM } from "@hookpost/core";
 import type { RunningDispatcher } from "@hookpost/dispatcher";
 import type { Subscription } from "nats";
 import { afterEach, describe, expect, it } from "vitest";
@@ -125,6 +126,44 @@ describe("direct delivery", () => {
     expect(await directCount("done")).toBe(before + 60 - stored.length);
     const received = rx.requests.slice(warm).map((r) => r.headers["idempotency-key"]);
     expect(new Set(received).size).toBe(60);
+  });
+
+  it("a call routed again after a failed fan-out is not sent directly to a destination its first routing stored", async () => {
+    // redo-a is served by partitions first (not known yet), redo-b is PER_USER and ORDERED refuses
+    // every write: the fan-out fails and the call comes back from EVENTS until ORDERED takes it.
+    t.d = await t.p.dispatcher();
+    const [rxA, rxB] = [await t.receiver(), await t.receiver()];
+    await t.p.putDestination(
+      destination({ id: "redo-a", sourceIds: ["redo", "redo-warm"], urls: [rxA.url("/redo-a")] }),
+    );
+    await t.p.putDestination(
+      destination({ id: "redo-b", sourceIds: ["redo"], urls: [rxB.url("/redo-b")], ordering: "PER_USER" }),
+    );
+    const ordered = (await t.p.jsm.streams.info(ORDERED_STREAM)).config;
+    await t.p.jsm.streams.update(ORDERED_STREAM, { ...ordered, max_bytes: 1 });
+    const call = track({ sourceId: "redo" });
+    const copies = (r: Receiver) =>
+      r.requests.filter((q) => q.headers["idempotency-key"] === call.messageId).length;
+    try {
+      await publishCall(t.p.js, call);
+      await until(() => copies(rxA) === 1, { message: "redo-a's stored delivery delivered" });
+      // redo-a now answers fast: other calls go to it directly, while the call still comes back.
+      await until(
+        async () => {
+          if ((await directCount("done")) > 0) return true;
+          await sendAndWait("redo-warm", rxA, rxA.requests.length + 1);
+          return false;
+        },
+        { timeout: 30_000, message: "a call of redo-warm attempted directly" },
+      );
+    } finally {
+      await t.p.jsm.streams.update(ORDERED_STREAM, ordered);
+    }
+    await until(() => copies(rxB) === 1, { message: "redo-b delivered once ORDERED takes it" });
+    await eventsRouted(t.p.jsm, "redo");
+    // Routed again, redo-a's delivery was stored again with its first id (deduplicated), not
+    // attempted directly: a direct attempt has no stored copy to be deduplicated against.
+    expect(copies(rxA)).toBe(1);
   });
 
   it("a direct attempt that fails is parked on the destination's lane and delivered by its retry", async () => {
