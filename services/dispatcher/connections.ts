@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import {
+  AckReplay,
   ConfigStore,
   ConnectionState,
   connectNats,
@@ -33,6 +34,8 @@ export interface Connections {
   readonly pipe: PipelinedPublisher;
   /** Acks, naks and progress notes. */
   readonly acks: PipelinedPublisher;
+  /** Confirmed acks, sent again when a consumer elects a new leader. */
+  readonly ackReplay: AckReplay;
   readonly store: ConfigStore;
   readonly deadLetters: DeadLetters;
   readonly registry: ReplicaRegistry;
@@ -67,7 +70,8 @@ export async function openConnections(
   // Acks have their own, with a shorter wait: an ack lost to a consumer leader's election is
   // resent after 2 s, well inside ack-wait, so the message is not delivered a second time.
   const acks = new PipelinedPublisher(nc, ACK_CONFIRM_TIMEOUT_MS);
-  return { nc, jsm, js, connection, pipe, acks, store, deadLetters, registry };
+  const ackReplay = new AckReplay(nc, acks, logger);
+  return { nc, jsm, js, connection, pipe, acks, ackReplay, store, deadLetters, registry };
 }
 
 /** Closes the stores: the registry first (this replica leaves), then the configuration's watch. */
@@ -81,6 +85,7 @@ export async function drainConnections(c: Connections): Promise<void> {
   // Writes queued in this turn (the last acks and naks) go out before the drain.
   await new Promise((resolve) => setImmediate(resolve));
   await c.nc.drain().catch(() => {});
+  c.ackReplay.close();
   c.pipe.close();
   c.acks.close();
 }

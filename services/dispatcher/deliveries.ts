@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { batchingLimits, MAX_URLS } from "@hookpost/contract";
 import type {
+  AckReplay,
   AttemptLog,
   ConfigChange,
   ConfigStore,
@@ -62,6 +63,7 @@ export interface DeliveriesDeps {
   jsm: JetStreamManager;
   /** Acks and naks of every puller go out through it (batched writes). */
   acks: PipelinedPublisher;
+  ackReplay?: AckReplay | undefined;
   connection: ConnectionState;
   store: ConfigStore;
   handler: DeliveryHandler;
@@ -181,6 +183,7 @@ export class Deliveries {
         handle: (msg) =>
           this.#track(destinationOfSubject(msg.subject) ?? "", () => this.#handleFresh(p, msg)),
         acks: d.acks,
+        ackReplay: d.ackReplay,
         connection: d.connection,
         logger: d.logger,
       });

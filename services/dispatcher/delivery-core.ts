@@ -50,7 +50,7 @@ export async function startDeliveryCore(
   deps: { conns: Connections; metrics: DispatcherMetrics; logger: Logger },
 ): Promise<DeliveryCore> {
   const { conns, metrics, logger } = deps;
-  const { nc, jsm, js, acks, pipe, connection, store, deadLetters, registry } = conns;
+  const { nc, jsm, js, acks, ackReplay, pipe, connection, store, deadLetters, registry } = conns;
   const agent = createWebhookAgent({
     policy: new AddressPolicy(config.allowedCidrs),
     connectTimeoutMs: config.webhookTimeoutMs,
@@ -126,6 +126,7 @@ export async function startDeliveryCore(
     js,
     jsm,
     acks,
+    ackReplay,
     connection,
     store,
     handler,

@@ -1,4 +1,4 @@
-import type { ConfigStore, ConnectionState, Logger, PipelinedPublisher } from "@hookpost/core";
+import type { AckReplay, ConfigStore, ConnectionState, Logger, PipelinedPublisher } from "@hookpost/core";
 import {
   DELIVERIES_STREAM,
   destinationOfSubject,
@@ -17,6 +17,7 @@ export interface LanesDeps {
   js: JetStreamClient;
   jsm: JetStreamManager;
   acks: PipelinedPublisher;
+  ackReplay?: AckReplay | undefined;
   connection: ConnectionState;
   store: ConfigStore;
   logger: Logger;
@@ -279,6 +280,7 @@ export class Lanes {
       expiresMs: d.pullExpiresMs,
       handle: (msg) => d.handle(id, msg),
       acks: d.acks,
+      ackReplay: d.ackReplay,
       connection: d.connection,
       logger: d.logger,
       // Another replica removed the idle lane: forget it here too; the sweep brings it back if needed.

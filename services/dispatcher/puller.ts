@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import type { ConnectionState, Logger, PipelinedPublisher } from "@hookpost/core";
+import type { AckReplay, ConnectionState, Logger, PipelinedPublisher } from "@hookpost/core";
 import { confirmingAck, isNotFound } from "@hookpost/core";
 import { consumerOpts, type JetStreamClient, type JetStreamPullSubscription, type JsMsg } from "nats";
 
@@ -14,6 +14,8 @@ export interface PullerOptions {
   handle: (msg: JsMsg) => Promise<void>;
   /** Acks, naks and progress notes go out through it, batched per event-loop turn. */
   acks: PipelinedPublisher;
+  /** Confirmed acks, sent again when the consumer elects a new leader (core AckReplay). */
+  ackReplay?: AckReplay | undefined;
   /** No pulls while the connection is down; open pull requests are forgotten when it comes back. */
   connection: ConnectionState;
   logger: Logger;
@@ -297,7 +299,7 @@ export class Puller {
 
   #start(original: JsMsg): void {
     // The slot is held until the ack is confirmed: an ack lost to a leader change is resent.
-    const { msg, confirmed } = confirmingAck(original, this.#o.logger, this.#o.acks);
+    const { msg, confirmed } = confirmingAck(original, this.#o.logger, this.#o.acks, this.#o.ackReplay);
     const p = this.#o
       .handle(msg)
       .then(confirmed)

@@ -28,6 +28,7 @@ export function startRouting(config: DispatcherConfig, deps: CoreDeps): Puller {
     expiresMs: config.pullExpiresMs,
     handle: (msg) => router.handle(msg),
     acks: conns.acks,
+    ackReplay: conns.ackReplay,
     connection: conns.connection,
     logger,
     // Nothing else creates it while the services run: without it, no call would be routed again.

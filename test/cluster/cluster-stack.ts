@@ -193,6 +193,11 @@ export class ClusterStack {
     } catch (err) {
       throw new Error(`${(err as Error).message}\n${await this.#diagnosis(jsm, acked)}`);
     }
+    // A promise nothing awaited failed in a service: said, to be found (the services go on).
+    const unhandled = [...this.dispatchers, this.ingest].flatMap((p) =>
+      p.records.filter((r) => r.msg === "unhandled rejection"),
+    );
+    if (unhandled.length > 0) console.log(`unhandled rejections: ${JSON.stringify(unhandled)}`);
     // Deliveries the server stopped counting (services/dispatcher/stranded.ts) are said, not hidden.
     const rescues = this.#rescues();
     if (rescues.length > 0)

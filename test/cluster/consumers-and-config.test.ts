@@ -71,7 +71,7 @@ async function change<T>(what: string, fn: () => Promise<T>): Promise<T> {
 describe("Hookpost on a 3-node cluster: consumer and bucket leaders", () => {
   it("keeps delivering when the leader of the destination's consumer is killed -9", async () => {
     const s = stack();
-    const { duplicates, distinct } = await underLoad("DELIVERIES consumer leader killed", async () => {
+    const { duplicates } = await underLoad("DELIVERIES consumer leader killed", async () => {
       const leader = await s.leaderOfDeliveries();
       const delivered = s.receiver.requests.length;
       await s.cluster.kill(leader);
@@ -83,11 +83,12 @@ describe("Hookpost on a 3-node cluster: consumer and bucket leaders", () => {
       await s.cluster.restart(leader);
       return `killed ${leader}, new consumer leader ${successor}, ${leader} restarted`;
     });
-    // Acks are confirmed and resent across the election: few deliveries are made twice. What
-    // was handed out and not yet acked when the leader died may come again: 2 replicas x 16 in
-    // flight (DELIVERY_CONCURRENCY) and the acks on their way; runs saw 5 to 58, and 39 of only
-    // 700 calls on a slow start. A redelivery storm would be hundreds or thousands.
-    expect(duplicates).toBeLessThanOrEqual(Math.max(64, Math.ceil(distinct / 100)));
+    // Acks the dead leader confirmed but never stored are sent again to its successor (core
+    // AckReplay), and a call that comes back is never delivered directly again (router.ts): runs
+    // saw 0 in 4 of 4 (10 to 118, 0.1 to 3.6 %, before both). What may still come twice is what
+    // was being delivered while the election ran, 2 replicas x 16 in flight (DELIVERY_CONCURRENCY),
+    // when ack-wait (5 s here) ends before the resent ack lands. A storm would be hundreds.
+    expect(duplicates).toBeLessThanOrEqual(32);
   });
 
   it("applies configuration changes after the configuration bucket's leader is killed -9", async () => {

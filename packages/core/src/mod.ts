@@ -242,6 +242,7 @@ export {
   wantsEvent,
 } from "./model/operator-webhook.js";
 export { generateWriteKey, hashWriteKey, type SourceRecord, writeKeyPrefix } from "./model/source.js";
+export { AckReplay, type AckReplayOptions } from "./nats/ack-replay.js";
 export { type ConfirmingMsg, confirmingAck } from "./nats/confirmed-ack.js";
 export { connectNats, drainNats } from "./nats/connect.js";
 export { ConnectionState } from "./nats/connection-state.js";

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { JsMsg } from "nats";
 import type { Logger } from "../log/logger.js";
+import type { AckReplay } from "./ack-replay.js";
 import { isTransient, jetStreamErrorText } from "./jetstream-errors.js";
 import type { PipelinedPublisher } from "./pipelined-publisher.js";
 
@@ -29,9 +30,17 @@ const TERM = "+TERM";
  * every ack left in a socket write of its own, which the dispatcher profile showed as a quarter
  * of its CPU. Through the pipelined publisher they share one inbox and the writes of one
  * event-loop turn go out together.
+ *
+ * A confirmed ack is not yet stored by the consumer's raft group: `replay` sends it again when
+ * the consumer elects a new leader (ack-replay.ts).
  */
-export function confirmingAck(msg: JsMsg, logger: Logger, pipe: PipelinedPublisher): ConfirmingMsg {
-  const wrapped = new PipelinedAckMsg(msg, logger, pipe);
+export function confirmingAck(
+  msg: JsMsg,
+  logger: Logger,
+  pipe: PipelinedPublisher,
+  replay?: AckReplay,
+): ConfirmingMsg {
+  const wrapped = new PipelinedAckMsg(msg, logger, pipe, replay);
   return { msg: wrapped, confirmed: () => wrapped.confirmation ?? Promise.resolve() };
 }
 
@@ -39,16 +48,18 @@ class PipelinedAckMsg implements JsMsg {
   readonly #msg: JsMsg;
   readonly #logger: Logger;
   readonly #pipe: PipelinedPublisher;
+  readonly #replay: AckReplay | undefined;
   /** The consumer's ack subject: every ack, nak and progress note goes there. */
   readonly #ackSubject: string;
   /** Set once ack, nak or term was sent: they are final, as in nats.js. */
   #done = false;
   confirmation: Promise<void> | undefined;
 
-  constructor(msg: JsMsg, logger: Logger, pipe: PipelinedPublisher) {
+  constructor(msg: JsMsg, logger: Logger, pipe: PipelinedPublisher, replay: AckReplay | undefined) {
     this.#msg = msg;
     this.#logger = logger;
     this.#pipe = pipe;
+    this.#replay = replay;
     // JsMsgImpl keeps it; the JsMsg interface does not name it.
     this.#ackSubject = (msg as unknown as { reply: string }).reply;
   }
@@ -132,6 +143,7 @@ class PipelinedAckMsg implements JsMsg {
       try {
         // Waits the publisher's timeout: one deadline for everything keeps its sweep in order.
         await this.#pipe.request(this.#ackSubject, ACK);
+        this.#replay?.confirmed(this.#ackSubject);
         return;
       } catch (err) {
         if (!isTransient(err) || Date.now() > giveUpAt) {
