@@ -1,8 +1,11 @@
-/** For logs: scheme, host and path only; user info and query strings may carry credentials. */
+/**
+ * For logs: scheme, host and port only. User info and query strings may carry credentials, and
+ * so may the path: a Slack, Discord or Zapier hook's token is a path segment. The attempt log
+ * (access-controlled, erased with its user) keeps the whole URL; the destination id says which.
+ */
 export function logUrl(url: string): string {
   try {
-    const u = new URL(url);
-    return `${u.origin}${u.pathname}`;
+    return new URL(url).origin;
   } catch {
     return "<invalid url>";
   }

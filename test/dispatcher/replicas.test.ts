@@ -135,12 +135,13 @@ describe("replicas", () => {
     const r = await receiver();
     r.respond = () => ({ status: 200, delayMs: 300 });
     // The first URL refuses connections, so every delivery logs a failed attempt: the logs must
-    // still hold no secret, header value or URL credential.
+    // still hold no secret, header value or URL credential, in its user info, path (a Slack- or
+    // Discord-style hook's token) or query.
     await p.putDestination(
       destination({
         id: "term",
         sourceIds: ["term"],
-        urls: ["http://user:pw-SECRET@127.0.0.1:1/x?token=tok-SECRET", r.url()],
+        urls: ["http://user:pw-SECRET@127.0.0.1:1/hooks/path-SECRET?token=tok-SECRET", r.url()],
         sharedSecret: "shared-SECRET",
         headers: { Authorization: "Bearer hdr-SECRET" },
       }),

@@ -264,7 +264,7 @@ describe("npm start", () => {
       });
       expect(failed).toMatch(
         new RegExp(
-          `^✗ bad-hook ${failing.url().replaceAll(".", "\\.")} 500 \\(attempt 1, next in \\d+ (ms|s)\\): upstream is down: try later$`,
+          `^✗ bad-hook ${new URL(failing.url()).origin.replaceAll(".", "\\.")} 500 \\(attempt 1, next in \\d+ (ms|s)\\): upstream is down: try later$`,
         ),
       );
       // The two good destinations got it: a summary line, not one per delivery.
