@@ -8,6 +8,12 @@ const DEAD_PREFIX = deadSubject("");
 const NUDGE_MS = 1_000;
 /** Letters dropped between two looks at whether the dispatcher is stopping. */
 const DROP_CHUNK = 200;
+/**
+ * Shares are enforced once DEAD holds this much of its limit. Below it nobody's letters are
+ * pushed out, so a source may keep more than its share (a lone source may use most of DEAD); the
+ * quarter left is far more than the letters written in the second before a trim.
+ */
+export const DEAD_PRESSURE = 0.75;
 
 export interface DeadLetterSharesDeps {
   jsm: JetStreamManager;
@@ -24,8 +30,11 @@ export interface DeadLetterSharesDeps {
 /**
  * DEAD is shared by every source and drops its oldest letters when full: one source whose
  * endpoints fail would push out every other source's dead letters. So each source gets a share
- * (SOURCE_MAX_DEAD_LETTER_BYTES): over it, the oldest letters of that source's destinations are
- * dropped (counted, logged), before DEAD itself has to drop anyone's.
+ * (SOURCE_MAX_DEAD_LETTER_BYTES): once DEAD is 3/4 full, the sources over their share drop their
+ * oldest letters (counted, logged), as many as bring DEAD back under 3/4, each in proportion to
+ * how far it is over (never below its share), before DEAD itself has to drop anyone's. While DEAD
+ * has room nothing is dropped: a share that cut a lone source at 1/16 of DEAD lost letters with
+ * 15/16 of it empty.
  *
  * A source's bytes: its destinations' letters (per-subject counts, one per destination) times
  * DEAD's average letter; a destination shared by sources counts against each. A source over its
@@ -80,7 +89,8 @@ export class DeadLetterShares {
       throw err;
     }
     const { messages, bytes } = info.state;
-    if (messages === 0) return;
+    const needed = bytes - DEAD_PRESSURE * info.config.max_bytes;
+    if (messages === 0 || info.config.max_bytes <= 0 || needed <= 0) return;
     const average = bytes / messages;
     // Letters per destination: one subject each (a FAN_OUT target's letter is its destination's).
     const letters = new Map<string, number>();
@@ -111,14 +121,24 @@ export class DeadLetterShares {
     const ask = (part: Part, fraction: number) => {
       for (const id of part.destinations) shed.set(id, Math.max(shed.get(id) ?? 0, fraction));
     };
+    // What brings DEAD under its 3/4, from the sources over their share, each by how far over.
+    const excess = (u: { own: Part; shared: Part }) => u.own.bytes + u.shared.bytes - d.maxBytesPerSource;
+    let totalExcess = 0;
+    for (const u of usage.values()) totalExcess += Math.max(0, excess(u));
+    if (totalExcess <= 0) return;
+    const scale = Math.min(1, needed / totalExcess);
     for (const [sourceId, u] of usage) {
-      const bytes = u.own.bytes + u.shared.bytes;
-      if (bytes <= d.maxBytesPerSource) continue;
+      if (excess(u) <= 0) continue;
+      const over = excess(u) * scale;
       d.logger.warn(
-        { sourceId, bytes: Math.round(bytes), share: d.maxBytesPerSource },
-        "source's dead letters over its share (SOURCE_MAX_DEAD_LETTER_BYTES): dropping its oldest",
+        {
+          sourceId,
+          bytes: Math.round(u.own.bytes + u.shared.bytes),
+          share: d.maxBytesPerSource,
+          dropping: Math.round(over),
+        },
+        "DEAD is 3/4 full and this source's dead letters over its share (SOURCE_MAX_DEAD_LETTER_BYTES): dropping its oldest",
       );
-      const over = bytes - d.maxBytesPerSource;
       if (u.shared.bytes > 0) ask(u.shared, Math.min(1, over / u.shared.bytes));
       const rest = over - u.shared.bytes;
       if (rest > 0 && u.own.bytes > 0) ask(u.own, rest / u.own.bytes);

@@ -1,10 +1,12 @@
-import { DEAD_STREAM, deadSubject } from "@hookpost/core";
+import { DEAD_STREAM, DEFAULT_TOPOLOGY, deadSubject } from "@hookpost/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "../helpers/stack.js";
 import { until } from "../helpers/until.js";
 
 const KIB = 1024;
 const SHARE = 32 * KIB;
+// 66 letters of about 2.7 KiB: past 3/4 of DEAD (shares are kept from there on), never full.
+const DEAD_MAX = 224 * KIB;
 const BLOB = "x".repeat(2 * KIB);
 
 // dead-letter-shares.ts charges a destination shared by sources to each of them, then has every
@@ -15,7 +17,11 @@ describe("SOURCE_MAX_DEAD_LETTER_BYTES and a destination shared by two sources",
   let s: Stack;
 
   beforeAll(async () => {
-    s = await Stack.start({ dispatcher: { deadLetterSourceMaxBytes: SHARE } });
+    const topology = { ...DEFAULT_TOPOLOGY, deadLetterMaxBytes: DEAD_MAX };
+    s = await Stack.start({
+      ingest: { topology },
+      dispatcher: { topology, deadLetterSourceMaxBytes: SHARE },
+    });
   });
 
   afterAll(async () => {

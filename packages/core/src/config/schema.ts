@@ -692,7 +692,7 @@ export const SETTINGS = {
     default: undefined,
     shownDefault: "`DEAD_LETTER_MAX_BYTES / 16`",
     description:
-      "dead letters of one source's destinations on DEAD; over it the oldest of them are dropped (counted), so one source's failing endpoints never push out other sources' dead letters",
+      "dead letters of one source's destinations on DEAD kept once DEAD is 3/4 full; then the sources over it drop their oldest (counted) until DEAD is back under 3/4, so one source's failing endpoints never push out other sources' dead letters, and nothing is dropped while DEAD has room",
     check: size(),
   }),
   WEBHOOK_TIMEOUT: define({
