@@ -39,5 +39,6 @@ export {
   type SenderOptions,
   WebhookSender,
 } from "./sender.js";
+export { planShares, SHARE_PRESSURE, type ShareInput } from "./source-shares.js";
 export { AddressPolicy, SsrfRefusedError } from "./ssrf.js";
 export { type Look, type Suspicion, verdict } from "./stranded.js";

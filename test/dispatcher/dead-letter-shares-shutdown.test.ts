@@ -25,8 +25,12 @@ describe("SOURCE_MAX_DEAD_LETTER_BYTES and a dispatcher stopping", () => {
   it("a dispatcher stops promptly while a trim of a source far over its share is under way", async () => {
     const a = await s.source("A");
     await s.destination({ id: "flooded", sourceIds: [a.id], urls: [s.receiver.url("/f")] });
-    // Dead letters as an endpoint refusing everything for a while leaves them (small ones, fast to write).
+    // Another source's letter, the oldest: what the trim protects (a lone source is not trimmed).
+    const b = await s.source("B");
+    await s.destination({ id: "calm", sourceIds: [b.id], urls: [s.receiver.url("/c")] });
     const js = s.nc.jetstream();
+    await js.publish(deadSubject("calm"), '{"n":"b"}');
+    // Dead letters as an endpoint refusing everything for a while leaves them (small ones, fast to write).
     for (let i = 0; i < LETTERS; i += 1000)
       await Promise.all(
         Array.from({ length: 1000 }, (_, j) => js.publish(deadSubject("flooded"), `{"n":${i + j}}`)),
@@ -37,10 +41,10 @@ describe("SOURCE_MAX_DEAD_LETTER_BYTES and a dispatcher stopping", () => {
     const info = await jsm.streams.info(DEAD_STREAM);
     const maxBytes = Math.ceil(info.state.bytes * 1.01);
     await jsm.streams.update(DEAD_STREAM, { ...info.config, max_bytes: maxBytes });
-    const trimmedTo = Math.floor((0.75 * maxBytes) / (info.state.bytes / LETTERS));
+    const trimmedTo = Math.floor((0.75 * maxBytes) / (info.state.bytes / (LETTERS + 1)));
     const count = async () => (await jsm.streams.info(DEAD_STREAM)).state.messages;
     // The periodic run (first after 5 s) starts dropping.
-    await until(async () => (await count()) < LETTERS - 500, {
+    await until(async () => (await count()) < LETTERS + 1 - 500, {
       timeout: 30_000,
       message: "the trim under way",
     });

@@ -10,7 +10,8 @@ const BLOB = "x".repeat(2 * KIB);
 
 // DEAD is shared by every source and drops its oldest letters when full: without a share per
 // source, one source whose endpoints refuse everything would push out the others' dead letters.
-// While DEAD has room nobody's letters are pushed out, so a share is kept only once it is 3/4 full.
+// While DEAD has room nobody's letters are pushed out, so a share is kept only once it is 3/4
+// full, and only when a trim protects someone's letters.
 describe("each source's share of DEAD (SOURCE_MAX_DEAD_LETTER_BYTES)", () => {
   let s: Stack;
 
@@ -38,7 +39,7 @@ describe("each source's share of DEAD (SOURCE_MAX_DEAD_LETTER_BYTES)", () => {
     };
   };
 
-  it("keeps a source's letters past its share while DEAD has room, then drops its oldest to keep DEAD under 3/4, none of another source's", async () => {
+  it("keeps a lone source's letters past its share and DEAD's 3/4; once another source has letters, drops the oldest of the first to bring DEAD under 3/4", async () => {
     const a = await s.source("A");
     const b = await s.source("B");
     await s.destination({ id: "dead-a", sourceIds: [a.id], urls: [s.receiver.url("/a")] });
@@ -52,27 +53,22 @@ describe("each source's share of DEAD (SOURCE_MAX_DEAD_LETTER_BYTES)", () => {
       return ids;
     };
 
-    const bIds = await send(b, 5);
-    await until(async () => (await letters("dead-b")).length === 5, { message: "B's 5 dead letters" });
-    // About 2.7 KiB each: 80 of A's are 6 times its share, and DEAD is under 3/4 full.
-    const aIds = await send(a, 80);
-    await until(async () => (await dead()).a === 80, { message: "A's 80 dead letters" });
+    // About 2.7 KiB each: 150 letters are 12 times A's share and 4/5 of DEAD (never full).
+    const aIds = await send(a, 150);
+    await until(async () => (await dead()).a === 150, { message: "A's 150 dead letters" });
     // not a wait: asserts an absence (none of A's letters dropped) over a run or two of the shares
     await new Promise((r) => setTimeout(r, 2_500));
-    const roomy = await dead();
-    expect(roomy.a * roomy.average).toBeGreaterThan(4 * SHARE);
-    expect(roomy.bytes).toBeLessThan(0.75 * DEAD_MAX);
-    expect(roomy.a).toBe(80);
+    const alone = await dead();
+    expect(alone.bytes).toBeGreaterThan(0.75 * DEAD_MAX);
+    expect(alone.a).toBe(150);
 
-    // 90 more take DEAD past 3/4 (never full: no letter of B's is pushed out by DEAD itself).
-    aIds.push(...(await send(a, 90)));
-    await until(() => s.receiver.requests.filter((r) => r.url === "/a").length >= 170, {
-      message: "A's 170 calls refused by its endpoint",
-    });
+    // B's letters are what a trim now protects from DEAD's own oldest-first drop.
+    const bIds = await send(b, 5);
+    await until(async () => (await letters("dead-b")).length === 5, { message: "B's 5 dead letters" });
     const kept = await until(
       async () => {
         const d = await dead();
-        return d.bytes <= 0.75 * DEAD_MAX && d.a < 170 && d.a;
+        return d.bytes <= 0.75 * DEAD_MAX && d.a < 150 && d.a;
       },
       { timeout: 30_000, message: "DEAD back under 3/4, from A's letters" },
     );
@@ -85,6 +81,6 @@ describe("each source's share of DEAD (SOURCE_MAX_DEAD_LETTER_BYTES)", () => {
 
     const metrics = await (await fetch(`http://127.0.0.1:${s.dispatchers[0]!.opsPort}/metrics`)).text();
     const dropped = Number(/^hookpost_dispatcher_dead_letters_dropped_total (\d+)/m.exec(metrics)?.[1]);
-    expect(dropped).toBeGreaterThanOrEqual(170 - kept);
+    expect(dropped).toBeGreaterThanOrEqual(150 - kept);
   });
 });
