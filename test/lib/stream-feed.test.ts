@@ -1,4 +1,5 @@
 import { StreamFeed } from "@hookpost/core";
+import pino from "pino";
 import { beforeAll, describe, expect, it } from "vitest";
 import { quietLogger } from "../helpers/quiet-logger.js";
 import { until } from "../helpers/until.js";
@@ -53,6 +54,39 @@ describe("StreamFeed", () => {
       await until(() => seen.length >= 100, { timeout: 20_000, message: "the messages after the restart" });
       expect(seen.map((s) => s.text)).toEqual(Array.from({ length: 100 }, (_, i) => String(i)));
       expect(seen.map((s) => s.seq)).toEqual(Array.from({ length: 100 }, (_, i) => i + 2));
+    } finally {
+      feed.close();
+    }
+  });
+
+  it("started while its server is down, follows the stream once the server is back", async () => {
+    const logged: string[] = [];
+    const logger = pino({ level: "warn" }, { write: (line: string) => void logged.push(line) });
+    const seen: string[] = [];
+    await nats.server.kill();
+    const feed = new StreamFeed({
+      nc: nats.nc,
+      stream: "FEED",
+      startTime: () => new Date(),
+      onMessage: (data) => seen.push(decoder.decode(data)),
+      logger,
+      heartbeatMs: 500,
+    });
+    feed.start();
+    try {
+      // It failed to start (an account check, then its consumer's creation, time out meanwhile)
+      // and says it starts again; it used to stop there for good, its promise rejected unhandled.
+      await until(() => logged.some((l) => l.includes("stream feed")), {
+        timeout: 20_000,
+        message: "the feed's failed start logged",
+      });
+      await nats.server.restart();
+      const js = nats.nc.jetstream();
+      await until(() => js.publish("feed.b.later", "later").then(() => true), {
+        interval: 100,
+        message: "a message published after the server is back",
+      });
+      await until(() => seen.includes("later"), { timeout: 20_000, message: "the message followed" });
     } finally {
       feed.close();
     }

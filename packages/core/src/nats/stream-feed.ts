@@ -69,8 +69,22 @@ export class StreamFeed {
     return this.#caughtUp;
   }
 
+  /**
+   * Starts following; whatever fails (NATS away when it starts, a connection closing) is logged
+   * and the feed starts again: a feed that stopped would leave its reader (the health fold,
+   * operational webhooks' alert feed) silent until the process restarts.
+   */
   start(): void {
-    void this.#run();
+    this.#run().catch((err: unknown) => {
+      if (this.#closed || this.#o.nc.isClosed()) return;
+      this.#o.logger.warn(
+        { stream: this.#o.stream, err: (err as Error).message },
+        "stream feed failed; restarting",
+      );
+      setTimeout(() => {
+        if (!this.#closed) this.start();
+      }, RESTART_MS).unref();
+    });
   }
 
   close(): void {
@@ -79,40 +93,49 @@ export class StreamFeed {
   }
 
   async #run(): Promise<void> {
-    const jsm = await this.#o.nc.jetstreamManager();
+    // No account check: a round trip that fails while NATS is away, and the consumer's own
+    // creation below says as much.
+    const jsm = await this.#o.nc.jetstreamManager({ checkAPI: false });
     const heartbeatMs = this.#o.heartbeatMs ?? 5000;
-    while (!this.#closed) {
+    // A closed connection is for good (the process is stopping): nothing to follow any more.
+    while (!this.#closed && !this.#o.nc.isClosed()) {
       const inbox = createInbox();
       let expected = 1;
       let lastHeard = Date.now();
       let watch: ReturnType<typeof setInterval> | undefined;
       const ended = new Promise<string>((resolve) => {
         this.#restart = () => resolve("closed");
-        const sub = this.#o.nc.subscribe(inbox, {
-          callback: (err, m) => {
-            if (err) return resolve(err.message);
-            lastHeard = Date.now();
-            if (isStatus(m)) {
-              // Flow control asks for an answer; a heartbeat may name a stalled flow control.
-              if (m.reply) m.respond();
-              else if (m.headers?.description?.toLowerCase().includes("idle")) this.#caughtUp = true;
-              const stalled = m.headers?.get("Nats-Consumer-Stalled");
-              if (stalled) this.#o.nc.publish(stalled);
-              return;
-            }
-            const at = sequences(m.reply ?? "");
-            if (!at || at.delivered !== expected) return resolve("gap in the feed");
-            expected++;
-            this.#lastSeq = at.stream;
-            this.#pending = at.pending || 0;
-            if (at.pending === 0) this.#caughtUp = true;
-            try {
-              this.#o.onMessage(m.data, at.stream);
-            } catch (e) {
-              this.#o.logger.warn({ err: (e as Error).message }, "feed handler failed");
-            }
-          },
-        });
+        let sub: Subscription;
+        try {
+          sub = this.#o.nc.subscribe(inbox, {
+            callback: (err, m) => {
+              if (err) return resolve(err.message);
+              lastHeard = Date.now();
+              if (isStatus(m)) {
+                // Flow control asks for an answer; a heartbeat may name a stalled flow control.
+                if (m.reply) m.respond();
+                else if (m.headers?.description?.toLowerCase().includes("idle")) this.#caughtUp = true;
+                const stalled = m.headers?.get("Nats-Consumer-Stalled");
+                if (stalled) this.#o.nc.publish(stalled);
+                return;
+              }
+              const at = sequences(m.reply ?? "");
+              if (!at || at.delivered !== expected) return resolve("gap in the feed");
+              expected++;
+              this.#lastSeq = at.stream;
+              this.#pending = at.pending || 0;
+              if (at.pending === 0) this.#caughtUp = true;
+              try {
+                this.#o.onMessage(m.data, at.stream);
+              } catch (e) {
+                this.#o.logger.warn({ err: (e as Error).message }, "feed handler failed");
+              }
+            },
+          });
+        } catch (e) {
+          // The connection is closing or closed: this round ends (the loop sees #closed).
+          return resolve((e as Error).message);
+        }
         this.#current = { sub };
         watch = setInterval(() => {
           if (Date.now() - lastHeard > 3 * heartbeatMs) resolve("no heartbeat");
@@ -151,7 +174,7 @@ export class StreamFeed {
       this.#current = undefined;
       if (cur && !cur.sub.isClosed()) cur.sub.unsubscribe();
       if (cur?.consumer) void jsm.consumers.delete(this.#o.stream, cur.consumer).catch(() => {});
-      if (this.#closed) return;
+      if (this.#closed || this.#o.nc.isClosed()) return;
       this.#o.logger.warn({ stream: this.#o.stream, why }, "stream feed restarting");
       await new Promise((r) => setTimeout(r, RESTART_MS).unref());
     }
