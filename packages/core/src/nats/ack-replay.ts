@@ -16,6 +16,8 @@ const REPLAY_MAX = 50_000;
  * listens for acks, so once soon and once more a second later (an ack is idempotent).
  */
 const REPLAY_AFTER_MS = [100, 1000];
+/** Consumers whose last confirmed ack is remembered, at most (past it, the stale are forgotten). */
+const MAX_CONSUMERS = 10_000;
 
 export interface AckReplayOptions {
   windowMs?: number;
@@ -39,6 +41,12 @@ export class AckReplay {
   readonly #subjects: (string | undefined)[];
   readonly #times: Float64Array;
   #next = 0;
+  /**
+   * When each consumer ("<stream>.<consumer>") last had an ack confirmed: a leader elected for a
+   * consumer with none in the window (a lane just created, in a cluster every lane's first
+   * election) costs a lookup, not a scan of every remembered ack.
+   */
+  readonly #lastAck = new Map<string, number>();
   readonly #sub: Subscription;
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
 
@@ -56,9 +64,19 @@ export class AckReplay {
 
   /** An ack confirmed now on `ackSubject` (the message's reply subject). */
   confirmed(ackSubject: string): void {
+    const now = performance.now();
     this.#subjects[this.#next] = ackSubject;
-    this.#times[this.#next] = performance.now();
+    this.#times[this.#next] = now;
     this.#next = (this.#next + 1) % this.#subjects.length;
+    const key = consumerOf(ackSubject);
+    if (key === undefined) return;
+    // Consumers come and go (lanes): the stale ones are forgotten once there are many.
+    if (!this.#lastAck.has(key) && this.#lastAck.size >= MAX_CONSUMERS) this.#forgetStale(now);
+    this.#lastAck.set(key, now);
+  }
+
+  #forgetStale(now: number): void {
+    for (const [key, at] of this.#lastAck) if (at < now - this.#windowMs) this.#lastAck.delete(key);
   }
 
   close(): void {
@@ -72,11 +90,13 @@ export class AckReplay {
     const tokens = subject.split(".");
     if (tokens.length !== 7) return;
     const [stream, consumer] = [tokens[5]!, tokens[6]!];
+    const key = `${stream}.${consumer}`;
     const since = performance.now() - this.#windowMs;
+    if ((this.#lastAck.get(key) ?? -1) < since) return;
     const acks: string[] = [];
     for (let i = 0; i < this.#subjects.length; i++) {
       const s = this.#subjects[i];
-      if (s !== undefined && this.#times[i]! >= since && ackOf(s, stream, consumer)) acks.push(s);
+      if (s !== undefined && this.#times[i]! >= since && consumerOf(s) === key) acks.push(s);
     }
     if (acks.length === 0) return;
     this.#logger.info(
@@ -101,10 +121,12 @@ export class AckReplay {
 }
 
 /**
- * Whether an ack subject is of this consumer: `$JS.ACK.<stream>.<consumer>.<9 more>` (2.9) or
+ * "<stream>.<consumer>" of an ack subject: `$JS.ACK.<stream>.<consumer>.<5 more>` (2.9) or
  * `$JS.ACK.<domain>.<account hash>.<stream>.<consumer>.…` (2.10 and later).
  */
-function ackOf(ackSubject: string, stream: string, consumer: string): boolean {
+function consumerOf(ackSubject: string): string | undefined {
   const t = ackSubject.split(".");
-  return t.length === 9 ? t[2] === stream && t[3] === consumer : t[4] === stream && t[5] === consumer;
+  if (t.length === 9) return `${t[2]}.${t[3]}`;
+  if (t.length >= 11) return `${t[4]}.${t[5]}`;
+  return undefined;
 }
