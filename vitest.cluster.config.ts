@@ -8,6 +8,7 @@ export default defineConfig({
   ssr: { resolve: { conditions: ["@hookpost/source"] } },
   test: {
     include: ["test/cluster/**/*.test.ts"],
+    setupFiles: ["test/helpers/failure-logs.ts"],
     // The frozen-node test may wait 4 minutes for a cluster that lost a stream's leader to settle.
     testTimeout: 420_000,
     hookTimeout: 120_000,

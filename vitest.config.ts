@@ -10,6 +10,8 @@ export default defineConfig({
     exclude: ["test/cluster/**", "**/node_modules/**"],
     // Builds the web console when dist/console is missing (the browser tests serve it).
     globalSetup: ["test/helpers/build-console.ts"],
+    // A failing test prints what its in-process services logged at warn and above.
+    setupFiles: ["test/helpers/failure-logs.ts"],
     // Every test file starts its own nats-server and services: give them room, and run
     // a few files at once (2 cores here).
     testTimeout: 60_000,
