@@ -1,5 +1,7 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { NatsConnection, Subscription } from "nats";
 import type { Logger } from "../log/logger.js";
+import { isTransient } from "./jetstream-errors.js";
 import type { PipelinedPublisher } from "./pipelined-publisher.js";
 
 /** nats-server announces each consumer leader it elects here (`.<stream>.<consumer>`). */
@@ -9,13 +11,17 @@ const LEADER_ELECTED = "$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED";
  * (docs/operations.md), and the acks it may have lost were confirmed just before it died.
  */
 const REPLAY_WINDOW_MS = 15_000;
-/** Acks remembered at most (oldest first out): about 3 MB, 15 s at 3 300 acks/s. */
+/** Acks remembered at most (oldest first out): a few MB; 15 s at 3 300 acks/s. */
 const REPLAY_MAX = 50_000;
 /**
- * When acks go again after the advisory: nats-server sends it just before the new leader
- * listens for acks, so once soon and once more a second later (an ack is idempotent).
+ * How an ack goes again: soon after the advisory (nats-server sends it just before the new leader
+ * listens for acks), then again while the answer is "503 no responders" (no leader listening yet)
+ * or none comes, for a few seconds at most.
  */
-const REPLAY_AFTER_MS = [100, 1000];
+const REPLAY_FIRST_MS = 50;
+const REPLAY_RETRY_MS = 200;
+const REPLAY_TRIES = 15;
+const REPLAY_ANSWER_MS = 1000;
 /** Consumers whose last confirmed ack is remembered, at most (past it, the stale are forgotten). */
 const MAX_CONSUMERS = 10_000;
 
@@ -27,18 +33,21 @@ export interface AckReplayOptions {
 /**
  * Sends a consumer's recently confirmed acks again when JetStream elects it a new leader.
  *
- * nats-server 2.9 answers an ack as soon as its leader proposes it to the consumer's raft group,
- * not once the group stored it: a leader killed right after confirming leaves those acks only
- * in the dead node, and its successor hands the messages out again after ack-wait. A consumer
- * leader's death made 0.3-1.3 % of deliveries come twice in `npm run test:cluster`, delivered
- * directly from EVENTS (its router consumer's acks) or from a partition. Acking a message the
- * new leader no longer holds does nothing, so every ack of the last 15 s goes again.
+ * nats-server 2.9 answers an ack as soon as its leader proposes it to the consumer's raft group
+ * (server/consumer.go processAck), not once the group stored it: a leader killed right after
+ * confirming leaves those acks on the dead node alone, and its successor hands the messages out
+ * again after ack-wait. In `npm run test:cluster` (a consumer leader killed -9 under load), with
+ * acks confirmed only by a leader's answer (confirmed-ack.ts) 12, 0 and 0 webhooks still came
+ * twice in three runs, and 5, 0 and 0 with this replay too. Acking a message the new leader no longer holds changes nothing, so every ack
+ * of the last 15 s goes again, each until a leader answers it.
  */
 export class AckReplay {
   readonly #pipe: PipelinedPublisher;
   readonly #logger: Logger;
   readonly #windowMs: number;
   readonly #subjects: (string | undefined)[];
+  /** Each remembered ack's consumer ("<stream>.<consumer>"), read once when it was confirmed. */
+  readonly #keys: (string | undefined)[];
   readonly #times: Float64Array;
   #next = 0;
   /**
@@ -48,7 +57,7 @@ export class AckReplay {
    */
   readonly #lastAck = new Map<string, number>();
   readonly #sub: Subscription;
-  readonly #timers = new Set<ReturnType<typeof setTimeout>>();
+  #closed = false;
 
   constructor(nc: NatsConnection, pipe: PipelinedPublisher, logger: Logger, o: AckReplayOptions = {}) {
     this.#pipe = pipe;
@@ -56,6 +65,7 @@ export class AckReplay {
     this.#windowMs = o.windowMs ?? REPLAY_WINDOW_MS;
     const max = o.max ?? REPLAY_MAX;
     this.#subjects = new Array<string | undefined>(max);
+    this.#keys = new Array<string | undefined>(max);
     this.#times = new Float64Array(max);
     this.#sub = nc.subscribe(`${LEADER_ELECTED}.>`, {
       callback: (_err, msg) => this.#elected(msg.subject),
@@ -65,11 +75,12 @@ export class AckReplay {
   /** An ack confirmed now on `ackSubject` (the message's reply subject). */
   confirmed(ackSubject: string): void {
     const now = performance.now();
-    this.#subjects[this.#next] = ackSubject;
-    this.#times[this.#next] = now;
-    this.#next = (this.#next + 1) % this.#subjects.length;
     const key = consumerOf(ackSubject);
     if (key === undefined) return;
+    this.#subjects[this.#next] = ackSubject;
+    this.#keys[this.#next] = key;
+    this.#times[this.#next] = now;
+    this.#next = (this.#next + 1) % this.#subjects.length;
     // Consumers come and go (lanes): the stale ones are forgotten once there are many.
     if (!this.#lastAck.has(key) && this.#lastAck.size >= MAX_CONSUMERS) this.#forgetStale(now);
     this.#lastAck.set(key, now);
@@ -80,9 +91,8 @@ export class AckReplay {
   }
 
   close(): void {
+    this.#closed = true;
     this.#sub.unsubscribe();
-    for (const t of this.#timers) clearTimeout(t);
-    this.#timers.clear();
   }
 
   #elected(subject: string): void {
@@ -96,26 +106,27 @@ export class AckReplay {
     const acks: string[] = [];
     for (let i = 0; i < this.#subjects.length; i++) {
       const s = this.#subjects[i];
-      if (s !== undefined && this.#times[i]! >= since && consumerOf(s) === key) acks.push(s);
+      if (s !== undefined && this.#keys[i] === key && this.#times[i]! >= since) acks.push(s);
     }
     if (acks.length === 0) return;
     this.#logger.info(
       { stream, consumer, acks: acks.length },
       "consumer leader elected: recent acks sent again",
     );
-    for (const delay of REPLAY_AFTER_MS) {
-      const t = setTimeout(() => {
-        this.#timers.delete(t);
-        for (const s of acks) {
-          try {
-            this.#pipe.send(s, "+ACK");
-          } catch {
-            return; // closing
-          }
-        }
-      }, delay);
-      t.unref();
-      this.#timers.add(t);
+    for (const ack of acks) void this.#resend(ack);
+  }
+
+  /** Sends one ack again until a leader answers it (or a few seconds passed). */
+  async #resend(ackSubject: string): Promise<void> {
+    await sleep(REPLAY_FIRST_MS, undefined, { ref: false });
+    for (let i = 0; i < REPLAY_TRIES && !this.#closed; i++) {
+      try {
+        const reply = await this.#pipe.request(ackSubject, "+ACK", undefined, REPLAY_ANSWER_MS);
+        if (!reply.headers?.hasError) return;
+      } catch (err) {
+        if (!isTransient(err)) return; // closing
+      }
+      await sleep(REPLAY_RETRY_MS, undefined, { ref: false });
     }
   }
 }
