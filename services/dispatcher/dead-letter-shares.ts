@@ -81,7 +81,7 @@ export class DeadLetterShares {
     const letters = new Map<string, number>();
     for (const [subject, count] of Object.entries(info.state.subjects ?? {}))
       letters.set(subject.slice(DEAD_PREFIX.length), count);
-    const shed = planShares({
+    const drops = planShares({
       counts: letters,
       sourcesOf: (destinationId) => d.store.destination(destinationId)?.sourceIds ?? [],
       bytes: info.state.bytes,
@@ -91,11 +91,11 @@ export class DeadLetterShares {
       what: "dead letters (SOURCE_MAX_DEAD_LETTER_BYTES)",
       logger: d.logger,
     });
-    for (const [destinationId, fraction] of shed) {
+    for (const [destinationId, count] of drops) {
       if (!this.#owns(destinationId)) continue;
       // In chunks: a source far over its share may have tens of thousands to drop, and a
       // dispatcher stopping (a deploy) must not wait for all of them.
-      for (let left = Math.ceil((letters.get(destinationId) ?? 0) * fraction); left > 0 && !this.#stopped; ) {
+      for (let left = count; left > 0 && !this.#stopped; ) {
         const dropped = await deleteMessages(d.jsm, DEAD_STREAM, deadSubject(destinationId), {
           limit: Math.min(DROP_CHUNK, left),
         });

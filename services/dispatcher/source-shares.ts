@@ -6,6 +6,8 @@ import type { Logger } from "@hookpost/core";
  * is written between two trims.
  */
 export const SHARE_PRESSURE = 0.75;
+/** Rounds of the cut's scale: shared subjects count against each of their sources. */
+const SCALE_ROUNDS = 8;
 
 export interface ShareInput {
   /** Records per subject of the stream (its per-subject counts). */
@@ -22,27 +24,30 @@ export interface ShareInput {
   logger: Logger;
 }
 
+type Part = { bytes: number; subjects: string[] };
+type Usage = { own: Part; shared: Part };
+
 /**
- * What each subject sheds (its oldest records, a fraction of its count) so that a stream shared
- * by sources keeps each source's share, or nothing when it need not.
+ * How many of each subject's oldest records to drop so that a stream shared by sources keeps
+ * each source's share; empty when it need not.
  *
- * Only a stream 3/4 full sheds, and only as much as brings it back under 3/4: the sources over
- * their share, each in proportion to how far over (never below it). A source's bytes are its
- * subjects' records at the stream's average; a subject shared by sources counts against each. A
- * source over its share sheds its shared subjects first, its own only for what is left over, so
- * another source flooding a subject they share never drops the records of one it has no part
- * in. When every subject holding records would shed, nobody's records are protected by a trim
- * (a lone source, or every source over its share): the stream's own oldest-first drop is as fair,
- * and trimming would leave a quarter of it unused.
+ * Only a stream 3/4 full sheds, and only about as much as brings it back under 3/4: the sources
+ * over their share, each in proportion to how far over. A source's bytes are its subjects'
+ * records at the stream's average; a subject shared by sources counts against each. A source
+ * over its share sheds its shared subjects first, its own only for what is left over, so another
+ * source flooding a subject they share never drops the records of one it has no part in. Whole
+ * records are handed out by largest remainder, so many subjects with a record or two each do not
+ * each lose one (a source cut to nothing). When one source holds every record, a cut protects
+ * nobody: the stream's own oldest-first drop takes only its records, and trimming would leave a
+ * quarter of the stream unused.
  */
 export function planShares(i: ShareInput): Map<string, number> {
-  const shed = new Map<string, number>();
   const needed = i.bytes - SHARE_PRESSURE * i.maxBytes;
-  if (i.messages === 0 || i.maxBytes <= 0 || needed <= 0) return shed;
+  if (i.messages === 0 || i.maxBytes <= 0 || needed <= 0) return new Map();
   const average = i.bytes / i.messages;
-  type Part = { bytes: number; subjects: string[] };
-  const usage = new Map<string, { own: Part; shared: Part }>();
+  const usage = new Map<string, Usage>();
   for (const [subject, n] of i.counts) {
+    if (n <= 0) continue;
     const sourceIds = i.sourcesOf(subject);
     for (const sourceId of sourceIds) {
       const u = usage.get(sourceId) ?? {
@@ -55,30 +60,68 @@ export function planShares(i: ShareInput): Map<string, number> {
       usage.set(sourceId, u);
     }
   }
-  const excess = (u: { own: Part; shared: Part }) => u.own.bytes + u.shared.bytes - i.maxBytesPerSource;
+  if (usage.size <= 1) return new Map();
+  const excess = (u: Usage) => u.own.bytes + u.shared.bytes - i.maxBytesPerSource;
   let totalExcess = 0;
   for (const u of usage.values()) totalExcess += Math.max(0, excess(u));
-  if (totalExcess <= 0) return shed;
-  const scale = Math.min(1, needed / totalExcess);
-  // The fraction each subject sheds: the largest its sources ask.
+  if (totalExcess <= 0) return new Map();
+
+  // A shared subject's records count once in what is removed but against each of its sources,
+  // so the first scale removes too little: raise it until the cut covers what is needed.
+  let scale = Math.min(1, needed / totalExcess);
+  let fractions = fractionsAt(usage, excess, scale);
+  for (let round = 1; round < SCALE_ROUNDS && scale < 1; round++) {
+    let removed = 0;
+    for (const [s, f] of fractions) removed += (i.counts.get(s) ?? 0) * f * average;
+    if (removed >= needed * 0.999 || removed <= 0) break;
+    scale = Math.min(1, (scale * needed) / removed);
+    fractions = fractionsAt(usage, excess, scale);
+  }
+
+  for (const [sourceId, u] of usage)
+    if (excess(u) > 0)
+      i.logger.warn(
+        {
+          sourceId,
+          bytes: Math.round(u.own.bytes + u.shared.bytes),
+          share: i.maxBytesPerSource,
+          dropping: Math.round(excess(u) * scale),
+        },
+        `stream 3/4 full and this source's ${i.what} over its share: dropping its oldest`,
+      );
+  return wholeRecords(fractions, i.counts);
+}
+
+/** The fraction each subject sheds at `scale`: the largest its sources ask. */
+function fractionsAt(usage: Map<string, Usage>, excess: (u: Usage) => number, scale: number) {
+  const shed = new Map<string, number>();
   const ask = (part: Part, fraction: number) => {
     for (const s of part.subjects) shed.set(s, Math.max(shed.get(s) ?? 0, fraction));
   };
-  const over: { sourceId: string; bytes: number; dropping: number }[] = [];
-  for (const [sourceId, u] of usage) {
+  for (const u of usage.values()) {
     if (excess(u) <= 0) continue;
     const dropping = excess(u) * scale;
-    over.push({ sourceId, bytes: Math.round(u.own.bytes + u.shared.bytes), dropping: Math.round(dropping) });
     if (u.shared.bytes > 0) ask(u.shared, Math.min(1, dropping / u.shared.bytes));
     const rest = dropping - u.shared.bytes;
-    if (rest > 0 && u.own.bytes > 0) ask(u.own, rest / u.own.bytes);
+    if (rest > 0 && u.own.bytes > 0) ask(u.own, Math.min(1, rest / u.own.bytes));
   }
-  const protectedRecords = [...i.counts].some(([s, n]) => n > 0 && !shed.has(s) && i.sourcesOf(s).length > 0);
-  if (!protectedRecords) return new Map();
-  for (const o of over)
-    i.logger.warn(
-      { ...o, share: i.maxBytesPerSource },
-      `stream 3/4 full and this source's ${i.what} over its share: dropping its oldest`,
-    );
   return shed;
+}
+
+/** Whole records per subject: the fractional cut rounded up in total, by largest remainder. */
+function wholeRecords(fractions: Map<string, number>, counts: ReadonlyMap<string, number>) {
+  const parts = [...fractions].map(([s, f]) => {
+    const exact = (counts.get(s) ?? 0) * f;
+    return { s, n: Math.floor(exact), rest: exact - Math.floor(exact), max: counts.get(s) ?? 0 };
+  });
+  const total = Math.ceil(parts.reduce((sum, p) => sum + p.n + p.rest, 0) - 1e-9);
+  let given = parts.reduce((sum, p) => sum + p.n, 0);
+  for (const p of [...parts].sort((a, b) => b.rest - a.rest)) {
+    if (given >= total) break;
+    if (p.n < p.max) {
+      p.n++;
+      given++;
+    }
+  }
+  return new Map(parts.filter((p) => p.n > 0).map((p) => [p.s, p.n]));
 }
