@@ -63,11 +63,13 @@ describe("StreamFeed", () => {
     const logged: string[] = [];
     const logger = pino({ level: "warn" }, { write: (line: string) => void logged.push(line) });
     const seen: string[] = [];
+    // Before the outage: a feed's first consumer starts from here, whenever it gets to start.
+    const startedAt = new Date();
     await nats.server.kill();
     const feed = new StreamFeed({
       nc: nats.nc,
       stream: "FEED",
-      startTime: () => new Date(),
+      startTime: () => startedAt,
       onMessage: (data) => seen.push(decoder.decode(data)),
       logger,
       heartbeatMs: 500,

@@ -168,7 +168,8 @@ export class StreamFeed {
           })
           .catch((e: Error) => resolve(e.message));
       });
-      const why = await ended;
+      // A round that threw (its start time, say) ends like any other: cleaned up, then again.
+      const why = await ended.catch((e: unknown) => (e as Error).message);
       clearInterval(watch);
       const cur = this.#current;
       this.#current = undefined;
