@@ -37,8 +37,9 @@ describe("confirmingAck", () => {
       void c.confirmed().then(() => {
         confirmed = true;
       });
-      // not a wait: asserts an absence. A 503 comes back within a millisecond, and was taken for
-      // a confirmation; now the ack goes again (after 100, 200, 400 ms, ...) until a leader answers.
+      // A 503 comes back within a millisecond, and was taken for a confirmation; now the ack
+      // goes again (after 100, 200, 400 ms, ...) until a leader answers.
+      // not a wait: asserts an absence (no confirmation) over a second of 503 answers
       await new Promise((r) => setTimeout(r, 1000));
       expect(confirmed).toBe(false);
       await jsm.consumers.add("CA", config);
