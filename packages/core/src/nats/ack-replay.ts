@@ -2,7 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { NatsConnection, Subscription } from "nats";
 import type { Logger } from "../log/logger.js";
 import { isTransient } from "./jetstream-errors.js";
-import type { PipelinedPublisher } from "./pipelined-publisher.js";
+import { type PipelinedPublisher, statusError } from "./pipelined-publisher.js";
 
 /** nats-server announces each consumer leader it elects here (`.<stream>.<consumer>`). */
 const LEADER_ELECTED = "$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED";
@@ -38,8 +38,9 @@ export interface AckReplayOptions {
  * confirming leaves those acks on the dead node alone, and its successor hands the messages out
  * again after ack-wait. In `npm run test:cluster` (a consumer leader killed -9 under load), with
  * acks confirmed only by a leader's answer (confirmed-ack.ts) 12, 0 and 0 webhooks still came
- * twice in three runs, and 5, 0 and 0 with this replay too. Acking a message the new leader no longer holds changes nothing, so every ack
- * of the last 15 s goes again, each until a leader answers it.
+ * twice in three runs, and 5, 0 and 0 with this replay too. Acking a message the new leader no
+ * longer holds changes nothing, so every ack of the last 15 s goes again, each until a leader
+ * answers it.
  */
 export class AckReplay {
   readonly #pipe: PipelinedPublisher;
@@ -122,7 +123,7 @@ export class AckReplay {
     for (let i = 0; i < REPLAY_TRIES && !this.#closed; i++) {
       try {
         const reply = await this.#pipe.request(ackSubject, "+ACK", undefined, REPLAY_ANSWER_MS);
-        if (!reply.headers?.hasError) return;
+        if (!statusError(reply)) return;
       } catch (err) {
         if (!isTransient(err)) return; // closing
       }

@@ -3,7 +3,7 @@ import type { JsMsg } from "nats";
 import type { Logger } from "../log/logger.js";
 import type { AckReplay } from "./ack-replay.js";
 import { isTransient, jetStreamErrorText } from "./jetstream-errors.js";
-import { type PipelinedPublisher, PublishError } from "./pipelined-publisher.js";
+import { type PipelinedPublisher, statusError } from "./pipelined-publisher.js";
 
 /** How long an ack is resent before the message is left to come back after ack-wait. */
 const CONFIRM_FOR_MS = 30_000;
@@ -142,13 +142,10 @@ class PipelinedAckMsg implements JsMsg {
     for (let attempt = 1; ; attempt++) {
       try {
         // Waits the publisher's timeout: one deadline for everything keeps its sweep in order.
-        const reply = await this.#pipe.request(this.#ackSubject, ACK);
         // A status is no confirmation: "503 no responders" is what the server answers while the
         // consumer has no leader (only a leader listens for acks), all through an election.
-        if (reply.headers?.hasError) {
-          const code = String(reply.headers.code);
-          throw new PublishError(code, code === "503" ? "no responders" : reply.headers.description);
-        }
+        const status = statusError(await this.#pipe.request(this.#ackSubject, ACK));
+        if (status) throw status;
         this.#replay?.confirmed(this.#ackSubject);
         return;
       } catch (err) {

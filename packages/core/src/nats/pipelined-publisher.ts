@@ -336,11 +336,19 @@ function isPlain(m: Pending | Plain): m is Plain {
 }
 
 /** The PubAck of a reply, or why there is none. */
+/**
+ * The status an answer carries instead of a reply, as an error: "503 no responders" when nobody
+ * listens on the subject (a stream or a consumer without a leader), undefined for a real answer.
+ */
+export function statusError(msg: ReplyLite): PublishError | undefined {
+  if (!msg.headers?.hasError) return undefined;
+  const code = String(msg.headers.code);
+  return new PublishError(code, code === "503" ? "no responders" : msg.headers.description);
+}
+
 function parsePubAck(msg: ReplyLite): PubAckLite | PublishError {
-  if (msg.headers?.hasError) {
-    const code = String(msg.headers.code);
-    return new PublishError(code, code === "503" ? "no responders" : msg.headers.description);
-  }
+  const status = statusError(msg);
+  if (status) return status;
   let ack: { stream?: string; seq?: number; duplicate?: boolean; error?: PublishError["api_error"] };
   try {
     ack = JSON.parse(decoder.decode(msg.data));
